@@ -1,0 +1,121 @@
+#include "daemon/accounting/engine.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace stagefrontier {
+
+namespace {
+constexpr size_t kMaxClosedVerdicts = 1024;
+constexpr int32_t kMaxWorldSize = 1 << 20;
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(JobConfig config) {
+  if (config.world_size < 1 || config.world_size > kMaxWorldSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("world size ", config.world_size, " is outside [1, ", kMaxWorldSize, "]"));
+  }
+  if (absl::Status s = config.engine.Validate(); !s.ok()) return s;
+  if (!config.groups.empty()) {
+    std::vector<int> seen(config.world_size, 0);
+    for (size_t g = 0; g < config.groups.size(); ++g) {
+      if (config.groups[g].empty()) {
+        return absl::InvalidArgumentError(absl::StrCat("sync group ", g, " is empty"));
+      }
+      for (int32_t r : config.groups[g]) {
+        if (r < 0 || r >= config.world_size) {
+          return absl::InvalidArgumentError(absl::StrCat("sync group ", g, " names rank ", r,
+                                                         ", outside [0, ", config.world_size, ")"));
+        }
+        if (seen[r]++) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("rank ", r, " belongs to more than one sync group"));
+        }
+      }
+    }
+    for (int32_t r = 0; r < config.world_size; ++r) {
+      if (!seen[r]) {
+        return absl::InvalidArgumentError(absl::StrCat("rank ", r, " is in no sync group"));
+      }
+    }
+  }
+  return std::unique_ptr<Engine>(new Engine(std::move(config)));
+}
+
+Engine::Engine(JobConfig config) : config_(std::move(config)) {
+  std::vector<int32_t> all(config_.world_size);
+  for (int32_t r = 0; r < config_.world_size; ++r) all[r] = r;
+  std::vector<int32_t> group_of_rank(config_.world_size, 0);
+  if (config_.groups.size() > 1) {
+    for (size_t g = 0; g < config_.groups.size(); ++g) {
+      for (int32_t r : config_.groups[g]) group_of_rank[r] = static_cast<int32_t>(g);
+      groups_.push_back(std::make_unique<GroupAccountant>(absl::StrCat("group", g),
+                                                          config_.schema, config_.groups[g],
+                                                          config_.engine));
+    }
+  }
+  job_ = std::make_unique<GroupAccountant>("job", config_.schema, all, config_.engine,
+                                           group_of_rank);
+  last_group_.assign(groups_.size(), nullptr);
+  by_rank_.assign(config_.world_size, nullptr);
+}
+
+absl::Status Engine::AddStep(const StepInput& input) {
+  auto reject = [this](absl::Status s) {
+    ++counters_.rejected_steps;
+    return s;
+  };
+  if (last_ != nullptr && input.step <= last_step_) {
+    return reject(absl::FailedPreconditionError(
+        absl::StrCat("step ", input.step, " is not after the last accounted step ", last_step_,
+                     " (duplicate or late)")));
+  }
+  std::fill(by_rank_.begin(), by_rank_.end(), nullptr);
+  for (const RankStep& r : input.ranks) {
+    if (absl::Status s = ValidateRankStep(config_.schema, config_.world_size, r); !s.ok()) {
+      return reject(absl::Status(s.code(), absl::StrCat("step ", input.step, ": ", s.message())));
+    }
+    if (by_rank_[r.rank] != nullptr) {
+      return reject(absl::InvalidArgumentError(
+          absl::StrCat("step ", input.step, ": rank ", r.rank, " reported twice")));
+    }
+    by_rank_[r.rank] = &r;
+  }
+  last_ = &job_->Account(input.step, by_rank_);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const std::vector<int32_t>& ranks = config_.groups[g];
+    by_member_.resize(ranks.size());
+    for (size_t i = 0; i < ranks.size(); ++i) by_member_[i] = by_rank_[ranks[i]];
+    last_group_[g] = &groups_[g]->Account(input.step, by_member_);
+  }
+  last_step_ = input.step;
+  ++counters_.steps_accounted;
+  if (last_->partial) ++counters_.partial_steps;
+  if (++steps_in_window_ == config_.engine.window_steps) {
+    steps_in_window_ = 0;
+    closed_.push_back(job_->DecideVerdict());
+    for (const auto& g : groups_) closed_.push_back(g->DecideVerdict());
+    while (closed_.size() > kMaxClosedVerdicts) closed_.pop_front();
+  }
+  return absl::OkStatus();
+}
+
+const StepAccounting* Engine::LastGroupStep(size_t g) const {
+  return g < last_group_.size() ? last_group_[g] : nullptr;
+}
+
+JobReport Engine::Report() const {
+  JobReport r;
+  r.job = job_->Report();
+  for (const auto& g : groups_) r.groups.push_back(g->Report());
+  return r;
+}
+
+std::vector<Verdict> Engine::TakeClosedVerdicts() {
+  std::vector<Verdict> out(closed_.begin(), closed_.end());
+  closed_.clear();
+  return out;
+}
+
+}  // namespace stagefrontier

@@ -1,0 +1,98 @@
+// The accounting engine of one job: validates each step's per-rank records and accounts
+// them job-wide and, when the job declares several sync groups (e.g. data-parallel groups
+// inside pipeline stages), per group too. No I/O, no threads.
+//
+//   JobConfig job{.schema = *StageSchema::Parse("data:io,forward:compute,backward:compute,"
+//                                                "grad_sync:sync,optimizer:compute"),
+//                 .world_size = 16};
+//   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(job);
+//   absl::Status s = (*engine)->AddStep(step_input);     // InvalidArgument on bad records
+//   JobReport report = (*engine)->Report();
+//   for (const Verdict& v : (*engine)->TakeClosedVerdicts()) publish(v);
+#ifndef STAGEFRONTIER_DAEMON_ACCOUNTING_ENGINE_H_
+#define STAGEFRONTIER_DAEMON_ACCOUNTING_ENGINE_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "daemon/accounting/engine_config.h"
+#include "daemon/accounting/group_accountant.h"
+#include "daemon/accounting/group_report.h"
+#include "daemon/accounting/stage_schema.h"
+#include "daemon/accounting/step_accounting.h"
+#include "daemon/accounting/step_input.h"
+#include "daemon/accounting/verdict.h"
+
+namespace stagefrontier {
+
+struct JobConfig {
+  StageSchema schema;
+  int32_t world_size = 0;
+  // Sync groups: each a list of ranks; together they must cover every rank exactly once.
+  // Empty means one group, the whole job.
+  std::vector<std::vector<int32_t>> groups;
+  EngineConfig engine;
+};
+
+struct JobReport {
+  GroupReport job;                  // job-wide frontier
+  std::vector<GroupReport> groups;  // one per sync group when there are several
+};
+
+struct EngineCounters {
+  int64_t steps_accounted = 0;
+  int64_t partial_steps = 0;
+  int64_t rejected_steps = 0;  // invalid records, duplicate ranks, old step numbers
+};
+
+class Engine {
+ public:
+  // Fails with InvalidArgument on a bad world size, group layout or engine config.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Engine>> Create(JobConfig config);
+
+  // Accounts one step. All records are validated first; any invalid record, a rank reported
+  // twice, or a step number not above the last accounted one rejects the whole step
+  // (InvalidArgument / OutOfRange / FailedPrecondition naming the record) and changes nothing
+  // but the rejected counter. Ranks absent from `input` make the step partial.
+  [[nodiscard]] absl::Status AddStep(const StepInput& input);
+
+  // The latest step's job-wide accounting (valid until the next AddStep); null before any.
+  const StepAccounting* LastStep() const { return last_; }
+  // The latest step's accounting in group g (only when the job has several groups).
+  const StepAccounting* LastGroupStep(size_t g) const;
+
+  // Verdict and report over the current (sliding) window.
+  Verdict CurrentVerdict() const { return job_->DecideVerdict(); }
+  JobReport Report() const;
+
+  // Verdicts of windows that closed since the last call (every window_steps steps, job-wide
+  // first, then each group's), oldest first. At most 1024 are kept.
+  std::vector<Verdict> TakeClosedVerdicts();
+
+  const JobConfig& config() const { return config_; }
+  const EngineCounters& counters() const { return counters_; }
+
+ private:
+  explicit Engine(JobConfig config);
+
+  JobConfig config_;
+  std::unique_ptr<GroupAccountant> job_;
+  std::vector<std::unique_ptr<GroupAccountant>> groups_;
+  std::vector<const StepAccounting*> last_group_;
+  const StepAccounting* last_ = nullptr;
+  int64_t last_step_ = INT64_MIN;
+  int64_t steps_in_window_ = 0;
+  std::deque<Verdict> closed_;
+  EngineCounters counters_;
+  std::vector<const RankStep*> by_rank_;
+  std::vector<const RankStep*> by_member_;
+};
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_ACCOUNTING_ENGINE_H_

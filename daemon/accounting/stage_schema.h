@@ -1,0 +1,79 @@
+// The ordered stage schema of a job (SPEC §3): stage names and their kinds.
+//
+// A schema is declared once per process and must be identical on every rank of a job.
+//
+//   absl::StatusOr<StageSchema> schema =
+//       StageSchema::Parse("data:io,forward:compute,backward:compute,grad_sync:sync,optimizer:compute");
+//   if (!schema.ok()) { /* schema.status() names the offending entry */ }
+//   schema->NextWaitStage(0);  // -> 3 (grad_sync)
+#ifndef STAGEFRONTIER_DAEMON_ACCOUNTING_STAGE_SCHEMA_H_
+#define STAGEFRONTIER_DAEMON_ACCOUNTING_STAGE_SCHEMA_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace stagefrontier {
+
+// What a stage spends its time on. `sync` is a collective wait; `mixed` is local work that
+// also contains a collective wait (e.g. backward with overlapped gradient all-reduce).
+enum class StageKind : uint8_t { kIo = 0, kCompute = 1, kSync = 2, kMixed = 3 };
+
+// Returns "io", "compute", "sync" or "mixed".
+const char* StageKindName(StageKind kind);
+
+// Parses a kind name; fails with InvalidArgument naming the text otherwise.
+[[nodiscard]] absl::StatusOr<StageKind> ParseStageKind(absl::string_view text);
+
+struct Stage {
+  std::string name;
+  StageKind kind = StageKind::kCompute;
+  bool operator==(const Stage&) const = default;
+};
+
+class StageSchema {
+ public:
+  static constexpr size_t kMaxStages = 32;
+
+  // Validates and builds a schema: 1..kMaxStages stages, non-empty unique names made of
+  // [A-Za-z0-9_.-]. Fails with InvalidArgument naming the offending stage.
+  [[nodiscard]] static absl::StatusOr<StageSchema> Create(std::vector<Stage> stages);
+
+  // Parses "name:kind,name:kind,...". Fails with InvalidArgument naming the bad entry.
+  [[nodiscard]] static absl::StatusOr<StageSchema> Parse(absl::string_view text);
+
+  size_t size() const { return stages_.size(); }
+  const Stage& stage(size_t k) const { return stages_[k]; }
+  const std::vector<Stage>& stages() const { return stages_; }
+
+  // True for `sync` and `mixed` stages: the stages in which ranks wait for each other.
+  bool IsWait(size_t k) const;
+  // The first wait stage strictly after stage k, if any.
+  std::optional<size_t> NextWaitStage(size_t k) const;
+  // The first wait stage of the step, if any.
+  std::optional<size_t> FirstWaitStage() const;
+  // True if stage k runs after the step's last wait stage: its delays surface at the next
+  // step's first wait, because ranks measure time from their own step start.
+  bool IsTail(size_t k) const;
+  // Index of the stage named `name`, if present.
+  std::optional<size_t> Find(absl::string_view name) const;
+
+  // "data:io,forward:compute,..."; Parse(ToString()) round-trips.
+  std::string ToString() const;
+
+  bool operator==(const StageSchema& other) const { return stages_ == other.stages_; }
+
+ private:
+  explicit StageSchema(std::vector<Stage> stages);
+  std::vector<Stage> stages_;
+  std::optional<size_t> last_wait_;
+};
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_ACCOUNTING_STAGE_SCHEMA_H_

@@ -1,0 +1,59 @@
+#include "daemon/accounting/step_input.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace stagefrontier {
+
+absl::Status ValidateRankStep(const StageSchema& schema, int32_t world_size,
+                              const RankStep& record) {
+  if (record.rank < 0 || record.rank >= world_size) {
+    return absl::OutOfRangeError(
+        absl::StrCat("rank ", record.rank, " is outside [0, ", world_size, ")"));
+  }
+  const size_t want = schema.size() + 1;
+  if (record.boundaries_ns.size() != want) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", record.rank, " reported ",
+                                                   record.boundaries_ns.size(),
+                                                   " boundaries; the schema needs ", want));
+  }
+  for (size_t k = 1; k < want; ++k) {
+    const int64_t a = record.boundaries_ns[k - 1];
+    const int64_t b = record.boundaries_ns[k];
+    // Subtract in unsigned arithmetic: a hostile pair of values must not overflow.
+    if (b < a) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", record.rank, ": stage \"", schema.stage(k - 1).name,
+                       "\" has a negative duration (", static_cast<int64_t>(
+                           static_cast<uint64_t>(b) - static_cast<uint64_t>(a)),
+                       " ns)"));
+    }
+    if (static_cast<uint64_t>(b) - static_cast<uint64_t>(a) >
+        static_cast<uint64_t>(INT64_MAX / 4)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", record.rank, ": stage \"", schema.stage(k - 1).name, "\" lasts too long"));
+    }
+  }
+  if (static_cast<uint64_t>(record.boundaries_ns.back()) -
+          static_cast<uint64_t>(record.boundaries_ns.front()) >
+      static_cast<uint64_t>(INT64_MAX / 4)) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", record.rank, ": step lasts too long"));
+  }
+  for (const ProbeSpan& span : record.probe) {
+    if (span.stage >= schema.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", record.rank, ": probe span names stage ", span.stage,
+                       " but the schema has ", schema.size()));
+    }
+    const int64_t lo = record.boundaries_ns[span.stage];
+    const int64_t hi = record.boundaries_ns[span.stage + 1];
+    if (span.enter_ns < lo || span.exit_ns > hi || span.exit_ns < span.enter_ns) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", record.rank, ": probe span [", span.enter_ns, ", ", span.exit_ns,
+                       "] is not inside stage \"", schema.stage(span.stage).name, "\" [", lo,
+                       ", ", hi, "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace stagefrontier

@@ -1,0 +1,48 @@
+// What the engine consumes: one step's boundary times from each reporting rank, each on that
+// rank's own monotonic clock (SPEC §3). No clock synchronization is assumed: the engine only
+// ever subtracts two timestamps of the same rank.
+//
+//   StepInput in{.step = 42};
+//   in.ranks.push_back(RankStep{.rank = 3, .boundaries_ns = {t0, t1, t2, t3, t4, t5}});
+//   absl::Status s = ValidateRankStep(schema, /*world_size=*/16, in.ranks[0]);
+#ifndef STAGEFRONTIER_DAEMON_ACCOUNTING_STEP_INPUT_H_
+#define STAGEFRONTIER_DAEMON_ACCOUNTING_STEP_INPUT_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "daemon/accounting/stage_schema.h"
+
+namespace stagefrontier {
+
+// A collective observed by the probe inside a stage, on the rank's own clock: the rank
+// entered the collective at `enter_ns` and saw it complete at `exit_ns`.
+struct ProbeSpan {
+  uint32_t stage = 0;
+  int64_t enter_ns = 0;
+  int64_t exit_ns = 0;
+};
+
+struct RankStep {
+  int32_t rank = 0;
+  // b[0] = step start, b[k] = end of stage k (k = 1..S). Stages entered several times in a
+  // step (gradient accumulation) are already summed by the stub.
+  std::vector<int64_t> boundaries_ns;
+  std::vector<ProbeSpan> probe;
+};
+
+struct StepInput {
+  int64_t step = 0;
+  std::vector<RankStep> ranks;
+};
+
+// Checks one rank's record against the schema: rank in [0, world_size), exactly S+1
+// boundaries, no negative stage duration, probe spans inside their stage. Returns
+// InvalidArgument (or OutOfRange for the rank) with a message naming the stage and value.
+[[nodiscard]] absl::Status ValidateRankStep(const StageSchema& schema, int32_t world_size,
+                                            const RankStep& record);
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_ACCOUNTING_STEP_INPUT_H_

@@ -1,0 +1,67 @@
+// Verdicts per window (SPEC §3): HEALTHY, CLEAR, or AMBIGUOUS with a reason, each carrying
+// the evidence it used and, when ambiguous, what evidence would settle it.
+//
+//   Verdict v = accountant.DecideVerdict();
+//   if (v.label == VerdictLabel::kClear) aim_profiler(v.suspects[0].stage, v.suspects[0].rank);
+//   else if (v.label == VerdictLabel::kAmbiguous) puts(v.settle.c_str());
+#ifndef STAGEFRONTIER_DAEMON_ACCOUNTING_VERDICT_H_
+#define STAGEFRONTIER_DAEMON_ACCOUNTING_VERDICT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stagefrontier {
+
+enum class VerdictLabel : uint8_t { kHealthy = 0, kClear = 1, kAmbiguous = 2 };
+enum class AmbiguityReason : uint8_t {
+  kNone = 0,
+  kTie = 1,
+  kSplit = 2,
+  kMixedSync = 3,
+  kConcurrent = 4,
+};
+
+// "HEALTHY", "CLEAR", "AMBIGUOUS".
+const char* VerdictLabelName(VerdictLabel label);
+// "", "TIE", "SPLIT", "MIXED_SYNC", "CONCURRENT".
+const char* AmbiguityReasonName(AmbiguityReason reason);
+
+struct Suspect {
+  int32_t stage = 0;
+  int32_t rank = 0;
+  int64_t excess_ns = 0;           // attributed excess over the window
+  double share = 0;                // of the window's attributed excess
+  int32_t flagged_steps = 0;       // steps that charged this cell
+  int64_t what_if_saving_ns = 0;   // exposed time saved per step if it behaved like its peers
+};
+
+struct Verdict {
+  std::string group;  // "job" or the sync group's name
+  int64_t first_step = 0;
+  int64_t last_step = 0;
+  int32_t steps = 0;
+  VerdictLabel label = VerdictLabel::kHealthy;
+  AmbiguityReason reason = AmbiguityReason::kNone;
+  std::vector<Suspect> suspects;         // best first, at most 5
+  std::vector<int32_t> candidate_ranks;  // the ranks the verdict names
+  std::vector<int32_t> candidate_stages;
+  // Evidence.
+  int64_t exposed_ns = 0;          // window total of E
+  int64_t total_excess_ns = 0;     // window total of attributed excess
+  int32_t flagged_steps = 0;
+  int64_t median_margin_ns = 0;    // top suspect's margin over the steps it was charged
+  int64_t tie_tolerance_ns = 0;    // what "within noise" meant for that stage
+  double wait_agreement = -1;      // fraction of those steps where the next wait agreed; -1 n/a
+  std::vector<int32_t> concurrent_ranks;  // other ranks arriving late at that wait
+  int32_t partial_steps = 0;
+  std::vector<int32_t> missing_ranks;     // ranks absent from the window's last step
+  // Words for people.
+  std::string explanation;
+  std::string settle;                      // what evidence would settle an AMBIGUOUS verdict
+  std::vector<int64_t> steps_to_profile;   // a few steps where the excess appeared
+};
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_ACCOUNTING_VERDICT_H_

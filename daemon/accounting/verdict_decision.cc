@@ -1,0 +1,307 @@
+// GroupAccountant::DecideVerdict: from the window's attributed excess to a labelled verdict.
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "daemon/accounting/group_accountant.h"
+
+namespace stagefrontier {
+
+const char* VerdictLabelName(VerdictLabel label) {
+  switch (label) {
+    case VerdictLabel::kHealthy:
+      return "HEALTHY";
+    case VerdictLabel::kClear:
+      return "CLEAR";
+    case VerdictLabel::kAmbiguous:
+      return "AMBIGUOUS";
+  }
+  return "UNKNOWN";
+}
+
+const char* AmbiguityReasonName(AmbiguityReason reason) {
+  switch (reason) {
+    case AmbiguityReason::kNone:
+      return "";
+    case AmbiguityReason::kTie:
+      return "TIE";
+    case AmbiguityReason::kSplit:
+      return "SPLIT";
+    case AmbiguityReason::kMixedSync:
+      return "MIXED_SYNC";
+    case AmbiguityReason::kConcurrent:
+      return "CONCURRENT";
+  }
+  return "UNKNOWN";
+}
+
+namespace {
+
+std::string Ms(int64_t ns) { return absl::StrFormat("%.2f ms", static_cast<double>(ns) / 1e6); }
+
+std::string RankList(const std::vector<int32_t>& ranks, size_t limit = 12) {
+  std::vector<int32_t> shown(ranks.begin(), ranks.begin() + std::min(limit, ranks.size()));
+  std::string out = absl::StrJoin(shown, ", ");
+  if (ranks.size() > limit) absl::StrAppend(&out, " and ", ranks.size() - limit, " more");
+  return out;
+}
+
+int64_t Median(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+Verdict GroupAccountant::DecideVerdict() const {
+  Verdict v;
+  v.group = name_;
+  const size_t W = window_.size();
+  if (W == 0) {
+    v.explanation = "no steps accounted yet";
+    return v;
+  }
+  const int n = window_.members();
+  const int S = stages_;
+  v.first_step = window_.at(0).accounting.step;
+  v.last_step = window_.at(W - 1).accounting.step;
+  v.steps = static_cast<int32_t>(W);
+  v.missing_ranks = window_.at(W - 1).accounting.missing_ranks;
+
+  // The stage x rank table of attributed excess over the window.
+  std::vector<double> cell(static_cast<size_t>(S) * n, 0.0);
+  std::vector<int32_t> cell_steps(static_cast<size_t>(S) * n, 0);
+  std::vector<int64_t> cell_last_step(static_cast<size_t>(S) * n, -1);
+  std::vector<double> stage_total(S, 0.0);
+  std::vector<double> stage_unresolved(S, 0.0);
+  double total = 0;
+  for (size_t i = 0; i < W; ++i) {
+    const StepAccounting& acc = window_.at(i).accounting;
+    v.exposed_ns += acc.exposed_ns;
+    if (acc.partial) ++v.partial_steps;
+    if (!acc.attributions.empty()) ++v.flagged_steps;
+    for (const Attribution& a : acc.attributions) {
+      const double each = static_cast<double>(a.excess_ns) / static_cast<double>(a.ranks.size());
+      for (int32_t rank : a.ranks) {
+        const size_t c = static_cast<size_t>(a.stage) * n + MemberOf(rank);
+        cell[c] += each;
+        if (cell_last_step[c] != acc.step) {
+          cell_last_step[c] = acc.step;
+          ++cell_steps[c];
+        }
+      }
+      stage_total[a.stage] += static_cast<double>(a.excess_ns);
+      if (a.kind == AttributionKind::kMixedUnresolved) {
+        stage_unresolved[a.stage] += static_cast<double>(a.excess_ns);
+      }
+      total += static_cast<double>(a.excess_ns);
+    }
+  }
+  v.total_excess_ns = static_cast<int64_t>(total);
+
+  if (v.flagged_steps < config_.min_flagged_steps ||
+      total < config_.healthy_fraction * static_cast<double>(v.exposed_ns)) {
+    v.label = VerdictLabel::kHealthy;
+    v.explanation = absl::StrCat("excess within noise: ", v.flagged_steps, " of ", W,
+                                 " steps carried excess, ", Ms(v.total_excess_ns), " in total (",
+                                 absl::StrFormat("%.3f%%", 100.0 * total /
+                                                               std::max<double>(1, v.exposed_ns)),
+                                 " of exposed time)");
+    if (!v.missing_ranks.empty()) {
+      absl::StrAppend(&v.explanation, "; ranks not reporting: ", RankList(v.missing_ranks));
+    }
+    return v;
+  }
+
+  // Suspects: the largest cells.
+  std::vector<size_t> order;
+  for (size_t c = 0; c < cell.size(); ++c) {
+    if (cell[c] > 0) order.push_back(c);
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return cell[a] != cell[b] ? cell[a] > cell[b] : a < b;
+  });
+  for (size_t i = 0; i < order.size() && i < 5; ++i) {
+    const size_t c = order[i];
+    Suspect s;
+    s.stage = static_cast<int32_t>(c / n);
+    s.rank = ranks_[c % n];
+    s.excess_ns = static_cast<int64_t>(cell[c]);
+    s.share = cell[c] / total;
+    s.flagged_steps = cell_steps[c];
+    s.what_if_saving_ns = WhatIfSaving(s.stage, static_cast<int>(c % n));
+    v.suspects.push_back(s);
+  }
+  const size_t top = order.front();
+  const int k1 = static_cast<int>(top / n);
+  const int m1 = static_cast<int>(top % n);
+  const int32_t r1 = ranks_[m1];
+  const std::string& stage1 = schema_.stage(k1).name;
+  const double share1 = cell[top] / total;
+
+  // Evidence about the top cell: its margins, the steps it was charged, the next wait.
+  std::vector<int64_t> margins;
+  std::vector<int64_t> noise;
+  std::map<int32_t, int32_t> tied_with;
+  int32_t agree = 0;
+  int32_t evidence = 0;
+  std::map<int32_t, int32_t> also_late;
+  std::vector<int32_t> late;
+  for (size_t i = 0; i < W; ++i) {
+    const StepAccounting& acc = window_.at(i).accounting;
+    noise.push_back(acc.stages[k1].peer_noise_ns);
+    for (const Attribution& a : acc.attributions) {
+      if (a.stage != k1 || std::find(a.ranks.begin(), a.ranks.end(), r1) == a.ranks.end()) continue;
+      margins.push_back(a.margin_ns);
+      if (v.steps_to_profile.size() < 5 &&
+          (v.steps_to_profile.empty() || v.steps_to_profile.back() != acc.step)) {
+        v.steps_to_profile.push_back(acc.step);
+      }
+      for (int32_t other : a.ranks) {
+        if (other != r1) ++tied_with[other];
+      }
+      if (a.kind == AttributionKind::kCarryOver || a.kind == AttributionKind::kLateStart) {
+        ++agree;
+        ++evidence;
+        continue;
+      }
+      if (a.kind != AttributionKind::kFrontierLeader) continue;
+      std::optional<size_t> wait = schema_.NextWaitStage(static_cast<size_t>(k1));
+      size_t at = i;
+      if (!wait) {
+        wait = schema_.FirstWaitStage();
+        at = i + 1;
+        if (at >= W || window_.at(at).accounting.step != acc.step + 1) continue;
+      }
+      if (!wait || !window_.present(at, m1)) continue;
+      LateSet(at, static_cast<int>(*wait), m1, &late);
+      ++evidence;
+      if (late.size() == 1 && late[0] == m1) {
+        ++agree;
+      } else {
+        for (int32_t m : late) {
+          if (m != m1) ++also_late[ranks_[m]];
+        }
+      }
+    }
+  }
+  v.median_margin_ns = Median(margins);
+  v.tie_tolerance_ns = static_cast<int64_t>(config_.tie_z * static_cast<double>(Median(noise)));
+  v.wait_agreement = evidence > 0 ? static_cast<double>(agree) / evidence : -1.0;
+
+  // Co-leaders in the same stage.
+  std::vector<int32_t> co;
+  for (int m = 0; m < n; ++m) {
+    if (cell[static_cast<size_t>(k1) * n + m] >= config_.tie_ratio * cell[top]) co.push_back(ranks_[m]);
+  }
+  // Other large candidates anywhere.
+  std::vector<size_t> large;
+  for (size_t c : order) {
+    if (c != top && cell[c] / total >= config_.split_share) large.push_back(c);
+  }
+  auto profile_hint = [&](const std::vector<int32_t>& ranks) {
+    return absl::StrCat("profile ranks ", RankList(ranks), " at steps ",
+                        absl::StrJoin(v.steps_to_profile, ", "));
+  };
+
+  v.label = VerdictLabel::kAmbiguous;
+  if (schema_.stage(k1).kind == StageKind::kMixed &&
+      stage_unresolved[k1] >= 0.5 * stage_total[k1]) {
+    v.reason = AmbiguityReason::kMixedSync;
+    v.candidate_ranks = co;
+    v.candidate_stages = {k1};
+    v.explanation = absl::StrCat(
+        "the excess sits in \"", stage1, "\", a mixed stage (", Ms(static_cast<int64_t>(stage_total[k1] / W)),
+        " per step): its local work and its collective wait cannot be separated from stage "
+        "marks, so the rank that made the others wait is unknown; candidates: ",
+        RankList(co));
+    v.settle = absl::StrCat("enable the collective probe for stage \"", stage1,
+                            "\" (or split it into local work and a separate sync stage), then ",
+                            profile_hint(co));
+  } else if (co.size() >= 2) {
+    v.reason = AmbiguityReason::kTie;
+    v.candidate_ranks = co;
+    v.candidate_stages = {k1};
+    v.explanation = absl::StrCat(co.size(), " ranks reach the end of \"", stage1,
+                                 "\" within noise of each other (", Ms(v.tie_tolerance_ns),
+                                 ") and share its excess: ", RankList(co));
+    v.settle = co.size() == static_cast<size_t>(n)
+                   ? absl::StrCat("the whole group is slower in \"", stage1,
+                                  "\" (a slow collective, network or shared resource); ",
+                                  "enable the probe or profile any rank at steps ",
+                                  absl::StrJoin(v.steps_to_profile, ", "))
+                   : absl::StrCat(profile_hint(co), " to tell a shared cause from two faults");
+  } else if (!large.empty() || share1 < config_.clear_share) {
+    v.reason = AmbiguityReason::kSplit;
+    v.candidate_ranks = {r1};
+    v.candidate_stages = {k1};
+    std::vector<std::string> parts = {
+        absl::StrFormat("(%s, rank %d) %.0f%%", stage1, r1, 100.0 * share1)};
+    std::vector<size_t> shown = large;
+    if (shown.empty()) shown.assign(order.begin() + 1, order.begin() + std::min<size_t>(3, order.size()));
+    for (size_t c : shown) {
+      const int k = static_cast<int>(c / n);
+      const int32_t r = ranks_[c % n];
+      parts.push_back(absl::StrFormat("(%s, rank %d) %.0f%%", schema_.stage(k).name, r,
+                                      100.0 * cell[c] / total));
+      if (std::find(v.candidate_ranks.begin(), v.candidate_ranks.end(), r) == v.candidate_ranks.end()) {
+        v.candidate_ranks.push_back(r);
+      }
+      if (std::find(v.candidate_stages.begin(), v.candidate_stages.end(), k) == v.candidate_stages.end()) {
+        v.candidate_stages.push_back(k);
+      }
+    }
+    v.explanation = absl::StrCat("the excess is split between candidates: ", absl::StrJoin(parts, ", "));
+    v.settle = absl::StrCat(profile_hint(v.candidate_ranks),
+                            "; each candidate is a separate fault until shown otherwise");
+  } else if (v.median_margin_ns < v.tie_tolerance_ns) {
+    v.reason = AmbiguityReason::kTie;
+    std::vector<std::pair<int32_t, int32_t>> tied(tied_with.begin(), tied_with.end());
+    std::sort(tied.begin(), tied.end(), [](auto a, auto b) { return a.second > b.second; });
+    v.candidate_ranks = {r1};
+    for (size_t i = 0; i < tied.size() && i < 11; ++i) v.candidate_ranks.push_back(tied[i].first);
+    v.candidate_stages = {k1};
+    v.explanation = absl::StrCat("rank ", r1, " leads \"", stage1, "\" by only ",
+                                 Ms(v.median_margin_ns), " (noise ", Ms(v.tie_tolerance_ns),
+                                 "): others reach the boundary about as late");
+    v.settle = profile_hint(v.candidate_ranks);
+  } else if (v.wait_agreement >= 0 && v.wait_agreement < 0.5) {
+    v.reason = AmbiguityReason::kConcurrent;
+    v.candidate_ranks = {r1};
+    v.candidate_stages = {k1};
+    std::vector<std::pair<int32_t, int32_t>> others(also_late.begin(), also_late.end());
+    std::sort(others.begin(), others.end(), [](auto a, auto b) { return a.second > b.second; });
+    for (size_t i = 0; i < others.size() && i < 8; ++i) v.concurrent_ranks.push_back(others[i].first);
+    std::vector<int32_t> both = {r1};
+    both.insert(both.end(), v.concurrent_ranks.begin(), v.concurrent_ranks.end());
+    v.explanation = absl::StrFormat(
+        "rank %d leads \"%s\", but at the next wait it is the sole last arriver in only %.0f%% "
+        "of those steps; ranks %s arrive late too: the lead may have run alongside another delay",
+        r1, stage1, 100.0 * v.wait_agreement, RankList(v.concurrent_ranks));
+    v.settle = absl::StrCat("enable the collective probe to see who arrives last, or ",
+                            profile_hint(both));
+  } else {
+    v.label = VerdictLabel::kClear;
+    v.candidate_ranks = {r1};
+    v.candidate_stages = {k1};
+    v.explanation = absl::StrFormat(
+        "\"%s\" on rank %d holds %.0f%% of the excess (%s per step over %d steps, charged in %d "
+        "steps); it stands out by a median %s (noise %s)",
+        stage1, r1, 100.0 * share1, Ms(v.suspects[0].excess_ns / static_cast<int64_t>(W)),
+        static_cast<int>(W), v.suspects[0].flagged_steps, Ms(v.median_margin_ns),
+        Ms(v.tie_tolerance_ns));
+    if (v.wait_agreement >= 0) {
+      absl::StrAppend(&v.explanation,
+                      absl::StrFormat(", and it is the last to arrive at the next wait in %.0f%% "
+                                      "of them",
+                                      100.0 * v.wait_agreement));
+    }
+  }
+  return v;
+}
+
+}  // namespace stagefrontier
