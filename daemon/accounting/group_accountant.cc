@@ -269,8 +269,14 @@ const StepAccounting& GroupAccountant::Account(int64_t step,
         if (acc.first_excess_stage < 0) acc.first_excess_stage = k;
       } else {
         baseline_[k].Add(f.increment_ns);
-        mean_dashboard_[k].Add(f.mean_duration_ns);
-        max_dashboard_[k].Add(f.max_duration_ns);
+      }
+    }
+    // The dashboards' own baselines learn only from steps with no excess anywhere: a stall
+    // in one stage shows up in another stage's mean (the waits), which must not be learnt.
+    if (acc.attributions.empty()) {
+      for (int k = 0; k < stages_; ++k) {
+        mean_dashboard_[k].Add(frontier_.stages[k].mean_duration_ns);
+        max_dashboard_[k].Add(frontier_.stages[k].max_duration_ns);
       }
     }
   }

@@ -37,7 +37,7 @@ absl::StatusOr<int64_t> ParseDuration(absl::string_view text) {
     if (absl::EndsWith(text, u.suffix)) {
       double value = 0;
       if (absl::SimpleAtod(text.substr(0, text.size() - std::string_view(u.suffix).size()), &value) &&
-          value >= 0 && value < 1e6) {
+          value >= 0 && value * u.scale < 1e15) {
         return static_cast<int64_t>(std::llround(value * u.scale));
       }
       break;

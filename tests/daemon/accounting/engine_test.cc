@@ -1,0 +1,92 @@
+#include "daemon/accounting/engine.h"
+
+#include <catch2/catch.hpp>
+
+namespace stagefrontier {
+namespace {
+
+JobConfig Job(int32_t world) {
+  return JobConfig{*StageSchema::Parse("data:io,compute:compute,sync:sync"), world, {}, {}};
+}
+
+RankStep Rank(int32_t r, std::vector<int64_t> b) { return RankStep{r, std::move(b), {}}; }
+
+TEST_CASE("bad records reject the step with a specific error", "[engine]") {
+  auto engine = *Engine::Create(Job(2));
+  auto message = [&](StepInput in) { return std::string(engine->AddStep(in).message()); };
+  CHECK_THAT(message({1, {Rank(5, {0, 1, 2, 3})}}), Catch::Contains("rank 5 is outside [0, 2)"));
+  CHECK_THAT(message({1, {Rank(0, {0, 1, 2})}}), Catch::Contains("reported 3 boundaries; the schema needs 4"));
+  CHECK_THAT(message({1, {Rank(0, {0, 5, 2, 3})}}),
+             Catch::Contains("stage \"compute\" has a negative duration (-3 ns)"));
+  CHECK_THAT(message({1, {Rank(0, {0, 1, 2, 3}), Rank(0, {0, 1, 2, 3})}}),
+             Catch::Contains("rank 0 reported twice"));
+  CHECK(engine->counters().rejected_steps == 4);
+  CHECK(engine->LastStep() == nullptr);
+  REQUIRE(engine->AddStep({7, {Rank(0, {0, 1, 2, 3}), Rank(1, {0, 1, 2, 3})}}).ok());
+  absl::Status dup = engine->AddStep({7, {Rank(0, {0, 1, 2, 3})}});
+  CHECK(dup.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(dup.message()), Catch::Contains("step 7 is not after the last accounted step 7"));
+  CHECK(engine->counters().steps_accounted == 1);
+}
+
+TEST_CASE("a probe span outside its stage is rejected", "[engine]") {
+  auto engine = *Engine::Create(Job(1));
+  RankStep r = Rank(0, {0, 10, 20, 30});
+  r.probe.push_back(ProbeSpan{2, 5, 25});
+  CHECK_THAT(std::string(engine->AddStep({1, {r}}).message()), Catch::Contains("is not inside stage \"sync\""));
+}
+
+TEST_CASE("absent ranks make a partial step accounted over the present ones", "[engine]") {
+  auto engine = *Engine::Create(Job(3));
+  REQUIRE(engine->AddStep({1, {Rank(0, {0, 10, 20, 30}), Rank(2, {50, 70, 80, 85})}}).ok());
+  const StepAccounting* acc = engine->LastStep();
+  REQUIRE(acc != nullptr);
+  CHECK(acc->partial);
+  CHECK(acc->missing_ranks == std::vector<int32_t>{1});
+  CHECK(acc->exposed_ns == 35);
+  CHECK(acc->stages[0].leader == 2);
+  // Lag behind the frontier at each boundary: rank 0 is 10 ns behind after data.
+  CHECK(acc->lag_ns[0 * 3 + 0] == 10);
+  CHECK(acc->lag_ns[1 * 3 + 0] == -1);  // absent
+  CHECK(acc->lag_ns[2 * 3 + 2] == 0);
+  CHECK(engine->counters().partial_steps == 1);
+}
+
+TEST_CASE("job and group configuration errors", "[engine]") {
+  JobConfig bad = Job(0);
+  CHECK_THAT(std::string(Engine::Create(bad).status().message()), Catch::Contains("world size 0"));
+  JobConfig overlap = Job(4);
+  overlap.groups = {{0, 1}, {1, 2, 3}};
+  CHECK_THAT(std::string(Engine::Create(overlap).status().message()),
+             Catch::Contains("rank 1 belongs to more than one sync group"));
+  JobConfig missing = Job(4);
+  missing.groups = {{0, 1}, {2}};
+  CHECK_THAT(std::string(Engine::Create(missing).status().message()), Catch::Contains("rank 3 is in no sync group"));
+  JobConfig knobs = Job(4);
+  knobs.engine.window_steps = 1;
+  CHECK_THAT(std::string(Engine::Create(knobs).status().message()), Catch::Contains("window_steps = 1"));
+}
+
+TEST_CASE("closed windows produce one verdict per window and group", "[engine]") {
+  JobConfig job = Job(4);
+  job.groups = {{0, 1}, {2, 3}};
+  job.engine.window_steps = 10;
+  auto engine = *Engine::Create(job);
+  for (int64_t s = 0; s < 25; ++s) {
+    StepInput in{s, {}};
+    for (int32_t r = 0; r < 4; ++r) in.ranks.push_back(Rank(r, {0, 100, 200, 300}));
+    REQUIRE(engine->AddStep(in).ok());
+  }
+  std::vector<Verdict> v = engine->TakeClosedVerdicts();
+  REQUIRE(v.size() == 6);  // 2 windows x (job + 2 groups)
+  CHECK(v[0].group == "job");
+  CHECK(v[1].group == "group0");
+  CHECK(v[0].first_step == 0);
+  CHECK(v[0].last_step == 9);
+  CHECK(v[0].label == VerdictLabel::kHealthy);
+  CHECK(engine->TakeClosedVerdicts().empty());
+  CHECK(engine->Report().groups.size() == 2);
+}
+
+}  // namespace
+}  // namespace stagefrontier

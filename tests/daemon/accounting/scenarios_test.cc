@@ -1,0 +1,289 @@
+// SPEC §3's scenario table, run through the simulator and the engine, with ground truth.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <set>
+
+#include "tests/daemon/accounting/scenario_runner.h"
+
+namespace stagefrontier::testing {
+namespace {
+
+SimConfig Ddp(int32_t world = 16, uint64_t seed = 1) {
+  SimConfig c = SimConfig::DataParallel(world);
+  c.steps = 300;
+  c.seed = seed;
+  return c;
+}
+
+// Every closed window of a persistent fault, and the final sliding one, carry the label.
+void RequireAllWindows(const ScenarioResult& r, const std::string& label) {
+  REQUIRE_FALSE(r.window_verdicts.empty());
+  for (const Verdict& v : r.window_verdicts) {
+    INFO("window " << v.first_step << ".." << v.last_step << ": " << v.explanation);
+    CHECK(LabelOf(v) == label);
+  }
+  INFO(r.report.job.verdict.explanation);
+  CHECK(LabelOf(r.report.job.verdict) == label);
+}
+
+void RequireTop(const ScenarioResult& r, const std::string& stage, int32_t rank) {
+  const Verdict& v = r.report.job.verdict;
+  REQUIRE_FALSE(v.suspects.empty());
+  CHECK(r.schema.stage(v.suspects[0].stage).name == stage);
+  CHECK(v.suspects[0].rank == rank);
+  CHECK(v.candidate_ranks == std::vector<int32_t>{rank});
+}
+
+TEST_CASE("row 1: data stall on one rank, every step -> CLEAR (data, rank)", "[scenario]") {
+  SimConfig c = Ddp();
+  c.faults.push_back(MustFault("slow:data:rank=5:magnitude=30ms"));
+  ScenarioResult r = RunScenario(c);
+  RequireAllWindows(r, "CLEAR");
+  RequireTop(r, "data", 5);
+  const Verdict& v = r.report.job.verdict;
+  CHECK(v.suspects[0].share > 0.9);
+  CHECK(v.wait_agreement == 1.0);  // it is the last to arrive at grad_sync
+  // Behaving like its peers would save about the stall.
+  CHECK(v.suspects[0].what_if_saving_ns > 25'000'000);
+  CHECK(v.suspects[0].what_if_saving_ns < 32'000'000);
+  // The delay first appears in data, and a wait never raises a later increment.
+  CHECK(r.report.job.stages[0].first_excess_steps == v.steps);
+  CHECK(r.report.job.stages[3].mean_excess_ns == 0);
+}
+
+TEST_CASE("row 2: slow forward on one rank -> CLEAR (forward, rank)", "[scenario]") {
+  SimConfig c = Ddp();
+  c.faults.push_back(MustFault("slow:forward:rank=7:magnitude=10ms"));
+  ScenarioResult r = RunScenario(c);
+  RequireAllWindows(r, "CLEAR");
+  RequireTop(r, "forward", 7);
+}
+
+TEST_CASE("row 3: slow backward, separate sync stage -> CLEAR (backward, rank)", "[scenario]") {
+  SimConfig c = Ddp();
+  c.faults.push_back(MustFault("slow:backward:rank=9:magnitude=10ms"));
+  ScenarioResult r = RunScenario(c);
+  RequireAllWindows(r, "CLEAR");
+  RequireTop(r, "backward", 9);
+}
+
+TEST_CASE("row 4: slow backward in a mixed stage -> MIXED_SYNC; with the probe CLEAR", "[scenario]") {
+  SimConfig c = SimConfig::MixedBackward(16);
+  c.steps = 300;
+  // Work and waiting in a mixed stage end together for every rank, so only a change over
+  // time is visible: the fault starts after the baselines have warmed up.
+  c.faults.push_back(MustFault("slow:backward:rank=9:magnitude=10ms:start=60"));
+  ScenarioResult without = RunScenario(c);
+  const Verdict& v = without.report.job.verdict;
+  CHECK(LabelOf(v) == "AMBIGUOUS MIXED_SYNC");
+  CHECK(std::find(v.candidate_ranks.begin(), v.candidate_ranks.end(), 9) != v.candidate_ranks.end());
+  CHECK_THAT(v.settle, Catch::Contains("enable the collective probe for stage \"backward\""));
+  CHECK_FALSE(v.steps_to_profile.empty());
+
+  c.probe = true;
+  ScenarioResult with = RunScenario(c);
+  CHECK(LabelOf(with.report.job.verdict) == "CLEAR");
+  RequireTop(with, "backward", 9);
+}
+
+TEST_CASE("row 5: slow optimizer on one rank -> CLEAR (optimizer, rank)", "[scenario]") {
+  SimConfig c = Ddp();
+  c.faults.push_back(MustFault("slow:optimizer:rank=3:magnitude=10ms"));
+  ScenarioResult r = RunScenario(c);
+  RequireAllWindows(r, "CLEAR");
+  RequireTop(r, "optimizer", 3);
+  // The tail delay surfaces as a late start at the next step's grad_sync and is traced back
+  // to the optimizer: nothing stays charged to grad_sync.
+  CHECK(r.report.job.stages[4].mean_excess_ns > 5e6);
+  CHECK(r.report.job.stages[3].mean_excess_ns == 0);
+}
+
+TEST_CASE("row 6: collective slow for the whole group -> excess in sync, TIE", "[scenario]") {
+  SimConfig c = Ddp();
+  c.faults.push_back(MustFault("collective:grad_sync:magnitude=10ms:start=60"));
+  ScenarioResult r = RunScenario(c);
+  const Verdict& v = r.report.job.verdict;
+  CHECK(LabelOf(v) == "AMBIGUOUS TIE");
+  CHECK(v.candidate_stages == std::vector<int32_t>{3});
+  CHECK(v.candidate_ranks.size() == 16);
+  CHECK(r.report.job.frontier_top_stage == 3);
+  CHECK_THAT(v.settle, Catch::Contains("whole group"));
+}
+
+TEST_CASE("row 7: intermittent stall, 1 step in 10 -> CLEAR over the window", "[scenario]") {
+  SimConfig c = Ddp();
+  c.faults.push_back(MustFault("slow:data:rank=11:magnitude=30ms:every=10"));
+  ScenarioResult r = RunScenario(c);
+  RequireAllWindows(r, "CLEAR");
+  RequireTop(r, "data", 11);
+  CHECK(r.report.job.verdict.suspects[0].flagged_steps == 10);
+}
+
+TEST_CASE("row 8: two faults, different ranks and stages -> both top suspects, SPLIT", "[scenario]") {
+  SimConfig c = Ddp();
+  // Two faults in the same interval between waits mask each other (the group waits for the
+  // later one only), so these strike on different steps.
+  c.faults.push_back(MustFault("slow:data:rank=2:magnitude=30ms:every=4"));
+  c.faults.push_back(MustFault("slow:optimizer:rank=12:magnitude=20ms:every=4:start=2"));
+  ScenarioResult r = RunScenario(c);
+  RequireAllWindows(r, "AMBIGUOUS SPLIT");
+  const Verdict& v = r.report.job.verdict;
+  REQUIRE(v.suspects.size() >= 2);
+  std::set<std::pair<std::string, int32_t>> top2 = {
+      {r.schema.stage(v.suspects[0].stage).name, v.suspects[0].rank},
+      {r.schema.stage(v.suspects[1].stage).name, v.suspects[1].rank}};
+  const std::set<std::pair<std::string, int32_t>> want = {{"data", 2}, {"optimizer", 12}};
+  CHECK(top2 == want);
+}
+
+TEST_CASE("row 8b: overlapping faults: the binding one is named, the what-if is honest", "[scenario]") {
+  SimConfig c = Ddp();
+  c.faults.push_back(MustFault("slow:data:rank=2:magnitude=30ms"));
+  c.faults.push_back(MustFault("slow:optimizer:rank=12:magnitude=20ms"));
+  ScenarioResult r = RunScenario(c);
+  RequireTop(r, "data", 2);
+  // Fixing rank 2 alone saves only its lead over rank 12 (about 10 ms), not 30 ms.
+  const int64_t saving = r.report.job.verdict.suspects[0].what_if_saving_ns;
+  CHECK(saving > 7'000'000);
+  CHECK(saving < 13'000'000);
+}
+
+TEST_CASE("row 9: two ranks slow in the same stage -> TIE naming both", "[scenario]") {
+  SimConfig c = Ddp();
+  c.faults.push_back(MustFault("slow:forward:rank=4+13:magnitude=20ms"));
+  ScenarioResult r = RunScenario(c);
+  RequireAllWindows(r, "AMBIGUOUS TIE");
+  std::vector<int32_t> ranks = r.report.job.verdict.candidate_ranks;
+  std::sort(ranks.begin(), ranks.end());
+  CHECK(ranks == std::vector<int32_t>{4, 13});
+}
+
+TEST_CASE("row 10: clock offsets of hours and 100 ppm drift give identical verdicts", "[scenario]") {
+  std::vector<std::string> faults = {
+      "slow:data:rank=5:magnitude=30ms",     "slow:forward:rank=7:magnitude=10ms",
+      "slow:optimizer:rank=3:magnitude=10ms", "slow:data:rank=11:magnitude=30ms:every=10",
+      "slow:forward:rank=4+13:magnitude=20ms", "collective:grad_sync:magnitude=10ms:start=60",
+  };
+  for (const std::string& f : faults) {
+    SimConfig c = Ddp();
+    c.faults.push_back(MustFault(f));
+    ScenarioResult plain = RunScenario(c);
+    c.clock_skew = true;
+    ScenarioResult skewed = RunScenario(c);
+    INFO(f);
+    const Verdict& a = plain.report.job.verdict;
+    const Verdict& b = skewed.report.job.verdict;
+    CHECK(LabelOf(a) == LabelOf(b));
+    CHECK(a.candidate_ranks == b.candidate_ranks);
+    CHECK(a.candidate_stages == b.candidate_stages);
+    REQUIRE(a.suspects.size() == b.suspects.size());
+    for (size_t i = 0; i < a.suspects.size(); ++i) {
+      CHECK(a.suspects[i].stage == b.suspects[i].stage);
+      CHECK(a.suspects[i].rank == b.suspects[i].rank);
+    }
+    REQUIRE(plain.window_verdicts.size() == skewed.window_verdicts.size());
+    for (size_t i = 0; i < plain.window_verdicts.size(); ++i) {
+      CHECK(LabelOf(plain.window_verdicts[i]) == LabelOf(skewed.window_verdicts[i]));
+    }
+  }
+}
+
+TEST_CASE("row 11: healthy noisy runs are HEALTHY in at least 99% of windows", "[scenario]") {
+  int windows = 0;
+  int healthy = 0;
+  for (int32_t world : {4, 16, 64, 128}) {
+    for (uint64_t seed = 1; seed <= 5; ++seed) {
+      SimConfig c = Ddp(world, seed * 7919);
+      c.steps = 1000;
+      c.clock_skew = seed % 2 == 0;
+      c.stages[0].noise_cv = 0.08;  // a noisy data loader
+      for (size_t k = 1; k < c.stages.size(); ++k) c.stages[k].noise_cv = 0.03;
+      ScenarioResult r = RunScenario(c);
+      for (const Verdict& v : r.window_verdicts) {
+        ++windows;
+        healthy += v.label == VerdictLabel::kHealthy;
+        if (v.label != VerdictLabel::kHealthy) WARN("world " << world << ": " << v.explanation);
+      }
+    }
+  }
+  REQUIRE(windows == 200);
+  CHECK(healthy >= 198);
+}
+
+TEST_CASE("row 12: a rank stops reporting -> missing, accounting continues", "[scenario]") {
+  SimConfig c = Ddp();
+  c.faults.push_back(MustFault("stop:rank=6:start=100"));
+  c.faults.push_back(MustFault("slow:data:rank=2:magnitude=30ms:start=150"));
+  ScenarioResult r = RunScenario(c);
+  const Verdict& v = r.report.job.verdict;
+  CHECK(v.missing_ranks == std::vector<int32_t>{6});
+  CHECK(v.partial_steps == v.steps);
+  CHECK(LabelOf(v) == "CLEAR");
+  RequireTop(r, "data", 2);
+}
+
+TEST_CASE("row 13: several sync groups -> the suspect found inside its group", "[scenario]") {
+  SimConfig c = Ddp();
+  c.groups = ContiguousGroups(16, 4);
+  c.faults.push_back(MustFault("slow:data:rank=9:magnitude=30ms"));
+  ScenarioResult r = RunScenario(c);
+  REQUIRE(r.report.groups.size() == 4);
+  for (const GroupReport& g : r.report.groups) {
+    INFO(g.group << ": " << g.verdict.explanation);
+    if (g.group == "group2") {
+      CHECK(LabelOf(g.verdict) == "CLEAR");
+      CHECK(g.verdict.candidate_ranks == std::vector<int32_t>{9});
+    } else {
+      CHECK(LabelOf(g.verdict) == "HEALTHY");
+    }
+  }
+  CHECK(LabelOf(r.report.job.verdict) == "CLEAR");
+  RequireTop(r, "data", 9);
+}
+
+TEST_CASE("the cheap dashboards misread a data stall that the frontier gets right", "[scenario]") {
+  SimConfig c = Ddp(16);
+  c.faults.push_back(MustFault("slow:data:rank=11:magnitude=30ms:start=100"));
+  ScenarioResult r = RunScenario(c);
+  const GroupReport& g = r.report.job;
+  // The mean over ranks buries rank 11's stall and shows the others' wait in grad_sync.
+  REQUIRE(g.mean_top_stage >= 0);
+  const std::string mean_top = r.schema.stage(g.mean_top_stage).name;
+  CHECK((mean_top == "grad_sync" || mean_top == "backward"));
+  // The max over ranks counts the delay twice: its stages add up to more than the step.
+  CHECK(g.mean_sum_of_max_ns > g.mean_exposed_ns + 20e6);
+  // The frontier puts the excess on (data, 11).
+  CHECK(g.frontier_top_stage == 0);
+  RequireTop(r, "data", 11);
+}
+
+TEST_CASE("corroborating statistics point at the same rank", "[scenario]") {
+  SimConfig c = Ddp(16);
+  c.faults.push_back(MustFault("slow:forward:rank=6:magnitude=10ms"));
+  ScenarioResult r = RunScenario(c);
+  const GroupReport& g = r.report.job;
+  REQUIRE_FALSE(g.divergence.empty());
+  CHECK(g.divergence[0].rank == 6);
+  CHECK(g.divergence[0].stage == 1);
+  CHECK(g.divergence[0].ks > 0.9);
+  REQUIRE_FALSE(g.outliers.empty());
+  CHECK(g.outliers[0].rank == 6);
+  CHECK(g.outliers[0].stage == 1);
+  CHECK(g.outliers[0].fraction > 0.9);
+}
+
+TEST_CASE("a concurrent late arriver makes the lead CONCURRENT", "[scenario]") {
+  SimConfig c = Ddp(16);
+  // Rank 3's data stall leads the frontier, while rank 10 starts each step about as late
+  // (a slow optimizer) and reaches grad_sync together with it.
+  c.faults.push_back(MustFault("slow:data:rank=3:magnitude=30ms"));
+  c.faults.push_back(MustFault("slow:optimizer:rank=10:magnitude=30ms"));
+  ScenarioResult r = RunScenario(c);
+  const Verdict& v = r.report.job.verdict;
+  CHECK(LabelOf(v) == "AMBIGUOUS CONCURRENT");
+  CHECK(v.candidate_ranks == std::vector<int32_t>{3});
+  CHECK(std::find(v.concurrent_ranks.begin(), v.concurrent_ranks.end(), 10) != v.concurrent_ranks.end());
+}
+
+}  // namespace
+}  // namespace stagefrontier::testing
