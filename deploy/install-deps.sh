@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages StageFrontier needs to build and test. Idempotent: prints
+# nothing and touches nothing when everything is already installed. Needs root (or sudo).
+set -euo pipefail
+
+PACKAGES=(
+  bazel-bootstrap    # Bazel 4.2.3, the build (offline: see docs/building.md)
+  g++                # C++20
+  libabsl-dev        # absl::Status / StatusOr, string helpers
+  catch2             # Catch2 v2 tests
+  libbenchmark-dev   # Google Benchmark
+  libcli11-dev       # command-line flags
+  nlohmann-json3-dev # JSON for run files and --json output
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq >/dev/null
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

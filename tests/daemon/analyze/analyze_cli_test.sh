@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# End to end: stagefrontier-sim writes a run, stagefrontier analyze reports on it; bad input
+# gets a clear error naming the line, exit 2 and nothing on stdout.
+set -euo pipefail
+SIM=$1
+SF=$2
+tmp=${TEST_TMPDIR:-$(mktemp -d)}
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$SIM" --ranks 16 --steps 300 --seed 3 --clock-skew --fault slow:data:rank=11:magnitude=30ms:start=100 \
+  --out "$tmp/run.jsonl" --truth "$tmp/truth.json"
+[ "$(wc -l < "$tmp/run.jsonl")" -eq 4800 ] || fail "expected 4800 records"
+grep -q '"rank": 11' "$tmp/truth.json" || fail "truth lacks the injected rank"
+
+"$SF" analyze "$tmp/run.jsonl" > "$tmp/report.txt"
+grep -q '^VERDICT  CLEAR' "$tmp/report.txt" || fail "no CLEAR verdict: $(head -5 "$tmp/report.txt")"
+grep -qE '^ +1  data +11 ' "$tmp/report.txt" || fail "top suspect is not (data, 11)"
+grep -q 'mean dashboard -> grad_sync' "$tmp/report.txt" || fail "mean dashboard misreading not shown"
+
+"$SF" analyze --json "$tmp/run.jsonl" > "$tmp/report.json"
+grep -q '"label": "CLEAR"' "$tmp/report.json" || fail "json label"
+grep -q '"stage": "data",' "$tmp/report.json" || fail "json stage"
+
+# Bad input: a truncated last line.
+head -c -40 "$tmp/run.jsonl" > "$tmp/bad.jsonl"
+set +e
+"$SF" analyze "$tmp/bad.jsonl" > "$tmp/out.txt" 2> "$tmp/err.txt"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || fail "exit code $rc for a truncated file"
+[ ! -s "$tmp/out.txt" ] || fail "something was printed for a bad file"
+grep -q 'line 4800: not valid JSON' "$tmp/err.txt" || fail "error does not name the line: $(cat "$tmp/err.txt")"
+
+# A missing file and a bad flag.
+set +e
+"$SF" analyze "$tmp/nope.jsonl" 2> "$tmp/err.txt"; rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q 'cannot open' "$tmp/err.txt" || fail "missing file: rc $rc"
+set +e
+"$SIM" --ranks 4 --fault slow:grad_sync:rank=1:magnitude=5ms > /dev/null 2> "$tmp/err.txt"; rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q 'is a sync stage' "$tmp/err.txt" || fail "sim accepted a slow sync stage: rc $rc"
+echo PASS

@@ -1,0 +1,124 @@
+#include "daemon/sim/training_simulator.h"
+
+#include <catch2/catch.hpp>
+
+namespace stagefrontier {
+namespace {
+
+std::vector<StepInput> Run(const SimConfig& c) {
+  absl::StatusOr<TrainingSimulator> sim = TrainingSimulator::Create(c);
+  REQUIRE(sim.ok());
+  std::vector<StepInput> steps;
+  StepInput s;
+  while (sim->Next(&s)) steps.push_back(s);
+  return steps;
+}
+
+TEST_CASE("seeded runs are reproducible", "[sim]") {
+  SimConfig c = SimConfig::DataParallel(8);
+  c.steps = 20;
+  c.seed = 99;
+  std::vector<StepInput> a = Run(c);
+  std::vector<StepInput> b = Run(c);
+  REQUIRE(a.size() == 20);
+  for (size_t i = 0; i < a.size(); ++i) {
+    for (size_t r = 0; r < a[i].ranks.size(); ++r) CHECK(a[i].ranks[r].boundaries_ns == b[i].ranks[r].boundaries_ns);
+  }
+  c.seed = 100;
+  CHECK(Run(c)[0].ranks[0].boundaries_ns != a[0].ranks[0].boundaries_ns);
+}
+
+TEST_CASE("a sync stage ends together for its group; the last arriver waits least", "[sim]") {
+  SimConfig c = SimConfig::DataParallel(4);
+  c.steps = 1;
+  c.faults.push_back(*ParseFault("slow:data:rank=2:magnitude=40ms"));
+  StepInput s = Run(c)[0];
+  // Without clock skew every rank's clock reads true time: compare the sync end directly.
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (const RankStep& r : s.ranks) {
+    lo = std::min(lo, r.boundaries_ns[4]);
+    hi = std::max(hi, r.boundaries_ns[4]);
+  }
+  CHECK(hi - lo < 1'000'000);  // exit jitter only
+  const int64_t wait2 = s.ranks[2].boundaries_ns[4] - s.ranks[2].boundaries_ns[3];
+  for (int r : {0, 1, 3}) {
+    const int64_t wait = s.ranks[r].boundaries_ns[4] - s.ranks[r].boundaries_ns[3];
+    CHECK(wait > wait2 + 30'000'000);
+  }
+}
+
+TEST_CASE("clock skew shifts clocks, not what happens", "[sim]") {
+  SimConfig c = SimConfig::DataParallel(4);
+  c.steps = 5;
+  std::vector<StepInput> plain = Run(c);
+  c.clock_skew = true;
+  std::vector<StepInput> skewed = Run(c);
+  for (size_t i = 0; i < plain.size(); ++i) {
+    for (size_t r = 0; r < 4; ++r) {
+      const auto& a = plain[i].ranks[r].boundaries_ns;
+      const auto& b = skewed[i].ranks[r].boundaries_ns;
+      for (size_t k = 1; k < a.size(); ++k) {
+        // Durations agree to within 100 ppm (+1 ns rounding).
+        const double da = static_cast<double>(a[k] - a[k - 1]);
+        const double db = static_cast<double>(b[k] - b[k - 1]);
+        CHECK(std::abs(da - db) <= 1e-4 * da + 2);
+      }
+    }
+  }
+  CHECK(skewed[0].ranks[1].boundaries_ns[0] != plain[0].ranks[1].boundaries_ns[0]);
+}
+
+TEST_CASE("fault patterns and stopped ranks", "[sim]") {
+  Fault f = *ParseFault("slow:data:rank=1:magnitude=10ms:every=5:start=10:end=30");
+  CHECK(f.MagnitudeAt(9) == 0);
+  CHECK(f.MagnitudeAt(10) == 10'000'000);
+  CHECK(f.MagnitudeAt(11) == 0);
+  CHECK(f.MagnitudeAt(15) == 10'000'000);
+  CHECK(f.MagnitudeAt(30) == 0);
+  Fault ramp = *ParseFault("slow:data:rank=1:magnitude=10ms:ramp=10");
+  CHECK(ramp.MagnitudeAt(4) == 5'000'000);
+  CHECK(ramp.MagnitudeAt(50) == 10'000'000);
+  SimConfig c = SimConfig::DataParallel(4);
+  c.steps = 4;
+  c.faults.push_back(*ParseFault("stop:rank=3:start=2"));
+  std::vector<StepInput> s = Run(c);
+  CHECK(s[1].ranks.size() == 4);
+  CHECK(s[2].ranks.size() == 3);
+}
+
+TEST_CASE("probe spans lie inside their mixed stage", "[sim]") {
+  SimConfig c = SimConfig::MixedBackward(4);
+  c.steps = 3;
+  c.probe = true;
+  c.clock_skew = true;
+  for (const StepInput& s : Run(c)) {
+    for (const RankStep& r : s.ranks) {
+      REQUIRE(r.probe.size() == 1);
+      CHECK(r.probe[0].stage == 2);
+      CHECK(r.probe[0].enter_ns >= r.boundaries_ns[2]);
+      CHECK(r.probe[0].exit_ns <= r.boundaries_ns[3]);
+      CHECK(ValidateRankStep(*StageSchema::Parse("data:io,forward:compute,backward:mixed,optimizer:compute"), 4, r).ok());
+    }
+  }
+}
+
+TEST_CASE("bad fault specs and configurations are rejected clearly", "[sim]") {
+  auto error = [](const char* spec) { return std::string(ParseFault(spec).status().message()); };
+  CHECK_THAT(error("slow:data:magnitude=5ms"), Catch::Contains("rank=R is required"));
+  CHECK_THAT(error("slow:data:rank=1"), Catch::Contains("magnitude=... is required"));
+  CHECK_THAT(error("slow:data:rank=1:magnitude=5"), Catch::Contains("not a duration"));
+  CHECK_THAT(error("slow:data:rank=x:magnitude=5ms"), Catch::Contains("bad rank \"x\""));
+  CHECK_THAT(error("fast:data"), Catch::Contains("must start with"));
+  CHECK_THAT(error("slow:data:rank=1:magnitude=5ms:colour=red"), Catch::Contains("unknown field \"colour\""));
+  CHECK_THAT(error("slow:data:rank=1:magnitude=5ms:every=0"), Catch::Contains("every must be >= 1"));
+  SimConfig c = SimConfig::DataParallel(4);
+  c.faults.push_back(*ParseFault("slow:nope:rank=1:magnitude=5ms"));
+  CHECK_THAT(std::string(TrainingSimulator::Create(c).status().message()), Catch::Contains("unknown stage \"nope\""));
+  c.faults = {*ParseFault("slow:data:rank=9:magnitude=5ms")};
+  CHECK_THAT(std::string(TrainingSimulator::Create(c).status().message()), Catch::Contains("rank 9"));
+  c.faults = {*ParseFault("collective:data:magnitude=5ms")};
+  CHECK_THAT(std::string(TrainingSimulator::Create(c).status().message()), Catch::Contains("has no collective"));
+}
+
+}  // namespace
+}  // namespace stagefrontier
