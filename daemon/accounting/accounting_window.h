@@ -17,9 +17,9 @@
 namespace stagefrontier {
 
 struct WindowStep {
-  StepAccounting accounting;      // lag_ns is not kept here
-  std::vector<uint8_t> present;   // by member
-  std::vector<int64_t> durations; // member-major d_m[k]
+  StepAccounting accounting;       // lag_ns is not kept here
+  std::vector<uint8_t> present;    // by member
+  std::vector<int64_t> durations;  // member-major d_m[k]
 };
 
 class AccountingWindow {

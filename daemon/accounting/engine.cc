@@ -50,13 +50,12 @@ Engine::Engine(JobConfig config) : config_(std::move(config)) {
   if (config_.groups.size() > 1) {
     for (size_t g = 0; g < config_.groups.size(); ++g) {
       for (int32_t r : config_.groups[g]) group_of_rank[r] = static_cast<int32_t>(g);
-      groups_.push_back(std::make_unique<GroupAccountant>(absl::StrCat("group", g),
-                                                          config_.schema, config_.groups[g],
-                                                          config_.engine));
+      groups_.push_back(std::make_unique<GroupAccountant>(absl::StrCat("group", g), config_.schema,
+                                                          config_.groups[g], config_.engine));
     }
   }
-  job_ = std::make_unique<GroupAccountant>("job", config_.schema, all, config_.engine,
-                                           group_of_rank);
+  job_ =
+      std::make_unique<GroupAccountant>("job", config_.schema, all, config_.engine, group_of_rank);
   last_group_.assign(groups_.size(), nullptr);
   by_rank_.assign(config_.world_size, nullptr);
 }

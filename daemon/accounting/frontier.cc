@@ -80,8 +80,8 @@ void ComputeFrontier(const StepMatrix& m, StepFrontier* out, std::vector<int64_t
     s.min_duration_ns = min_d;
     s.min_member = min_member;
     s.median_duration_ns = MedianInPlace(*scratch);
-    s.spread_ns = static_cast<int64_t>(kMadToSigma *
-                                       static_cast<double>(MadInPlace(*scratch, s.median_duration_ns)));
+    s.spread_ns = static_cast<int64_t>(
+        kMadToSigma * static_cast<double>(MadInPlace(*scratch, s.median_duration_ns)));
     previous_frontier = best;
   }
   out->exposed_ns = previous_frontier;

@@ -55,16 +55,16 @@ class StepMatrix {
 };
 
 struct StageFrontier {
-  int64_t frontier_ns = 0;        // F[k] = max_m C_m[k]
-  int64_t increment_ns = 0;       // ΔF[k] = F[k] - F[k-1] >= 0
-  int32_t leader = -1;            // L[k]: member index, lowest on exact ties
-  int64_t margin_ns = 0;          // M[k] = F[k] - second largest C_m[k] (0 with one member)
-  int64_t mean_duration_ns = 0;   // the mean dashboard: mean over members of d_m[k]
-  int64_t max_duration_ns = 0;    // the max dashboard: max over members of d_m[k]
-  int64_t median_duration_ns = 0; // the peer median of d_m[k]
-  int64_t spread_ns = 0;          // 1.4826 * MAD over members of d_m[k]
-  int64_t min_duration_ns = 0;    // shortest d_m[k]: in a wait stage, the last arriver's wait
-  int32_t min_member = -1;        // who had it (lowest member on exact ties)
+  int64_t frontier_ns = 0;         // F[k] = max_m C_m[k]
+  int64_t increment_ns = 0;        // ΔF[k] = F[k] - F[k-1] >= 0
+  int32_t leader = -1;             // L[k]: member index, lowest on exact ties
+  int64_t margin_ns = 0;           // M[k] = F[k] - second largest C_m[k] (0 with one member)
+  int64_t mean_duration_ns = 0;    // the mean dashboard: mean over members of d_m[k]
+  int64_t max_duration_ns = 0;     // the max dashboard: max over members of d_m[k]
+  int64_t median_duration_ns = 0;  // the peer median of d_m[k]
+  int64_t spread_ns = 0;           // 1.4826 * MAD over members of d_m[k]
+  int64_t min_duration_ns = 0;     // shortest d_m[k]: in a wait stage, the last arriver's wait
+  int32_t min_member = -1;         // who had it (lowest member on exact ties)
 };
 
 struct StepFrontier {

@@ -127,8 +127,7 @@ const StepAccounting& GroupAccountant::Account(int64_t step,
           std::max(static_cast<double>(config_.noise_floor_ns),
                    config_.relative_noise_floor * static_cast<double>(f.median_duration_ns));
       peer_spread_[k].Add(f.spread_ns);
-      const double peer_sigma =
-          std::max(floor_k, static_cast<double>(peer_spread_[k].Median()));
+      const double peer_sigma = std::max(floor_k, static_cast<double>(peer_spread_[k].Median()));
       s.peer_noise_ns = static_cast<int64_t>(peer_sigma);
       const int64_t tol = static_cast<int64_t>(config_.tie_z * peer_sigma);
       LeaderSet(matrix_, k, f.frontier_ns, tol, &members_);

@@ -77,10 +77,10 @@ class GroupAccountant {
   AccountingWindow window_;
 
   RollingSamples exposed_history_;
-  std::vector<RollingSamples> baseline_;          // ΔF[k] over unflagged steps
-  std::vector<RollingSamples> peer_spread_;       // cross-rank spread of d[k], every step
-  std::vector<RollingSamples> mean_dashboard_;    // mean dashboard over unflagged steps
-  std::vector<RollingSamples> max_dashboard_;     // max dashboard over unflagged steps
+  std::vector<RollingSamples> baseline_;        // ΔF[k] over unflagged steps
+  std::vector<RollingSamples> peer_spread_;     // cross-rank spread of d[k], every step
+  std::vector<RollingSamples> mean_dashboard_;  // mean dashboard over unflagged steps
+  std::vector<RollingSamples> max_dashboard_;   // max dashboard over unflagged steps
 
   // The previous step, for tracing late starts to the tail of that step.
   int64_t previous_step_ = -1;

@@ -56,7 +56,8 @@ int64_t GroupAccountant::WhatIfSaving(int k, int member) const {
     const int last = stages_ - 1;
     int64_t others = 0;
     for (int m = 0; m < n; ++m) {
-      if (m != member && window_.present(i, m)) others = std::max(others, window_.cumulative(i, m, last));
+      if (m != member && window_.present(i, m))
+        others = std::max(others, window_.cumulative(i, m, last));
     }
     const int64_t mine = window_.cumulative(i, member, last) - excess;
     saved += acc.stages[last].frontier_ns - std::max(mine, others);

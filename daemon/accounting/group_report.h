@@ -17,21 +17,21 @@
 namespace stagefrontier {
 
 struct StageSummary {
-  double mean_increment_ns = 0;       // mean ΔF[k] over the window
-  double baseline_ns = -1;            // current rolling baseline of ΔF[k]; -1 while warming
-  double mean_excess_ns = 0;          // excess charged to this stage, per step
+  double mean_increment_ns = 0;  // mean ΔF[k] over the window
+  double baseline_ns = -1;       // current rolling baseline of ΔF[k]; -1 while warming
+  double mean_excess_ns = 0;     // excess charged to this stage, per step
   std::vector<std::pair<int32_t, int32_t>> top_leaders;  // (rank, steps it led), most first
-  int32_t first_excess_steps = 0;     // steps whose delay first appeared in this stage
-  double mean_dashboard_ns = 0;       // mean over steps of the mean over ranks of d[k]
+  int32_t first_excess_steps = 0;  // steps whose delay first appeared in this stage
+  double mean_dashboard_ns = 0;    // mean over steps of the mean over ranks of d[k]
   double mean_dashboard_baseline_ns = -1;
-  double max_dashboard_ns = 0;        // mean over steps of the max over ranks of d[k]
+  double max_dashboard_ns = 0;  // mean over steps of the max over ranks of d[k]
   double max_dashboard_baseline_ns = -1;
 };
 
 struct RankDivergence {
   int32_t rank = 0;
-  int32_t stage = 0;   // the stage where this rank diverges most
-  double ks = 0;       // mean KS distance from its peers in that stage
+  int32_t stage = 0;  // the stage where this rank diverges most
+  double ks = 0;      // mean KS distance from its peers in that stage
 };
 
 struct StageOutlier {
@@ -45,11 +45,11 @@ struct GroupReport {
   std::vector<int32_t> ranks;
   Verdict verdict;
   std::vector<StageSummary> stages;
-  double mean_exposed_ns = 0;         // per step
-  double mean_sum_of_max_ns = 0;      // per step: what the max dashboard's stages add up to
-  int32_t frontier_top_stage = -1;    // stage holding the most attributed excess
-  int32_t mean_top_stage = -1;        // stage the mean dashboard shows growing most; -1 if unknown
-  int32_t max_top_stage = -1;         // likewise for the max dashboard
+  double mean_exposed_ns = 0;       // per step
+  double mean_sum_of_max_ns = 0;    // per step: what the max dashboard's stages add up to
+  int32_t frontier_top_stage = -1;  // stage holding the most attributed excess
+  int32_t mean_top_stage = -1;      // stage the mean dashboard shows growing most; -1 if unknown
+  int32_t max_top_stage = -1;       // likewise for the max dashboard
   std::vector<RankDivergence> divergence;  // largest first
   bool divergence_all_ranks = true;        // false: only suspects and outliers were computed
   std::vector<StageOutlier> outliers;      // fraction >= 0.1, largest first

@@ -23,7 +23,8 @@ const char* StageKindName(StageKind kind) {
 }
 
 absl::StatusOr<StageKind> ParseStageKind(absl::string_view text) {
-  for (StageKind kind : {StageKind::kIo, StageKind::kCompute, StageKind::kSync, StageKind::kMixed}) {
+  for (StageKind kind :
+       {StageKind::kIo, StageKind::kCompute, StageKind::kSync, StageKind::kMixed}) {
     if (text == StageKindName(kind)) return kind;
   }
   return absl::InvalidArgumentError(

@@ -31,7 +31,7 @@ struct Attribution {
   int32_t stage = 0;           // the stage charged in the stage x rank table
   std::vector<int32_t> ranks;  // ranks charged; the excess is split evenly among them
   int64_t excess_ns = 0;
-  int64_t margin_ns = 0;       // how far these ranks stood out (leader margin / arrival gap)
+  int64_t margin_ns = 0;  // how far these ranks stood out (leader margin / arrival gap)
   AttributionKind kind = AttributionKind::kFrontierLeader;
 };
 
@@ -46,13 +46,13 @@ struct StageAccounting {
   int64_t median_duration_ns = 0;   // peer median duration
   int64_t min_duration_ns = 0;      // shortest duration (wait stages: the last arriver's)
   int32_t min_rank = -1;
-  int64_t baseline_ns = -1;         // rolling median of ΔF[k]; -1 while warming up
-  int64_t noise_ns = 0;             // temporal noise scale of ΔF[k] (1.4826 MAD, floored)
-  int64_t peer_noise_ns = 0;        // cross-rank noise scale of d[k] (pooled, floored)
-  int64_t peer_excess_ns = 0;       // ΔF[k] minus the peer counterfactual
-  int64_t temporal_excess_ns = 0;   // ΔF[k] minus the baseline (0 while warming up)
-  int64_t excess_ns = 0;            // excess attributed at this stage (significant only)
-  bool flagged = false;             // excluded from the baselines
+  int64_t baseline_ns = -1;        // rolling median of ΔF[k]; -1 while warming up
+  int64_t noise_ns = 0;            // temporal noise scale of ΔF[k] (1.4826 MAD, floored)
+  int64_t peer_noise_ns = 0;       // cross-rank noise scale of d[k] (pooled, floored)
+  int64_t peer_excess_ns = 0;      // ΔF[k] minus the peer counterfactual
+  int64_t temporal_excess_ns = 0;  // ΔF[k] minus the baseline (0 while warming up)
+  int64_t excess_ns = 0;           // excess attributed at this stage (significant only)
+  bool flagged = false;            // excluded from the baselines
 };
 
 struct StepAccounting {

@@ -21,11 +21,10 @@ absl::Status ValidateRankStep(const StageSchema& schema, int32_t world_size,
     const int64_t b = record.boundaries_ns[k];
     // Subtract in unsigned arithmetic: a hostile pair of values must not overflow.
     if (b < a) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("rank ", record.rank, ": stage \"", schema.stage(k - 1).name,
-                       "\" has a negative duration (", static_cast<int64_t>(
-                           static_cast<uint64_t>(b) - static_cast<uint64_t>(a)),
-                       " ns)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", record.rank, ": stage \"", schema.stage(k - 1).name,
+          "\" has a negative duration (",
+          static_cast<int64_t>(static_cast<uint64_t>(b) - static_cast<uint64_t>(a)), " ns)"));
     }
     if (static_cast<uint64_t>(b) - static_cast<uint64_t>(a) >
         static_cast<uint64_t>(INT64_MAX / 4)) {
@@ -40,17 +39,16 @@ absl::Status ValidateRankStep(const StageSchema& schema, int32_t world_size,
   }
   for (const ProbeSpan& span : record.probe) {
     if (span.stage >= schema.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("rank ", record.rank, ": probe span names stage ", span.stage,
-                       " but the schema has ", schema.size()));
+      return absl::InvalidArgumentError(absl::StrCat("rank ", record.rank,
+                                                     ": probe span names stage ", span.stage,
+                                                     " but the schema has ", schema.size()));
     }
     const int64_t lo = record.boundaries_ns[span.stage];
     const int64_t hi = record.boundaries_ns[span.stage + 1];
     if (span.enter_ns < lo || span.exit_ns > hi || span.exit_ns < span.enter_ns) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("rank ", record.rank, ": probe span [", span.enter_ns, ", ", span.exit_ns,
-                       "] is not inside stage \"", schema.stage(span.stage).name, "\" [", lo,
-                       ", ", hi, "]"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", record.rank, ": probe span [", span.enter_ns, ", ", span.exit_ns,
+          "] is not inside stage \"", schema.stage(span.stage).name, "\" [", lo, ", ", hi, "]"));
     }
   }
   return absl::OkStatus();

@@ -30,10 +30,10 @@ const char* AmbiguityReasonName(AmbiguityReason reason);
 struct Suspect {
   int32_t stage = 0;
   int32_t rank = 0;
-  int64_t excess_ns = 0;           // attributed excess over the window
-  double share = 0;                // of the window's attributed excess
-  int32_t flagged_steps = 0;       // steps that charged this cell
-  int64_t what_if_saving_ns = 0;   // exposed time saved per step if it behaved like its peers
+  int64_t excess_ns = 0;          // attributed excess over the window
+  double share = 0;               // of the window's attributed excess
+  int32_t flagged_steps = 0;      // steps that charged this cell
+  int64_t what_if_saving_ns = 0;  // exposed time saved per step if it behaved like its peers
 };
 
 struct Verdict {
@@ -47,19 +47,19 @@ struct Verdict {
   std::vector<int32_t> candidate_ranks;  // the ranks the verdict names
   std::vector<int32_t> candidate_stages;
   // Evidence.
-  int64_t exposed_ns = 0;          // window total of E
-  int64_t total_excess_ns = 0;     // window total of attributed excess
+  int64_t exposed_ns = 0;       // window total of E
+  int64_t total_excess_ns = 0;  // window total of attributed excess
   int32_t flagged_steps = 0;
-  int64_t median_margin_ns = 0;    // top suspect's margin over the steps it was charged
-  int64_t tie_tolerance_ns = 0;    // what "within noise" meant for that stage
-  double wait_agreement = -1;      // fraction of those steps where the next wait agreed; -1 n/a
+  int64_t median_margin_ns = 0;  // top suspect's margin over the steps it was charged
+  int64_t tie_tolerance_ns = 0;  // what "within noise" meant for that stage
+  double wait_agreement = -1;    // fraction of those steps where the next wait agreed; -1 n/a
   std::vector<int32_t> concurrent_ranks;  // other ranks arriving late at that wait
   int32_t partial_steps = 0;
-  std::vector<int32_t> missing_ranks;     // ranks absent from the window's last step
+  std::vector<int32_t> missing_ranks;  // ranks absent from the window's last step
   // Words for people.
   std::string explanation;
-  std::string settle;                      // what evidence would settle an AMBIGUOUS verdict
-  std::vector<int64_t> steps_to_profile;   // a few steps where the excess appeared
+  std::string settle;                     // what evidence would settle an AMBIGUOUS verdict
+  std::vector<int64_t> steps_to_profile;  // a few steps where the excess appeared
 };
 
 }  // namespace stagefrontier

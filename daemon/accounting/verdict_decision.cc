@@ -106,11 +106,11 @@ Verdict GroupAccountant::DecideVerdict() const {
   if (v.flagged_steps < config_.min_flagged_steps ||
       total < config_.healthy_fraction * static_cast<double>(v.exposed_ns)) {
     v.label = VerdictLabel::kHealthy;
-    v.explanation = absl::StrCat("excess within noise: ", v.flagged_steps, " of ", W,
-                                 " steps carried excess, ", Ms(v.total_excess_ns), " in total (",
-                                 absl::StrFormat("%.3f%%", 100.0 * total /
-                                                               std::max<double>(1, v.exposed_ns)),
-                                 " of exposed time)");
+    v.explanation =
+        absl::StrCat("excess within noise: ", v.flagged_steps, " of ", W, " steps carried excess, ",
+                     Ms(v.total_excess_ns), " in total (",
+                     absl::StrFormat("%.3f%%", 100.0 * total / std::max<double>(1, v.exposed_ns)),
+                     " of exposed time)");
     if (!v.missing_ranks.empty()) {
       absl::StrAppend(&v.explanation, "; ranks not reporting: ", RankList(v.missing_ranks));
     }
@@ -122,9 +122,8 @@ Verdict GroupAccountant::DecideVerdict() const {
   for (size_t c = 0; c < cell.size(); ++c) {
     if (cell[c] > 0) order.push_back(c);
   }
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return cell[a] != cell[b] ? cell[a] > cell[b] : a < b;
-  });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return cell[a] != cell[b] ? cell[a] > cell[b] : a < b; });
   for (size_t i = 0; i < order.size() && i < 5; ++i) {
     const size_t c = order[i];
     Suspect s;
@@ -196,7 +195,8 @@ Verdict GroupAccountant::DecideVerdict() const {
   // Co-leaders in the same stage.
   std::vector<int32_t> co;
   for (int m = 0; m < n; ++m) {
-    if (cell[static_cast<size_t>(k1) * n + m] >= config_.tie_ratio * cell[top]) co.push_back(ranks_[m]);
+    if (cell[static_cast<size_t>(k1) * n + m] >= config_.tie_ratio * cell[top])
+      co.push_back(ranks_[m]);
   }
   // Other large candidates anywhere.
   std::vector<size_t> large;
@@ -215,7 +215,8 @@ Verdict GroupAccountant::DecideVerdict() const {
     v.candidate_ranks = co;
     v.candidate_stages = {k1};
     v.explanation = absl::StrCat(
-        "the excess sits in \"", stage1, "\", a mixed stage (", Ms(static_cast<int64_t>(stage_total[k1] / W)),
+        "the excess sits in \"", stage1, "\", a mixed stage (",
+        Ms(static_cast<int64_t>(stage_total[k1] / W)),
         " per step): its local work and its collective wait cannot be separated from stage "
         "marks, so the rank that made the others wait is unknown; candidates: ",
         RankList(co));
@@ -242,20 +243,24 @@ Verdict GroupAccountant::DecideVerdict() const {
     std::vector<std::string> parts = {
         absl::StrFormat("(%s, rank %d) %.0f%%", stage1, r1, 100.0 * share1)};
     std::vector<size_t> shown = large;
-    if (shown.empty()) shown.assign(order.begin() + 1, order.begin() + std::min<size_t>(3, order.size()));
+    if (shown.empty())
+      shown.assign(order.begin() + 1, order.begin() + std::min<size_t>(3, order.size()));
     for (size_t c : shown) {
       const int k = static_cast<int>(c / n);
       const int32_t r = ranks_[c % n];
       parts.push_back(absl::StrFormat("(%s, rank %d) %.0f%%", schema_.stage(k).name, r,
                                       100.0 * cell[c] / total));
-      if (std::find(v.candidate_ranks.begin(), v.candidate_ranks.end(), r) == v.candidate_ranks.end()) {
+      if (std::find(v.candidate_ranks.begin(), v.candidate_ranks.end(), r) ==
+          v.candidate_ranks.end()) {
         v.candidate_ranks.push_back(r);
       }
-      if (std::find(v.candidate_stages.begin(), v.candidate_stages.end(), k) == v.candidate_stages.end()) {
+      if (std::find(v.candidate_stages.begin(), v.candidate_stages.end(), k) ==
+          v.candidate_stages.end()) {
         v.candidate_stages.push_back(k);
       }
     }
-    v.explanation = absl::StrCat("the excess is split between candidates: ", absl::StrJoin(parts, ", "));
+    v.explanation =
+        absl::StrCat("the excess is split between candidates: ", absl::StrJoin(parts, ", "));
     v.settle = absl::StrCat(profile_hint(v.candidate_ranks),
                             "; each candidate is a separate fault until shown otherwise");
   } else if (v.median_margin_ns < v.tie_tolerance_ns) {
@@ -275,7 +280,8 @@ Verdict GroupAccountant::DecideVerdict() const {
     v.candidate_stages = {k1};
     std::vector<std::pair<int32_t, int32_t>> others(also_late.begin(), also_late.end());
     std::sort(others.begin(), others.end(), [](auto a, auto b) { return a.second > b.second; });
-    for (size_t i = 0; i < others.size() && i < 8; ++i) v.concurrent_ranks.push_back(others[i].first);
+    for (size_t i = 0; i < others.size() && i < 8; ++i)
+      v.concurrent_ranks.push_back(others[i].first);
     std::vector<int32_t> both = {r1};
     both.insert(both.end(), v.concurrent_ranks.begin(), v.concurrent_ranks.end());
     v.explanation = absl::StrFormat(

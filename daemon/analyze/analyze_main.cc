@@ -32,7 +32,8 @@ int Analyze(const std::string& path, bool as_json, int window) {
     }
     for (Verdict& v : (*engine)->TakeClosedVerdicts()) windows.push_back(std::move(v));
   }
-  RunInfo info{path, run->job, run->world_size, static_cast<int64_t>(run->steps.size()), run->records};
+  RunInfo info{path, run->job, run->world_size, static_cast<int64_t>(run->steps.size()),
+               run->records};
   const JobReport report = (*engine)->Report();
   std::cout << (as_json ? RenderReportJson(info, *run->schema, report, windows)
                         : RenderReportText(info, *run->schema, report, windows));
@@ -45,11 +46,13 @@ int Analyze(const std::string& path, bool as_json, int window) {
 int main(int argc, char** argv) {
   CLI::App app{"StageFrontier: which stage on which rank is slowing the group down"};
   app.require_subcommand(1);
-  CLI::App* analyze = app.add_subcommand("analyze", "Account a recorded run (JSON Lines) and print the report");
+  CLI::App* analyze =
+      app.add_subcommand("analyze", "Account a recorded run (JSON Lines) and print the report");
   std::string path;
   bool as_json = false;
   int window = 100;
-  analyze->add_option("run", path, "Recorded run, one JSON record per rank-step (docs/run-format.md)")
+  analyze
+      ->add_option("run", path, "Recorded run, one JSON record per rank-step (docs/run-format.md)")
       ->required();
   analyze->add_flag("--json", as_json, "Print the report as JSON");
   analyze->add_option("--window", window, "Steps per verdict window")->check(CLI::Range(2, 100000));

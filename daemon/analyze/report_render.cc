@@ -24,8 +24,8 @@ std::string StageName(const StageSchema& schema, int32_t k) {
 
 void RenderGroup(const StageSchema& schema, const GroupReport& g, std::string* out) {
   const Verdict& v = g.verdict;
-  absl::StrAppend(out, "VERDICT  ", Label(v), "   steps ", v.first_step, "..", v.last_step, " (", v.steps,
-                  " steps, ", v.flagged_steps, " with excess)\n");
+  absl::StrAppend(out, "VERDICT  ", Label(v), "   steps ", v.first_step, "..", v.last_step, " (",
+                  v.steps, " steps, ", v.flagged_steps, " with excess)\n");
   absl::StrAppend(out, "  ", v.explanation, "\n");
   if (!v.settle.empty()) absl::StrAppend(out, "  to settle it: ", v.settle, "\n");
   if (!v.missing_ranks.empty()) {
@@ -34,41 +34,51 @@ void RenderGroup(const StageSchema& schema, const GroupReport& g, std::string* o
   }
 
   absl::StrAppend(out, "\nFrontier waterfall (ms per step, mean over the window)\n");
-  absl::StrAppend(out, absl::StrFormat("  %-14s %-8s %9s %9s %9s  %-26s %s\n", "stage", "kind", "dF", "baseline",
-                                       "excess", "leaders (steps led)", "delay first seen"));
+  absl::StrAppend(out,
+                  absl::StrFormat("  %-14s %-8s %9s %9s %9s  %-26s %s\n", "stage", "kind", "dF",
+                                  "baseline", "excess", "leaders (steps led)", "delay first seen"));
   double total = 0;
   for (size_t k = 0; k < schema.size(); ++k) {
     const StageSummary& s = g.stages[k];
     std::vector<std::string> leaders;
-    for (auto [rank, steps] : s.top_leaders) leaders.push_back(absl::StrCat(rank, " (", steps, ")"));
-    absl::StrAppend(out, absl::StrFormat("  %-14s %-8s %9s %9s %9s  %-26s %d\n", schema.stage(k).name,
-                                         StageKindName(schema.stage(k).kind), Ms(s.mean_increment_ns),
-                                         s.baseline_ns < 0 ? "warming" : Ms(s.baseline_ns),
-                                         Ms(s.mean_excess_ns), absl::StrJoin(leaders, ", "),
-                                         s.first_excess_steps));
+    for (auto [rank, steps] : s.top_leaders)
+      leaders.push_back(absl::StrCat(rank, " (", steps, ")"));
+    absl::StrAppend(
+        out,
+        absl::StrFormat("  %-14s %-8s %9s %9s %9s  %-26s %d\n", schema.stage(k).name,
+                        StageKindName(schema.stage(k).kind), Ms(s.mean_increment_ns),
+                        s.baseline_ns < 0 ? "warming" : Ms(s.baseline_ns), Ms(s.mean_excess_ns),
+                        absl::StrJoin(leaders, ", "), s.first_excess_steps));
     total += s.mean_increment_ns;
   }
-  absl::StrAppend(out, absl::StrFormat("  %-14s %-8s %9s   (exposed step time E = sum of dF)\n", "exposed", "", Ms(total)));
+  absl::StrAppend(out, absl::StrFormat("  %-14s %-8s %9s   (exposed step time E = sum of dF)\n",
+                                       "exposed", "", Ms(total)));
 
   absl::StrAppend(out, "\nSuspects\n");
   if (v.suspects.empty()) {
     absl::StrAppend(out, "  none: no excess above noise\n");
   } else {
-    absl::StrAppend(out, absl::StrFormat("  %2s  %-14s %6s %7s %13s %7s %18s\n", "#", "stage", "rank", "share",
-                                         "excess ms/step", "steps", "what-if ms/step"));
+    absl::StrAppend(
+        out, absl::StrFormat("  %2s  %-14s %6s %7s %13s %7s %18s\n", "#", "stage", "rank", "share",
+                             "excess ms/step", "steps", "what-if ms/step"));
     for (size_t i = 0; i < v.suspects.size(); ++i) {
       const Suspect& s = v.suspects[i];
-      absl::StrAppend(out, absl::StrFormat("  %2d  %-14s %6d %6.0f%% %13s %7d %18s\n", i + 1,
-                                           StageName(schema, s.stage), s.rank, 100 * s.share,
-                                           Ms(static_cast<double>(s.excess_ns) / std::max(1, v.steps)),
-                                           s.flagged_steps, Ms(static_cast<double>(s.what_if_saving_ns))));
+      absl::StrAppend(
+          out, absl::StrFormat("  %2d  %-14s %6d %6.0f%% %13s %7d %18s\n", i + 1,
+                               StageName(schema, s.stage), s.rank, 100 * s.share,
+                               Ms(static_cast<double>(s.excess_ns) / std::max(1, v.steps)),
+                               s.flagged_steps, Ms(static_cast<double>(s.what_if_saving_ns))));
     }
   }
 
-  absl::StrAppend(out, "\nWhat the cheap dashboards would show (ms per step; change vs their own healthy baseline)\n");
-  absl::StrAppend(out, absl::StrFormat("  %-14s %22s %22s\n", "stage", "mean over ranks", "max over ranks"));
+  absl::StrAppend(out,
+                  "\nWhat the cheap dashboards would show (ms per step; change vs their own "
+                  "healthy baseline)\n");
+  absl::StrAppend(
+      out, absl::StrFormat("  %-14s %22s %22s\n", "stage", "mean over ranks", "max over ranks"));
   auto change = [](double now, double base) {
-    return base < 0 ? absl::StrFormat("%s (n/a)", Ms(now)) : absl::StrFormat("%s (%+.2f)", Ms(now), (now - base) / 1e6);
+    return base < 0 ? absl::StrFormat("%s (n/a)", Ms(now))
+                    : absl::StrFormat("%s (%+.2f)", Ms(now), (now - base) / 1e6);
   };
   for (size_t k = 0; k < schema.size(); ++k) {
     const StageSummary& s = g.stages[k];
@@ -79,22 +89,26 @@ void RenderGroup(const StageSchema& schema, const GroupReport& g, std::string* o
   absl::StrAppend(out, "  top stage:  mean dashboard -> ", StageName(schema, g.mean_top_stage),
                   ",  max dashboard -> ", StageName(schema, g.max_top_stage), ",  frontier -> ",
                   StageName(schema, g.frontier_top_stage), "\n");
-  absl::StrAppend(out, "  per-stage maxima add up to ", Ms(g.mean_sum_of_max_ns), " ms against an exposed step of ",
-                  Ms(g.mean_exposed_ns), " ms",
-                  g.mean_sum_of_max_ns > g.mean_exposed_ns * 1.02 ? " (the max dashboard counts waits twice)" : "",
+  absl::StrAppend(out, "  per-stage maxima add up to ", Ms(g.mean_sum_of_max_ns),
+                  " ms against an exposed step of ", Ms(g.mean_exposed_ns), " ms",
+                  g.mean_sum_of_max_ns > g.mean_exposed_ns * 1.02
+                      ? " (the max dashboard counts waits twice)"
+                      : "",
                   "\n");
 
   absl::StrAppend(out, "\nCorroboration (KAIR)\n  rank divergence, mean KS distance from peers:");
   for (size_t i = 0; i < g.divergence.size() && i < 5; ++i) {
-    absl::StrAppend(out, absl::StrFormat("  rank %d %s %.2f", g.divergence[i].rank,
-                                         StageName(schema, g.divergence[i].stage), g.divergence[i].ks));
+    absl::StrAppend(out,
+                    absl::StrFormat("  rank %d %s %.2f", g.divergence[i].rank,
+                                    StageName(schema, g.divergence[i].stage), g.divergence[i].ks));
   }
   if (!g.divergence_all_ranks) absl::StrAppend(out, "  (suspects and outliers only)");
   absl::StrAppend(out, "\n  3-sigma outliers (stage, rank: share of steps):");
   if (g.outliers.empty()) absl::StrAppend(out, " none");
   for (size_t i = 0; i < g.outliers.size() && i < 5; ++i) {
-    absl::StrAppend(out, absl::StrFormat("  (%s, %d: %.0f%%)", StageName(schema, g.outliers[i].stage),
-                                         g.outliers[i].rank, 100 * g.outliers[i].fraction));
+    absl::StrAppend(out,
+                    absl::StrFormat("  (%s, %d: %.0f%%)", StageName(schema, g.outliers[i].stage),
+                                    g.outliers[i].rank, 100 * g.outliers[i].fraction));
   }
   absl::StrAppend(out, "\n");
 }
@@ -172,7 +186,8 @@ nlohmann::ordered_json GroupJson(const StageSchema& schema, const GroupReport& g
   j["rank_divergence_all_ranks"] = g.divergence_all_ranks;
   nlohmann::ordered_json outliers = nlohmann::ordered_json::array();
   for (const StageOutlier& o : g.outliers) {
-    outliers.push_back({{"stage", StageName(schema, o.stage)}, {"rank", o.rank}, {"fraction", o.fraction}});
+    outliers.push_back(
+        {{"stage", StageName(schema, o.stage)}, {"rank", o.rank}, {"fraction", o.fraction}});
   }
   j["outliers"] = outliers;
   return j;
@@ -180,28 +195,31 @@ nlohmann::ordered_json GroupJson(const StageSchema& schema, const GroupReport& g
 
 }  // namespace
 
-std::string RenderReportText(const RunInfo& info, const StageSchema& schema, const JobReport& report,
-                             const std::vector<Verdict>& windows) {
-  std::string out = absl::StrCat("StageFrontier analysis of ", info.source, ": job \"", info.job, "\", ",
-                                 info.world_size, " ranks, ", info.steps, " steps (", info.records,
-                                 " rank-step records)\nschema: ", schema.ToString(), "\n\n");
+std::string RenderReportText(const RunInfo& info, const StageSchema& schema,
+                             const JobReport& report, const std::vector<Verdict>& windows) {
+  std::string out =
+      absl::StrCat("StageFrontier analysis of ", info.source, ": job \"", info.job, "\", ",
+                   info.world_size, " ranks, ", info.steps, " steps (", info.records,
+                   " rank-step records)\nschema: ", schema.ToString(), "\n\n");
   RenderGroup(schema, report.job, &out);
   for (const GroupReport& g : report.groups) {
-    absl::StrAppend(&out, "\n--- sync ", g.group, " (ranks ", absl::StrJoin(g.ranks, ","), ") ---\n");
+    absl::StrAppend(&out, "\n--- sync ", g.group, " (ranks ", absl::StrJoin(g.ranks, ","),
+                    ") ---\n");
     RenderGroup(schema, g, &out);
   }
   absl::StrAppend(&out, "\nWindows\n");
   for (const Verdict& v : windows) {
-    std::string top = v.suspects.empty() ? "" : absl::StrCat(StageName(schema, v.suspects[0].stage), "/",
-                                                              v.suspects[0].rank);
-    absl::StrAppend(&out, absl::StrFormat("  %-8s %6d..%-6d %-22s %s\n", v.group, v.first_step, v.last_step,
-                                          Label(v), top));
+    std::string top = v.suspects.empty() ? ""
+                                         : absl::StrCat(StageName(schema, v.suspects[0].stage), "/",
+                                                        v.suspects[0].rank);
+    absl::StrAppend(&out, absl::StrFormat("  %-8s %6d..%-6d %-22s %s\n", v.group, v.first_step,
+                                          v.last_step, Label(v), top));
   }
   return out;
 }
 
-std::string RenderReportJson(const RunInfo& info, const StageSchema& schema, const JobReport& report,
-                             const std::vector<Verdict>& windows) {
+std::string RenderReportJson(const RunInfo& info, const StageSchema& schema,
+                             const JobReport& report, const std::vector<Verdict>& windows) {
   nlohmann::ordered_json j;
   j["source"] = info.source;
   j["job"] = info.job;

@@ -14,7 +14,8 @@ using nlohmann::json;
 struct LineError {
   int64_t line;
   absl::Status Field(const char* field, absl::string_view what) const {
-    return absl::InvalidArgumentError(absl::StrCat("line ", line, ": field \"", field, "\": ", what));
+    return absl::InvalidArgumentError(
+        absl::StrCat("line ", line, ": field \"", field, "\": ", what));
   }
   absl::Status Whole(absl::string_view what) const {
     return absl::InvalidArgumentError(absl::StrCat("line ", line, ": ", what));
@@ -35,7 +36,8 @@ absl::StatusOr<int64_t> Int(const json& obj, const char* field, const LineError&
 absl::StatusOr<StageSchema> Schema(const json& obj, const LineError& at) {
   auto it = obj.find("schema");
   if (it == obj.end()) return at.Whole("missing field \"schema\"");
-  if (!it->is_array()) return at.Field("schema", absl::StrCat("expected an array, got ", TypeName(*it)));
+  if (!it->is_array())
+    return at.Field("schema", absl::StrCat("expected an array, got ", TypeName(*it)));
   std::vector<Stage> stages;
   for (size_t k = 0; k < it->size(); ++k) {
     const json& e = (*it)[k];
@@ -67,11 +69,13 @@ absl::StatusOr<RecordedRun> ParseRun(std::istream& in) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     json obj = json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (obj.is_discarded()) return at.Whole("not valid JSON (truncated or malformed record)");
-    if (!obj.is_object()) return at.Whole(absl::StrCat("expected a JSON object, got ", TypeName(obj)));
+    if (!obj.is_object())
+      return at.Whole(absl::StrCat("expected a JSON object, got ", TypeName(obj)));
 
     auto job_it = obj.find("job");
     if (job_it == obj.end()) return at.Whole("missing field \"job\"");
-    if (!job_it->is_string()) return at.Field("job", absl::StrCat("expected a string, got ", TypeName(*job_it)));
+    if (!job_it->is_string())
+      return at.Field("job", absl::StrCat("expected a string, got ", TypeName(*job_it)));
     absl::StatusOr<int64_t> world = Int(obj, "world_size", at);
     if (!world.ok()) return world.status();
     absl::StatusOr<int64_t> rank = Int(obj, "rank", at);
@@ -82,23 +86,27 @@ absl::StatusOr<RecordedRun> ParseRun(std::istream& in) {
     if (!schema.ok()) return schema.status();
 
     if (run.records == 0) {
-      if (*world < 1 || *world > (1 << 20)) return at.Field("world_size", absl::StrCat(*world, " is outside [1, 1048576]"));
+      if (*world < 1 || *world > (1 << 20))
+        return at.Field("world_size", absl::StrCat(*world, " is outside [1, 1048576]"));
       run.job = job_it->get<std::string>();
       run.world_size = static_cast<int32_t>(*world);
       run.schema = *schema;
       first_line = n;
     } else {
       if (job_it->get<std::string>() != run.job) {
-        return at.Field("job", absl::StrCat("\"", job_it->get<std::string>(), "\" differs from \"", run.job,
-                                            "\" on line ", first_line, " (one job per file)"));
+        return at.Field(
+            "job", absl::StrCat("\"", job_it->get<std::string>(), "\" differs from \"", run.job,
+                                "\" on line ", first_line, " (one job per file)"));
       }
       if (*world != run.world_size) {
-        return at.Field("world_size", absl::StrCat(*world, " differs from ", run.world_size, " on line ", first_line));
+        return at.Field("world_size", absl::StrCat(*world, " differs from ", run.world_size,
+                                                   " on line ", first_line));
       }
       if (!(*schema == *run.schema)) {
-        return at.Field("schema", absl::StrCat("rank ", *rank, "'s schema \"", schema->ToString(),
-                                               "\" differs from the job's \"", run.schema->ToString(),
-                                               "\" (line ", first_line, ")"));
+        return at.Field("schema",
+                        absl::StrCat("rank ", *rank, "'s schema \"", schema->ToString(),
+                                     "\" differs from the job's \"", run.schema->ToString(),
+                                     "\" (line ", first_line, ")"));
       }
     }
     if (*rank < 0 || *rank >= run.world_size) {
@@ -110,29 +118,34 @@ absl::StatusOr<RecordedRun> ParseRun(std::istream& in) {
     record.rank = static_cast<int32_t>(*rank);
     auto b = obj.find("boundaries_ns");
     if (b == obj.end()) return at.Whole("missing field \"boundaries_ns\"");
-    if (!b->is_array()) return at.Field("boundaries_ns", absl::StrCat("expected an array, got ", TypeName(*b)));
+    if (!b->is_array())
+      return at.Field("boundaries_ns", absl::StrCat("expected an array, got ", TypeName(*b)));
     for (size_t i = 0; i < b->size(); ++i) {
       if (!(*b)[i].is_number_integer()) {
-        return at.Field("boundaries_ns", absl::StrCat("element ", i, " is ", TypeName((*b)[i]), ", not an integer"));
+        return at.Field("boundaries_ns",
+                        absl::StrCat("element ", i, " is ", TypeName((*b)[i]), ", not an integer"));
       }
       record.boundaries_ns.push_back((*b)[i].get<int64_t>());
     }
     if (auto p = obj.find("probe"); p != obj.end()) {
-      if (!p->is_array()) return at.Field("probe", absl::StrCat("expected an array, got ", TypeName(*p)));
+      if (!p->is_array())
+        return at.Field("probe", absl::StrCat("expected an array, got ", TypeName(*p)));
       for (size_t i = 0; i < p->size(); ++i) {
         const json& e = (*p)[i];
-        if (!e.is_array() || e.size() != 3 || !e[0].is_number_unsigned() || !e[1].is_number_integer() ||
-            !e[2].is_number_integer()) {
+        if (!e.is_array() || e.size() != 3 || !e[0].is_number_unsigned() ||
+            !e[1].is_number_integer() || !e[2].is_number_integer()) {
           return at.Field("probe", absl::StrCat("entry ", i, " is not [stage, enter_ns, exit_ns]"));
         }
-        record.probe.push_back(ProbeSpan{static_cast<uint32_t>(std::min<uint64_t>(e[0].get<uint64_t>(), UINT32_MAX)),
-                                         e[1].get<int64_t>(), e[2].get<int64_t>()});
+        record.probe.push_back(
+            ProbeSpan{static_cast<uint32_t>(std::min<uint64_t>(e[0].get<uint64_t>(), UINT32_MAX)),
+                      e[1].get<int64_t>(), e[2].get<int64_t>()});
       }
     }
     if (absl::Status s = ValidateRankStep(*run.schema, run.world_size, record); !s.ok()) {
-      const char* field = record.probe.empty() || s.message().find("probe") == absl::string_view::npos
-                              ? "boundaries_ns"
-                              : "probe";
+      const char* field =
+          record.probe.empty() || s.message().find("probe") == absl::string_view::npos
+              ? "boundaries_ns"
+              : "probe";
       return at.Field(field, s.message());
     }
     if (auto g = obj.find("group"); g != obj.end()) {
@@ -142,12 +155,14 @@ absl::StatusOr<RecordedRun> ParseRun(std::istream& in) {
       const int32_t group = static_cast<int32_t>(g->get<int64_t>());
       auto [it, inserted] = group_of.emplace(record.rank, group);
       if (!inserted && it->second != group) {
-        return at.Field("group", absl::StrCat("rank ", record.rank, " was in group ", it->second, " before"));
+        return at.Field(
+            "group", absl::StrCat("rank ", record.rank, " was in group ", it->second, " before"));
       }
     }
     auto [dup, fresh] = seen.emplace(std::make_pair(record.rank, *step), n);
     if (!fresh) {
-      return at.Whole(absl::StrCat("rank ", record.rank, " step ", *step, " already appeared on line ", dup->second));
+      return at.Whole(absl::StrCat("rank ", record.rank, " step ", *step,
+                                   " already appeared on line ", dup->second));
     }
     StepInput& s = run.steps[*step];
     s.step = *step;
@@ -158,8 +173,9 @@ absl::StatusOr<RecordedRun> ParseRun(std::istream& in) {
   if (run.records == 0) return absl::InvalidArgumentError("no records (empty run file)");
   if (!group_of.empty()) {
     if (static_cast<int32_t>(group_of.size()) != run.world_size) {
-      return absl::InvalidArgumentError(absl::StrCat("\"group\" is given for ", group_of.size(), " of ",
-                                                     run.world_size, " ranks; give it for all or none"));
+      return absl::InvalidArgumentError(absl::StrCat("\"group\" is given for ", group_of.size(),
+                                                     " of ", run.world_size,
+                                                     " ranks; give it for all or none"));
     }
     int32_t count = 0;
     for (auto [rank, g] : group_of) count = std::max(count, g + 1);
@@ -174,7 +190,8 @@ absl::StatusOr<RecordedRun> ReadRunFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
   absl::StatusOr<RecordedRun> run = ParseRun(in);
-  if (!run.ok()) return absl::Status(run.status().code(), absl::StrCat(path, ": ", run.status().message()));
+  if (!run.ok())
+    return absl::Status(run.status().code(), absl::StrCat(path, ": ", run.status().message()));
   return run;
 }
 

@@ -43,9 +43,8 @@ inline constexpr size_t kMaxRunLineBytes = 1 << 20;
 [[nodiscard]] absl::StatusOr<RecordedRun> ReadRunFile(const std::string& path);
 
 // One record as a line (without the newline). `group` < 0 leaves the field out.
-std::string FormatRunRecord(const std::string& job, int32_t world_size,
-                            const StageSchema& schema, int64_t step, const RankStep& record,
-                            int32_t group = -1);
+std::string FormatRunRecord(const std::string& job, int32_t world_size, const StageSchema& schema,
+                            int64_t step, const RankStep& record, int32_t group = -1);
 
 }  // namespace stagefrontier
 

@@ -27,16 +27,20 @@ int main(int argc, char** argv) {
   std::string out_path;
   std::string truth_path;
   app.add_option("--ranks", ranks, "World size")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--steps", steps, "Steps to simulate")->check(CLI::Range(int64_t{1}, int64_t{10'000'000}));
+  app.add_option("--steps", steps, "Steps to simulate")
+      ->check(CLI::Range(int64_t{1}, int64_t{10'000'000}));
   app.add_option("--seed", seed, "Random seed (runs are reproducible)");
   app.add_option("--schema", preset,
-                 "ddp: data,forward,backward,grad_sync(sync),optimizer; mixed: backward overlaps the all-reduce")
+                 "ddp: data,forward,backward,grad_sync(sync),optimizer; mixed: backward overlaps "
+                 "the all-reduce")
       ->check(CLI::IsMember({"ddp", "mixed"}));
   app.add_option("--fault", faults,
                  "slow:STAGE:rank=R[+R]:magnitude=40ms[:every=N|:ramp=N][:start=N][:end=N], "
                  "collective:STAGE:magnitude=5ms[...], stop:rank=R[:start=N]; repeatable");
-  app.add_option("--groups", groups, "Split the ranks into N contiguous sync groups")->check(CLI::PositiveNumber);
-  app.add_flag("--clock-skew", skew, "Give every rank a clock offset of up to 6 h and up to 100 ppm drift");
+  app.add_option("--groups", groups, "Split the ranks into N contiguous sync groups")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--clock-skew", skew,
+               "Give every rank a clock offset of up to 6 h and up to 100 ppm drift");
   app.add_flag("--probe", probe, "Report collective probe spans inside mixed stages");
   app.add_option("--job", job, "Job id written into every record");
   app.add_option("--out", out_path, "Output file (default: standard output)");
@@ -46,13 +50,15 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 1;
   }
-  SimConfig config = preset == "mixed" ? SimConfig::MixedBackward(ranks) : SimConfig::DataParallel(ranks);
+  SimConfig config =
+      preset == "mixed" ? SimConfig::MixedBackward(ranks) : SimConfig::DataParallel(ranks);
   config.steps = steps;
   config.seed = seed;
   config.clock_skew = skew;
   config.probe = probe;
   if (groups > ranks) {
-    std::cerr << "stagefrontier-sim: --groups " << groups << " is more than --ranks " << ranks << "\n";
+    std::cerr << "stagefrontier-sim: --groups " << groups << " is more than --ranks " << ranks
+              << "\n";
     return 2;
   }
   if (groups > 1) config.groups = ContiguousGroups(ranks, groups);
@@ -100,7 +106,8 @@ int main(int argc, char** argv) {
     truth["job"] = job;
     truth["faults"] = faults;
     nlohmann::ordered_json cells = nlohmann::ordered_json::array();
-    for (auto [stage, rank] : sim->FaultCells()) cells.push_back({{"stage", sim->schema().stage(stage).name}, {"rank", rank}});
+    for (auto [stage, rank] : sim->FaultCells())
+      cells.push_back({{"stage", sim->schema().stage(stage).name}, {"rank", rank}});
     truth["slow_cells"] = cells;
     std::ofstream t(truth_path);
     t << truth.dump(2) << "\n";

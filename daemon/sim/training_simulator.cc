@@ -18,8 +18,8 @@ int64_t Fault::MagnitudeAt(int64_t step) const {
     case FaultPattern::kIntermittent:
       return (step - start_step) % every == 0 ? magnitude_ns : 0;
     case FaultPattern::kRamp: {
-      const double f = std::min(1.0, static_cast<double>(step - start_step + 1) /
-                                         static_cast<double>(ramp_steps));
+      const double f = std::min(
+          1.0, static_cast<double>(step - start_step + 1) / static_cast<double>(ramp_steps));
       return static_cast<int64_t>(f * static_cast<double>(magnitude_ns));
     }
   }
@@ -36,7 +36,8 @@ absl::StatusOr<int64_t> ParseDuration(absl::string_view text) {
   for (Unit u : {Unit{"ns", 1.0}, Unit{"us", 1e3}, Unit{"ms", 1e6}, Unit{"s", 1e9}}) {
     if (absl::EndsWith(text, u.suffix)) {
       double value = 0;
-      if (absl::SimpleAtod(text.substr(0, text.size() - std::string_view(u.suffix).size()), &value) &&
+      if (absl::SimpleAtod(text.substr(0, text.size() - std::string_view(u.suffix).size()),
+                           &value) &&
           value >= 0 && value * u.scale < 1e15) {
         return static_cast<int64_t>(std::llround(value * u.scale));
       }
@@ -72,8 +73,8 @@ absl::StatusOr<Fault> ParseFault(absl::string_view text) {
   } else if (parts[0] == "stop") {
     f.type = FaultType::kStopReporting;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "fault \"", text, "\" must start with slow:, collective: or stop:"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("fault \"", text, "\" must start with slow:, collective: or stop:"));
   }
   for (; i < parts.size(); ++i) {
     std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(parts[i], '=');
@@ -83,23 +84,32 @@ absl::StatusOr<Fault> ParseFault(absl::string_view text) {
       for (absl::string_view r : absl::StrSplit(value, '+')) {
         int32_t rank = 0;
         if (!absl::SimpleAtoi(r, &rank) || rank < 0) {
-          return absl::InvalidArgumentError(absl::StrCat("fault \"", text, "\": bad rank \"", r, "\""));
+          return absl::InvalidArgumentError(
+              absl::StrCat("fault \"", text, "\": bad rank \"", r, "\""));
         }
         f.ranks.push_back(rank);
       }
     } else if (key == "magnitude") {
       absl::StatusOr<int64_t> d = ParseDuration(value);
-      if (!d.ok()) return absl::InvalidArgumentError(absl::StrCat("fault \"", text, "\": ", d.status().message()));
+      if (!d.ok())
+        return absl::InvalidArgumentError(
+            absl::StrCat("fault \"", text, "\": ", d.status().message()));
       f.magnitude_ns = *d;
     } else if (key == "every" || key == "ramp" || key == "start" || key == "end") {
       absl::StatusOr<int64_t> n = ParseCount(key, value);
-      if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat("fault \"", text, "\": ", n.status().message()));
+      if (!n.ok())
+        return absl::InvalidArgumentError(
+            absl::StrCat("fault \"", text, "\": ", n.status().message()));
       if (key == "every") {
-        if (*n < 1) return absl::InvalidArgumentError(absl::StrCat("fault \"", text, "\": every must be >= 1"));
+        if (*n < 1)
+          return absl::InvalidArgumentError(
+              absl::StrCat("fault \"", text, "\": every must be >= 1"));
         f.pattern = FaultPattern::kIntermittent;
         f.every = *n;
       } else if (key == "ramp") {
-        if (*n < 1) return absl::InvalidArgumentError(absl::StrCat("fault \"", text, "\": ramp must be >= 1"));
+        if (*n < 1)
+          return absl::InvalidArgumentError(
+              absl::StrCat("fault \"", text, "\": ramp must be >= 1"));
         f.pattern = FaultPattern::kRamp;
         f.ramp_steps = *n;
       } else if (key == "start") {
@@ -116,7 +126,8 @@ absl::StatusOr<Fault> ParseFault(absl::string_view text) {
     return absl::InvalidArgumentError(absl::StrCat("fault \"", text, "\": rank=R is required"));
   }
   if (f.type != FaultType::kStopReporting && f.magnitude_ns <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("fault \"", text, "\": magnitude=... is required"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("fault \"", text, "\": magnitude=... is required"));
   }
   return f;
 }
@@ -156,13 +167,15 @@ std::vector<std::vector<int32_t>> ContiguousGroups(int32_t world_size, int32_t c
 
 absl::StatusOr<TrainingSimulator> TrainingSimulator::Create(SimConfig config) {
   if (config.world_size < 1 || config.world_size > (1 << 20)) {
-    return absl::InvalidArgumentError(absl::StrCat("world size ", config.world_size, " is out of range"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("world size ", config.world_size, " is out of range"));
   }
   if (config.steps < 0) return absl::InvalidArgumentError("steps must be >= 0");
   std::vector<Stage> stages;
   for (const SimStage& s : config.stages) {
     if (s.base_ns < 0 || s.collective_ns < 0 || s.noise_cv < 0 || s.noise_cv > 1) {
-      return absl::InvalidArgumentError(absl::StrCat("stage \"", s.name, "\" has a negative duration or noise outside [0, 1]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("stage \"", s.name, "\" has a negative duration or noise outside [0, 1]"));
     }
     stages.push_back(Stage{s.name, s.kind});
   }
@@ -173,7 +186,8 @@ absl::StatusOr<TrainingSimulator> TrainingSimulator::Create(SimConfig config) {
   for (const auto& g : config.groups) {
     for (int32_t r : g) {
       if (r < 0 || r >= config.world_size || seen[r]++) {
-        return absl::InvalidArgumentError(absl::StrCat("groups: rank ", r, " is out of range or repeated"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("groups: rank ", r, " is out of range or repeated"));
       }
     }
   }
@@ -183,12 +197,15 @@ absl::StatusOr<TrainingSimulator> TrainingSimulator::Create(SimConfig config) {
   for (const Fault& f : config.faults) {
     for (int32_t r : f.ranks) {
       if (r < 0 || r >= config.world_size) {
-        return absl::InvalidArgumentError(absl::StrCat("fault names rank ", r, ", outside [0, ", config.world_size, ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("fault names rank ", r, ", outside [0, ", config.world_size, ")"));
       }
     }
     if (f.type == FaultType::kStopReporting) continue;
     std::optional<size_t> k = schema->Find(f.stage);
-    if (!k) return absl::InvalidArgumentError(absl::StrCat("fault names unknown stage \"", f.stage, "\""));
+    if (!k)
+      return absl::InvalidArgumentError(
+          absl::StrCat("fault names unknown stage \"", f.stage, "\""));
     if (f.type == FaultType::kSlowStage && schema->stage(*k).kind == StageKind::kSync) {
       return absl::InvalidArgumentError(absl::StrCat(
           "stage \"", f.stage, "\" is a sync stage: slow it for the group with collective:"));
@@ -207,7 +224,8 @@ TrainingSimulator::TrainingSimulator(SimConfig config, StageSchema schema)
   for (size_t g = 0; g < config_.groups.size(); ++g) {
     for (int32_t r : config_.groups[g]) group_of_[r] = static_cast<int32_t>(g);
   }
-  for (int32_t r = 0; r < R; ++r) rng_.emplace_back(config_.seed * 1'000'003ULL + static_cast<uint64_t>(r));
+  for (int32_t r = 0; r < R; ++r)
+    rng_.emplace_back(config_.seed * 1'000'003ULL + static_cast<uint64_t>(r));
   collective_rng_.seed(config_.seed ^ 0x5f3759dfULL);
   // Clocks come from their own generator so that skew never changes what happens.
   std::mt19937_64 clocks(config_.seed ^ 0xC10CC10CULL);
@@ -221,9 +239,8 @@ TrainingSimulator::TrainingSimulator(SimConfig config, StageSchema schema)
   }
   now_.assign(R, 0.0);
   for (const Fault& f : config_.faults) {
-    fault_stage_.push_back(f.type == FaultType::kStopReporting
-                               ? -1
-                               : static_cast<int32_t>(*schema_.Find(f.stage)));
+    fault_stage_.push_back(
+        f.type == FaultType::kStopReporting ? -1 : static_cast<int32_t>(*schema_.Find(f.stage)));
   }
 }
 
@@ -235,7 +252,8 @@ int64_t TrainingSimulator::Noisy(int32_t rank, const SimStage& stage) {
 }
 
 int64_t TrainingSimulator::ToLocal(int32_t rank, double true_ns) const {
-  return clock_offset_ns_[rank] + static_cast<int64_t>(std::llround(true_ns * (1.0 + clock_drift_[rank])));
+  return clock_offset_ns_[rank] +
+         static_cast<int64_t>(std::llround(true_ns * (1.0 + clock_drift_[rank])));
 }
 
 std::vector<std::pair<int32_t, int32_t>> TrainingSimulator::FaultCells() const {
@@ -255,7 +273,8 @@ bool TrainingSimulator::Next(StepInput* out) {
   std::vector<std::vector<double>> bounds(R, std::vector<double>(S + 1, 0.0));
   std::vector<std::vector<ProbeSpan>> probe(R);
   std::vector<std::vector<std::pair<double, double>>> spans(R);  // true enter/exit per rank
-  std::exponential_distribution<double> jitter(1.0 / std::max<double>(1.0, static_cast<double>(config_.exit_jitter_ns)));
+  std::exponential_distribution<double> jitter(
+      1.0 / std::max<double>(1.0, static_cast<double>(config_.exit_jitter_ns)));
   std::normal_distribution<double> noise(0.0, 1.0);
 
   for (int32_t r = 0; r < R; ++r) bounds[r][0] = now_[r];
@@ -280,7 +299,8 @@ bool TrainingSimulator::Next(StepInput* out) {
         double last = 0;
         for (int32_t r : config_.groups[g]) last = std::max(last, arrive[r]);
         const int64_t base = st.kind == StageKind::kSync ? st.base_ns : st.collective_ns;
-        double collective = static_cast<double>(base) * (1.0 + st.noise_cv * noise(collective_rng_));
+        double collective =
+            static_cast<double>(base) * (1.0 + st.noise_cv * noise(collective_rng_));
         for (size_t f = 0; f < config_.faults.size(); ++f) {
           const Fault& fault = config_.faults[f];
           if (fault.type != FaultType::kSlowCollective || fault_stage_[f] != k) continue;
@@ -304,7 +324,8 @@ bool TrainingSimulator::Next(StepInput* out) {
     now_[r] += static_cast<double>(config_.step_gap_ns) * (1.0 + 0.1 * noise(rng_[r]));
     bool reporting = true;
     for (const Fault& fault : config_.faults) {
-      if (fault.type == FaultType::kStopReporting && step >= fault.start_step && step < fault.end_step &&
+      if (fault.type == FaultType::kStopReporting && step >= fault.start_step &&
+          step < fault.end_step &&
           std::find(fault.ranks.begin(), fault.ranks.end(), r) != fault.ranks.end()) {
         reporting = false;
       }

@@ -42,12 +42,12 @@ enum class FaultPattern : uint8_t { kPersistent, kIntermittent, kRamp };
 
 struct Fault {
   FaultType type = FaultType::kSlowStage;
-  std::string stage;             // stage name (unused for kStopReporting)
-  std::vector<int32_t> ranks;    // empty for kSlowCollective means every group
+  std::string stage;           // stage name (unused for kStopReporting)
+  std::vector<int32_t> ranks;  // empty for kSlowCollective means every group
   int64_t magnitude_ns = 0;
   FaultPattern pattern = FaultPattern::kPersistent;
-  int64_t every = 10;            // kIntermittent: once every `every` steps
-  int64_t ramp_steps = 100;      // kRamp: steps to reach full magnitude
+  int64_t every = 10;        // kIntermittent: once every `every` steps
+  int64_t ramp_steps = 100;  // kRamp: steps to reach full magnitude
   int64_t start_step = 0;
   int64_t end_step = std::numeric_limits<int64_t>::max();  // exclusive
 
@@ -68,8 +68,8 @@ struct SimConfig {
   uint64_t seed = 1;
   std::vector<std::vector<int32_t>> groups;  // empty: one group of every rank
   std::vector<Fault> faults;
-  bool clock_skew = false;        // per-rank offsets up to 6 h and drift up to +-100 ppm
-  bool probe = false;             // report probe spans for collectives in mixed stages
+  bool clock_skew = false;          // per-rank offsets up to 6 h and drift up to +-100 ppm
+  bool probe = false;               // report probe spans for collectives in mixed stages
   int64_t exit_jitter_ns = 20'000;  // ranks leave a collective up to ~this apart
   int64_t step_gap_ns = 50'000;     // between one step's end and the next start
 
@@ -105,12 +105,12 @@ class TrainingSimulator {
   SimConfig config_;
   StageSchema schema_;
   std::vector<int32_t> group_of_;
-  std::vector<std::mt19937_64> rng_;      // one per rank: faults elsewhere do not shift noise
+  std::vector<std::mt19937_64> rng_;  // one per rank: faults elsewhere do not shift noise
   std::mt19937_64 collective_rng_;
   std::vector<int64_t> clock_offset_ns_;
   std::vector<double> clock_drift_;
-  std::vector<double> now_;               // true time of each rank, ns
-  std::vector<int32_t> fault_stage_;      // resolved stage index per fault
+  std::vector<double> now_;           // true time of each rank, ns
+  std::vector<int32_t> fault_stage_;  // resolved stage index per fault
   int64_t produced_ = 0;
 };
 

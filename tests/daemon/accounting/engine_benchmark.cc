@@ -13,7 +13,8 @@ namespace {
 void BM_EngineAddStep(benchmark::State& state) {
   const int32_t ranks = static_cast<int32_t>(state.range(0));
   SimConfig c = SimConfig::DataParallel(ranks);
-  c.stages.insert(c.stages.begin() + 1, SimStage{"h2d", StageKind::kIo, 2'000'000, 0.05, 0});  // S = 6
+  c.stages.insert(c.stages.begin() + 1,
+                  SimStage{"h2d", StageKind::kIo, 2'000'000, 0.05, 0});  // S = 6
   c.steps = std::max<int64_t>(8, 200'000 / ranks);
   c.clock_skew = true;
   c.faults.push_back(*ParseFault("slow:forward:rank=1:magnitude=10ms:every=3"));

@@ -15,7 +15,8 @@ TEST_CASE("bad records reject the step with a specific error", "[engine]") {
   auto engine = *Engine::Create(Job(2));
   auto message = [&](StepInput in) { return std::string(engine->AddStep(in).message()); };
   CHECK_THAT(message({1, {Rank(5, {0, 1, 2, 3})}}), Catch::Contains("rank 5 is outside [0, 2)"));
-  CHECK_THAT(message({1, {Rank(0, {0, 1, 2})}}), Catch::Contains("reported 3 boundaries; the schema needs 4"));
+  CHECK_THAT(message({1, {Rank(0, {0, 1, 2})}}),
+             Catch::Contains("reported 3 boundaries; the schema needs 4"));
   CHECK_THAT(message({1, {Rank(0, {0, 5, 2, 3})}}),
              Catch::Contains("stage \"compute\" has a negative duration (-3 ns)"));
   CHECK_THAT(message({1, {Rank(0, {0, 1, 2, 3}), Rank(0, {0, 1, 2, 3})}}),
@@ -25,7 +26,8 @@ TEST_CASE("bad records reject the step with a specific error", "[engine]") {
   REQUIRE(engine->AddStep({7, {Rank(0, {0, 1, 2, 3}), Rank(1, {0, 1, 2, 3})}}).ok());
   absl::Status dup = engine->AddStep({7, {Rank(0, {0, 1, 2, 3})}});
   CHECK(dup.code() == absl::StatusCode::kFailedPrecondition);
-  CHECK_THAT(std::string(dup.message()), Catch::Contains("step 7 is not after the last accounted step 7"));
+  CHECK_THAT(std::string(dup.message()),
+             Catch::Contains("step 7 is not after the last accounted step 7"));
   CHECK(engine->counters().steps_accounted == 1);
 }
 
@@ -33,7 +35,8 @@ TEST_CASE("a probe span outside its stage is rejected", "[engine]") {
   auto engine = *Engine::Create(Job(1));
   RankStep r = Rank(0, {0, 10, 20, 30});
   r.probe.push_back(ProbeSpan{2, 5, 25});
-  CHECK_THAT(std::string(engine->AddStep({1, {r}}).message()), Catch::Contains("is not inside stage \"sync\""));
+  CHECK_THAT(std::string(engine->AddStep({1, {r}}).message()),
+             Catch::Contains("is not inside stage \"sync\""));
 }
 
 TEST_CASE("absent ranks make a partial step accounted over the present ones", "[engine]") {
@@ -61,10 +64,12 @@ TEST_CASE("job and group configuration errors", "[engine]") {
              Catch::Contains("rank 1 belongs to more than one sync group"));
   JobConfig missing = Job(4);
   missing.groups = {{0, 1}, {2}};
-  CHECK_THAT(std::string(Engine::Create(missing).status().message()), Catch::Contains("rank 3 is in no sync group"));
+  CHECK_THAT(std::string(Engine::Create(missing).status().message()),
+             Catch::Contains("rank 3 is in no sync group"));
   JobConfig knobs = Job(4);
   knobs.engine.window_steps = 1;
-  CHECK_THAT(std::string(Engine::Create(knobs).status().message()), Catch::Contains("window_steps = 1"));
+  CHECK_THAT(std::string(Engine::Create(knobs).status().message()),
+             Catch::Contains("window_steps = 1"));
 }
 
 TEST_CASE("closed windows produce one verdict per window and group", "[engine]") {

@@ -16,7 +16,9 @@ TEST_CASE("hidden-rank table: top-1 >= 48/50, top-2 50/50", "[scenario][table]")
   const std::vector<std::string> stages = {"data", "forward", "backward", "optimizer"};
   int top1 = 0;
   int top2 = 0;
-  std::printf("row world stage      rank magnitude pattern    label                  top-1            top-2\n");
+  std::printf(
+      "row world stage      rank magnitude pattern    label                  top-1            "
+      "top-2\n");
   for (int row = 1; row <= 50; ++row) {
     SimConfig c = SimConfig::DataParallel(std::uniform_int_distribution<int32_t>(4, 128)(rng));
     c.steps = 200;
@@ -36,9 +38,9 @@ TEST_CASE("hidden-rank table: top-1 >= 48/50, top-2 50/50", "[scenario][table]")
     ScenarioResult r = RunScenario(c);
     const Verdict& v = r.report.job.verdict;
     auto cell = [&](size_t i) {
-      return i < v.suspects.size()
-                 ? r.schema.stage(v.suspects[i].stage).name + "/" + std::to_string(v.suspects[i].rank)
-                 : std::string("-");
+      return i < v.suspects.size() ? r.schema.stage(v.suspects[i].stage).name + "/" +
+                                         std::to_string(v.suspects[i].rank)
+                                   : std::string("-");
     };
     const std::string want = stage + "/" + std::to_string(rank);
     const bool hit1 = cell(0) == want;
@@ -49,7 +51,9 @@ TEST_CASE("hidden-rank table: top-1 >= 48/50, top-2 50/50", "[scenario][table]")
                 stage.c_str(), rank, 100 * fraction,
                 intermittent ? ("1 in " + std::to_string(every)).c_str() : "persistent",
                 LabelOf(v).c_str(), cell(0).c_str(), cell(1).c_str(),
-                hit1 ? "top-1" : hit2 ? "top-2" : "MISS");
+                hit1   ? "top-1"
+                : hit2 ? "top-2"
+                       : "MISS");
   }
   std::printf("top-1 %d/50, top-2 %d/50\n", top1, top2);
   CHECK(top1 >= 48);

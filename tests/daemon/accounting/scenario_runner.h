@@ -12,9 +12,9 @@
 namespace stagefrontier::testing {
 
 struct ScenarioResult {
-  JobReport report;                     // over the last window
-  std::vector<Verdict> window_verdicts; // every closed job-wide window
-  std::vector<Verdict> group_verdicts;  // every closed per-group window
+  JobReport report;                      // over the last window
+  std::vector<Verdict> window_verdicts;  // every closed job-wide window
+  std::vector<Verdict> group_verdicts;   // every closed per-group window
   StageSchema schema;
 };
 

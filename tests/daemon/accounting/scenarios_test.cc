@@ -68,7 +68,8 @@ TEST_CASE("row 3: slow backward, separate sync stage -> CLEAR (backward, rank)",
   RequireTop(r, "backward", 9);
 }
 
-TEST_CASE("row 4: slow backward in a mixed stage -> MIXED_SYNC; with the probe CLEAR", "[scenario]") {
+TEST_CASE("row 4: slow backward in a mixed stage -> MIXED_SYNC; with the probe CLEAR",
+          "[scenario]") {
   SimConfig c = SimConfig::MixedBackward(16);
   c.steps = 300;
   // Work and waiting in a mixed stage end together for every rank, so only a change over
@@ -77,7 +78,8 @@ TEST_CASE("row 4: slow backward in a mixed stage -> MIXED_SYNC; with the probe C
   ScenarioResult without = RunScenario(c);
   const Verdict& v = without.report.job.verdict;
   CHECK(LabelOf(v) == "AMBIGUOUS MIXED_SYNC");
-  CHECK(std::find(v.candidate_ranks.begin(), v.candidate_ranks.end(), 9) != v.candidate_ranks.end());
+  CHECK(std::find(v.candidate_ranks.begin(), v.candidate_ranks.end(), 9) !=
+        v.candidate_ranks.end());
   CHECK_THAT(v.settle, Catch::Contains("enable the collective probe for stage \"backward\""));
   CHECK_FALSE(v.steps_to_profile.empty());
 
@@ -120,7 +122,8 @@ TEST_CASE("row 7: intermittent stall, 1 step in 10 -> CLEAR over the window", "[
   CHECK(r.report.job.verdict.suspects[0].flagged_steps == 10);
 }
 
-TEST_CASE("row 8: two faults, different ranks and stages -> both top suspects, SPLIT", "[scenario]") {
+TEST_CASE("row 8: two faults, different ranks and stages -> both top suspects, SPLIT",
+          "[scenario]") {
   SimConfig c = Ddp();
   // Two faults in the same interval between waits mask each other (the group waits for the
   // later one only), so these strike on different steps.
@@ -137,7 +140,8 @@ TEST_CASE("row 8: two faults, different ranks and stages -> both top suspects, S
   CHECK(top2 == want);
 }
 
-TEST_CASE("row 8b: overlapping faults: the binding one is named, the what-if is honest", "[scenario]") {
+TEST_CASE("row 8b: overlapping faults: the binding one is named, the what-if is honest",
+          "[scenario]") {
   SimConfig c = Ddp();
   c.faults.push_back(MustFault("slow:data:rank=2:magnitude=30ms"));
   c.faults.push_back(MustFault("slow:optimizer:rank=12:magnitude=20ms"));
@@ -159,10 +163,11 @@ TEST_CASE("row 9: two ranks slow in the same stage -> TIE naming both", "[scenar
   CHECK(ranks == std::vector<int32_t>{4, 13});
 }
 
-TEST_CASE("row 10: clock offsets of hours and 100 ppm drift give identical verdicts", "[scenario]") {
+TEST_CASE("row 10: clock offsets of hours and 100 ppm drift give identical verdicts",
+          "[scenario]") {
   std::vector<std::string> faults = {
-      "slow:data:rank=5:magnitude=30ms",     "slow:forward:rank=7:magnitude=10ms",
-      "slow:optimizer:rank=3:magnitude=10ms", "slow:data:rank=11:magnitude=30ms:every=10",
+      "slow:data:rank=5:magnitude=30ms",       "slow:forward:rank=7:magnitude=10ms",
+      "slow:optimizer:rank=3:magnitude=10ms",  "slow:data:rank=11:magnitude=30ms:every=10",
       "slow:forward:rank=4+13:magnitude=20ms", "collective:grad_sync:magnitude=10ms:start=60",
   };
   for (const std::string& f : faults) {
@@ -284,7 +289,8 @@ TEST_CASE("a concurrent late arriver makes the lead CONCURRENT", "[scenario]") {
   const Verdict& v = r.report.job.verdict;
   CHECK(LabelOf(v) == "AMBIGUOUS CONCURRENT");
   CHECK(v.candidate_ranks == std::vector<int32_t>{3});
-  CHECK(std::find(v.concurrent_ranks.begin(), v.concurrent_ranks.end(), 10) != v.concurrent_ranks.end());
+  CHECK(std::find(v.concurrent_ranks.begin(), v.concurrent_ranks.end(), 10) !=
+        v.concurrent_ranks.end());
 }
 
 }  // namespace

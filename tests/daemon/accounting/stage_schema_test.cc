@@ -23,7 +23,9 @@ TEST_CASE("parse and round-trip", "[stage_schema]") {
 }
 
 TEST_CASE("schema errors name what is wrong", "[stage_schema]") {
-  auto error = [](const char* text) { return std::string(StageSchema::Parse(text).status().message()); };
+  auto error = [](const char* text) {
+    return std::string(StageSchema::Parse(text).status().message());
+  };
   CHECK_THAT(error("data:io,data:compute"), Catch::Contains("\"data\" is declared twice"));
   CHECK_THAT(error("data:disk"), Catch::Contains("unknown stage kind \"disk\""));
   CHECK_THAT(error("data"), Catch::Contains("not name:kind"));

@@ -12,8 +12,8 @@ const char* kSchema = R"([["data","io"],["compute","compute"],["sync","sync"]])"
 std::string Record(int rank, int step, const std::string& boundaries = "[0,10,20,30]",
                    const std::string& schema = kSchema, const std::string& extra = "") {
   return std::string(R"({"job":"j","world_size":2,"rank":)") + std::to_string(rank) +
-         R"(,"step":)" + std::to_string(step) + R"(,"schema":)" + schema +
-         R"(,"boundaries_ns":)" + boundaries + extra + "}";
+         R"(,"step":)" + std::to_string(step) + R"(,"schema":)" + schema + R"(,"boundaries_ns":)" +
+         boundaries + extra + "}";
 }
 
 absl::StatusOr<RecordedRun> Parse(const std::string& text) {
@@ -58,12 +58,16 @@ TEST_CASE("format and parse round-trip, probe and group included", "[run_file]")
 TEST_CASE("malformed input: each error names the line and the field", "[run_file]") {
   const std::string ok = Record(0, 1) + "\n";
   SECTION("truncated line") {
-    CHECK(Error(ok + R"({"job":"j","world_size":2,"rank":1)") == "line 2: not valid JSON (truncated or malformed record)");
+    CHECK(Error(ok + R"({"job":"j","world_size":2,"rank":1)") ==
+          "line 2: not valid JSON (truncated or malformed record)");
   }
   SECTION("wrong types") {
-    CHECK(Error(R"({"job":"j","world_size":2,"rank":"1","step":1})") == "line 1: field \"rank\": expected an integer, got string");
-    CHECK(Error(Record(0, 1, "[0,10,\"x\",30]")) == "line 1: field \"boundaries_ns\": element 2 is string, not an integer");
-    CHECK(Error(Record(0, 1, "12")) == "line 1: field \"boundaries_ns\": expected an array, got number");
+    CHECK(Error(R"({"job":"j","world_size":2,"rank":"1","step":1})") ==
+          "line 1: field \"rank\": expected an integer, got string");
+    CHECK(Error(Record(0, 1, "[0,10,\"x\",30]")) ==
+          "line 1: field \"boundaries_ns\": element 2 is string, not an integer");
+    CHECK(Error(Record(0, 1, "12")) ==
+          "line 1: field \"boundaries_ns\": expected an array, got number");
     CHECK(Error(R"({"job":3})") == "line 1: field \"job\": expected a string, got number");
     CHECK(Error("[1,2]") == "line 1: expected a JSON object, got array");
   }
@@ -71,22 +75,27 @@ TEST_CASE("malformed input: each error names the line and the field", "[run_file
     CHECK(Error(R"({"job":"j","world_size":2,"rank":1})") == "line 1: missing field \"step\"");
   }
   SECTION("schema mismatch between ranks") {
-    CHECK(Error(ok + Record(1, 1, "[0,10,20,30]", R"([["data","io"],["compute","compute"],["sync","mixed"]])")) ==
-          "line 2: field \"schema\": rank 1's schema \"data:io,compute:compute,sync:mixed\" differs from the job's "
+    CHECK(Error(ok + Record(1, 1, "[0,10,20,30]",
+                            R"([["data","io"],["compute","compute"],["sync","mixed"]])")) ==
+          "line 2: field \"schema\": rank 1's schema \"data:io,compute:compute,sync:mixed\" "
+          "differs from the job's "
           "\"data:io,compute:compute,sync:sync\" (line 1)");
     CHECK(Error(Record(0, 1, "[0,10,20,30]", R"([["data","disk"]])")) ==
-          "line 1: field \"schema\": unknown stage kind \"disk\" (expected io, compute, sync or mixed)");
+          "line 1: field \"schema\": unknown stage kind \"disk\" (expected io, compute, sync or "
+          "mixed)");
   }
   SECTION("negative durations") {
     CHECK(Error(ok + Record(1, 1, "[0,10,5,30]")) ==
-          "line 2: field \"boundaries_ns\": rank 1: stage \"compute\" has a negative duration (-5 ns)");
+          "line 2: field \"boundaries_ns\": rank 1: stage \"compute\" has a negative duration (-5 "
+          "ns)");
   }
   SECTION("wrong number of boundaries") {
     CHECK(Error(Record(0, 1, "[0,10,20]")) ==
           "line 1: field \"boundaries_ns\": rank 0 reported 3 boundaries; the schema needs 4");
   }
   SECTION("duplicate (rank, step)") {
-    CHECK(Error(ok + Record(1, 1) + "\n" + Record(0, 1)) == "line 3: rank 0 step 1 already appeared on line 1");
+    CHECK(Error(ok + Record(1, 1) + "\n" + Record(0, 1)) ==
+          "line 3: rank 0 step 1 already appeared on line 1");
   }
   SECTION("rank out of range, job and world size mismatches, empty run") {
     CHECK(Error(Record(2, 1)) == "line 1: field \"rank\": 2 is outside [0, 2)");
@@ -102,7 +111,8 @@ TEST_CASE("malformed input: each error names the line and the field", "[run_file
 
 TEST_CASE("fuzz: mutated and truncated records fail cleanly or parse", "[run_file][fuzz]") {
   std::mt19937_64 rng(42);
-  const std::string seed = Record(0, 1) + "\n" + Record(1, 1, "[5,15,25,35]", kSchema, R"(,"group":0)") + "\n" +
+  const std::string seed = Record(0, 1) + "\n" +
+                           Record(1, 1, "[5,15,25,35]", kSchema, R"(,"group":0)") + "\n" +
                            Record(0, 2, "[100,110,120,130]") + "\n";
   const std::string alphabet = "{}[]\",:0123456789-e.abcdefghijklmnopqrstuvwxyz \n\\\x00\xff";
   int parsed = 0;
@@ -112,10 +122,18 @@ TEST_CASE("fuzz: mutated and truncated records fail cleanly or parse", "[run_fil
     for (int e = 0; e < edits && !text.empty(); ++e) {
       const size_t at = rng() % text.size();
       switch (rng() % 4) {
-        case 0: text[at] = alphabet[rng() % alphabet.size()]; break;
-        case 1: text.erase(at, 1 + rng() % 8); break;
-        case 2: text.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
-        case 3: text.resize(at); break;
+        case 0:
+          text[at] = alphabet[rng() % alphabet.size()];
+          break;
+        case 1:
+          text.erase(at, 1 + rng() % 8);
+          break;
+        case 2:
+          text.insert(at, 1, alphabet[rng() % alphabet.size()]);
+          break;
+        case 3:
+          text.resize(at);
+          break;
       }
     }
     absl::StatusOr<RecordedRun> run = Parse(text);

@@ -22,7 +22,8 @@ TEST_CASE("seeded runs are reproducible", "[sim]") {
   std::vector<StepInput> b = Run(c);
   REQUIRE(a.size() == 20);
   for (size_t i = 0; i < a.size(); ++i) {
-    for (size_t r = 0; r < a[i].ranks.size(); ++r) CHECK(a[i].ranks[r].boundaries_ns == b[i].ranks[r].boundaries_ns);
+    for (size_t r = 0; r < a[i].ranks.size(); ++r)
+      CHECK(a[i].ranks[r].boundaries_ns == b[i].ranks[r].boundaries_ns);
   }
   c.seed = 100;
   CHECK(Run(c)[0].ranks[0].boundaries_ns != a[0].ranks[0].boundaries_ns);
@@ -97,7 +98,10 @@ TEST_CASE("probe spans lie inside their mixed stage", "[sim]") {
       CHECK(r.probe[0].stage == 2);
       CHECK(r.probe[0].enter_ns >= r.boundaries_ns[2]);
       CHECK(r.probe[0].exit_ns <= r.boundaries_ns[3]);
-      CHECK(ValidateRankStep(*StageSchema::Parse("data:io,forward:compute,backward:mixed,optimizer:compute"), 4, r).ok());
+      CHECK(
+          ValidateRankStep(
+              *StageSchema::Parse("data:io,forward:compute,backward:mixed,optimizer:compute"), 4, r)
+              .ok());
     }
   }
 }
@@ -109,15 +113,20 @@ TEST_CASE("bad fault specs and configurations are rejected clearly", "[sim]") {
   CHECK_THAT(error("slow:data:rank=1:magnitude=5"), Catch::Contains("not a duration"));
   CHECK_THAT(error("slow:data:rank=x:magnitude=5ms"), Catch::Contains("bad rank \"x\""));
   CHECK_THAT(error("fast:data"), Catch::Contains("must start with"));
-  CHECK_THAT(error("slow:data:rank=1:magnitude=5ms:colour=red"), Catch::Contains("unknown field \"colour\""));
-  CHECK_THAT(error("slow:data:rank=1:magnitude=5ms:every=0"), Catch::Contains("every must be >= 1"));
+  CHECK_THAT(error("slow:data:rank=1:magnitude=5ms:colour=red"),
+             Catch::Contains("unknown field \"colour\""));
+  CHECK_THAT(error("slow:data:rank=1:magnitude=5ms:every=0"),
+             Catch::Contains("every must be >= 1"));
   SimConfig c = SimConfig::DataParallel(4);
   c.faults.push_back(*ParseFault("slow:nope:rank=1:magnitude=5ms"));
-  CHECK_THAT(std::string(TrainingSimulator::Create(c).status().message()), Catch::Contains("unknown stage \"nope\""));
+  CHECK_THAT(std::string(TrainingSimulator::Create(c).status().message()),
+             Catch::Contains("unknown stage \"nope\""));
   c.faults = {*ParseFault("slow:data:rank=9:magnitude=5ms")};
-  CHECK_THAT(std::string(TrainingSimulator::Create(c).status().message()), Catch::Contains("rank 9"));
+  CHECK_THAT(std::string(TrainingSimulator::Create(c).status().message()),
+             Catch::Contains("rank 9"));
   c.faults = {*ParseFault("collective:data:magnitude=5ms")};
-  CHECK_THAT(std::string(TrainingSimulator::Create(c).status().message()), Catch::Contains("has no collective"));
+  CHECK_THAT(std::string(TrainingSimulator::Create(c).status().message()),
+             Catch::Contains("has no collective"));
 }
 
 }  // namespace
