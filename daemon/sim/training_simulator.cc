@@ -146,14 +146,11 @@ SimConfig SimConfig::DataParallel(int32_t world_size) {
 }
 
 SimConfig SimConfig::MixedBackward(int32_t world_size) {
-  SimConfig c;
-  c.world_size = world_size;
-  c.stages = {
-      {"data", StageKind::kIo, 20'000'000, 0.03, 0},
-      {"forward", StageKind::kCompute, 30'000'000, 0.02, 0},
-      {"backward", StageKind::kMixed, 50'000'000, 0.02, 10'000'000},
-      {"optimizer", StageKind::kCompute, 8'000'000, 0.02, 0},
-  };
+  // The same job with DDP's overlapped all-reduce folded into backward.
+  SimConfig c = DataParallel(world_size);
+  c.stages[2].kind = StageKind::kMixed;
+  c.stages[2].collective_ns = c.stages[3].base_ns;
+  c.stages.erase(c.stages.begin() + 3);
   return c;
 }
 
