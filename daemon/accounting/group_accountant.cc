@@ -45,7 +45,12 @@ GroupAccountant::GroupAccountant(std::string name, const StageSchema& schema,
       previous_durations_(ranks_.size() * stages_, 0),
       previous_medians_(stages_, 0),
       previous_tail_charge_(ranks_.size(), 0),
-      tail_charge_(ranks_.size(), 0) {}
+      tail_charge_(ranks_.size(), 0),
+      in_resp_(ranks_.size(), 0) {
+  const int32_t largest = ranks_.empty() ? 0 : *std::max_element(ranks_.begin(), ranks_.end());
+  member_of_rank_.assign(static_cast<size_t>(largest) + 1, -1);
+  for (size_t i = 0; i < ranks_.size(); ++i) member_of_rank_[ranks_[i]] = static_cast<int32_t>(i);
+}
 
 std::vector<int32_t> GroupAccountant::ToRanks(std::span<const int32_t> members) const {
   std::vector<int32_t> out;
@@ -55,8 +60,8 @@ std::vector<int32_t> GroupAccountant::ToRanks(std::span<const int32_t> members) 
 }
 
 int GroupAccountant::MemberOf(int32_t rank) const {
-  auto it = std::find(ranks_.begin(), ranks_.end(), rank);
-  return it == ranks_.end() ? -1 : static_cast<int>(it - ranks_.begin());
+  return rank >= 0 && static_cast<size_t>(rank) < member_of_rank_.size() ? member_of_rank_[rank]
+                                                                         : -1;
 }
 
 const StepAccounting& GroupAccountant::Account(int64_t step,
@@ -169,12 +174,12 @@ const StepAccounting& GroupAccountant::Account(int64_t step,
             }
           }
           if (resp_.empty()) resp_ = members_;
+          for (int32_t m : resp_) in_resp_[m] = 1;
           int64_t rest = std::numeric_limits<int64_t>::min();
           for (int m = 0; m < n; ++m) {
-            if (matrix_.present(m) && std::find(resp_.begin(), resp_.end(), m) == resp_.end()) {
-              rest = std::max(rest, matrix_.cumulative(m, k));
-            }
+            if (matrix_.present(m) && !in_resp_[m]) rest = std::max(rest, matrix_.cumulative(m, k));
           }
+          for (int32_t m : resp_) in_resp_[m] = 0;
           Attribution a;
           a.seen_at_stage = k;
           a.stage = k;

@@ -69,6 +69,7 @@ class GroupAccountant {
   std::vector<int32_t> ranks_;
   EngineConfig config_;
   std::vector<int32_t> wait_group_;
+  std::vector<int32_t> member_of_rank_;  // indexed by rank; -1 outside the group
   int stages_;
 
   StepMatrix matrix_;
@@ -93,6 +94,7 @@ class GroupAccountant {
   std::vector<int64_t> scratch_;
   std::vector<int32_t> members_;
   std::vector<int32_t> resp_;
+  std::vector<uint8_t> in_resp_;  // by member: in resp_
 };
 
 }  // namespace stagefrontier

@@ -10,14 +10,18 @@
 namespace stagefrontier {
 namespace {
 
-void BM_EngineAddStep(benchmark::State& state) {
+// A fault on one rank (the common case) or, with `group_wide`, a collective slow for the whole
+// group: every rank is then charged every step (a TIE of all ranks), the worst case for the
+// attribution and verdict bookkeeping.
+void RunEngine(benchmark::State& state, bool group_wide) {
   const int32_t ranks = static_cast<int32_t>(state.range(0));
   SimConfig c = SimConfig::DataParallel(ranks);
   c.stages.insert(c.stages.begin() + 1,
                   SimStage{"h2d", StageKind::kIo, 2'000'000, 0.05, 0});  // S = 6
   c.steps = std::max<int64_t>(8, 200'000 / ranks);
   c.clock_skew = true;
-  c.faults.push_back(*ParseFault("slow:forward:rank=1:magnitude=10ms:every=3"));
+  c.faults.push_back(*ParseFault(group_wide ? "collective:grad_sync:magnitude=10ms:start=40"
+                                            : "slow:forward:rank=1:magnitude=10ms:every=3"));
   absl::StatusOr<TrainingSimulator> sim = TrainingSimulator::Create(c);
   std::vector<StepInput> steps;
   StepInput s;
@@ -36,7 +40,10 @@ void BM_EngineAddStep(benchmark::State& state) {
   state.counters["rank_steps_per_s"] =
       benchmark::Counter(static_cast<double>(accounted * ranks), benchmark::Counter::kIsRate);
 }
+void BM_EngineAddStep(benchmark::State& state) { RunEngine(state, false); }
+void BM_EngineAddStepGroupWide(benchmark::State& state) { RunEngine(state, true); }
 BENCHMARK(BM_EngineAddStep)->Arg(8)->Arg(128)->Arg(1024)->Arg(16384)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_EngineAddStepGroupWide)->Arg(1024)->Arg(16384)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace stagefrontier

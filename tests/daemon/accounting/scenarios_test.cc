@@ -113,6 +113,19 @@ TEST_CASE("row 6: collective slow for the whole group -> excess in sync, TIE", "
   CHECK_THAT(v.settle, Catch::Contains("whole group"));
 }
 
+TEST_CASE("row 6 at 2048 ranks: every rank is charged and named", "[scenario]") {
+  // The whole-group path charges every rank every step; at this size the bookkeeping must
+  // stay linear (engine_benchmark's GroupWide case measures it).
+  SimConfig c = Ddp(2048);
+  c.steps = 120;
+  c.faults.push_back(MustFault("collective:grad_sync:magnitude=10ms:start=40"));
+  ScenarioResult r = RunScenario(c);
+  const Verdict& v = r.report.job.verdict;
+  CHECK(LabelOf(v) == "AMBIGUOUS TIE");
+  CHECK(v.candidate_ranks.size() == 2048);
+  CHECK(r.report.job.frontier_top_stage == 3);
+}
+
 TEST_CASE("row 7: intermittent stall, 1 step in 10 -> CLEAR over the window", "[scenario]") {
   SimConfig c = Ddp();
   c.faults.push_back(MustFault("slow:data:rank=11:magnitude=30ms:every=10"));
