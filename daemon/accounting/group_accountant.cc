@@ -235,11 +235,13 @@ const StepAccounting& GroupAccountant::Account(int64_t step,
           } else if (probed) {
             // The probe separates work from waiting: the last to arrive at the collective
             // (on its own clock, from its own step start) made the others wait.
+            scratch_.assign(n, std::numeric_limits<int64_t>::min());
             int64_t best = std::numeric_limits<int64_t>::min();
             int64_t second = std::numeric_limits<int64_t>::min();
             for (int m = 0; m < n; ++m) {
               if (!matrix_.present(m)) continue;
               const int64_t arrival = matrix_.cumulative_before(m, k) + matrix_.probe_local(m, k);
+              scratch_[m] = arrival;
               if (arrival > best) {
                 second = best;
                 best = arrival;
@@ -249,9 +251,7 @@ const StepAccounting& GroupAccountant::Account(int64_t step,
             }
             resp_.clear();
             for (int m = 0; m < n; ++m) {
-              if (!matrix_.present(m)) continue;
-              const int64_t arrival = matrix_.cumulative_before(m, k) + matrix_.probe_local(m, k);
-              if (arrival >= best - tol) resp_.push_back(m);
+              if (matrix_.present(m) && scratch_[m] >= best - tol) resp_.push_back(m);
             }
             a.kind = AttributionKind::kProbeResolved;
             a.ranks = ToRanks(resp_);

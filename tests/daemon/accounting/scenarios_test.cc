@@ -35,12 +35,18 @@ void RequireTop(const ScenarioResult& r, const std::string& stage, int32_t rank)
   CHECK(v.candidate_ranks == std::vector<int32_t>{rank});
 }
 
-TEST_CASE("row 1: data stall on one rank, every step -> CLEAR (data, rank)", "[scenario]") {
+// Runs one fault on the default 16-rank job and expects CLEAR on (stage, rank) in every window.
+ScenarioResult ExpectClear(const std::string& fault, const std::string& stage, int32_t rank) {
   SimConfig c = Ddp();
-  c.faults.push_back(MustFault("slow:data:rank=5:magnitude=30ms"));
+  c.faults.push_back(MustFault(fault));
   ScenarioResult r = RunScenario(c);
   RequireAllWindows(r, "CLEAR");
-  RequireTop(r, "data", 5);
+  RequireTop(r, stage, rank);
+  return r;
+}
+
+TEST_CASE("row 1: data stall on one rank, every step -> CLEAR (data, rank)", "[scenario]") {
+  ScenarioResult r = ExpectClear("slow:data:rank=5:magnitude=30ms", "data", 5);
   const Verdict& v = r.report.job.verdict;
   CHECK(v.suspects[0].share > 0.9);
   CHECK(v.wait_agreement == 1.0);  // it is the last to arrive at grad_sync
@@ -53,19 +59,11 @@ TEST_CASE("row 1: data stall on one rank, every step -> CLEAR (data, rank)", "[s
 }
 
 TEST_CASE("row 2: slow forward on one rank -> CLEAR (forward, rank)", "[scenario]") {
-  SimConfig c = Ddp();
-  c.faults.push_back(MustFault("slow:forward:rank=7:magnitude=10ms"));
-  ScenarioResult r = RunScenario(c);
-  RequireAllWindows(r, "CLEAR");
-  RequireTop(r, "forward", 7);
+  ExpectClear("slow:forward:rank=7:magnitude=10ms", "forward", 7);
 }
 
 TEST_CASE("row 3: slow backward, separate sync stage -> CLEAR (backward, rank)", "[scenario]") {
-  SimConfig c = Ddp();
-  c.faults.push_back(MustFault("slow:backward:rank=9:magnitude=10ms"));
-  ScenarioResult r = RunScenario(c);
-  RequireAllWindows(r, "CLEAR");
-  RequireTop(r, "backward", 9);
+  ExpectClear("slow:backward:rank=9:magnitude=10ms", "backward", 9);
 }
 
 TEST_CASE("row 4: slow backward in a mixed stage -> MIXED_SYNC; with the probe CLEAR",
@@ -90,11 +88,7 @@ TEST_CASE("row 4: slow backward in a mixed stage -> MIXED_SYNC; with the probe C
 }
 
 TEST_CASE("row 5: slow optimizer on one rank -> CLEAR (optimizer, rank)", "[scenario]") {
-  SimConfig c = Ddp();
-  c.faults.push_back(MustFault("slow:optimizer:rank=3:magnitude=10ms"));
-  ScenarioResult r = RunScenario(c);
-  RequireAllWindows(r, "CLEAR");
-  RequireTop(r, "optimizer", 3);
+  ScenarioResult r = ExpectClear("slow:optimizer:rank=3:magnitude=10ms", "optimizer", 3);
   // The tail delay surfaces as a late start at the next step's grad_sync and is traced back
   // to the optimizer: nothing stays charged to grad_sync.
   CHECK(r.report.job.stages[4].mean_excess_ns > 5e6);
@@ -127,11 +121,7 @@ TEST_CASE("row 6 at 2048 ranks: every rank is charged and named", "[scenario]") 
 }
 
 TEST_CASE("row 7: intermittent stall, 1 step in 10 -> CLEAR over the window", "[scenario]") {
-  SimConfig c = Ddp();
-  c.faults.push_back(MustFault("slow:data:rank=11:magnitude=30ms:every=10"));
-  ScenarioResult r = RunScenario(c);
-  RequireAllWindows(r, "CLEAR");
-  RequireTop(r, "data", 11);
+  ScenarioResult r = ExpectClear("slow:data:rank=11:magnitude=30ms:every=10", "data", 11);
   CHECK(r.report.job.verdict.suspects[0].flagged_steps == 10);
 }
 
