@@ -6,24 +6,6 @@
 
 namespace stagefrontier {
 
-const char* AttributionKindName(AttributionKind kind) {
-  switch (kind) {
-    case AttributionKind::kFrontierLeader:
-      return "frontier_leader";
-    case AttributionKind::kCarryOver:
-      return "carry_over";
-    case AttributionKind::kLateStart:
-      return "late_start";
-    case AttributionKind::kGroupWait:
-      return "group_wait";
-    case AttributionKind::kMixedUnresolved:
-      return "mixed_unresolved";
-    case AttributionKind::kProbeResolved:
-      return "probe_resolved";
-  }
-  return "unknown";
-}
-
 GroupAccountant::GroupAccountant(std::string name, const StageSchema& schema,
                                  std::vector<int32_t> ranks, const EngineConfig& config,
                                  std::vector<int32_t> wait_group)
@@ -41,9 +23,6 @@ GroupAccountant::GroupAccountant(std::string name, const StageSchema& schema,
       peer_spread_(stages_, RollingSamples(static_cast<size_t>(config.baseline_steps))),
       mean_dashboard_(stages_, RollingSamples(static_cast<size_t>(config.baseline_steps))),
       max_dashboard_(stages_, RollingSamples(static_cast<size_t>(config.baseline_steps))),
-      previous_present_(ranks_.size(), 0),
-      previous_durations_(ranks_.size() * stages_, 0),
-      previous_medians_(stages_, 0),
       previous_tail_charge_(ranks_.size(), 0),
       tail_charge_(ranks_.size(), 0),
       in_resp_(ranks_.size(), 0) {
@@ -215,8 +194,7 @@ const StepAccounting& GroupAccountant::Account(int64_t step,
           const int64_t margin =
               next_wait == std::numeric_limits<int64_t>::max() ? 0 : next_wait - f.min_duration_ns;
           const int64_t each = x_skew / static_cast<int64_t>(resp_.size());
-          const std::vector<int32_t> late = resp_;
-          for (int32_t m : late) ChargeLateStart(step, k, m, each, margin);
+          for (int32_t m : resp_) ChargeLateStart(step, k, m, each, margin);
         }
         const int64_t x_rest = x_t - (skew ? x_skew : 0);
         if (temporal && significant(x_rest, noise_t)) {
@@ -295,11 +273,7 @@ const StepAccounting& GroupAccountant::Account(int64_t step,
     }
   }
 
-  // Remember this step for the next one's late starts.
-  previous_step_ = present > 0 ? step : -1;
-  for (int m = 0; m < n; ++m) previous_present_[m] = matrix_.present(m) ? 1 : 0;
-  std::copy(matrix_.durations().begin(), matrix_.durations().end(), previous_durations_.begin());
-  for (int k = 0; k < stages_; ++k) previous_medians_[k] = frontier_.stages[k].median_duration_ns;
+  // This step becomes the window's last entry: the previous step for the next one.
   previous_tail_charge_.swap(tail_charge_);
 
   window_.Push(acc, matrix_);
@@ -309,7 +283,10 @@ const StepAccounting& GroupAccountant::Account(int64_t step,
 void GroupAccountant::ChargeLateStart(int64_t step, int k, int member, int64_t charge,
                                       int64_t margin) {
   StepAccounting& acc = current_;
-  const bool have_previous = previous_step_ == step - 1 && previous_present_[member] != 0;
+  // The current step is pushed only after accounting: the window's last entry is the previous.
+  const size_t last = window_.size() - 1;
+  const bool have_previous = window_.size() > 0 && window_.at(last).accounting.step == step - 1 &&
+                             window_.present(last, member);
   // A delay already charged to this rank's tail last step is the same lost time seen again
   // from the other side of the step boundary: do not count it twice.
   if (have_previous) charge -= std::min(charge, previous_tail_charge_[member]);
@@ -327,8 +304,8 @@ void GroupAccountant::ChargeLateStart(int64_t step, int k, int member, int64_t c
     int64_t best_excess = 0;
     for (int j = 0; j < stages_; ++j) {
       if (!schema_.IsTail(j)) continue;
-      const int64_t e =
-          previous_durations_[static_cast<size_t>(member) * stages_ + j] - previous_medians_[j];
+      const int64_t e = window_.duration(last, member, j) -
+                        window_.at(last).accounting.stages[j].median_duration_ns;
       if (e > best_excess) {
         best_excess = e;
         best_stage = j;

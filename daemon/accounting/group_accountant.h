@@ -83,12 +83,9 @@ class GroupAccountant {
   std::vector<RollingSamples> mean_dashboard_;  // mean dashboard over unflagged steps
   std::vector<RollingSamples> max_dashboard_;   // max dashboard over unflagged steps
 
-  // The previous step, for tracing late starts to the tail of that step.
-  int64_t previous_step_ = -1;
-  std::vector<uint8_t> previous_present_;
-  std::vector<int64_t> previous_durations_;
-  std::vector<int64_t> previous_medians_;
-  std::vector<int64_t> previous_tail_charge_;  // excess already charged to each member's tail
+  // Excess charged to each member's tail stages in the previous step (the window's last
+  // entry while a step is being accounted), so a late start it causes is not charged twice.
+  std::vector<int64_t> previous_tail_charge_;
   std::vector<int64_t> tail_charge_;
 
   std::vector<int64_t> scratch_;

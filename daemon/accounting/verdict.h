@@ -62,6 +62,9 @@ struct Verdict {
   std::vector<int64_t> steps_to_profile;  // a few steps where the excess appeared
 };
 
+// "HEALTHY", "CLEAR", or "AMBIGUOUS TIE" and the like: the label and, if any, the reason.
+std::string LabelText(const Verdict& v);
+
 }  // namespace stagefrontier
 
 #endif  // STAGEFRONTIER_DAEMON_ACCOUNTING_VERDICT_H_

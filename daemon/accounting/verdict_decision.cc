@@ -7,36 +7,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "daemon/accounting/group_accountant.h"
+#include "daemon/accounting/robust_stats.h"
 
 namespace stagefrontier {
-
-const char* VerdictLabelName(VerdictLabel label) {
-  switch (label) {
-    case VerdictLabel::kHealthy:
-      return "HEALTHY";
-    case VerdictLabel::kClear:
-      return "CLEAR";
-    case VerdictLabel::kAmbiguous:
-      return "AMBIGUOUS";
-  }
-  return "UNKNOWN";
-}
-
-const char* AmbiguityReasonName(AmbiguityReason reason) {
-  switch (reason) {
-    case AmbiguityReason::kNone:
-      return "";
-    case AmbiguityReason::kTie:
-      return "TIE";
-    case AmbiguityReason::kSplit:
-      return "SPLIT";
-    case AmbiguityReason::kMixedSync:
-      return "MIXED_SYNC";
-    case AmbiguityReason::kConcurrent:
-      return "CONCURRENT";
-  }
-  return "UNKNOWN";
-}
 
 namespace {
 
@@ -47,12 +20,6 @@ std::string RankList(const std::vector<int32_t>& ranks, size_t limit = 12) {
   std::string out = absl::StrJoin(shown, ", ");
   if (ranks.size() > limit) absl::StrAppend(&out, " and ", ranks.size() - limit, " more");
   return out;
-}
-
-int64_t Median(std::vector<int64_t> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
 }
 
 }  // namespace
@@ -188,8 +155,9 @@ Verdict GroupAccountant::DecideVerdict() const {
       }
     }
   }
-  v.median_margin_ns = Median(margins);
-  v.tie_tolerance_ns = static_cast<int64_t>(config_.tie_z * static_cast<double>(Median(noise)));
+  v.median_margin_ns = MedianInPlace(margins);
+  v.tie_tolerance_ns =
+      static_cast<int64_t>(config_.tie_z * static_cast<double>(MedianInPlace(noise)));
   v.wait_agreement = evidence > 0 ? static_cast<double>(agree) / evidence : -1.0;
 
   // Co-leaders in the same stage.

@@ -12,20 +12,14 @@ namespace {
 
 std::string Ms(double ns) { return absl::StrFormat("%.2f", ns / 1e6); }
 
-std::string Label(const Verdict& v) {
-  std::string out = VerdictLabelName(v.label);
-  if (v.reason != AmbiguityReason::kNone) absl::StrAppend(&out, " ", AmbiguityReasonName(v.reason));
-  return out;
-}
-
 std::string StageName(const StageSchema& schema, int32_t k) {
   return k >= 0 && static_cast<size_t>(k) < schema.size() ? schema.stage(k).name : "-";
 }
 
 void RenderGroup(const StageSchema& schema, const GroupReport& g, std::string* out) {
   const Verdict& v = g.verdict;
-  absl::StrAppend(out, "VERDICT  ", Label(v), "   steps ", v.first_step, "..", v.last_step, " (",
-                  v.steps, " steps, ", v.flagged_steps, " with excess)\n");
+  absl::StrAppend(out, "VERDICT  ", LabelText(v), "   steps ", v.first_step, "..", v.last_step,
+                  " (", v.steps, " steps, ", v.flagged_steps, " with excess)\n");
   absl::StrAppend(out, "  ", v.explanation, "\n");
   if (!v.settle.empty()) absl::StrAppend(out, "  to settle it: ", v.settle, "\n");
   if (!v.missing_ranks.empty()) {
@@ -213,7 +207,7 @@ std::string RenderReportText(const RunInfo& info, const StageSchema& schema,
                                          : absl::StrCat(StageName(schema, v.suspects[0].stage), "/",
                                                         v.suspects[0].rank);
     absl::StrAppend(&out, absl::StrFormat("  %-8s %6d..%-6d %-22s %s\n", v.group, v.first_step,
-                                          v.last_step, Label(v), top));
+                                          v.last_step, LabelText(v), top));
   }
   return out;
 }

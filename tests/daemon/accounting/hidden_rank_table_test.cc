@@ -50,7 +50,7 @@ TEST_CASE("hidden-rank table: top-1 >= 48/50, top-2 50/50", "[scenario][table]")
     std::printf("%3d %5d %-10s %4d %8.1f%% %-10s %-22s %-16s %-16s %s\n", row, c.world_size,
                 stage.c_str(), rank, 100 * fraction,
                 intermittent ? ("1 in " + std::to_string(every)).c_str() : "persistent",
-                LabelOf(v).c_str(), cell(0).c_str(), cell(1).c_str(),
+                LabelText(v).c_str(), cell(0).c_str(), cell(1).c_str(),
                 hit1   ? "top-1"
                 : hit2 ? "top-2"
                        : "MISS");

@@ -35,12 +35,6 @@ Fault MustFault(const std::string& text) {
   return *f;
 }
 
-std::string LabelOf(const Verdict& v) {
-  std::string out = VerdictLabelName(v.label);
-  if (v.reason != AmbiguityReason::kNone) out += std::string(" ") + AmbiguityReasonName(v.reason);
-  return out;
-}
-
 int32_t StageIndex(const StageSchema& schema, const std::string& name) {
   std::optional<size_t> k = schema.Find(name);
   REQUIRE(k.has_value());

@@ -24,9 +24,6 @@ ScenarioResult RunScenario(const SimConfig& config, const EngineConfig& engine =
 // Shorthand: ParseFault that fails the test on error.
 Fault MustFault(const std::string& text);
 
-// "CLEAR", "AMBIGUOUS TIE", ...
-std::string LabelOf(const Verdict& v);
-
 // Index of `name` in the schema.
 int32_t StageIndex(const StageSchema& schema, const std::string& name);
 

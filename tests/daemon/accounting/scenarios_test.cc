@@ -21,10 +21,10 @@ void RequireAllWindows(const ScenarioResult& r, const std::string& label) {
   REQUIRE_FALSE(r.window_verdicts.empty());
   for (const Verdict& v : r.window_verdicts) {
     INFO("window " << v.first_step << ".." << v.last_step << ": " << v.explanation);
-    CHECK(LabelOf(v) == label);
+    CHECK(LabelText(v) == label);
   }
   INFO(r.report.job.verdict.explanation);
-  CHECK(LabelOf(r.report.job.verdict) == label);
+  CHECK(LabelText(r.report.job.verdict) == label);
 }
 
 void RequireTop(const ScenarioResult& r, const std::string& stage, int32_t rank) {
@@ -75,7 +75,7 @@ TEST_CASE("row 4: slow backward in a mixed stage -> MIXED_SYNC; with the probe C
   c.faults.push_back(MustFault("slow:backward:rank=9:magnitude=10ms:start=60"));
   ScenarioResult without = RunScenario(c);
   const Verdict& v = without.report.job.verdict;
-  CHECK(LabelOf(v) == "AMBIGUOUS MIXED_SYNC");
+  CHECK(LabelText(v) == "AMBIGUOUS MIXED_SYNC");
   CHECK(std::find(v.candidate_ranks.begin(), v.candidate_ranks.end(), 9) !=
         v.candidate_ranks.end());
   CHECK_THAT(v.settle, Catch::Contains("enable the collective probe for stage \"backward\""));
@@ -83,7 +83,7 @@ TEST_CASE("row 4: slow backward in a mixed stage -> MIXED_SYNC; with the probe C
 
   c.probe = true;
   ScenarioResult with = RunScenario(c);
-  CHECK(LabelOf(with.report.job.verdict) == "CLEAR");
+  CHECK(LabelText(with.report.job.verdict) == "CLEAR");
   RequireTop(with, "backward", 9);
 }
 
@@ -100,7 +100,7 @@ TEST_CASE("row 6: collective slow for the whole group -> excess in sync, TIE", "
   c.faults.push_back(MustFault("collective:grad_sync:magnitude=10ms:start=60"));
   ScenarioResult r = RunScenario(c);
   const Verdict& v = r.report.job.verdict;
-  CHECK(LabelOf(v) == "AMBIGUOUS TIE");
+  CHECK(LabelText(v) == "AMBIGUOUS TIE");
   CHECK(v.candidate_stages == std::vector<int32_t>{3});
   CHECK(v.candidate_ranks.size() == 16);
   CHECK(r.report.job.frontier_top_stage == 3);
@@ -115,7 +115,7 @@ TEST_CASE("row 6 at 2048 ranks: every rank is charged and named", "[scenario]") 
   c.faults.push_back(MustFault("collective:grad_sync:magnitude=10ms:start=40"));
   ScenarioResult r = RunScenario(c);
   const Verdict& v = r.report.job.verdict;
-  CHECK(LabelOf(v) == "AMBIGUOUS TIE");
+  CHECK(LabelText(v) == "AMBIGUOUS TIE");
   CHECK(v.candidate_ranks.size() == 2048);
   CHECK(r.report.job.frontier_top_stage == 3);
 }
@@ -182,7 +182,7 @@ TEST_CASE("row 10: clock offsets of hours and 100 ppm drift give identical verdi
     INFO(f);
     const Verdict& a = plain.report.job.verdict;
     const Verdict& b = skewed.report.job.verdict;
-    CHECK(LabelOf(a) == LabelOf(b));
+    CHECK(LabelText(a) == LabelText(b));
     CHECK(a.candidate_ranks == b.candidate_ranks);
     CHECK(a.candidate_stages == b.candidate_stages);
     REQUIRE(a.suspects.size() == b.suspects.size());
@@ -192,7 +192,7 @@ TEST_CASE("row 10: clock offsets of hours and 100 ppm drift give identical verdi
     }
     REQUIRE(plain.window_verdicts.size() == skewed.window_verdicts.size());
     for (size_t i = 0; i < plain.window_verdicts.size(); ++i) {
-      CHECK(LabelOf(plain.window_verdicts[i]) == LabelOf(skewed.window_verdicts[i]));
+      CHECK(LabelText(plain.window_verdicts[i]) == LabelText(skewed.window_verdicts[i]));
     }
   }
 }
@@ -228,7 +228,7 @@ TEST_CASE("row 12: a rank stops reporting -> missing, accounting continues", "[s
   const Verdict& v = r.report.job.verdict;
   CHECK(v.missing_ranks == std::vector<int32_t>{6});
   CHECK(v.partial_steps == v.steps);
-  CHECK(LabelOf(v) == "CLEAR");
+  CHECK(LabelText(v) == "CLEAR");
   RequireTop(r, "data", 2);
 }
 
@@ -241,13 +241,13 @@ TEST_CASE("row 13: several sync groups -> the suspect found inside its group", "
   for (const GroupReport& g : r.report.groups) {
     INFO(g.group << ": " << g.verdict.explanation);
     if (g.group == "group2") {
-      CHECK(LabelOf(g.verdict) == "CLEAR");
+      CHECK(LabelText(g.verdict) == "CLEAR");
       CHECK(g.verdict.candidate_ranks == std::vector<int32_t>{9});
     } else {
-      CHECK(LabelOf(g.verdict) == "HEALTHY");
+      CHECK(LabelText(g.verdict) == "HEALTHY");
     }
   }
-  CHECK(LabelOf(r.report.job.verdict) == "CLEAR");
+  CHECK(LabelText(r.report.job.verdict) == "CLEAR");
   RequireTop(r, "data", 9);
 }
 
@@ -290,7 +290,7 @@ TEST_CASE("a concurrent late arriver makes the lead CONCURRENT", "[scenario]") {
   c.faults.push_back(MustFault("slow:optimizer:rank=10:magnitude=30ms"));
   ScenarioResult r = RunScenario(c);
   const Verdict& v = r.report.job.verdict;
-  CHECK(LabelOf(v) == "AMBIGUOUS CONCURRENT");
+  CHECK(LabelText(v) == "AMBIGUOUS CONCURRENT");
   CHECK(v.candidate_ranks == std::vector<int32_t>{3});
   CHECK(std::find(v.concurrent_ranks.begin(), v.concurrent_ranks.end(), 10) !=
         v.concurrent_ranks.end());
