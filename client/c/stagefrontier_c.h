@@ -1,0 +1,120 @@
+/* StageFrontier stub, stable C ABI (version 1).
+ *
+ * Conventions
+ *  - Handles are opaque: sf_client*. Every function accepts a NULL handle and then does
+ *    nothing (or returns 0 / NULL), so a trainer may keep calling after a failed create.
+ *  - Functions that can fail return an int: SF_OK (0) or a negative SF_ERR_* code. Creation
+ *    also writes a NUL-terminated message into the caller's buffer `err` (`err_len` bytes,
+ *    truncated if needed; either may be NULL/0).
+ *  - Structs passed across the ABI start with `uint32_t struct_size`, set by the caller to
+ *    sizeof(the struct it was compiled with). A library accepts any size up to its own (fields
+ *    past the caller's size take their defaults / are not written) and refuses larger ones
+ *    with SF_ERR_VERSION. Fields are only ever appended.
+ *  - Step and stage functions return void: they never block, allocate, make a system call or
+ *    fail. Misuse (a stage outside a step, an unknown id) is counted in the stats, not
+ *    reported.
+ *  - If the shared-memory segment cannot be used, creation still succeeds: the client records
+ *    nothing, counts the steps it could not record, and sf_client_disabled_reason says why.
+ *  - One thread drives a client at a time.
+ *
+ * Example:
+ *   sf_stage stages[] = {{"data", SF_STAGE_IO}, {"compute", SF_STAGE_COMPUTE},
+ *                        {"allreduce", SF_STAGE_SYNC}};
+ *   char err[256];
+ *   sf_client* c = NULL;
+ *   if (sf_client_create(NULL, stages, 3, &c, err, sizeof err) != SF_OK) fprintf(stderr, "%s\n",
+ * err); int32_t data = sf_stage_id(c, "data"); sf_begin_step(c); sf_enter(c, data); load();
+ * sf_exit(c, data); ... sf_end_step(c); sf_client_destroy(c);
+ */
+#ifndef STAGEFRONTIER_CLIENT_C_STAGEFRONTIER_C_H_
+#define STAGEFRONTIER_CLIENT_C_STAGEFRONTIER_C_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SF_ABI_VERSION 1
+
+#define SF_OK 0
+#define SF_ERR_INVALID_ARGUMENT (-1) /* bad schema, identity or options */
+#define SF_ERR_VERSION (-2)          /* a struct_size larger than this library knows */
+#define SF_ERR_INTERNAL (-3)         /* out of memory or another unexpected failure */
+
+#define SF_STAGE_IO 0
+#define SF_STAGE_COMPUTE 1
+#define SF_STAGE_SYNC 2
+#define SF_STAGE_MIXED 3
+
+typedef struct sf_client sf_client;
+
+typedef struct sf_stage {
+  const char* name; /* 1..39 characters from [A-Za-z0-9_.-], unique */
+  int32_t kind;     /* SF_STAGE_* */
+} sf_stage;
+
+typedef struct sf_client_options {
+  uint32_t struct_size;     /* sizeof(sf_client_options) */
+  const char* job_id;       /* NULL: STAGEFRONTIER_JOB_ID, TORCHELASTIC_RUN_ID, SLURM_JOB_ID */
+  int32_t rank;             /* -1: from RANK (see docs/link-the-stub.md) */
+  int32_t local_rank;       /* -1: from LOCAL_RANK */
+  int32_t world_size;       /* -1: from WORLD_SIZE */
+  int32_t local_world_size; /* -1: from LOCAL_WORLD_SIZE */
+  const char* shm_dir;      /* NULL: STAGEFRONTIER_SHM_DIR or /dev/shm */
+  const char* shm_group;    /* NULL: STAGEFRONTIER_SHM_GROUP or none (mode 0600) */
+  int64_t ring_capacity;    /* -1: STAGEFRONTIER_RING_CAPACITY or 1024 */
+  int32_t quiet;            /* nonzero: do not log why recording is disabled */
+} sf_client_options;
+
+typedef struct sf_client_stats {
+  uint32_t struct_size; /* set by the caller */
+  uint64_t steps_begun;
+  uint64_t steps_recorded;
+  uint64_t steps_dropped_full;
+  uint64_t steps_not_recorded;
+  uint64_t steps_paused;
+  uint64_t steps_sampled_out;
+  uint64_t misuse;
+  uint64_t control_updates;
+} sf_client_stats;
+
+/* Returns SF_ABI_VERSION of the library actually loaded. */
+uint32_t sf_abi_version(void);
+
+/* Fills *options with defaults (everything from the environment). */
+void sf_client_options_init(sf_client_options* options);
+
+/* Creates a client. `options` may be NULL. On success returns SF_OK and sets *out; on failure
+ * returns SF_ERR_*, sets *out to NULL and describes the problem in `err`. */
+int sf_client_create(const sf_client_options* options, const sf_stage* stages, size_t stage_count,
+                     sf_client** out, char* err, size_t err_len);
+
+/* Releases the slot and frees the client. NULL is fine. */
+void sf_client_destroy(sf_client* client);
+
+/* Index of the stage called `name`, or -1. */
+int32_t sf_stage_id(const sf_client* client, const char* name);
+
+void sf_begin_step(sf_client* client); /* the step after the previous one */
+void sf_begin_step_at(sf_client* client, int64_t step);
+void sf_enter(sf_client* client, int32_t stage_id); /* stage scope begins */
+void sf_exit(sf_client* client, int32_t stage_id);  /* stage scope ends */
+void sf_mark(sf_client* client, int32_t stage_id);  /* stage ended now */
+void sf_end_step(sf_client* client);
+
+/* 1 if recording, 0 if disabled (or client is NULL). */
+int sf_client_enabled(const sf_client* client);
+/* Why recording is disabled; "" when enabled. Valid until the client is destroyed. */
+const char* sf_client_disabled_reason(const sf_client* client);
+/* 1 if the coordinator asked for a detailed trace of the current step. */
+int sf_should_capture_trace(const sf_client* client);
+/* Copies the counters into *stats (stats->struct_size set by the caller). */
+int sf_client_get_stats(const sf_client* client, sf_client_stats* stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STAGEFRONTIER_CLIENT_C_STAGEFRONTIER_C_H_ */

@@ -1,0 +1,148 @@
+#include "client/client.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "shm/segment_file.h"
+#include "shm/slot_ownership.h"
+
+namespace stagefrontier {
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Create(std::vector<Stage> stages,
+                                                       const ClientOptions& options,
+                                                       const GetEnv& getenv) {
+  // Nothing may escape into the trainer, not even bad_alloc.
+  try {
+    for (const Stage& s : stages) {
+      if (s.name.size() >= shm::v1::kStageNameBytes) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("stage name \"", s.name, "\" is longer than ",
+                         shm::v1::kStageNameBytes - 1, " characters"));
+      }
+    }
+    absl::StatusOr<StageSchema> schema = StageSchema::Create(std::move(stages));
+    if (!schema.ok()) return schema.status();
+    const GetEnv env = getenv ? getenv : GetEnv([](const char* n) { return ::getenv(n); });
+    absl::StatusOr<LauncherIdentity> identity = ResolveIdentity(options, env);
+    if (!identity.ok()) return identity.status();
+    std::unique_ptr<Client> client(new Client(*std::move(schema), *std::move(identity)));
+    const char* quiet_env = env("STAGEFRONTIER_QUIET");
+    client->Attach(options.quiet || (quiet_env != nullptr && *quiet_env == '1'));
+    return client;
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("stagefrontier client: ", e.what()));
+  } catch (...) {
+    return absl::InternalError("stagefrontier client: unknown exception");
+  }
+}
+
+Client::Client(StageSchema schema, LauncherIdentity identity)
+    : schema_(std::move(schema)),
+      identity_(std::move(identity)),
+      recorder_(static_cast<uint32_t>(schema_.size())) {}
+
+Client::~Client() {
+  if (enabled_ && slot_ != nullptr) shm::ReleaseSlot(*slot_);
+}
+
+void Client::Disable(std::string reason, bool quiet) {
+  enabled_ = false;
+  disabled_reason_ = std::move(reason);
+  if (!quiet) {
+    std::fprintf(stderr,
+                 "stagefrontier: rank %d: recording disabled: %s (the trainer is not affected; "
+                 "steps are counted, not recorded)\n",
+                 identity_.rank, disabled_reason_.c_str());
+  }
+}
+
+void Client::Attach(bool quiet) {
+  shm::SegmentOptions o;
+  o.dir = identity_.shm_dir;
+  o.job_id = identity_.job_id;
+  // Room for every local rank; a few spare slots cost little and forgive a missing
+  // LOCAL_WORLD_SIZE on the first process to start.
+  o.slot_count = static_cast<uint32_t>(std::max(identity_.local_world_size, 8));
+  o.ring_capacity = identity_.ring_capacity;
+  o.group = identity_.shm_group;
+  absl::StatusOr<std::unique_ptr<shm::MappedSegment>> seg = shm::MappedSegment::OpenOrCreate(o);
+  if (!seg.ok()) return Disable(std::string(seg.status().message()), quiet);
+  shm::SlotIdentity id;
+  id.rank = identity_.rank;
+  id.world_size = identity_.world_size;
+  id.local_world_size = identity_.local_world_size;
+  for (const Stage& s : schema_.stages()) {
+    id.stages.emplace_back(s.name, static_cast<uint8_t>(s.kind));
+  }
+  const uint32_t local_rank = static_cast<uint32_t>(identity_.local_rank);
+  absl::StatusOr<shm::ClaimResult> claim = shm::ClaimSlot((*seg)->view(), local_rank, id);
+  if (!claim.ok()) {
+    return Disable(absl::StrCat("segment ", (*seg)->path(), ": ", claim.status().message()), quiet);
+  }
+  if (claim->reclaimed_stale && !quiet) {
+    std::fprintf(stderr,
+                 "stagefrontier: rank %d: took over local rank %u from pid %u, which exited "
+                 "without releasing it%s\n",
+                 identity_.rank, local_rank, claim->previous_owner_pid,
+                 claim->published_torn ? " mid-record (that record is marked torn)" : "");
+  }
+  segment_ = *std::move(seg);
+  slot_ = &segment_->view().slot(local_rank);
+  writer_ = shm::RingWriter(segment_->view(), local_rank);
+  enabled_ = true;
+}
+
+void Client::BeginStep(int64_t step) noexcept {
+  const int64_t t = shm::MonotonicNowNs();
+  if (recorder_.in_step()) EndStep();
+  ++stats_.steps_begun;
+  current_step_ = step;
+  next_step_ = step + 1;
+  if (enabled_ && shm::PollControl(*slot_, &control_seq_, &control_)) ++stats_.control_updates;
+  recorder_.Begin(t);
+}
+
+void Client::EndStep() noexcept {
+  if (!recorder_.in_step()) {
+    ++stats_.misuse;
+    return;
+  }
+  const int64_t t = shm::MonotonicNowNs();
+  uint32_t flags = recorder_.Finish(t, boundaries_);
+  if (!enabled_) {
+    ++stats_.steps_not_recorded;
+    return;
+  }
+  slot_->heartbeat_ns.store(t, std::memory_order_relaxed);
+  if (control_.paused) {
+    ++stats_.steps_paused;
+    return;
+  }
+  if (!control_.Samples(current_step_)) {
+    ++stats_.steps_sampled_out;
+    return;
+  }
+  if (control_.CapturesTrace(current_step_)) flags |= shm::v1::kRecordTraceCaptured;
+  if (writer_.TryPublish(current_step_, t, flags, boundaries_, recorder_.stage_count())) {
+    ++stats_.steps_recorded;
+  } else {
+    ++stats_.steps_dropped_full;
+  }
+}
+
+Client::StageId Client::stage_id(const std::string& name) const {
+  const std::optional<size_t> k = schema_.Find(name);
+  return k ? static_cast<StageId>(*k) : kNoStage;
+}
+
+ClientStats Client::stats() const noexcept {
+  ClientStats s = stats_;
+  s.misuse += recorder_.misuse();
+  return s;
+}
+
+}  // namespace stagefrontier

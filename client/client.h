@@ -1,0 +1,134 @@
+// The StageFrontier stub, C++ API: marks the stages of every training step into this node's
+// shared-memory segment, where the sidecar picks them up.
+//
+// A mark costs about one clock read. Marks and steps never block, never allocate, never make
+// a system call and never throw. If the segment cannot be used (no permission, a newer
+// layout, a damaged file, another live process owns this local rank) the client says why once
+// on stderr and goes on as a no-op that counts the steps it could not record.
+//
+// Threading: a Client is driven by one thread at a time (the training loop). Control reads
+// (`should_capture_trace`) are safe from that same thread.
+//
+//   auto client = stagefrontier::Client::Create({{"data", StageKind::kIo},
+//                                                {"forward", StageKind::kCompute},
+//                                                {"backward", StageKind::kMixed},
+//                                                {"optimizer", StageKind::kCompute}});
+//   if (!client.ok()) { /* a bad schema or environment: client.status() says which */ }
+//   const auto kData = (*client)->stage_id("data");
+//   for (...) {
+//     (*client)->BeginStep();
+//     { auto scope = (*client)->Scope(kData); LoadBatch(); }
+//     ...
+//     (*client)->EndStep();
+//   }
+#ifndef STAGEFRONTIER_CLIENT_CLIENT_H_
+#define STAGEFRONTIER_CLIENT_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/launcher_environment.h"
+#include "client/step_recorder.h"
+#include "daemon/accounting/stage_schema.h"
+#include "shm/control_channel.h"
+#include "shm/monotonic_clock.h"
+#include "shm/ring_writer.h"
+
+namespace stagefrontier {
+
+namespace shm {
+class MappedSegment;
+}
+
+struct ClientStats {
+  uint64_t steps_begun = 0;
+  uint64_t steps_recorded = 0;      // published to the ring
+  uint64_t steps_dropped_full = 0;  // ring full (no sidecar, or it fell behind)
+  uint64_t steps_not_recorded = 0;  // recording disabled: no usable segment
+  uint64_t steps_paused = 0;        // a control request paused recording
+  uint64_t steps_sampled_out = 0;   // a control request asked for one step in N
+  uint64_t misuse = 0;              // calls that made no sense, ignored
+  uint64_t control_updates = 0;     // control requests applied
+};
+
+class Client {
+ public:
+  using StageId = uint32_t;
+  static constexpr StageId kNoStage = ~0U;
+
+  // Declares the schema (1..32 stages, unique names of 1..39 characters from [A-Za-z0-9_.-])
+  // and attaches to the segment, creating it if needed. Fails with InvalidArgument only for a
+  // bad schema or a bad identity (see launcher_environment.h); segment problems do not fail,
+  // they disable recording (enabled() is false, disabled_reason() says why).
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Client>> Create(
+      std::vector<Stage> stages, const ClientOptions& options = {}, const GetEnv& getenv = nullptr);
+
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Index of the stage called `name`, or kNoStage.
+  StageId stage_id(const std::string& name) const;
+  const StageSchema& schema() const { return schema_; }
+  const LauncherIdentity& identity() const { return identity_; }
+  bool enabled() const { return enabled_; }
+  const std::string& disabled_reason() const { return disabled_reason_; }
+
+  // Starts step `step` (or the one after the previous). A step still open is ended first.
+  void BeginStep() noexcept { BeginStep(next_step_); }
+  void BeginStep(int64_t step) noexcept;
+  void Enter(StageId k) noexcept { recorder_.Enter(k, shm::MonotonicNowNs()); }
+  void Exit(StageId k) noexcept { recorder_.Exit(k, shm::MonotonicNowNs()); }
+  // Stage k ended now; it covers the time since the previous stage ended.
+  void Mark(StageId k) noexcept { recorder_.Mark(k, shm::MonotonicNowNs()); }
+  // Ends the step and publishes it (unless paused or sampled out).
+  void EndStep() noexcept;
+
+  class StageScope {
+   public:
+    StageScope(Client* c, StageId k) noexcept : client_(c), stage_(k) { client_->Enter(k); }
+    ~StageScope() { client_->Exit(stage_); }
+    StageScope(const StageScope&) = delete;
+    StageScope& operator=(const StageScope&) = delete;
+
+   private:
+    Client* client_;
+    StageId stage_;
+  };
+  // RAII: enters stage k now, exits it when the scope ends.
+  [[nodiscard]] StageScope Scope(StageId k) noexcept { return StageScope(this, k); }
+
+  ClientStats stats() const noexcept;
+  // The latest control request from the coordinator.
+  const shm::ControlRequest& control() const { return control_; }
+  // True if the coordinator asked for a detailed trace of the current (or next) step.
+  bool should_capture_trace() const noexcept { return control_.CapturesTrace(current_step_); }
+  int64_t current_step() const { return current_step_; }
+
+ private:
+  Client(StageSchema schema, LauncherIdentity identity);
+  void Attach(bool quiet);
+  void Disable(std::string reason, bool quiet);
+
+  StageSchema schema_;
+  LauncherIdentity identity_;
+  StepRecorder recorder_;
+  std::unique_ptr<shm::MappedSegment> segment_;
+  shm::v1::SlotHeader* slot_ = nullptr;
+  shm::RingWriter writer_;
+  bool enabled_ = false;
+  std::string disabled_reason_;
+  shm::ControlRequest control_;
+  uint64_t control_seq_ = 0;
+  int64_t current_step_ = 0;
+  int64_t next_step_ = 0;
+  ClientStats stats_;
+  int64_t boundaries_[shm::v1::kMaxStages + 1] = {};
+};
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_CLIENT_CLIENT_H_

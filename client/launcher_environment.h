@@ -1,0 +1,63 @@
+// Who this process is: job id, rank, local rank, world sizes and where the segment lives,
+// read from what the launchers already set (torchrun, Slurm, mpirun), each overridable.
+//
+//   Job id:      options, else STAGEFRONTIER_JOB_ID, TORCHELASTIC_RUN_ID, SLURM_JOB_ID, "local"
+//   Rank:        options, else RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID, 0
+//   Local rank:  options, else LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, 0
+//   World size:  options, else WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS, 1
+//   Local world: options, else LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE, 1
+//   Segment dir: options, else STAGEFRONTIER_SHM_DIR, /dev/shm
+//   Group:       options, else STAGEFRONTIER_SHM_GROUP, none (mode 0600)
+//   Ring:        options, else STAGEFRONTIER_RING_CAPACITY, 1024 records
+//
+//   absl::StatusOr<LauncherIdentity> id = ResolveIdentity(ClientOptions{}, ::getenv);
+#ifndef STAGEFRONTIER_CLIENT_LAUNCHER_ENVIRONMENT_H_
+#define STAGEFRONTIER_CLIENT_LAUNCHER_ENVIRONMENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace stagefrontier {
+
+// What the caller may set explicitly; empty strings and negative numbers mean "from the
+// environment".
+struct ClientOptions {
+  std::string job_id;
+  int32_t rank = -1;
+  int32_t local_rank = -1;
+  int32_t world_size = -1;
+  int32_t local_world_size = -1;
+  std::string shm_dir;
+  std::string shm_group;
+  int64_t ring_capacity = -1;
+  bool quiet = false;  // do not log why recording is disabled
+};
+
+struct LauncherIdentity {
+  std::string job_id;  // sanitized: [A-Za-z0-9_.-], at most 63 characters
+  int32_t rank = 0;
+  int32_t local_rank = 0;
+  int32_t world_size = 1;
+  int32_t local_world_size = 1;
+  std::string shm_dir;
+  std::string shm_group;
+  uint32_t ring_capacity = 1024;
+};
+
+using GetEnv = std::function<const char*(const char*)>;
+
+// Resolves the identity. Fails with InvalidArgument naming the variable or option when a
+// value is not an integer, negative, or inconsistent (rank >= world size, local rank >=
+// local world size, a ring capacity that is not a power of two in 2..1048576).
+[[nodiscard]] absl::StatusOr<LauncherIdentity> ResolveIdentity(const ClientOptions& options,
+                                                               const GetEnv& getenv);
+
+// Maps any job id to the segment's alphabet: other characters become '_', at most 63 kept.
+std::string SanitizeJobId(const std::string& raw);
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_CLIENT_LAUNCHER_ENVIRONMENT_H_

@@ -1,0 +1,48 @@
+// Control requests from the coordinator to one stub, carried by the slot's control block
+// (segment_layout_v1.h): "pause", "record one step in N", "capture a detailed trace for steps
+// N..M". The sidecar is the only writer (PostControl); the stub polls once per step
+// (PollControl: one acquire load when nothing changed) and acknowledges what it applied.
+//
+//   ControlRequest req; req.trace_first_step = 100; req.trace_last_step = 109;
+//   PostControl(view.slot(3), req);                    // sidecar
+//   uint64_t seen = 0; ControlRequest now;
+//   if (PollControl(view.slot(3), &seen, &now)) { ... }  // stub, at the start of a step
+#ifndef STAGEFRONTIER_SHM_CONTROL_CHANNEL_H_
+#define STAGEFRONTIER_SHM_CONTROL_CHANNEL_H_
+
+#include <cstdint>
+
+#include "shm/segment_layout_v1.h"
+
+namespace stagefrontier::shm {
+
+struct ControlRequest {
+  bool paused = false;
+  uint32_t sample_every = 1;     // record one step in N; 0 and 1 mean every step
+  int64_t trace_first_step = 0;  // capture a trace for steps in [first, last];
+  int64_t trace_last_step = -1;  // last < first means no capture
+  uint64_t request_id = 0;
+
+  // True if `step` lies in the trace window.
+  bool CapturesTrace(int64_t step) const {
+    return step >= trace_first_step && step <= trace_last_step;
+  }
+  // True if `step` is one of the sampled steps.
+  bool Samples(int64_t step) const {
+    return sample_every <= 1 || (step >= 0 && step % sample_every == 0);
+  }
+  bool operator==(const ControlRequest&) const = default;
+};
+
+// Writes `request` into the slot's control block (sidecar side; one writer per segment).
+// Returns the new sequence number.
+uint64_t PostControl(v1::SlotHeader& slot, const ControlRequest& request);
+
+// Stub side. If the control block changed since `*seen_seq`, copies a consistent request into
+// `*out`, sets `*seen_seq`, acknowledges it in the slot and returns true. Returns false when
+// nothing changed or the sidecar is mid-write (the next poll will see it). Never blocks.
+bool PollControl(v1::SlotHeader& slot, uint64_t* seen_seq, ControlRequest* out) noexcept;
+
+}  // namespace stagefrontier::shm
+
+#endif  // STAGEFRONTIER_SHM_CONTROL_CHANNEL_H_

@@ -1,0 +1,168 @@
+#include "shm/segment_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace stagefrontier::shm {
+namespace {
+
+absl::Status ErrnoStatus(int err, const std::string& what, const std::string& path) {
+  const std::string msg = absl::StrCat(what, " ", path, ": ", strerror(err));
+  switch (err) {
+    case ENOENT:
+      return absl::NotFoundError(msg);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(msg);
+    case ENOSPC:
+    case ENOMEM:
+      return absl::ResourceExhaustedError(msg);
+    default:
+      return absl::UnavailableError(msg);
+  }
+}
+
+absl::StatusOr<gid_t> LookupGroup(const std::string& name) {
+  std::vector<char> buf(16384);
+  group grp{};
+  group* result = nullptr;
+  if (getgrnam_r(name.c_str(), &grp, buf.data(), buf.size(), &result) != 0 || result == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown group \"", name, "\" for the segment"));
+  }
+  return result->gr_gid;
+}
+
+}  // namespace
+
+std::string SegmentPath(const std::string& dir, const std::string& job_id) {
+  return absl::StrCat(dir, "/stagefrontier.", job_id, ".seg");
+}
+
+MappedSegment::~MappedSegment() {
+  if (base_ != nullptr) munmap(base_, size_);
+  if (fd_ >= 0) close(fd_);
+}
+
+absl::StatusOr<std::unique_ptr<MappedSegment>> MappedSegment::MapExisting(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "cannot open segment", path);
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
+    return ErrnoStatus(err, "cannot stat segment", path);
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  if (size == 0) {
+    close(fd);
+    return absl::DataLossError(absl::StrCat("segment ", path, " is empty (0 bytes): truncated"));
+  }
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    const int err = errno;
+    close(fd);
+    return ErrnoStatus(err, "cannot map segment", path);
+  }
+  absl::StatusOr<SegmentView> view = SegmentView::Open(base, size);
+  if (!view.ok()) {
+    munmap(base, size);
+    close(fd);
+    return absl::Status(view.status().code(),
+                        absl::StrCat("segment ", path, ": ", view.status().message()));
+  }
+  return std::unique_ptr<MappedSegment>(new MappedSegment(path, fd, base, size, *view, false));
+}
+
+absl::StatusOr<std::unique_ptr<MappedSegment>> MappedSegment::CreateAndPublish(
+    const SegmentOptions& options, const std::string& path) {
+  const uint64_t size = v1::SegmentBytes(options.slot_count, options.ring_capacity);
+  gid_t gid = static_cast<gid_t>(-1);
+  if (!options.group.empty()) {
+    absl::StatusOr<gid_t> g = LookupGroup(options.group);
+    if (!g.ok()) return g.status();
+    gid = *g;
+  }
+  const std::string tmp = absl::StrCat(path, ".", getpid(), ".tmp");
+  const int fd = open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoStatus(errno, "cannot create segment", tmp);
+  auto fail = [&](int err, const char* what) {
+    close(fd);
+    unlink(tmp.c_str());
+    return ErrnoStatus(err, what, tmp);
+  };
+  // The umask must not decide who may read the rings.
+  if (fchmod(fd, options.group.empty() ? 0600 : 0660) != 0) return fail(errno, "cannot chmod");
+  if (!options.group.empty() && fchown(fd, static_cast<uid_t>(-1), gid) != 0) {
+    return fail(errno, "cannot give the group to");
+  }
+  // Reserve the pages now: writing to a sparse tmpfs file that runs out of space would kill
+  // the trainer with SIGBUS later.
+  if (const int err = posix_fallocate(fd, 0, static_cast<off_t>(size)); err != 0) {
+    return fail(err, "cannot reserve space for");
+  }
+  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) return fail(errno, "cannot map");
+  absl::StatusOr<SegmentView> view = SegmentView::Initialize(
+      base, size, options.job_id, options.slot_count, options.ring_capacity);
+  if (!view.ok()) {
+    munmap(base, size);
+    close(fd);
+    unlink(tmp.c_str());
+    return view.status();
+  }
+  // Publish: link(2) fails with EEXIST if another creator published first.
+  const int rc = link(tmp.c_str(), path.c_str());
+  const int err = errno;
+  unlink(tmp.c_str());
+  if (rc != 0) {
+    munmap(base, size);
+    close(fd);
+    if (err == EEXIST) return absl::AlreadyExistsError(path);
+    return ErrnoStatus(err, "cannot publish segment", path);
+  }
+  return std::unique_ptr<MappedSegment>(new MappedSegment(path, fd, base, size, *view, true));
+}
+
+absl::StatusOr<std::unique_ptr<MappedSegment>> MappedSegment::OpenOrCreate(
+    const SegmentOptions& options) {
+  if (absl::Status s = ValidateGeometry(options.job_id, options.slot_count, options.ring_capacity);
+      !s.ok()) {
+    return s;
+  }
+  const std::string path = SegmentPath(options.dir, options.job_id);
+  // Attach, or create; a lost creation race means the winner's segment exists now.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    absl::StatusOr<std::unique_ptr<MappedSegment>> existing = MapExisting(path);
+    if (existing.ok() || !absl::IsNotFound(existing.status())) return existing;
+    absl::StatusOr<std::unique_ptr<MappedSegment>> created = CreateAndPublish(options, path);
+    if (!absl::IsAlreadyExists(created.status())) return created;
+  }
+  return absl::UnavailableError(
+      absl::StrCat("segment ", path, " kept appearing and disappearing while attaching"));
+}
+
+absl::StatusOr<std::unique_ptr<MappedSegment>> MappedSegment::Attach(const std::string& path) {
+  return MapExisting(path);
+}
+
+absl::Status MappedSegment::LockForReading() {
+  if (flock(fd_, LOCK_EX | LOCK_NB) == 0) return absl::OkStatus();
+  if (errno == EWOULDBLOCK) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "segment ", path_, " is already drained by another reader (a second sidecar?)"));
+  }
+  return ErrnoStatus(errno, "cannot lock segment", path_);
+}
+
+}  // namespace stagefrontier::shm

@@ -1,0 +1,157 @@
+// The per-node shared-memory segment, layout version 1. FROZEN: never change a field, an
+// offset or a size here. Extend in segment_layout_v2.h and teach the reader both; a reader
+// refuses versions newer than it knows (see segment_view.h). Byte-level description:
+// docs/segment-format.md.
+//
+//   [SegmentHeader, 4096 bytes][slot 0][slot 1]...[slot N-1]
+//   slot = [SlotHeader, 1856 bytes][StepRecord x ring_capacity, 320 bytes each]
+//
+// All integers are little-endian (x86-64 and aarch64 native). Times are CLOCK_MONOTONIC
+// nanoseconds of the writing process, except SegmentHeader::creation_time_unix_ns.
+//
+// Usage (inside this project only; users go through client/ and segment_reader.h):
+//   const v1::SegmentHeader* h = reinterpret_cast<const v1::SegmentHeader*>(base);
+//   if (h->magic == v1::kMagic && h->layout_version == 1) { ... }
+#ifndef STAGEFRONTIER_SHM_SEGMENT_LAYOUT_V1_H_
+#define STAGEFRONTIER_SHM_SEGMENT_LAYOUT_V1_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace stagefrontier::shm::v1 {
+
+inline constexpr uint32_t kLayoutVersion = 1;
+// The bytes "SFSEGMNT" read as a little-endian uint64.
+inline constexpr uint64_t kMagic = 0x544E4D4745534653ULL;
+// init_complete holds this value once the creator has written every field ("INIT").
+inline constexpr uint32_t kInitComplete = 0x54494E49U;
+
+inline constexpr size_t kCacheLine = 64;
+inline constexpr size_t kHeaderBytes = 4096;
+inline constexpr size_t kMaxStages = 32;
+inline constexpr size_t kStageNameBytes = 40;  // NUL-terminated, so 39 characters at most
+inline constexpr size_t kJobIdBytes = 64;      // NUL-terminated, so 63 characters at most
+inline constexpr uint32_t kMaxSlots = 1024;
+inline constexpr uint32_t kMinRingCapacity = 2;
+inline constexpr uint32_t kMaxRingCapacity = 1U << 20;
+
+struct SegmentHeader {
+  uint64_t magic;                       // 0   kMagic
+  uint32_t layout_version;              // 8   1
+  uint32_t header_bytes;                // 12  kHeaderBytes
+  uint64_t total_bytes;                 // 16  file size
+  int64_t creation_time_unix_ns;        // 24  CLOCK_REALTIME at creation
+  uint32_t creator_pid;                 // 32
+  uint32_t slot_count;                  // 36  one slot per local rank
+  uint64_t slot_bytes;                  // 40  sizeof(SlotHeader) + ring_capacity * record_bytes
+  uint32_t ring_capacity;               // 48  records per ring, a power of two
+  uint32_t record_bytes;                // 52  sizeof(StepRecord)
+  uint32_t max_stages;                  // 56  kMaxStages
+  std::atomic<uint32_t> init_complete;  // 60  kInitComplete, stored last with release order
+  char job_id[kJobIdBytes];             // 64
+  uint64_t slots_offset;                // 128 kHeaderBytes
+  uint8_t reserved[kHeaderBytes - 136];
+};
+static_assert(sizeof(SegmentHeader) == kHeaderBytes);
+static_assert(offsetof(SegmentHeader, init_complete) == 60);
+static_assert(offsetof(SegmentHeader, job_id) == 64);
+static_assert(offsetof(SegmentHeader, slots_offset) == 128);
+
+// Slot ownership states.
+enum SlotState : uint32_t {
+  kSlotFree = 0,      // never claimed
+  kSlotClaiming = 1,  // an owner is writing identity and schema
+  kSlotActive = 2,    // identity and schema are valid; the owner writes records
+  kSlotReleased = 3,  // the owner exited cleanly; unread records stay readable
+};
+
+struct StageDesc {
+  char name[kStageNameBytes];  // 0
+  uint8_t kind;                // 40  0 io, 1 compute, 2 sync, 3 mixed
+  uint8_t reserved[7];         // 41
+};
+static_assert(sizeof(StageDesc) == 48);
+
+// Control requests, coordinator -> sidecar -> stub. One writer (the sidecar) uses a sequence
+// lock: `seq` is odd while it writes, even when the fields are consistent.
+struct ControlBlock {
+  std::atomic<uint64_t> seq;              // 0
+  std::atomic<uint32_t> flags;            // 8   bit 0: paused
+  std::atomic<uint32_t> sample_every;     // 12  record one step in N (0 and 1: every step)
+  std::atomic<int64_t> trace_first_step;  // 16  capture a detailed trace for steps in
+  std::atomic<int64_t> trace_last_step;   // 24  [first, last]; last < first: none
+  std::atomic<uint64_t> request_id;       // 32  the coordinator's id for the request
+  uint8_t reserved[24];                   // 40
+};
+static_assert(sizeof(ControlBlock) == kCacheLine);
+inline constexpr uint32_t kControlPaused = 1U << 0;
+
+struct alignas(kCacheLine) SlotHeader {
+  // Ownership (line 0): written by the owning stub.
+  std::atomic<uint32_t> state;         // 0   SlotState
+  std::atomic<uint32_t> owner_pid;     // 4   0 = none
+  std::atomic<uint64_t> owner_pid_ns;  // 8   inode of the owner's /proc/self/ns/pid
+  std::atomic<uint64_t> generation;    // 16  incremented by every claim
+  std::atomic<int64_t> heartbeat_ns;   // 24  owner's clock at claim and every end of step
+  int32_t rank;                        // 32  global rank
+  int32_t world_size;                  // 36
+  int32_t local_world_size;            // 40
+  uint32_t stage_count;                // 44  1..kMaxStages
+  uint8_t reserved0[16];               // 48
+  StageDesc stages[kMaxStages];        // 64
+  // Writer line: written by the stub only.
+  alignas(kCacheLine) std::atomic<uint64_t> write_cursor;  // 1600 records published
+  std::atomic<uint64_t> dropped_full;                      // 1608 records dropped, ring full
+  std::atomic<uint64_t> torn_recovered;                    // 1616 torn records published
+  uint8_t reserved1[40];                                   // 1624
+  // Reader line: written by the sidecar only.
+  alignas(kCacheLine) std::atomic<uint64_t> read_cursor;  // 1664 records consumed
+  std::atomic<uint32_t> reader_pid;                       // 1672
+  uint32_t reserved2;                                     // 1676
+  std::atomic<int64_t> reader_heartbeat_ns;               // 1680
+  uint8_t reserved3[40];                                  // 1688
+  // Control requests: written by the sidecar.
+  ControlBlock control;  // 1728
+  // Control acknowledgement: written by the stub.
+  alignas(kCacheLine) std::atomic<uint64_t> control_applied_seq;  // 1792
+  uint8_t reserved4[56];                                          // 1800
+};
+static_assert(sizeof(SlotHeader) == 1856);
+static_assert(offsetof(SlotHeader, stages) == 64);
+static_assert(offsetof(SlotHeader, write_cursor) == 1600);
+static_assert(offsetof(SlotHeader, read_cursor) == 1664);
+static_assert(offsetof(SlotHeader, control) == 1728);
+static_assert(offsetof(SlotHeader, control_applied_seq) == 1792);
+
+// Record flags.
+inline constexpr uint32_t kRecordStageReentered = 1U << 0;  // a stage was entered twice or more
+inline constexpr uint32_t kRecordStageMissing = 1U << 1;    // a stage was never entered
+inline constexpr uint32_t kRecordStagesOverlap = 1U << 2;   // stage scopes nested or overlapped
+inline constexpr uint32_t kRecordTraceCaptured = 1U << 3;   // step inside a trace request
+
+// One step of one rank. Record i of a ring lives at index i % ring_capacity; `seq` is
+// 2*i+1 while the writer fills it and 2*i+2 once it is complete.
+struct alignas(kCacheLine) StepRecord {
+  std::atomic<uint64_t> seq;              // 0
+  int64_t step;                           // 8
+  int64_t end_ns;                         // 16  when the stub ended the step
+  uint32_t flags;                         // 24
+  uint32_t stage_count;                   // 28
+  int64_t boundaries_ns[kMaxStages + 1];  // 32  [0] step start, [k] end of stage k
+};
+static_assert(sizeof(StepRecord) == 320);
+
+inline constexpr uint64_t SlotBytes(uint32_t ring_capacity) {
+  return sizeof(SlotHeader) + uint64_t{ring_capacity} * sizeof(StepRecord);
+}
+inline constexpr uint64_t SegmentBytes(uint32_t slot_count, uint32_t ring_capacity) {
+  return kHeaderBytes + uint64_t{slot_count} * SlotBytes(ring_capacity);
+}
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+}  // namespace stagefrontier::shm::v1
+
+#endif  // STAGEFRONTIER_SHM_SEGMENT_LAYOUT_V1_H_

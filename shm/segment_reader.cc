@@ -1,0 +1,214 @@
+#include "shm/segment_reader.h"
+
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "shm/monotonic_clock.h"
+
+namespace stagefrontier::shm {
+namespace {
+
+bool PrintableName(const char* name, size_t len) {
+  for (size_t i = 0; i < len; ++i) {
+    if (name[i] < 0x21 || name[i] > 0x7e) return false;
+  }
+  return len > 0;
+}
+
+}  // namespace
+
+std::vector<int64_t> DrainedStep::DurationsNs() const {
+  std::vector<int64_t> d;
+  if (boundaries_ns.size() < 2) return d;
+  d.reserve(boundaries_ns.size() - 1);
+  for (size_t k = 1; k < boundaries_ns.size(); ++k) {
+    d.push_back(boundaries_ns[k] - boundaries_ns[k - 1]);
+  }
+  return d;
+}
+
+SegmentReader::SegmentReader(const SegmentView& view, ReaderOptions options)
+    : view_(view), options_(std::move(options)), slots_(view.slot_count()) {
+  scratch_.boundaries_ns.reserve(v1::kMaxStages + 1);
+}
+
+void SegmentReader::Fail(uint32_t local_rank, SlotState& st, uint64_t* counter,
+                         std::string message) {
+  ++*counter;
+  st.last_error = absl::StrCat("local rank ", local_rank, ": ", message);
+  if (options_.on_error) options_.on_error(local_rank, st.last_error);
+}
+
+void SegmentReader::RefreshSchema(uint32_t local_rank, SlotState& st) {
+  const v1::SlotHeader& slot = view_.slot(local_rank);
+  const uint32_t state = slot.state.load(std::memory_order_acquire);
+  const uint64_t generation = slot.generation.load(std::memory_order_relaxed);
+  if (st.schema_ok && generation == st.generation) return;
+  if (state != v1::kSlotActive && state != v1::kSlotReleased) return;
+  if (generation != st.generation) {
+    st.generation = generation;
+    st.have_step = false;  // a new owner may restart its step numbering (elastic restart)
+  }
+  st.stages.clear();
+  st.schema_ok = false;
+  const uint32_t count = slot.stage_count;
+  if (count == 0 || count > v1::kMaxStages) {
+    Fail(local_rank, st, &st.invalid, absl::StrCat("slot schema has ", count, " stages"));
+    return;
+  }
+  for (uint32_t k = 0; k < count; ++k) {
+    char name[v1::kStageNameBytes];
+    std::memcpy(name, slot.stages[k].name, sizeof(name));
+    const size_t len = strnlen(name, sizeof(name));
+    const uint8_t kind = slot.stages[k].kind;
+    if (len == sizeof(name) || !PrintableName(name, len) || kind > 3) {
+      Fail(local_rank, st, &st.invalid, absl::StrCat("slot schema stage ", k, " is corrupt"));
+      st.stages.clear();
+      return;
+    }
+    st.stages.emplace_back(std::string(name, len), kind);
+  }
+  st.schema_ok = true;
+}
+
+bool SegmentReader::Decode(uint32_t local_rank, SlotState& st, uint64_t cursor) {
+  const v1::StepRecord& rec = view_.record(local_rank, cursor);
+  const uint64_t seq = rec.seq.load(std::memory_order_relaxed);
+  if (seq != 2 * cursor + 2) {
+    if (seq == 2 * cursor + 1) {
+      Fail(local_rank, st, &st.torn,
+           absl::StrCat("record ", cursor, " is torn (its writer died while writing it)"));
+    } else {
+      Fail(local_rank, st, &st.invalid,
+           absl::StrCat("record ", cursor, " has sequence ", seq, ", expected ", 2 * cursor + 2,
+                        " (overwritten or corrupt)"));
+    }
+    return false;
+  }
+  if (!st.schema_ok) {
+    Fail(local_rank, st, &st.invalid,
+         absl::StrCat("record ", cursor, " arrived in a slot without a valid schema"));
+    return false;
+  }
+  const uint32_t count = rec.stage_count;
+  if (count != st.stages.size()) {
+    Fail(local_rank, st, &st.invalid,
+         absl::StrCat("record ", cursor, " has ", count, " stages, the schema has ",
+                      st.stages.size()));
+    return false;
+  }
+  const int64_t step = rec.step;
+  if (step < 0) {
+    Fail(local_rank, st, &st.invalid, absl::StrCat("record ", cursor, " has step ", step));
+    return false;
+  }
+  scratch_.boundaries_ns.assign(rec.boundaries_ns, rec.boundaries_ns + count + 1);
+  if (scratch_.boundaries_ns[0] < 0) {
+    Fail(local_rank, st, &st.invalid,
+         absl::StrCat("step ", step, " starts at negative time ", scratch_.boundaries_ns[0]));
+    return false;
+  }
+  for (uint32_t k = 1; k <= count; ++k) {
+    const int64_t a = scratch_.boundaries_ns[k - 1];
+    const int64_t b = scratch_.boundaries_ns[k];
+    // b - a computed only when b >= a, so it cannot overflow.
+    if (b < a || b - a > kMaxStageNs) {
+      Fail(local_rank, st, &st.invalid,
+           absl::StrCat("step ", step, " stage \"", st.stages[k - 1].first, "\" ",
+                        b < a ? "ends before it starts" : "lasts more than a day"));
+      return false;
+    }
+  }
+  if (rec.end_ns < scratch_.boundaries_ns[count]) {
+    Fail(local_rank, st, &st.invalid, absl::StrCat("step ", step, " ends before its last stage"));
+    return false;
+  }
+  if (st.have_step && step <= st.last_step) {
+    Fail(local_rank, st, &st.invalid,
+         absl::StrCat("step ", step, " is not after step ", st.last_step,
+                      " (duplicated or out of order)"));
+    return false;
+  }
+  if (st.have_step) st.gap_steps += static_cast<uint64_t>(step - st.last_step - 1);
+  st.have_step = true;
+  st.last_step = step;
+  const v1::SlotHeader& slot = view_.slot(local_rank);
+  scratch_.local_rank = local_rank;
+  scratch_.rank = slot.rank;
+  scratch_.generation = st.generation;
+  scratch_.step = step;
+  scratch_.end_ns = rec.end_ns;
+  scratch_.flags = rec.flags;
+  return true;
+}
+
+size_t SegmentReader::Drain(const std::function<void(const DrainedStep&)>& sink,
+                            size_t max_per_slot) {
+  size_t delivered = 0;
+  const int64_t now = MonotonicNowNs();
+  const uint32_t me = static_cast<uint32_t>(getpid());
+  for (uint32_t i = 0; i < view_.slot_count(); ++i) {
+    v1::SlotHeader& slot = view_.slot(i);
+    SlotState& st = slots_[i];
+    slot.reader_pid.store(me, std::memory_order_relaxed);
+    slot.reader_heartbeat_ns.store(now, std::memory_order_relaxed);
+    uint64_t r = slot.read_cursor.load(std::memory_order_relaxed);
+    const uint64_t w = slot.write_cursor.load(std::memory_order_acquire);
+    if (w == r) continue;
+    RefreshSchema(i, st);
+    if (w - r > view_.ring_capacity()) {
+      Fail(i, st, &st.invalid,
+           absl::StrCat("write cursor ", w, " and read cursor ", r,
+                        " are more than a ring apart: corrupt cursors, skipping to ", w));
+      slot.read_cursor.store(w, std::memory_order_release);
+      continue;
+    }
+    size_t n = 0;
+    for (; r != w && n < max_per_slot; ++r, ++n) {
+      if (Decode(i, st, r)) {
+        ++st.records_read;
+        ++delivered;
+        sink(scratch_);
+      }
+    }
+    // Hands the consumed records back to the writer.
+    slot.read_cursor.store(r, std::memory_order_release);
+  }
+  return delivered;
+}
+
+SlotReport SegmentReader::Report(uint32_t local_rank) const {
+  const v1::SlotHeader& slot = view_.slot(local_rank);
+  const SlotState& st = slots_[local_rank];
+  SlotReport r;
+  r.local_rank = local_rank;
+  r.state = slot.state.load(std::memory_order_acquire);
+  r.rank = slot.rank;
+  r.world_size = slot.world_size;
+  r.owner_pid = slot.owner_pid.load(std::memory_order_relaxed);
+  const int64_t now = MonotonicNowNs();
+  r.owner = JudgeOwner(slot, now, options_.stale_after_ns);
+  r.heartbeat_age_ns = now - slot.heartbeat_ns.load(std::memory_order_relaxed);
+  r.generation = slot.generation.load(std::memory_order_relaxed);
+  r.stages = st.stages;
+  r.records_read = st.records_read;
+  r.dropped_by_writer = slot.dropped_full.load(std::memory_order_relaxed);
+  r.torn = st.torn;
+  r.invalid = st.invalid;
+  r.gap_steps = st.gap_steps;
+  r.pending = slot.write_cursor.load(std::memory_order_acquire) -
+              slot.read_cursor.load(std::memory_order_relaxed);
+  r.last_error = st.last_error;
+  return r;
+}
+
+std::vector<SlotReport> SegmentReader::Reports() const {
+  std::vector<SlotReport> out;
+  out.reserve(slots_.size());
+  for (uint32_t i = 0; i < slots_.size(); ++i) out.push_back(Report(i));
+  return out;
+}
+
+}  // namespace stagefrontier::shm

@@ -1,0 +1,115 @@
+// The consumer side of a segment (used by the sidecar): drains every slot's ring, validates
+// each record, converts it to stage durations, and keeps per-slot counters.
+//
+// A record is delivered only if its sequence number is the one its position implies (else it
+// is counted `torn` when its writer died mid-record, `invalid` otherwise), its stage count
+// matches the slot's schema, its step number goes forward, and its boundaries are monotonic
+// with every stage shorter than a day. Missing step numbers are counted as `gap_steps`; with
+// every step recorded they equal the writer's `dropped_by_writer`.
+//
+// Threading contract: one reader per segment (MappedSegment::LockForReading enforces it
+// across processes); a SegmentReader object is used by one thread.
+//
+//   SegmentReader reader(mapped->view());
+//   reader.Drain([](const DrainedStep& s) { Send(s.rank, s.step, s.DurationsNs()); });
+//   for (const SlotReport& r : reader.Reports()) { ... r.torn, r.invalid ... }
+#ifndef STAGEFRONTIER_SHM_SEGMENT_READER_H_
+#define STAGEFRONTIER_SHM_SEGMENT_READER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shm/segment_view.h"
+#include "shm/slot_ownership.h"
+
+namespace stagefrontier::shm {
+
+// Longest plausible stage: anything longer is a corrupt record.
+inline constexpr int64_t kMaxStageNs = 86'400'000'000'000;
+
+struct DrainedStep {
+  uint32_t local_rank = 0;
+  int32_t rank = 0;
+  uint64_t generation = 0;  // which owner of the slot wrote it
+  int64_t step = 0;
+  int64_t end_ns = 0;
+  uint32_t flags = 0;
+  std::vector<int64_t> boundaries_ns;  // step start, then the end of each stage
+
+  // Stage durations: boundaries_ns[k+1] - boundaries_ns[k].
+  std::vector<int64_t> DurationsNs() const;
+};
+
+struct SlotReport {
+  uint32_t local_rank = 0;
+  uint32_t state = 0;  // v1::SlotState
+  int32_t rank = -1;
+  int32_t world_size = 0;
+  uint32_t owner_pid = 0;
+  OwnerHealth owner = OwnerHealth::kNone;
+  int64_t heartbeat_age_ns = 0;
+  uint64_t generation = 0;
+  std::vector<std::pair<std::string, uint8_t>> stages;
+  uint64_t records_read = 0;       // delivered to the sink
+  uint64_t dropped_by_writer = 0;  // the stub found the ring full
+  uint64_t torn = 0;               // a writer died mid-record
+  uint64_t invalid = 0;            // failed validation (including corrupt cursors)
+  uint64_t gap_steps = 0;          // step numbers never seen
+  uint64_t pending = 0;            // published, not yet read
+  std::string last_error;          // the most recent problem, empty if none
+};
+
+struct ReaderOptions {
+  int64_t stale_after_ns = kDefaultStaleAfterNs;
+  // Called for every torn or invalid record and corrupt slot, with a message naming the slot.
+  std::function<void(uint32_t local_rank, const std::string& message)> on_error;
+};
+
+class SegmentReader {
+ public:
+  explicit SegmentReader(const SegmentView& view, ReaderOptions options = {});
+
+  // Drains at most `max_per_slot` records from every slot, calling `sink` for each valid one
+  // (the DrainedStep is reused between calls). Returns the number delivered. Never fails:
+  // problems are counted in the slot's report.
+  size_t Drain(const std::function<void(const DrainedStep&)>& sink,
+               size_t max_per_slot = std::numeric_limits<size_t>::max());
+
+  // Counters and identity of slot `local_rank` (< slot count) or of every slot.
+  SlotReport Report(uint32_t local_rank) const;
+  std::vector<SlotReport> Reports() const;
+
+  const SegmentView& view() const { return view_; }
+
+ private:
+  struct SlotState {
+    uint64_t generation = 0;
+    bool schema_ok = false;
+    std::vector<std::pair<std::string, uint8_t>> stages;
+    bool have_step = false;
+    int64_t last_step = 0;
+    uint64_t records_read = 0;
+    uint64_t torn = 0;
+    uint64_t invalid = 0;
+    uint64_t gap_steps = 0;
+    std::string last_error;
+  };
+  void RefreshSchema(uint32_t local_rank, SlotState& st);
+  void Fail(uint32_t local_rank, SlotState& st, uint64_t* counter, std::string message);
+  // Validates record `cursor` of a slot into scratch_; returns false (counted) if it fails.
+  bool Decode(uint32_t local_rank, SlotState& st, uint64_t cursor);
+
+  SegmentView view_;
+  ReaderOptions options_;
+  std::vector<SlotState> slots_;
+  DrainedStep scratch_;
+};
+
+}  // namespace stagefrontier::shm
+
+#endif  // STAGEFRONTIER_SHM_SEGMENT_READER_H_

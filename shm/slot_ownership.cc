@@ -1,0 +1,131 @@
+#include "shm/slot_ownership.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "shm/monotonic_clock.h"
+
+namespace stagefrontier::shm {
+
+const char* OwnerHealthName(OwnerHealth health) {
+  switch (health) {
+    case OwnerHealth::kNone:
+      return "none";
+    case OwnerHealth::kAlive:
+      return "alive";
+    case OwnerHealth::kDead:
+      return "dead";
+    case OwnerHealth::kSilent:
+      return "silent";
+  }
+  return "unknown";
+}
+
+uint64_t CurrentPidNamespace() {
+  struct stat st {};
+  if (stat("/proc/self/ns/pid", &st) != 0) return 0;
+  return static_cast<uint64_t>(st.st_ino);
+}
+
+OwnerHealth JudgeOwner(const v1::SlotHeader& slot, int64_t now_ns, int64_t stale_after_ns) {
+  const uint32_t pid = slot.owner_pid.load(std::memory_order_acquire);
+  if (pid == 0) return OwnerHealth::kNone;
+  const uint64_t ns = slot.owner_pid_ns.load(std::memory_order_relaxed);
+  if (ns != 0 && ns == CurrentPidNamespace()) {
+    if (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) return OwnerHealth::kAlive;
+    return OwnerHealth::kDead;
+  }
+  const int64_t beat = slot.heartbeat_ns.load(std::memory_order_relaxed);
+  return now_ns - beat > stale_after_ns ? OwnerHealth::kSilent : OwnerHealth::kAlive;
+}
+
+absl::StatusOr<ClaimResult> ClaimSlot(const SegmentView& view, uint32_t local_rank,
+                                      const SlotIdentity& identity, int64_t stale_after_ns) {
+  if (local_rank >= view.slot_count()) {
+    return absl::OutOfRangeError(
+        absl::StrCat("local rank ", local_rank, " but segment has ", view.slot_count(), " slots"));
+  }
+  if (identity.stages.empty() || identity.stages.size() > v1::kMaxStages) {
+    return absl::InvalidArgumentError(absl::StrCat("a schema has 1 to ", v1::kMaxStages,
+                                                   " stages, not ", identity.stages.size()));
+  }
+  for (const auto& [name, kind] : identity.stages) {
+    if (name.empty() || name.size() >= v1::kStageNameBytes || kind > 3) {
+      return absl::InvalidArgumentError(absl::StrCat("stage \"", name, "\": names have 1 to ",
+                                                     v1::kStageNameBytes - 1, " characters"));
+    }
+  }
+  v1::SlotHeader& slot = view.slot(local_rank);
+  const uint32_t me = static_cast<uint32_t>(getpid());
+  ClaimResult result;
+  bool won = false;
+  for (int attempt = 0; attempt < 4 && !won; ++attempt) {
+    uint32_t owner = slot.owner_pid.load(std::memory_order_acquire);
+    if (owner == me) {
+      return absl::UnavailableError(
+          absl::StrCat("local rank ", local_rank, " already has a client in this process"));
+    }
+    if (owner != 0) {
+      const OwnerHealth health = JudgeOwner(slot, MonotonicNowNs(), stale_after_ns);
+      if (health == OwnerHealth::kAlive) {
+        const double age_s =
+            (MonotonicNowNs() - slot.heartbeat_ns.load(std::memory_order_relaxed)) / 1e9;
+        return absl::UnavailableError(absl::StrCat("slot for local rank ", local_rank,
+                                                   " is owned by live pid ", owner,
+                                                   " (last heartbeat ", age_s, " s ago)"));
+      }
+    }
+    if (slot.owner_pid.compare_exchange_strong(owner, me, std::memory_order_acq_rel)) {
+      won = true;
+      if (owner != 0) {
+        result.reclaimed_stale = true;
+        result.previous_owner_pid = owner;
+      }
+    }
+  }
+  if (!won) {
+    return absl::UnavailableError(
+        absl::StrCat("slot for local rank ", local_rank, " is contended by other processes"));
+  }
+  slot.state.store(v1::kSlotClaiming, std::memory_order_release);
+  slot.owner_pid_ns.store(CurrentPidNamespace(), std::memory_order_relaxed);
+  result.generation = slot.generation.fetch_add(1, std::memory_order_relaxed) + 1;
+  slot.heartbeat_ns.store(MonotonicNowNs(), std::memory_order_relaxed);
+  slot.rank = identity.rank;
+  slot.world_size = identity.world_size;
+  slot.local_world_size = identity.local_world_size;
+  slot.stage_count = static_cast<uint32_t>(identity.stages.size());
+  for (size_t k = 0; k < v1::kMaxStages; ++k) {
+    v1::StageDesc& d = slot.stages[k];
+    std::memset(&d, 0, sizeof(d));
+    if (k < identity.stages.size()) {
+      std::memcpy(d.name, identity.stages[k].first.data(), identity.stages[k].first.size());
+      d.kind = identity.stages[k].second;
+    }
+  }
+  // A record the previous owner began but never published carries an odd sequence number.
+  // Publish it as it is: the reader sees the mismatch, counts it torn and moves on.
+  const uint64_t w = slot.write_cursor.load(std::memory_order_relaxed);
+  const uint64_t r = slot.read_cursor.load(std::memory_order_acquire);
+  if (w - r < view.ring_capacity() &&
+      view.record(local_rank, w).seq.load(std::memory_order_relaxed) == 2 * w + 1) {
+    slot.torn_recovered.fetch_add(1, std::memory_order_relaxed);
+    slot.write_cursor.store(w + 1, std::memory_order_release);
+    result.published_torn = true;
+  }
+  slot.state.store(v1::kSlotActive, std::memory_order_release);
+  return result;
+}
+
+void ReleaseSlot(v1::SlotHeader& slot) {
+  slot.state.store(v1::kSlotReleased, std::memory_order_release);
+  slot.owner_pid.store(0, std::memory_order_release);
+}
+
+}  // namespace stagefrontier::shm
