@@ -82,7 +82,7 @@ absl::StatusOr<LauncherIdentity> ResolveIdentity(const ClientOptions& options,
   if (!world.ok()) return world.status();
   absl::StatusOr<int32_t> local_world =
       Resolve(options.local_world_size, "local world size", getenv,
-              {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}, 1);
+              {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}, 0);  // 0: unknown
   if (!local_world.ok()) return local_world.status();
   absl::StatusOr<int32_t> ring = Resolve(options.ring_capacity, "ring capacity", getenv,
                                          {"STAGEFRONTIER_RING_CAPACITY"}, 1024);
@@ -95,6 +95,7 @@ absl::StatusOr<LauncherIdentity> ResolveIdentity(const ClientOptions& options,
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", id.rank, " is not below world size ", id.world_size));
   }
+  // Unknown local world size (Slurm sets no plain count): at least local rank + 1.
   if (*local_world >= 1 && id.local_rank >= *local_world) {
     return absl::InvalidArgumentError(absl::StrCat(
         "local rank ", id.local_rank, " is not below local world size ", *local_world));

@@ -5,7 +5,7 @@
 //   Rank:        options, else RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID, 0
 //   Local rank:  options, else LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, 0
 //   World size:  options, else WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS, 1
-//   Local world: options, else LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE, 1
+//   Local world: options, else LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE, local rank + 1
 //   Segment dir: options, else STAGEFRONTIER_SHM_DIR, /dev/shm
 //   Group:       options, else STAGEFRONTIER_SHM_GROUP, none (mode 0600)
 //   Ring:        options, else STAGEFRONTIER_RING_CAPACITY, 1024 records

@@ -9,12 +9,13 @@ uint64_t PostControl(v1::SlotHeader& slot, const ControlRequest& request) {
   const uint64_t s = c.seq.load(std::memory_order_relaxed);
   const uint64_t odd = (s | 1) + ((s & 1) ? 2 : 0);  // next odd value
   c.seq.store(odd, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  c.flags.store(request.paused ? v1::kControlPaused : 0, std::memory_order_relaxed);
-  c.sample_every.store(request.sample_every, std::memory_order_relaxed);
-  c.trace_first_step.store(request.trace_first_step, std::memory_order_relaxed);
-  c.trace_last_step.store(request.trace_last_step, std::memory_order_relaxed);
-  c.request_id.store(request.request_id, std::memory_order_relaxed);
+  // Release stores keep the odd sequence number ahead of every field (no fences: TSan does
+  // not model them). A reader that sees any new field then sees the odd number.
+  c.flags.store(request.paused ? v1::kControlPaused : 0, std::memory_order_release);
+  c.sample_every.store(request.sample_every, std::memory_order_release);
+  c.trace_first_step.store(request.trace_first_step, std::memory_order_release);
+  c.trace_last_step.store(request.trace_last_step, std::memory_order_release);
+  c.request_id.store(request.request_id, std::memory_order_release);
   c.seq.store(odd + 1, std::memory_order_release);
   return odd + 1;
 }
@@ -24,12 +25,11 @@ bool PollControl(v1::SlotHeader& slot, uint64_t* seen_seq, ControlRequest* out) 
   const uint64_t s1 = c.seq.load(std::memory_order_acquire);
   if (s1 == *seen_seq || (s1 & 1) != 0) return false;
   ControlRequest r;
-  r.paused = (c.flags.load(std::memory_order_relaxed) & v1::kControlPaused) != 0;
-  r.sample_every = c.sample_every.load(std::memory_order_relaxed);
-  r.trace_first_step = c.trace_first_step.load(std::memory_order_relaxed);
-  r.trace_last_step = c.trace_last_step.load(std::memory_order_relaxed);
-  r.request_id = c.request_id.load(std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_acquire);
+  r.paused = (c.flags.load(std::memory_order_acquire) & v1::kControlPaused) != 0;
+  r.sample_every = c.sample_every.load(std::memory_order_acquire);
+  r.trace_first_step = c.trace_first_step.load(std::memory_order_acquire);
+  r.trace_last_step = c.trace_last_step.load(std::memory_order_acquire);
+  r.request_id = c.request_id.load(std::memory_order_acquire);
   if (c.seq.load(std::memory_order_relaxed) != s1) return false;
   *out = r;
   *seen_seq = s1;

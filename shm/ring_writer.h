@@ -1,5 +1,8 @@
 // The producer side of one slot's ring: wait-free, no system call, no allocation.
 //
+// Construct it after claiming the slot: it stamps records with the owner's schema hash and
+// generation.
+//
 // Threading contract: exactly one thread of one process calls TryPublish for a slot at a time
 // (the stub guarantees it by owning the slot); the reader (segment_reader.h) runs
 // concurrently in another process. A record is written in place, its sequence number set to
@@ -33,7 +36,9 @@ class RingWriter {
       : slot_(&view.slot(local_rank)),
         records_(&view.record(local_rank, 0)),
         mask_(view.ring_capacity() - 1),
-        cached_read_(slot_->read_cursor.load(std::memory_order_acquire)) {}
+        cached_read_(slot_->read_cursor.load(std::memory_order_acquire)),
+        schema_hash_(slot_->schema_hash),
+        generation_(static_cast<uint32_t>(slot_->generation.load(std::memory_order_relaxed))) {}
 
   // Publishes one step record. `boundaries` holds stage_count + 1 times (step start, then the
   // end of each stage); stage_count <= v1::kMaxStages. Returns false, counting the drop in the
@@ -55,6 +60,8 @@ class RingWriter {
     rec.end_ns = end_ns;
     rec.flags = flags;
     rec.stage_count = stage_count;
+    rec.schema_hash = schema_hash_;
+    rec.generation = generation_;
     const size_t half = (stage_count + 1) / 2;
     std::memcpy(rec.boundaries_ns, boundaries, half * sizeof(int64_t));
     if (void (*hook)() = testing::mid_record_hook.load(std::memory_order_relaxed)) hook();
@@ -63,6 +70,13 @@ class RingWriter {
     rec.seq.store(2 * w + 2, std::memory_order_relaxed);
     slot_->write_cursor.store(w + 1, std::memory_order_release);
     return true;
+  }
+
+  // True if a record can be published now. For callers that may wait (tests, a final flush);
+  // the stub never waits.
+  bool HasRoom() noexcept {
+    cached_read_ = slot_->read_cursor.load(std::memory_order_acquire);
+    return slot_->write_cursor.load(std::memory_order_relaxed) - cached_read_ <= mask_;
   }
 
   // Records published by this slot since the segment was created, and dropped because full.
@@ -74,6 +88,8 @@ class RingWriter {
   v1::StepRecord* records_ = nullptr;
   uint64_t mask_ = 0;
   uint64_t cached_read_ = 0;
+  uint64_t schema_hash_ = 0;
+  uint32_t generation_ = 0;
 };
 
 }  // namespace stagefrontier::shm

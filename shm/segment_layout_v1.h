@@ -98,7 +98,8 @@ struct alignas(kCacheLine) SlotHeader {
   int32_t world_size;                  // 36
   int32_t local_world_size;            // 40
   uint32_t stage_count;                // 44  1..kMaxStages
-  uint8_t reserved0[16];               // 48
+  uint64_t schema_hash;                // 48  SchemaHash() of the stages below
+  uint8_t reserved0[8];                // 56
   StageDesc stages[kMaxStages];        // 64
   // Writer line: written by the stub only.
   alignas(kCacheLine) std::atomic<uint64_t> write_cursor;  // 1600 records published
@@ -131,7 +132,9 @@ inline constexpr uint32_t kRecordStagesOverlap = 1U << 2;   // stage scopes nest
 inline constexpr uint32_t kRecordTraceCaptured = 1U << 3;   // step inside a trace request
 
 // One step of one rank. Record i of a ring lives at index i % ring_capacity; `seq` is
-// 2*i+1 while the writer fills it and 2*i+2 once it is complete.
+// 2*i+1 while the writer fills it and 2*i+2 once it is complete. `schema_hash` and
+// `generation` say which owner wrote it: unread records outlive their owner, and the next
+// owner may declare another schema.
 struct alignas(kCacheLine) StepRecord {
   std::atomic<uint64_t> seq;              // 0
   int64_t step;                           // 8
@@ -139,8 +142,12 @@ struct alignas(kCacheLine) StepRecord {
   uint32_t flags;                         // 24
   uint32_t stage_count;                   // 28
   int64_t boundaries_ns[kMaxStages + 1];  // 32  [0] step start, [k] end of stage k
+  uint64_t schema_hash;                   // 296 the writer's SlotHeader::schema_hash
+  uint32_t generation;                    // 304 low 32 bits of the writer's generation
+  uint8_t reserved[12];                   // 308
 };
 static_assert(sizeof(StepRecord) == 320);
+static_assert(offsetof(StepRecord, schema_hash) == 296);
 
 inline constexpr uint64_t SlotBytes(uint32_t ring_capacity) {
   return sizeof(SlotHeader) + uint64_t{ring_capacity} * sizeof(StepRecord);

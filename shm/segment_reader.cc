@@ -47,10 +47,7 @@ void SegmentReader::RefreshSchema(uint32_t local_rank, SlotState& st) {
   const uint64_t generation = slot.generation.load(std::memory_order_relaxed);
   if (st.schema_ok && generation == st.generation) return;
   if (state != v1::kSlotActive && state != v1::kSlotReleased) return;
-  if (generation != st.generation) {
-    st.generation = generation;
-    st.have_step = false;  // a new owner may restart its step numbering (elastic restart)
-  }
+  st.generation = generation;
   st.stages.clear();
   st.schema_ok = false;
   const uint32_t count = slot.stage_count;
@@ -69,6 +66,12 @@ void SegmentReader::RefreshSchema(uint32_t local_rank, SlotState& st) {
       return;
     }
     st.stages.emplace_back(std::string(name, len), kind);
+  }
+  st.schema_hash = SchemaHash(st.stages);
+  if (st.schema_hash != slot.schema_hash) {
+    Fail(local_rank, st, &st.invalid, "slot schema does not match its hash");
+    st.stages.clear();
+    return;
   }
   st.schema_ok = true;
 }
@@ -90,6 +93,12 @@ bool SegmentReader::Decode(uint32_t local_rank, SlotState& st, uint64_t cursor) 
   if (!st.schema_ok) {
     Fail(local_rank, st, &st.invalid,
          absl::StrCat("record ", cursor, " arrived in a slot without a valid schema"));
+    return false;
+  }
+  if (rec.schema_hash != st.schema_hash) {
+    Fail(local_rank, st, &st.invalid,
+         absl::StrCat("record ", cursor, " was written under another schema (by owner generation ",
+                      rec.generation, ", before the slot's current owner)"));
     return false;
   }
   const uint32_t count = rec.stage_count;
@@ -125,6 +134,10 @@ bool SegmentReader::Decode(uint32_t local_rank, SlotState& st, uint64_t cursor) 
     Fail(local_rank, st, &st.invalid, absl::StrCat("step ", step, " ends before its last stage"));
     return false;
   }
+  if (rec.generation != st.step_generation) {
+    st.step_generation = rec.generation;
+    st.have_step = false;  // a new owner may restart its step numbering (elastic restart)
+  }
   if (st.have_step && step <= st.last_step) {
     Fail(local_rank, st, &st.invalid,
          absl::StrCat("step ", step, " is not after step ", st.last_step,
@@ -137,7 +150,7 @@ bool SegmentReader::Decode(uint32_t local_rank, SlotState& st, uint64_t cursor) 
   const v1::SlotHeader& slot = view_.slot(local_rank);
   scratch_.local_rank = local_rank;
   scratch_.rank = slot.rank;
-  scratch_.generation = st.generation;
+  scratch_.generation = rec.generation;
   scratch_.step = step;
   scratch_.end_ns = rec.end_ns;
   scratch_.flags = rec.flags;
@@ -156,8 +169,8 @@ size_t SegmentReader::Drain(const std::function<void(const DrainedStep&)>& sink,
     slot.reader_heartbeat_ns.store(now, std::memory_order_relaxed);
     uint64_t r = slot.read_cursor.load(std::memory_order_relaxed);
     const uint64_t w = slot.write_cursor.load(std::memory_order_acquire);
-    if (w == r) continue;
     RefreshSchema(i, st);
+    if (w == r) continue;
     if (w - r > view_.ring_capacity()) {
       Fail(i, st, &st.invalid,
            absl::StrCat("write cursor ", w, " and read cursor ", r,

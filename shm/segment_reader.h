@@ -91,6 +91,8 @@ class SegmentReader {
     uint64_t generation = 0;
     bool schema_ok = false;
     std::vector<std::pair<std::string, uint8_t>> stages;
+    uint64_t schema_hash = 0;
+    uint32_t step_generation = 0;  // the owner whose steps last_step counts
     bool have_step = false;
     int64_t last_step = 0;
     uint64_t records_read = 0;

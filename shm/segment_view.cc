@@ -60,16 +60,18 @@ absl::StatusOr<SegmentView> SegmentView::Open(void* base, size_t size) {
     return absl::InvalidArgumentError("segment bytes must be 8-byte aligned");
   }
   // Magic and version first, so that a newer layout is refused before its size is judged.
-  if (size < 16) {
+  auto too_short = [size] {
     return absl::DataLossError(
         absl::StrCat("segment is ", size, " bytes, too short for a header: truncated"));
-  }
+  };
+  if (size < 8) return too_short();
   const uint64_t magic = Load<uint64_t>(bytes + offsetof(v1::SegmentHeader, magic));
   if (magic != v1::kMagic) {
     return absl::DataLossError(absl::StrCat(
         "not a StageFrontier segment: magic 0x", absl::Hex(magic, absl::kZeroPad16),
         magic == 0 ? " (zero-filled: creator crashed before writing, or not a segment)" : ""));
   }
+  if (size < 12) return too_short();
   const uint32_t version = Load<uint32_t>(bytes + offsetof(v1::SegmentHeader, layout_version));
   if (version != v1::kLayoutVersion) {
     return absl::FailedPreconditionError(

@@ -27,6 +27,21 @@ const char* OwnerHealthName(OwnerHealth health) {
   return "unknown";
 }
 
+uint64_t SchemaHash(const std::vector<std::pair<std::string, uint8_t>>& stages) {
+  uint64_t h = 14695981039346656037ULL;
+  auto mix = [&h](unsigned char c) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  };
+  for (const auto& [name, kind] : stages) {
+    for (char c : name) mix(static_cast<unsigned char>(c));
+    mix(':');
+    mix(static_cast<unsigned char>('0' + kind));
+    mix(',');
+  }
+  return h;
+}
+
 uint64_t CurrentPidNamespace() {
   struct stat st {};
   if (stat("/proc/self/ns/pid", &st) != 0) return 0;
@@ -101,6 +116,7 @@ absl::StatusOr<ClaimResult> ClaimSlot(const SegmentView& view, uint32_t local_ra
   slot.world_size = identity.world_size;
   slot.local_world_size = identity.local_world_size;
   slot.stage_count = static_cast<uint32_t>(identity.stages.size());
+  slot.schema_hash = SchemaHash(identity.stages);
   for (size_t k = 0; k < v1::kMaxStages; ++k) {
     v1::StageDesc& d = slot.stages[k];
     std::memset(&d, 0, sizeof(d));

@@ -50,6 +50,9 @@ enum class OwnerHealth {
 // Returns "none", "alive", "dead" or "silent".
 const char* OwnerHealthName(OwnerHealth health);
 
+// FNV-1a (64 bit) over "name:kind," for each stage: the slot's and records' schema_hash.
+uint64_t SchemaHash(const std::vector<std::pair<std::string, uint8_t>>& stages);
+
 // Inode of this process's PID namespace (/proc/self/ns/pid), 0 if it cannot be read.
 uint64_t CurrentPidNamespace();
 

@@ -87,10 +87,7 @@ int main(int argc, char** argv) {
   }
   if (final_wait) {
     fill(steps);
-    auto& slot = (*seg)->view().slot(local_rank);
-    while (slot.write_cursor.load() - slot.read_cursor.load() >= (*seg)->view().ring_capacity()) {
-      usleep(100);
-    }
+    while (!writer.HasRoom()) usleep(100);
     published += writer.TryPublish(steps, b[stages], 0, b, stages) ? 1 : 0;
   }
   stagefrontier::shm::ReleaseSlot((*seg)->view().slot(local_rank));

@@ -1,12 +1,15 @@
-// `stagefrontier analyze RUN.jsonl [--json] [--window N]`: accounts a recorded run and prints
-// the report. Exit codes: 0 report printed, 1 usage error, 2 bad input (nothing printed to
-// stdout), 3 internal error.
+// The `stagefrontier` command line.
+//   stagefrontier analyze RUN.jsonl [--json] [--window N]   account a recorded run
+//   stagefrontier segment SEGMENT [--json] [--drain RUN.jsonl] inspect / drain a node's segment
+// Exit codes: 0 done, 1 usage error, 2 bad input (nothing printed to stdout), 3 internal error.
 #include <CLI/CLI.hpp>
+#include <fstream>
 #include <iostream>
 
 #include "daemon/accounting/engine.h"
 #include "daemon/analyze/report_render.h"
 #include "daemon/analyze/run_file.h"
+#include "daemon/analyze/segment_inspect.h"
 
 namespace stagefrontier {
 namespace {
@@ -40,6 +43,24 @@ int Analyze(const std::string& path, bool as_json, int window) {
   return 0;
 }
 
+int Segment(const std::string& path, bool as_json, const std::string& drain_path) {
+  std::ofstream drain;
+  if (!drain_path.empty()) {
+    drain.open(drain_path, std::ios::app);
+    if (!drain) {
+      std::cerr << "stagefrontier segment: cannot write " << drain_path << "\n";
+      return 2;
+    }
+  }
+  absl::StatusOr<SegmentSummary> s = InspectSegment(path, drain_path.empty() ? nullptr : &drain);
+  if (!s.ok()) {
+    std::cerr << "stagefrontier segment: " << s.status().message() << "\n";
+    return 2;
+  }
+  std::cout << (as_json ? RenderSegmentJson(*s) : RenderSegmentText(*s));
+  return 0;
+}
+
 }  // namespace
 }  // namespace stagefrontier
 
@@ -56,10 +77,22 @@ int main(int argc, char** argv) {
       ->required();
   analyze->add_flag("--json", as_json, "Print the report as JSON");
   analyze->add_option("--window", window, "Steps per verdict window")->check(CLI::Range(2, 100000));
+  CLI::App* segment = app.add_subcommand(
+      "segment", "Show a node's shared-memory segment; --drain copies its rings into a run file");
+  std::string segment_path;
+  std::string drain_path;
+  bool segment_json = false;
+  segment->add_option("segment", segment_path, "Segment file, e.g. /dev/shm/stagefrontier.JOB.seg")
+      ->required();
+  segment->add_flag("--json", segment_json, "Print as JSON");
+  segment->add_option("--drain", drain_path,
+                      "Consume every pending record and append it to this run file (refused "
+                      "while a sidecar drains the segment)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 1;
   }
+  if (segment->parsed()) return stagefrontier::Segment(segment_path, segment_json, drain_path);
   return stagefrontier::Analyze(path, as_json, window);
 }

@@ -1,0 +1,145 @@
+#include "daemon/analyze/segment_inspect.h"
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "daemon/accounting/stage_schema.h"
+#include "daemon/analyze/run_file.h"
+#include "shm/segment_file.h"
+
+namespace stagefrontier {
+namespace {
+
+const char* StateName(uint32_t state) {
+  switch (state) {
+    case shm::v1::kSlotFree:
+      return "free";
+    case shm::v1::kSlotClaiming:
+      return "claiming";
+    case shm::v1::kSlotActive:
+      return "active";
+    case shm::v1::kSlotReleased:
+      return "released";
+  }
+  return "corrupt";
+}
+
+absl::StatusOr<StageSchema> SchemaOf(const shm::SlotReport& r) {
+  std::vector<Stage> stages;
+  for (const auto& [name, kind] : r.stages) stages.push_back({name, static_cast<StageKind>(kind)});
+  return StageSchema::Create(std::move(stages));
+}
+
+}  // namespace
+
+absl::StatusOr<SegmentSummary> InspectSegment(const std::string& path, std::ostream* drain_to) {
+  absl::StatusOr<std::unique_ptr<shm::MappedSegment>> seg = shm::MappedSegment::Attach(path);
+  if (!seg.ok()) return seg.status();
+  const shm::SegmentView& view = (*seg)->view();
+  SegmentSummary s;
+  s.path = path;
+  s.job_id = view.job_id();
+  s.layout_version = view.header().layout_version;
+  s.creation_time_unix_ns = view.header().creation_time_unix_ns;
+  s.creator_pid = view.header().creator_pid;
+  s.slot_count = view.slot_count();
+  s.ring_capacity = view.ring_capacity();
+  s.total_bytes = view.header().total_bytes;
+  shm::ReaderOptions options;
+  options.on_error = [&s](uint32_t, const std::string& m) { s.errors.push_back(m); };
+  shm::SegmentReader reader(view, options);
+  if (drain_to != nullptr) {
+    if (absl::Status lock = (*seg)->LockForReading(); !lock.ok()) return lock;
+    reader.Drain([&](const shm::DrainedStep& step) {
+      const shm::SlotReport r = reader.Report(step.local_rank);
+      absl::StatusOr<StageSchema> schema = SchemaOf(r);
+      if (!schema.ok()) {
+        s.errors.push_back(
+            absl::StrCat("local rank ", step.local_rank, ": ", schema.status().message()));
+        return;
+      }
+      RankStep rs;
+      rs.rank = step.rank;
+      rs.boundaries_ns = step.boundaries_ns;
+      *drain_to << FormatRunRecord(s.job_id, r.world_size, *schema, step.step, rs) << "\n";
+      ++s.drained;
+    });
+  }
+  for (const shm::SlotReport& r : reader.Reports()) {
+    if (r.state != shm::v1::kSlotFree || r.pending > 0) s.slots.push_back(r);
+  }
+  return s;
+}
+
+std::string RenderSegmentText(const SegmentSummary& s) {
+  std::string out = absl::StrFormat(
+      "segment %s\n  job %s, layout v%u, %u slots x %u records, %u bytes, created by pid %u\n",
+      s.path, s.job_id, s.layout_version, s.slot_count, s.ring_capacity, s.total_bytes,
+      s.creator_pid);
+  if (s.slots.empty()) absl::StrAppend(&out, "  no slot has been claimed yet\n");
+  for (const shm::SlotReport& r : s.slots) {
+    std::string stages;
+    for (const auto& [name, kind] : r.stages) {
+      absl::StrAppend(&stages, stages.empty() ? "" : ",", name, ":",
+                      StageKindName(static_cast<StageKind>(kind)));
+    }
+    absl::StrAppend(
+        &out,
+        absl::StrFormat("  local rank %u: %s, rank %d/%d, owner pid %u (%s), heartbeat %.1f s "
+                        "ago, generation %u\n",
+                        r.local_rank, StateName(r.state), r.rank, r.world_size, r.owner_pid,
+                        shm::OwnerHealthName(r.owner), r.heartbeat_age_ns / 1e9, r.generation),
+        absl::StrFormat("    pending %u, read %u, dropped by writer %u, torn %u, invalid %u, "
+                        "gap steps %u\n",
+                        r.pending, r.records_read, r.dropped_by_writer, r.torn, r.invalid,
+                        r.gap_steps));
+    if (!stages.empty()) absl::StrAppend(&out, "    schema ", stages, "\n");
+    if (!r.last_error.empty()) absl::StrAppend(&out, "    last error: ", r.last_error, "\n");
+  }
+  if (s.drained > 0 || !s.errors.empty()) {
+    absl::StrAppend(&out, "  drained ", s.drained, " records\n");
+  }
+  for (const std::string& e : s.errors) absl::StrAppend(&out, "  error: ", e, "\n");
+  return out;
+}
+
+std::string RenderSegmentJson(const SegmentSummary& s) {
+  nlohmann::json j;
+  j["path"] = s.path;
+  j["job"] = s.job_id;
+  j["layout_version"] = s.layout_version;
+  j["creation_time_unix_ns"] = s.creation_time_unix_ns;
+  j["creator_pid"] = s.creator_pid;
+  j["slot_count"] = s.slot_count;
+  j["ring_capacity"] = s.ring_capacity;
+  j["total_bytes"] = s.total_bytes;
+  j["drained"] = s.drained;
+  j["errors"] = s.errors;
+  j["slots"] = nlohmann::json::array();
+  for (const shm::SlotReport& r : s.slots) {
+    nlohmann::json stages = nlohmann::json::array();
+    for (const auto& [name, kind] : r.stages) {
+      stages.push_back({name, StageKindName(static_cast<StageKind>(kind))});
+    }
+    j["slots"].push_back({{"local_rank", r.local_rank},
+                          {"state", StateName(r.state)},
+                          {"rank", r.rank},
+                          {"world_size", r.world_size},
+                          {"owner_pid", r.owner_pid},
+                          {"owner", shm::OwnerHealthName(r.owner)},
+                          {"heartbeat_age_ns", r.heartbeat_age_ns},
+                          {"generation", r.generation},
+                          {"schema", stages},
+                          {"pending", r.pending},
+                          {"records_read", r.records_read},
+                          {"dropped_by_writer", r.dropped_by_writer},
+                          {"torn", r.torn},
+                          {"invalid", r.invalid},
+                          {"gap_steps", r.gap_steps},
+                          {"last_error", r.last_error}});
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace stagefrontier

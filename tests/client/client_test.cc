@@ -1,0 +1,231 @@
+// The C++ stub end to end against a real segment file and the real reader.
+#include "client/client.h"
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <map>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "shm/segment_file.h"
+#include "shm/segment_reader.h"
+#include "tests/shm/test_support.h"
+
+// Counts every allocation of this test binary, to prove the steady state makes none.
+static std::atomic<uint64_t> g_allocations{0};
+void* operator new(size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
+namespace stagefrontier {
+namespace {
+
+using stagefrontier::testing::MakeTempDir;
+
+const std::vector<Stage> kStages = {{"data", StageKind::kIo},
+                                    {"forward", StageKind::kCompute},
+                                    {"backward", StageKind::kMixed},
+                                    {"optimizer", StageKind::kCompute}};
+
+ClientOptions Options(const std::string& dir, int local_rank = 0, int64_t capacity = 64) {
+  ClientOptions o;
+  o.shm_dir = dir;
+  o.job_id = "test";
+  o.rank = local_rank;
+  o.local_rank = local_rank;
+  o.world_size = 4;
+  o.local_world_size = 4;
+  o.ring_capacity = capacity;
+  o.quiet = true;
+  return o;
+}
+
+const GetEnv kNoEnv = [](const char*) -> const char* { return nullptr; };
+
+void RunStep(Client& c) {
+  c.BeginStep();
+  for (Client::StageId k = 0; k < 4; ++k) {
+    auto scope = c.Scope(k);
+  }
+  c.EndStep();
+}
+
+std::vector<shm::DrainedStep> DrainAll(const std::string& dir) {
+  auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
+  REQUIRE(seg.ok());
+  shm::SegmentReader reader((*seg)->view());
+  std::vector<shm::DrainedStep> out;
+  reader.Drain([&](const shm::DrainedStep& s) { out.push_back(s); });
+  return out;
+}
+
+TEST_CASE("steps recorded by the stub reach the reader with the schema and identity") {
+  const std::string dir = MakeTempDir();
+  auto c = Client::Create(kStages, Options(dir, 2), kNoEnv);
+  REQUIRE(c.ok());
+  REQUIRE((*c)->enabled());
+  CHECK((*c)->stage_id("backward") == 2);
+  CHECK((*c)->stage_id("nope") == Client::kNoStage);
+  for (int i = 0; i < 5; ++i) RunStep(**c);
+  CHECK((*c)->stats().steps_recorded == 5);
+  const auto steps = DrainAll(dir);
+  REQUIRE(steps.size() == 5);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    CHECK(steps[i].step == static_cast<int64_t>(i));
+    CHECK(steps[i].rank == 2);
+    CHECK(steps[i].local_rank == 2);
+    CHECK(steps[i].boundaries_ns.size() == 5);
+    CHECK(steps[i].flags == 0);
+    CHECK(steps[i].end_ns >= steps[i].boundaries_ns.back());
+  }
+  c->reset();  // releases the slot
+  auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
+  REQUIRE(seg.ok());
+  CHECK((*seg)->view().slot(2).state.load() == shm::v1::kSlotReleased);
+}
+
+TEST_CASE("the steady state allocates nothing") {
+  const std::string dir = MakeTempDir();
+  auto c = Client::Create(kStages, Options(dir), kNoEnv);
+  REQUIRE(c.ok());
+  RunStep(**c);  // warm up
+  const uint64_t before = g_allocations.load();
+  for (int i = 0; i < 10000; ++i) RunStep(**c);  // the ring fills: drops must not allocate either
+  const uint64_t after = g_allocations.load();
+  CHECK(after == before);
+  CHECK((*c)->stats().steps_dropped_full > 0);
+}
+
+TEST_CASE("without a usable segment the stub counts and does nothing else") {
+  const std::string dir = MakeTempDir();
+  SECTION("directory missing") {
+    auto c = Client::Create(kStages, Options(dir + "/missing"), kNoEnv);
+    REQUIRE(c.ok());
+    CHECK_FALSE((*c)->enabled());
+    CHECK((*c)->disabled_reason().find(dir + "/missing/stagefrontier.test.seg") !=
+          std::string::npos);
+    for (int i = 0; i < 3; ++i) RunStep(**c);
+    CHECK((*c)->stats().steps_not_recorded == 3);
+    CHECK((*c)->stats().steps_recorded == 0);
+  }
+  SECTION("a segment of a newer layout") {
+    {
+      auto first = Client::Create(kStages, Options(dir), kNoEnv);
+      REQUIRE(first.ok());
+    }
+    const std::string path = shm::SegmentPath(dir, "test");
+    std::string bytes = stagefrontier::testing::ReadFile(path);
+    bytes[8] = 2;
+    stagefrontier::testing::WriteFile(path, bytes);
+    auto c = Client::Create(kStages, Options(dir), kNoEnv);
+    REQUIRE(c.ok());
+    CHECK_FALSE((*c)->enabled());
+    CHECK((*c)->disabled_reason().find("layout version 2 is newer") != std::string::npos);
+    RunStep(**c);
+    CHECK((*c)->stats().steps_not_recorded == 1);
+  }
+  SECTION("another client already owns the local rank") {
+    auto a = Client::Create(kStages, Options(dir), kNoEnv);
+    auto b = Client::Create(kStages, Options(dir), kNoEnv);
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    CHECK((*a)->enabled());
+    CHECK_FALSE((*b)->enabled());
+    CHECK((*b)->disabled_reason().find("already has a client in this process") !=
+          std::string::npos);
+  }
+  SECTION("a local rank beyond the segment's slots") {
+    { REQUIRE(Client::Create(kStages, Options(dir, 0), kNoEnv).ok()); }  // creates 8 slots
+    ClientOptions o = Options(dir, 0);
+    o.local_rank = 9;
+    o.local_world_size = 10;
+    o.world_size = 10;
+    auto c = Client::Create(kStages, o, kNoEnv);
+    REQUIRE(c.ok());
+    CHECK((*c)->disabled_reason().find("local rank 9 but segment has 8 slots") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("a bad schema or identity is an error at creation") {
+  const std::string dir = MakeTempDir();
+  CHECK(absl::IsInvalidArgument(Client::Create({}, Options(dir), kNoEnv).status()));
+  CHECK(absl::IsInvalidArgument(
+      Client::Create({{"a", StageKind::kIo}, {"a", StageKind::kIo}}, Options(dir), kNoEnv)
+          .status()));
+  CHECK(Client::Create({{std::string(40, 'x'), StageKind::kIo}}, Options(dir), kNoEnv)
+            .status()
+            .message()
+            .find("longer than 39") != std::string::npos);
+  ClientOptions o = Options(dir);
+  o.rank = 7;
+  CHECK(Client::Create(kStages, o, kNoEnv).status().message() ==
+        "rank 7 is not below world size 4");
+}
+
+TEST_CASE("control requests: pause, sampling and trace capture") {
+  const std::string dir = MakeTempDir();
+  auto c = Client::Create(kStages, Options(dir), kNoEnv);
+  REQUIRE(c.ok());
+  auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
+  REQUIRE(seg.ok());
+  shm::v1::SlotHeader& slot = (*seg)->view().slot(0);
+
+  shm::ControlRequest pause;
+  pause.paused = true;
+  shm::PostControl(slot, pause);
+  RunStep(**c);
+  RunStep(**c);
+  CHECK((*c)->stats().steps_paused == 2);
+  CHECK(slot.control_applied_seq.load() == slot.control.seq.load());
+
+  shm::ControlRequest sample;
+  sample.sample_every = 2;
+  sample.trace_first_step = 4;
+  sample.trace_last_step = 5;
+  shm::PostControl(slot, sample);
+  for (int i = 0; i < 6; ++i) {  // steps 2..7
+    (*c)->BeginStep();
+    CHECK((*c)->should_capture_trace() == ((*c)->current_step() == 4 || (*c)->current_step() == 5));
+    (*c)->EndStep();
+  }
+  CHECK((*c)->stats().steps_sampled_out == 3);
+  CHECK((*c)->stats().steps_recorded == 3);
+  CHECK((*c)->stats().control_updates == 2);
+  shm::SegmentReader reader((*seg)->view());
+  std::map<int64_t, uint32_t> flags;
+  reader.Drain([&](const shm::DrainedStep& s) { flags[s.step] = s.flags; });
+  CHECK(flags.size() == 3);
+  CHECK((flags.at(4) & shm::v1::kRecordTraceCaptured) != 0);
+  CHECK((flags.at(2) & shm::v1::kRecordTraceCaptured) == 0);
+}
+
+TEST_CASE("step bookkeeping: explicit numbers, implicit ends, misuse") {
+  const std::string dir = MakeTempDir();
+  auto c = Client::Create(kStages, Options(dir), kNoEnv);
+  REQUIRE(c.ok());
+  (*c)->EndStep();  // no step open
+  (*c)->BeginStep(100);
+  (*c)->Mark(0);
+  (*c)->BeginStep();  // ends step 100 implicitly
+  CHECK((*c)->current_step() == 101);
+  (*c)->Enter(17);  // unknown stage
+  (*c)->EndStep();
+  const ClientStats s = (*c)->stats();
+  CHECK(s.misuse == 2);
+  CHECK(s.steps_begun == 2);
+  CHECK(s.steps_recorded == 2);
+  const auto steps = DrainAll(dir);
+  REQUIRE(steps.size() == 2);
+  CHECK(steps[0].step == 100);
+  CHECK((steps[0].flags & shm::v1::kRecordStageMissing) != 0);
+}
+
+}  // namespace
+}  // namespace stagefrontier

@@ -1,0 +1,185 @@
+// The reader's validation: every way a record can be wrong is counted under the right name,
+// with a message, and the reader goes on with the next record.
+#include "shm/segment_reader.h"
+
+#include <catch2/catch.hpp>
+#include <vector>
+
+#include "shm/ring_writer.h"
+#include "shm/slot_ownership.h"
+
+namespace stagefrontier::shm {
+namespace {
+
+struct Fixture {
+  Fixture() : bytes(v1::SegmentBytes(2, 8) / 8) {
+    auto v = SegmentView::Initialize(bytes.data(), v1::SegmentBytes(2, 8), "t", 2, 8);
+    REQUIRE(v.ok());
+    view = std::make_unique<SegmentView>(*v);
+    SlotIdentity id;
+    id.rank = 9;
+    id.world_size = 10;
+    id.stages = {{"a", 0}, {"b", 1}, {"c", 2}};
+    REQUIRE(ClaimSlot(*view, 0, id).ok());
+    writer = RingWriter(*view, 0);
+    ReaderOptions o;
+    o.on_error = [this](uint32_t, const std::string& m) { errors.push_back(m); };
+    reader = std::make_unique<SegmentReader>(*view, o);
+  }
+  bool Publish(int64_t step, std::vector<int64_t> b, int64_t end = -1, uint32_t stages = 3) {
+    return writer.TryPublish(step, end < 0 ? b.back() : end, 0, b.data(), stages);
+  }
+  std::vector<DrainedStep> Drain() {
+    std::vector<DrainedStep> out;
+    reader->Drain([&](const DrainedStep& s) { out.push_back(s); });
+    return out;
+  }
+  std::vector<uint64_t> bytes;
+  std::unique_ptr<SegmentView> view;
+  RingWriter writer;
+  std::unique_ptr<SegmentReader> reader;
+  std::vector<std::string> errors;
+};
+
+TEST_CASE("valid records become durations with the slot's identity") {
+  Fixture f;
+  REQUIRE(f.Publish(7, {100, 110, 130, 160}, 165));
+  auto got = f.Drain();
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].rank == 9);
+  CHECK(got[0].local_rank == 0);
+  CHECK(got[0].step == 7);
+  CHECK(got[0].end_ns == 165);
+  CHECK(got[0].generation == 1);
+  CHECK(got[0].DurationsNs() == std::vector<int64_t>{10, 20, 30});
+  const SlotReport r = f.reader->Report(0);
+  CHECK(r.records_read == 1);
+  CHECK(r.stages.size() == 3);
+  CHECK(r.stages[2] == std::make_pair(std::string("c"), uint8_t{2}));
+  CHECK(r.pending == 0);
+  CHECK(f.errors.empty());
+}
+
+TEST_CASE("a full ring drops and counts, and never overwrites unread records") {
+  Fixture f;
+  for (int64_t s = 0; s < 8; ++s) REQUIRE(f.Publish(s, {s, s + 1, s + 2, s + 3}));
+  CHECK_FALSE(f.Publish(8, {8, 9, 10, 11}));
+  CHECK_FALSE(f.Publish(9, {9, 10, 11, 12}));
+  CHECK(f.writer.dropped() == 2);
+  auto got = f.Drain();
+  REQUIRE(got.size() == 8);
+  CHECK(got.back().step == 7);
+  REQUIRE(f.Publish(10, {10, 11, 12, 13}));
+  got = f.Drain();
+  REQUIRE(got.size() == 1);
+  const SlotReport r = f.reader->Report(0);
+  CHECK(r.dropped_by_writer == 2);
+  CHECK(r.gap_steps == 2);
+}
+
+TEST_CASE("each kind of bad record is counted and skipped") {
+  Fixture f;
+  REQUIRE(f.Publish(0, {0, 1, 2, 3}));
+  REQUIRE(f.Publish(1, {10, 9, 12, 13}));              // stage a ends before it starts
+  REQUIRE(f.Publish(2, {20, 21, 22, 23}, 22));         // ends before its last stage
+  REQUIRE(f.Publish(3, {30, 31, 32, 33, 34}, 34, 4));  // 4 stages, schema has 3
+  REQUIRE(f.Publish(0, {40, 41, 42, 43}));             // step goes backwards
+  REQUIRE(f.Publish(5, {50, 51, 51 + kMaxStageNs + 1, 51 + kMaxStageNs + 2}));  // > a day
+  REQUIRE(f.Publish(6, {-5, 1, 2, 3}));                                         // negative start
+  REQUIRE(f.Publish(7, {70, 71, 72, 73}));
+  auto got = f.Drain();
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].step == 0);
+  CHECK(got[1].step == 7);
+  const SlotReport r = f.reader->Report(0);
+  CHECK(r.invalid == 6);
+  CHECK(r.torn == 0);
+  CHECK(r.gap_steps == 6);
+  REQUIRE(f.errors.size() == 6);
+  CHECK(f.errors[0] == "local rank 0: step 1 stage \"a\" ends before it starts");
+  CHECK(f.errors[1] == "local rank 0: step 2 ends before its last stage");
+  CHECK(f.errors[2] == "local rank 0: record 3 has 4 stages, the schema has 3");
+  CHECK(f.errors[3] == "local rank 0: step 0 is not after step 0 (duplicated or out of order)");
+  CHECK(f.errors[4] == "local rank 0: step 5 stage \"b\" lasts more than a day");
+  CHECK(f.errors[5] == "local rank 0: step 6 starts at negative time -5");
+  CHECK(r.last_error == f.errors[5]);
+}
+
+TEST_CASE("overwritten records and corrupt cursors are detected") {
+  Fixture f;
+  REQUIRE(f.Publish(0, {0, 1, 2, 3}));
+  REQUIRE(f.Publish(1, {1, 2, 3, 4}));
+  f.view->record(0, 1).seq.store(2 * 9 + 2);  // as if a later lap had written it
+  auto got = f.Drain();
+  CHECK(got.size() == 1);
+  CHECK(f.errors.back() ==
+        "local rank 0: record 1 has sequence 20, expected 4 (overwritten or corrupt)");
+  f.view->slot(0).write_cursor.store(1000);
+  CHECK(f.Drain().empty());
+  CHECK(f.errors.back().find("more than a ring apart: corrupt cursors, skipping to 1000") !=
+        std::string::npos);
+  CHECK(f.view->slot(0).read_cursor.load() == 1000);
+  CHECK(f.reader->Report(0).invalid == 2);
+}
+
+TEST_CASE("unread records of a previous owner: kept with the same schema, refused with another") {
+  Fixture f;
+  REQUIRE(f.Publish(10, {0, 1, 2, 3}));
+  ReleaseSlot(f.view->slot(0));
+  SlotIdentity same;
+  same.stages = {{"a", 0}, {"b", 1}, {"c", 2}};
+  REQUIRE(ClaimSlot(*f.view, 0, same).ok());  // an elastic restart: same schema
+  RingWriter second(*f.view, 0);
+  int64_t b[4] = {5, 6, 7, 8};
+  REQUIRE(second.TryPublish(0, 8, 0, b, 3));  // its steps start again at 0
+  ReleaseSlot(f.view->slot(0));
+  SlotIdentity other;
+  other.stages = {{"x", 1}, {"y", 2}};
+  REQUIRE(ClaimSlot(*f.view, 0, other).ok());  // another program, another schema
+  RingWriter third(*f.view, 0);
+  int64_t c[3] = {9, 10, 11};
+  REQUIRE(third.TryPublish(0, 11, 0, c, 2));
+  // The reader only now looks: it knows the current (third) schema.
+  auto got = f.Drain();
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].generation == 3);
+  CHECK(got[0].boundaries_ns == std::vector<int64_t>{9, 10, 11});
+  REQUIRE(f.errors.size() == 2);
+  CHECK(f.errors[0] ==
+        "local rank 0: record 0 was written under another schema (by owner generation 1, "
+        "before the slot's current owner)");
+  CHECK(f.reader->Report(0).invalid == 2);
+}
+
+TEST_CASE("an owner restarting its step numbers with the same schema is not an error") {
+  Fixture f;
+  REQUIRE(f.Publish(10, {0, 1, 2, 3}));
+  f.Drain();
+  ReleaseSlot(f.view->slot(0));
+  SlotIdentity same;
+  same.stages = {{"a", 0}, {"b", 1}, {"c", 2}};
+  REQUIRE(ClaimSlot(*f.view, 0, same).ok());
+  RingWriter second(*f.view, 0);
+  int64_t b[4] = {5, 6, 7, 8};
+  REQUIRE(second.TryPublish(0, 8, 0, b, 3));
+  auto got = f.Drain();
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].step == 0);
+  CHECK(f.errors.empty());
+}
+
+TEST_CASE("records in a slot without a valid schema are refused") {
+  Fixture f;
+  v1::SlotHeader& s = f.view->slot(1);
+  s.state.store(v1::kSlotActive);
+  s.stage_count = 40;
+  RingWriter w(*f.view, 1);
+  int64_t b[4] = {0, 1, 2, 3};
+  REQUIRE(w.TryPublish(0, 3, 0, b, 3));
+  CHECK(f.Drain().empty());
+  CHECK(f.errors.at(0) == "local rank 1: slot schema has 40 stages");
+  CHECK(f.errors.at(1) == "local rank 1: record 0 arrived in a slot without a valid schema");
+}
+
+}  // namespace
+}  // namespace stagefrontier::shm

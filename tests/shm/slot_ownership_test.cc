@@ -1,0 +1,133 @@
+// Claiming slots: free, live owner, dead owner (real process), silent owner in another PID
+// namespace, and the torn record a dead owner leaves behind.
+#include "shm/slot_ownership.h"
+
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <vector>
+
+#include "shm/monotonic_clock.h"
+
+namespace stagefrontier::shm {
+namespace {
+
+struct Buffer {
+  explicit Buffer(uint32_t slots, uint32_t capacity)
+      : bytes(v1::SegmentBytes(slots, capacity) / 8 + 1) {
+    auto v = SegmentView::Initialize(bytes.data(), v1::SegmentBytes(slots, capacity), "t", slots,
+                                     capacity);
+    REQUIRE(v.ok());
+    view = std::make_unique<SegmentView>(*v);
+  }
+  std::vector<uint64_t> bytes;
+  std::unique_ptr<SegmentView> view;
+};
+
+SlotIdentity Identity() {
+  SlotIdentity id;
+  id.rank = 5;
+  id.world_size = 16;
+  id.local_world_size = 2;
+  id.stages = {{"data", 0}, {"step", 1}};
+  return id;
+}
+
+TEST_CASE("claiming a free slot writes identity and schema") {
+  Buffer b(2, 4);
+  auto claim = ClaimSlot(*b.view, 1, Identity());
+  REQUIRE(claim.ok());
+  CHECK(claim->generation == 1);
+  CHECK_FALSE(claim->reclaimed_stale);
+  const v1::SlotHeader& s = b.view->slot(1);
+  CHECK(s.state.load() == v1::kSlotActive);
+  CHECK(s.owner_pid.load() == static_cast<uint32_t>(getpid()));
+  CHECK(s.rank == 5);
+  CHECK(s.stage_count == 2);
+  CHECK(std::string(s.stages[1].name) == "step");
+  CHECK(JudgeOwner(s, MonotonicNowNs()) == OwnerHealth::kAlive);
+
+  auto again = ClaimSlot(*b.view, 1, Identity());
+  CHECK(absl::IsUnavailable(again.status()));
+  CHECK(again.status().message() == "local rank 1 already has a client in this process");
+
+  ReleaseSlot(b.view->slot(1));
+  CHECK(JudgeOwner(s, MonotonicNowNs()) == OwnerHealth::kNone);
+  auto third = ClaimSlot(*b.view, 1, Identity());
+  REQUIRE(third.ok());
+  CHECK(third->generation == 2);
+  CHECK_FALSE(third->reclaimed_stale);
+}
+
+TEST_CASE("claims are checked") {
+  Buffer b(2, 4);
+  CHECK(ClaimSlot(*b.view, 2, Identity()).status().message() ==
+        "local rank 2 but segment has 2 slots");
+  SlotIdentity id = Identity();
+  id.stages[0].first = std::string(40, 'x');
+  CHECK(absl::IsInvalidArgument(ClaimSlot(*b.view, 0, id).status()));
+  id.stages.clear();
+  CHECK(absl::IsInvalidArgument(ClaimSlot(*b.view, 0, id).status()));
+}
+
+TEST_CASE("a live owner in another process keeps its slot; a dead one loses it") {
+  // The segment must be shared with the child: use anonymous shared memory.
+  const size_t size = v1::SegmentBytes(1, 4);
+  void* mem = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(mem != MAP_FAILED);
+  auto view = SegmentView::Initialize(mem, size, "t", 1, 4);
+  REQUIRE(view.ok());
+  int go[2];
+  REQUIRE(pipe(go) == 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    if (!ClaimSlot(*view, 0, Identity()).ok()) _exit(1);
+    // Die mid-record: sequence number odd, cursor not advanced.
+    view->record(0, 0).seq.store(1);
+    char c;
+    if (read(go[0], &c, 1) != 1) _exit(2);
+    _exit(0);  // exits without ReleaseSlot
+  }
+  while (view->slot(0).state.load() != v1::kSlotActive) usleep(100);
+  auto refused = ClaimSlot(*view, 0, Identity());
+  CHECK(absl::IsUnavailable(refused.status()));
+  CHECK(std::string(refused.status().message())
+            .find("is owned by live pid " + std::to_string(child)) != std::string::npos);
+  REQUIRE(write(go[1], "x", 1) == 1);
+  int status = 0;
+  waitpid(child, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(JudgeOwner(view->slot(0), MonotonicNowNs()) == OwnerHealth::kDead);
+  auto taken = ClaimSlot(*view, 0, Identity());
+  REQUIRE(taken.ok());
+  CHECK(taken->reclaimed_stale);
+  CHECK(taken->previous_owner_pid == static_cast<uint32_t>(child));
+  CHECK(taken->published_torn);
+  CHECK(view->slot(0).write_cursor.load() == 1);
+  CHECK(view->slot(0).torn_recovered.load() == 1);
+  munmap(mem, size);
+}
+
+TEST_CASE("across PID namespaces only the heartbeat tells: silent owners are reclaimed") {
+  Buffer b(1, 4);
+  REQUIRE(ClaimSlot(*b.view, 0, Identity()).ok());
+  v1::SlotHeader& s = b.view->slot(0);
+  s.owner_pid.store(999999);
+  s.owner_pid_ns.store(CurrentPidNamespace() + 1);  // someone else's namespace
+  s.heartbeat_ns.store(MonotonicNowNs());
+  CHECK(JudgeOwner(s, MonotonicNowNs(), 1'000'000'000) == OwnerHealth::kAlive);
+  CHECK(absl::IsUnavailable(ClaimSlot(*b.view, 0, Identity(), 1'000'000'000).status()));
+  s.heartbeat_ns.store(MonotonicNowNs() - 2'000'000'000);
+  CHECK(JudgeOwner(s, MonotonicNowNs(), 1'000'000'000) == OwnerHealth::kSilent);
+  auto taken = ClaimSlot(*b.view, 0, Identity(), 1'000'000'000);
+  REQUIRE(taken.ok());
+  CHECK(taken->reclaimed_stale);
+  CHECK_FALSE(taken->published_torn);
+  CHECK(std::string(OwnerHealthName(OwnerHealth::kSilent)) == "silent");
+}
+
+}  // namespace
+}  // namespace stagefrontier::shm
