@@ -203,7 +203,7 @@ SlotReport SegmentReader::Report(uint32_t local_rank) const {
   r.owner_pid = slot.owner_pid.load(std::memory_order_relaxed);
   const int64_t now = MonotonicNowNs();
   r.owner = JudgeOwner(slot, now, options_.stale_after_ns);
-  r.heartbeat_age_ns = now - slot.heartbeat_ns.load(std::memory_order_relaxed);
+  r.heartbeat_age_ns = HeartbeatAgeNs(now, slot.heartbeat_ns.load(std::memory_order_relaxed));
   r.generation = slot.generation.load(std::memory_order_relaxed);
   r.stages = st.stages;
   r.records_read = st.records_read;

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
 
 #include "absl/status/status.h"
@@ -48,6 +49,12 @@ uint64_t CurrentPidNamespace() {
   return static_cast<uint64_t>(st.st_ino);
 }
 
+int64_t HeartbeatAgeNs(int64_t now_ns, int64_t heartbeat_ns) {
+  if (heartbeat_ns >= now_ns) return 0;
+  const uint64_t age = static_cast<uint64_t>(now_ns) - static_cast<uint64_t>(heartbeat_ns);
+  return age > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(age);
+}
+
 OwnerHealth JudgeOwner(const v1::SlotHeader& slot, int64_t now_ns, int64_t stale_after_ns) {
   const uint32_t pid = slot.owner_pid.load(std::memory_order_acquire);
   if (pid == 0) return OwnerHealth::kNone;
@@ -56,8 +63,8 @@ OwnerHealth JudgeOwner(const v1::SlotHeader& slot, int64_t now_ns, int64_t stale
     if (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) return OwnerHealth::kAlive;
     return OwnerHealth::kDead;
   }
-  const int64_t beat = slot.heartbeat_ns.load(std::memory_order_relaxed);
-  return now_ns - beat > stale_after_ns ? OwnerHealth::kSilent : OwnerHealth::kAlive;
+  const int64_t age = HeartbeatAgeNs(now_ns, slot.heartbeat_ns.load(std::memory_order_relaxed));
+  return age > stale_after_ns ? OwnerHealth::kSilent : OwnerHealth::kAlive;
 }
 
 absl::StatusOr<ClaimResult> ClaimSlot(const SegmentView& view, uint32_t local_rank,
@@ -90,7 +97,8 @@ absl::StatusOr<ClaimResult> ClaimSlot(const SegmentView& view, uint32_t local_ra
       const OwnerHealth health = JudgeOwner(slot, MonotonicNowNs(), stale_after_ns);
       if (health == OwnerHealth::kAlive) {
         const double age_s =
-            (MonotonicNowNs() - slot.heartbeat_ns.load(std::memory_order_relaxed)) / 1e9;
+            HeartbeatAgeNs(MonotonicNowNs(), slot.heartbeat_ns.load(std::memory_order_relaxed)) /
+            1e9;
         return absl::UnavailableError(absl::StrCat("slot for local rank ", local_rank,
                                                    " is owned by live pid ", owner,
                                                    " (last heartbeat ", age_s, " s ago)"));

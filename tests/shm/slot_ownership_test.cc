@@ -129,5 +129,19 @@ TEST_CASE("across PID namespaces only the heartbeat tells: silent owners are rec
   CHECK(std::string(OwnerHealthName(OwnerHealth::kSilent)) == "silent");
 }
 
+// Regression (found by libFuzzer): a corrupt heartbeat made the age computation overflow.
+TEST_CASE("heartbeat ages saturate whatever the shared memory holds") {
+  CHECK(HeartbeatAgeNs(100, 40) == 60);
+  CHECK(HeartbeatAgeNs(100, 400) == 0);
+  CHECK(HeartbeatAgeNs(3671309144042, INT64_MIN + 40) == INT64_MAX);
+  CHECK(HeartbeatAgeNs(INT64_MAX, INT64_MIN) == INT64_MAX);
+  Buffer b(1, 4);
+  REQUIRE(ClaimSlot(*b.view, 0, Identity()).ok());
+  v1::SlotHeader& s = b.view->slot(0);
+  s.owner_pid_ns.store(CurrentPidNamespace() + 1);
+  s.heartbeat_ns.store(INT64_MIN + 40);
+  CHECK(JudgeOwner(s, MonotonicNowNs()) == OwnerHealth::kSilent);
+}
+
 }  // namespace
 }  // namespace stagefrontier::shm

@@ -1,0 +1,121 @@
+/* The C ABI from C: error convention, NULL handles, versioned struct sizes. */
+#define _POSIX_C_SOURCE 200809L
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/c/stagefrontier_c.h"
+
+static int failures = 0;
+#define EXPECT(cond)                                             \
+  do {                                                           \
+    if (!(cond)) {                                               \
+      fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond); \
+      ++failures;                                                \
+    }                                                            \
+  } while (0)
+
+/* What a caller compiled against an older, shorter sf_client_stats would pass. */
+typedef struct {
+  uint32_t struct_size;
+  uint64_t steps_begun;
+  uint64_t steps_recorded;
+  uint64_t sentinel; /* not part of the old struct: must stay untouched */
+} old_stats;
+
+int main(void) {
+  const char* tmp = getenv("TEST_TMPDIR");
+  setenv("STAGEFRONTIER_SHM_DIR", tmp ? tmp : "/tmp", 1);
+  setenv("STAGEFRONTIER_JOB_ID", "cabi", 1);
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  EXPECT(sf_abi_version() == SF_ABI_VERSION);
+
+  const sf_stage stages[] = {{"data", SF_STAGE_IO}, {"step", SF_STAGE_COMPUTE}};
+  char err[128] = "";
+  sf_client* c = NULL;
+  EXPECT(sf_client_create(NULL, stages, 2, &c, err, sizeof err) == SF_OK);
+  EXPECT(c != NULL);
+  EXPECT(sf_client_enabled(c) == 1);
+  EXPECT(strcmp(sf_client_disabled_reason(c), "") == 0);
+  EXPECT(sf_stage_id(c, "step") == 1);
+  EXPECT(sf_stage_id(c, "nope") == -1);
+  for (int i = 0; i < 3; ++i) {
+    sf_begin_step(c);
+    sf_enter(c, 0);
+    sf_exit(c, 0);
+    sf_mark(c, 1);
+    sf_end_step(c);
+  }
+  sf_enter(c, -1); /* outside a step and unknown: counted, ignored */
+  sf_client_stats st;
+  memset(&st, 0, sizeof st);
+  st.struct_size = sizeof st;
+  EXPECT(sf_client_get_stats(c, &st) == SF_OK);
+  EXPECT(st.steps_begun == 3);
+  EXPECT(st.steps_recorded == 3);
+  EXPECT(st.misuse == 1);
+
+  old_stats old;
+  memset(&old, 0, sizeof old);
+  old.struct_size = offsetof(old_stats, sentinel);
+  old.sentinel = 0xdeadbeef;
+  EXPECT(sf_client_get_stats(c, (sf_client_stats*)&old) == SF_OK);
+  EXPECT(old.steps_begun == 3);
+  EXPECT(old.steps_recorded == 3);
+  EXPECT(old.sentinel == 0xdeadbeef);
+
+  st.struct_size = sizeof st + 8; /* from a newer header than this library */
+  EXPECT(sf_client_get_stats(c, &st) == SF_ERR_VERSION);
+  sf_client_destroy(c);
+
+  /* Errors come back as codes plus a message. */
+  const sf_stage dup[] = {{"a", SF_STAGE_IO}, {"a", SF_STAGE_IO}};
+  c = (sf_client*)0x1;
+  EXPECT(sf_client_create(NULL, dup, 2, &c, err, sizeof err) == SF_ERR_INVALID_ARGUMENT);
+  EXPECT(c == NULL);
+  EXPECT(strstr(err, "\"a\"") != NULL);
+  const sf_stage badkind[] = {{"a", 9}};
+  EXPECT(sf_client_create(NULL, badkind, 1, &c, err, sizeof err) == SF_ERR_INVALID_ARGUMENT);
+  EXPECT(strstr(err, "kind outside") != NULL);
+  char tiny[8];
+  EXPECT(sf_client_create(NULL, badkind, 1, &c, tiny, sizeof tiny) == SF_ERR_INVALID_ARGUMENT);
+  EXPECT(strlen(tiny) == 7); /* truncated, still terminated */
+
+  /* Options: defaults, a shorter (older) struct, a longer (newer) one. */
+  sf_client_options o;
+  sf_client_options_init(&o);
+  EXPECT(o.rank == -1 && o.ring_capacity == -1);
+  o.job_id = "cabi2";
+  o.quiet = 1;
+  o.shm_dir = "/nonexistent-dir";
+  EXPECT(sf_client_create(&o, stages, 2, &c, err, sizeof err) == SF_OK);
+  EXPECT(sf_client_enabled(c) == 0); /* no segment: a counting no-op */
+  EXPECT(strstr(sf_client_disabled_reason(c), "/nonexistent-dir") != NULL);
+  sf_begin_step(c);
+  sf_end_step(c);
+  memset(&st, 0, sizeof st);
+  st.struct_size = sizeof st;
+  sf_client_get_stats(c, &st);
+  EXPECT(st.steps_not_recorded == 1);
+  sf_client_destroy(c);
+  o.struct_size = offsetof(sf_client_options, shm_dir); /* an old caller: no shm_dir field */
+  EXPECT(sf_client_create(&o, stages, 2, &c, err, sizeof err) == SF_OK);
+  EXPECT(sf_client_enabled(c) == 1); /* shm_dir ignored: the environment's directory */
+  sf_client_destroy(c);
+  o.struct_size = sizeof o + 16;
+  EXPECT(sf_client_create(&o, stages, 2, &c, err, sizeof err) == SF_ERR_VERSION);
+
+  /* A NULL handle is always safe. */
+  sf_begin_step(NULL);
+  sf_enter(NULL, 0);
+  sf_end_step(NULL);
+  sf_client_destroy(NULL);
+  EXPECT(sf_stage_id(NULL, "a") == -1);
+  EXPECT(sf_client_get_stats(NULL, &st) == SF_ERR_INVALID_ARGUMENT);
+  EXPECT(sf_client_create(NULL, stages, 2, NULL, err, sizeof err) == SF_ERR_INVALID_ARGUMENT);
+
+  if (failures == 0) printf("c_abi_test: all checks passed\n");
+  return failures == 0 ? 0 : 1;
+}

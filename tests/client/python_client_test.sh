@@ -1,0 +1,13 @@
+#!/bin/bash
+# Runs python_client_test.py with Debian's /usr/bin/python3 and the Bazel-built module.
+set -euo pipefail
+here="$TEST_SRCDIR/$TEST_WORKSPACE"
+export PYTHONPATH="$here/client/python"
+export STAGEFRONTIER_CLI="$here/daemon/analyze/stagefrontier"
+# The module is built for Debian's Python; under ASan it needs the runtime preloaded.
+if ldd "$here/client/python/stagefrontier.so" | grep -q libasan; then
+  export LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
+  # CPython itself leaks by design at exit; the leak checker is for our C++ tests.
+  export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
+fi
+exec /usr/bin/python3 "$here/tests/client/python_client_test.py"

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Coverage-guided fuzzing with libFuzzer (Debian's clang-14 + libclang-rt-14-dev), outside
+# Bazel because the project's Bazel toolchain is GCC. Builds every target in tests/fuzz with
+# ASan+UBSan, runs each for SECONDS (default 30) starting from its committed corpus, and keeps
+# new inputs in out/fuzz/<target>/ (not in the repository). Exit 0 if no target crashed.
+#   tests/fuzz/run_libfuzzer.sh [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+seconds=${1:-30}
+CXX=${CXX_FUZZ:-clang++-14}
+command -v "$CXX" >/dev/null || { echo "run_libfuzzer: $CXX not found (deploy/install-deps.sh installs it)" >&2; exit 2; }
+
+absl_libs=$(grep -o '"-labsl_[a-z_]*"' bazel/system/BUILD.bazel | tr -d '"' | tr '\n' ' ')
+flags=(-std=c++20 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all)
+
+declare -A sources=(
+  [segment_reader]="tests/fuzz/segment_reader_fuzz.cc shm/segment_view.cc shm/segment_reader.cc shm/slot_ownership.cc"
+  [run_file]="tests/fuzz/run_file_fuzz.cc daemon/analyze/run_file.cc daemon/accounting/stage_schema.cc daemon/accounting/step_input.cc"
+)
+
+status=0
+for target in segment_reader run_file; do
+  work=out/fuzz/$target
+  mkdir -p "$work/corpus"
+  cp -n tests/fuzz/corpus/$target/* "$work/corpus/" 2>/dev/null || true
+  echo "== building $target with libFuzzer"
+  # shellcheck disable=SC2086
+  "$CXX" "${flags[@]}" ${sources[$target]} -o "$work/fuzzer" $absl_libs -lpthread
+  echo "== fuzzing $target for ${seconds}s"
+  if ! (cd "$work" && ./fuzzer -max_total_time="$seconds" -max_len=65536 -print_final_stats=1 \
+          corpus >fuzz.log 2>&1); then
+    echo "run_libfuzzer: $target CRASHED; see $work/fuzz.log and the crash-* file there" >&2
+    tail -40 "$work/fuzz.log" >&2
+    status=1
+  else
+    grep -E 'stat::number_of_executed_units|stat::new_units_added|cov:' "$work/fuzz.log" | tail -3
+  fi
+done
+exit $status
