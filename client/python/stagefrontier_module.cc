@@ -28,22 +28,104 @@ using stagefrontier::Client;
 
 namespace {
 
-// The context manager returned by Client.stage(name); one per stage, created once.
-struct StageScope {
-  Client* client;
+// The context manager returned by Client.stage(name): a plain CPython type, because
+// pybind11's dispatch of __enter__/__exit__ costs ~0.8 us a pair and this runs 10+ times per
+// training step. One per stage, created once. It shares ownership of the C++ client, so a
+// scope kept after its Client is gone stays safe.
+struct StageScopeObject {
+  PyObject_HEAD std::shared_ptr<Client>* client;  // heap-held: PyObject memory is C-allocated
   Client::StageId id;
 };
 
+PyObject* ScopeEnter(PyObject* self, PyObject*) {
+  auto* s = reinterpret_cast<StageScopeObject*>(self);
+  (*s->client)->Enter(s->id);
+  Py_INCREF(self);
+  return self;
+}
+
+PyObject* ScopeExit(PyObject* self, PyObject* const*, Py_ssize_t) {
+  auto* s = reinterpret_cast<StageScopeObject*>(self);
+  (*s->client)->Exit(s->id);
+  Py_RETURN_FALSE;  // never swallows the trainer's exception
+}
+
+void ScopeDealloc(PyObject* self) {
+  auto* s = reinterpret_cast<StageScopeObject*>(self);
+  delete s->client;
+  PyTypeObject* type = Py_TYPE(self);
+  type->tp_free(self);
+  Py_DECREF(type);
+}
+
+PyMethodDef kScopeMethods[] = {
+    {"__enter__", reinterpret_cast<PyCFunction>(ScopeEnter), METH_NOARGS, "Enter the stage."},
+    {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(ScopeExit)),
+     METH_FASTCALL, "Exit the stage."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyType_Slot kScopeSlots[] = {{Py_tp_dealloc, reinterpret_cast<void*>(ScopeDealloc)},
+                             {Py_tp_methods, kScopeMethods},
+                             {0, nullptr}};
+
+PyType_Spec kScopeSpec = {"stagefrontier.StageScope", sizeof(StageScopeObject), 0,
+                          Py_TPFLAGS_DEFAULT, kScopeSlots};
+
+PyTypeObject* g_scope_type = nullptr;
+
 struct PyClient {
-  std::unique_ptr<Client> client;
+  std::shared_ptr<Client> client;
   py::dict scopes;  // name -> StageScope
 
-  Client::StageId Id(const py::str& name) const {
-    PyObject* scope = PyDict_GetItem(scopes.ptr(), name.ptr());
-    if (scope == nullptr) throw py::key_error("unknown stage " + std::string(name));
-    return py::handle(scope).cast<const StageScope&>().id;
+  Client::StageId Id(PyObject* name) const {
+    PyObject* scope = PyDict_GetItemWithError(scopes.ptr(), name);
+    if (scope == nullptr) {
+      if (PyErr_Occurred()) throw py::error_already_set();
+      throw py::key_error("unknown stage " + py::repr(name).cast<std::string>());
+    }
+    return reinterpret_cast<StageScopeObject*>(scope)->id;
   }
 };
+
+// Client.stage and Client.mark as plain CPython methods (METH_O): same reason as above.
+PyObject* FastStage(PyObject* self, PyObject* name) {
+  try {
+    PyClient& c = py::handle(self).cast<PyClient&>();
+    PyObject* scope = PyDict_GetItemWithError(c.scopes.ptr(), name);
+    if (scope == nullptr) {
+      if (!PyErr_Occurred()) PyErr_Format(PyExc_KeyError, "unknown stage %R", name);
+      return nullptr;
+    }
+    Py_INCREF(scope);
+    return scope;
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+}
+
+PyObject* FastMark(PyObject* self, PyObject* name) {
+  try {
+    PyClient& c = py::handle(self).cast<PyClient&>();
+    c.client->Mark(c.Id(name));
+    Py_RETURN_NONE;
+  } catch (py::error_already_set& e) {
+    e.restore();
+    return nullptr;
+  } catch (const py::key_error& e) {
+    PyErr_SetString(PyExc_KeyError, e.what());
+    return nullptr;
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+}
+
+PyMethodDef kStageDef = {"stage", FastStage, METH_O,
+                         "A context manager timing the stage: `with c.stage(\"data\"): ...`"};
+PyMethodDef kMarkDef = {
+    "mark", FastMark, METH_O,
+    "Stage `name` ended now (it covers the time since the previous stage ended)."};
 
 std::unique_ptr<PyClient> MakeClient(const std::vector<std::pair<std::string, std::string>>& stages,
                                      std::optional<std::string> job_id, std::optional<int> rank,
@@ -55,8 +137,9 @@ std::unique_ptr<PyClient> MakeClient(const std::vector<std::pair<std::string, st
   std::vector<stagefrontier::Stage> schema;
   for (const auto& [name, kind] : stages) {
     absl::StatusOr<stagefrontier::StageKind> k = stagefrontier::ParseStageKind(kind);
-    if (!k.ok())
+    if (!k.ok()) {
       throw py::value_error("stage \"" + name + "\": " + std::string(k.status().message()));
+    }
     schema.push_back({name, *k});
   }
   stagefrontier::ClientOptions o;
@@ -72,10 +155,15 @@ std::unique_ptr<PyClient> MakeClient(const std::vector<std::pair<std::string, st
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(std::move(schema), o);
   if (!client.ok()) throw py::value_error(std::string(client.status().message()));
   auto out = std::make_unique<PyClient>();
-  out->client = *std::move(client);
+  out->client = std::shared_ptr<Client>(*std::move(client));
   for (size_t k = 0; k < out->client->schema().size(); ++k) {
+    PyObject* obj = PyType_GenericAlloc(g_scope_type, 0);
+    if (obj == nullptr) throw py::error_already_set();
+    auto* scope = reinterpret_cast<StageScopeObject*>(obj);
+    scope->client = new std::shared_ptr<Client>(out->client);
+    scope->id = static_cast<Client::StageId>(k);
     out->scopes[py::str(out->client->schema().stage(k).name)] =
-        py::cast(StageScope{out->client.get(), static_cast<Client::StageId>(k)});
+        py::reinterpret_steal<py::object>(obj);
   }
   return out;
 }
@@ -99,35 +187,18 @@ py::dict Stats(const PyClient& c) {
 PYBIND11_MODULE(stagefrontier, m) {
   m.doc() = "StageFrontier stub: per-step stage marks into the node's shared-memory segment.";
 
-  py::class_<StageScope>(m, "StageScope")
-      .def(
-          "__enter__",
-          [](StageScope& s) -> StageScope& {
-            s.client->Enter(s.id);
-            return s;
-          },
-          py::return_value_policy::reference)
-      .def("__exit__", [](StageScope& s, py::args) {
-        s.client->Exit(s.id);
-        return false;
-      });
+  g_scope_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&kScopeSpec));
+  if (g_scope_type == nullptr) throw py::error_already_set();
+  m.attr("StageScope") = py::handle(reinterpret_cast<PyObject*>(g_scope_type));
 
-  py::class_<PyClient>(m, "Client")
-      .def(py::init(&MakeClient), py::arg("stages"), py::kw_only(), py::arg("job_id") = py::none(),
-           py::arg("rank") = py::none(), py::arg("local_rank") = py::none(),
-           py::arg("world_size") = py::none(), py::arg("local_world_size") = py::none(),
-           py::arg("shm_dir") = py::none(), py::arg("shm_group") = py::none(),
-           py::arg("ring_capacity") = py::none(), py::arg("quiet") = false,
-           "stages: list of (name, kind), kind one of io, compute, sync, mixed. Identity "
-           "arguments default to the launcher's environment (RANK, LOCAL_RANK, ...).")
-      .def(
-          "stage",
-          [](PyClient& c, const py::str& name) -> py::object {
-            PyObject* scope = PyDict_GetItem(c.scopes.ptr(), name.ptr());
-            if (scope == nullptr) throw py::key_error("unknown stage " + std::string(name));
-            return py::reinterpret_borrow<py::object>(scope);
-          },
-          py::arg("name"), "A context manager timing the stage: `with c.stage(\"data\"): ...`")
+  py::class_<PyClient> cls(m, "Client");
+  cls.def(py::init(&MakeClient), py::arg("stages"), py::kw_only(), py::arg("job_id") = py::none(),
+          py::arg("rank") = py::none(), py::arg("local_rank") = py::none(),
+          py::arg("world_size") = py::none(), py::arg("local_world_size") = py::none(),
+          py::arg("shm_dir") = py::none(), py::arg("shm_group") = py::none(),
+          py::arg("ring_capacity") = py::none(), py::arg("quiet") = false,
+          "stages: list of (name, kind), kind one of io, compute, sync, mixed. Identity "
+          "arguments default to the launcher's environment (RANK, LOCAL_RANK, ...).")
       .def(
           "begin_step",
           [](PyClient& c, std::optional<int64_t> step) {
@@ -139,11 +210,8 @@ PYBIND11_MODULE(stagefrontier, m) {
           },
           py::arg("step") = py::none())
       .def("end_step", [](PyClient& c) { c.client->EndStep(); })
-      .def("enter", [](PyClient& c, const py::str& name) { c.client->Enter(c.Id(name)); })
-      .def("exit", [](PyClient& c, const py::str& name) { c.client->Exit(c.Id(name)); })
-      .def(
-          "mark", [](PyClient& c, const py::str& name) { c.client->Mark(c.Id(name)); },
-          "Stage `name` ended now (it covers the time since the previous stage ended).")
+      .def("enter", [](PyClient& c, const py::str& name) { c.client->Enter(c.Id(name.ptr())); })
+      .def("exit", [](PyClient& c, const py::str& name) { c.client->Exit(c.Id(name.ptr())); })
       .def("stats", &Stats, "Counters: steps begun, recorded, dropped, not recorded, ...")
       .def("should_capture_trace",
            [](const PyClient& c) { return c.client->should_capture_trace(); })
@@ -159,4 +227,9 @@ PYBIND11_MODULE(stagefrontier, m) {
                              [](const PyClient& c) { return c.client->current_step(); })
       .def_property_readonly("schema",
                              [](const PyClient& c) { return c.client->schema().ToString(); });
+  // The hot methods, installed as plain CPython method descriptors.
+  cls.attr("stage") = py::reinterpret_steal<py::object>(
+      PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cls.ptr()), &kStageDef));
+  cls.attr("mark") = py::reinterpret_steal<py::object>(
+      PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cls.ptr()), &kMarkDef));
 }

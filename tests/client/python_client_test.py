@@ -70,6 +70,17 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(c.stats()["misuse"], 0)
         self.assertEqual(c.current_step, 7)
 
+    def test_a_scope_kept_after_its_client_is_gone_is_safe(self):
+        import gc
+        c = self.client()
+        scope = c.stage("data")
+        c.begin_step()
+        del c
+        gc.collect()
+        with scope:  # the scope shares ownership of the C++ client
+            pass
+        self.assertEqual(type(scope).__name__, "StageScope")
+
     def test_errors(self):
         with self.assertRaisesRegex(ValueError, "unknown stage kind"):
             stagefrontier.Client(stages=[("a", "gpu")], shm_dir=self.dir, quiet=True)

@@ -5,7 +5,8 @@ here="$TEST_SRCDIR/$TEST_WORKSPACE"
 export PYTHONPATH="$here/client/python"
 export STAGEFRONTIER_CLI="$here/daemon/analyze/stagefrontier"
 # The module is built for Debian's Python; under ASan it needs the runtime preloaded.
-if ldd "$here/client/python/stagefrontier.so" | grep -q libasan; then
+libs=$(ldd "$here/client/python/stagefrontier.so")  # not piped into grep -q: SIGPIPE + pipefail
+if [[ "$libs" == *libasan* ]]; then
   export LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
   # CPython itself leaks by design at exit; the leak checker is for our C++ tests.
   export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"

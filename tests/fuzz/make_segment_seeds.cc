@@ -40,9 +40,10 @@ int main(int argc, char** argv) {
         const int64_t b[4] = {1000 * step, 1000 * step + 10, 1000 * step + 30, 1000 * step + 60};
         w.TryPublish(step, b[3] + 1, 0, b, 3);
       }
-      if (variant == 1) view->record(s, view->slot(s).write_cursor.load()).seq.store(
-          2 * view->slot(s).write_cursor.load() + 1);  // a torn record in progress
-      if (variant == 2) view->slot(s).read_cursor.store(1);  // partly consumed
+      if (variant == 1)
+        view->record(s, view->slot(s).write_cursor.load())
+            .seq.store(2 * view->slot(s).write_cursor.load() + 1);  // a torn record in progress
+      if (variant == 2) view->slot(s).read_cursor.store(1);         // partly consumed
       if (variant == 3 && s == 1) sf::ReleaseSlot(view->slot(s));
     }
     Write(dir + "/seed" + std::to_string(variant) + ".seg", buf, size);
