@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # StageFrontier's one entry point. On a fresh Debian 12 machine:
 #   ./run.sh demo   install what is missing, build, and run the main demo
-#   ./run.sh test   install what is missing, build, and run every test (plain and ASan+UBSan)
+#   ./run.sh test   install what is missing, build, and run every test: plain, under
+#                   ASan+UBSan, the concurrency tests under TSan, and libFuzzer on every decoder
 # The test command ends with the line "N passed, N failed" and exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")"
 
-usage() { echo "usage: ./run.sh demo | test [--no-asan]" >&2; exit 1; }
+usage() { echo "usage: ./run.sh demo | test [--quick]   (--quick: plain build only)" >&2; exit 1; }
 [ $# -ge 1 ] || usage
 
 deploy/install-deps.sh
 
 case "$1" in
   demo)
-    bazel build -c opt //daemon/sim:stagefrontier-sim //daemon/analyze:stagefrontier
+    bazel build -c opt //daemon/sim:stagefrontier-sim //daemon/analyze:stagefrontier \
+      //client/examples:toy_loop_cc
     mkdir -p out/demo
     echo "Simulating 16 data-parallel ranks, 300 steps, clocks hours apart; rank 11's data loader"
     echo "stalls by 30 ms from step 100 (the ground truth is in out/demo/truth.json)."
@@ -22,10 +24,20 @@ case "$1" in
       --fault slow:data:rank=11:magnitude=30ms:start=100 \
       --out out/demo/run.jsonl --truth out/demo/truth.json
     bazel-bin/daemon/analyze/stagefrontier analyze out/demo/run.jsonl
+    echo
+    echo "Now the real stub: two toy trainer processes (ranks 0 and 1) mark their stages into"
+    echo "the node's shared-memory segment; no sidecar runs, so the records wait in the rings."
+    rm -rf out/demo/shm && mkdir -p out/demo/shm
+    for r in 0 1; do
+      STAGEFRONTIER_SHM_DIR=out/demo/shm TORCHELASTIC_RUN_ID=demo RANK=$r LOCAL_RANK=$r \
+        WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 bazel-bin/client/examples/toy_loop_cc --steps 40 &
+    done
+    wait
+    bazel-bin/daemon/analyze/stagefrontier segment out/demo/shm/stagefrontier.demo.seg
     ;;
   test)
-    asan=1
-    [ "${2:-}" = "--no-asan" ] && asan=0
+    full=1
+    case "${2:-}" in --quick | --no-asan) full=0 ;; "") ;; *) usage ;; esac
     passed=0
     failed=0
     count() {  # count one `bazel test` run's per-target results from its log
@@ -41,10 +53,20 @@ case "$1" in
     echo "== bazel test //... (fastbuild)"
     bazel test //... 2>&1 | tee "$log" || true
     count "$log"
-    if [ "$asan" = 1 ]; then
+    if [ "$full" = 1 ]; then
       echo "== bazel test --config=asan //... (AddressSanitizer + UndefinedBehaviorSanitizer)"
       bazel test --config=asan //... 2>&1 | tee "$log" || true
       count "$log"
+      echo "== bazel test --config=tsan (ThreadSanitizer, tests tagged tsan)"
+      bazel test --config=tsan --test_tag_filters=tsan --build_tag_filters=tsan //... 2>&1 \
+        | tee "$log" || true
+      count "$log"
+      echo "== libFuzzer, 20 s per decoder (tests/fuzz/run_libfuzzer.sh)"
+      if tests/fuzz/run_libfuzzer.sh 20; then
+        echo "//tests/fuzz:libfuzzer PASSED"; passed=$((passed + 1))
+      else
+        echo "//tests/fuzz:libfuzzer FAILED"; failed=$((failed + 1))
+      fi
     fi
     echo "$passed passed, $failed failed"
     [ "$failed" -eq 0 ]

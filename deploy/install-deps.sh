@@ -11,6 +11,11 @@ PACKAGES=(
   libbenchmark-dev   # Google Benchmark
   libcli11-dev       # command-line flags
   nlohmann-json3-dev # JSON for run files and --json output
+  python3-dev        # Python headers for the stub's module (Debian's /usr/bin/python3)
+  pybind11-dev       # the stub's Python binding
+  clang-14           # libFuzzer builds (tests/fuzz/run_libfuzzer.sh)
+  libclang-rt-14-dev # libFuzzer and sanitizer runtimes for clang
+  strace             # the stub's no-system-call test
 )
 
 missing=()

@@ -192,6 +192,10 @@ size_t SegmentReader::Drain(const std::function<void(const DrainedStep&)>& sink,
   return delivered;
 }
 
+void SegmentReader::RefreshSchemas() {
+  for (uint32_t i = 0; i < view_.slot_count(); ++i) RefreshSchema(i, slots_[i]);
+}
+
 SlotReport SegmentReader::Report(uint32_t local_rank) const {
   const v1::SlotHeader& slot = view_.slot(local_rank);
   const SlotState& st = slots_[local_rank];

@@ -80,6 +80,9 @@ class SegmentReader {
   size_t Drain(const std::function<void(const DrainedStep&)>& sink,
                size_t max_per_slot = std::numeric_limits<size_t>::max());
 
+  // Reads every slot's identity and schema without consuming records (Drain does it too).
+  void RefreshSchemas();
+
   // Counters and identity of slot `local_rank` (< slot count) or of every slot.
   SlotReport Report(uint32_t local_rank) const;
   std::vector<SlotReport> Reports() const;

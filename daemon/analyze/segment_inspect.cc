@@ -49,6 +49,7 @@ absl::StatusOr<SegmentSummary> InspectSegment(const std::string& path, std::ostr
   shm::ReaderOptions options;
   options.on_error = [&s](uint32_t, const std::string& m) { s.errors.push_back(m); };
   shm::SegmentReader reader(view, options);
+  reader.RefreshSchemas();
   if (drain_to != nullptr) {
     if (absl::Status lock = (*seg)->LockForReading(); !lock.ok()) return lock;
     reader.Drain([&](const shm::DrainedStep& step) {
