@@ -11,4 +11,9 @@ if [[ "$libs" == *libasan* ]]; then
   # CPython itself leaks by design at exit; the leak checker is for our C++ tests.
   export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
 fi
-exec /usr/bin/python3 "$here/tests/client/python_client_test.py"
+/usr/bin/python3 "$here/tests/client/python_client_test.py"
+# The Python example runs as documented and records every step.
+out=$(STAGEFRONTIER_SHM_DIR="${TEST_TMPDIR:-/tmp}" TORCHELASTIC_RUN_ID=pyexample RANK=0 \
+  /usr/bin/python3 "$here/client/examples/toy_loop.py" --steps 7)
+echo "$out"
+[[ "$out" == "rank 0: 7 steps, 7 recorded, 0 dropped (ring full), 0 not recorded" ]]

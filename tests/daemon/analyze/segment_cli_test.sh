@@ -5,6 +5,7 @@
 set -euo pipefail
 TOY=$1
 SF=$2
+TOY_C=$3
 tmp=$(mktemp -d "${TEST_TMPDIR:-/tmp}/segXXXXXX")
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
@@ -47,4 +48,9 @@ rc=$?
 set -e
 [ "$rc" -eq 2 ] || fail "exit $rc for a missing segment"
 grep -q "No such file" "$tmp/err.txt" || fail "missing-file message: $(cat "$tmp/err.txt")"
+# The C example, through the C ABI, in a job of its own.
+out=$(STAGEFRONTIER_SHM_DIR=$tmp STAGEFRONTIER_JOB_ID=cjob "$TOY_C" 5)
+[ "$out" = "C ABI v1: 5 steps, 5 recorded, 0 not recorded" ] || fail "C example: $out"
+"$SF" segment "$tmp/stagefrontier.cjob.seg" | grep -q "schema data:io,compute:compute,allreduce:sync" \
+  || fail "C example's schema"
 echo "segment_cli_test: all checks passed"
