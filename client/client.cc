@@ -1,6 +1,10 @@
 #include "client/client.h"
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -11,6 +15,14 @@
 #include "shm/slot_ownership.h"
 
 namespace stagefrontier {
+namespace {
+
+// Incremented in every child created by fork(): a client compares it with the value it saw
+// at creation (one relaxed load per step, no getpid() system call).
+std::atomic<uint64_t> g_fork_generation{0};
+void OnForkChild() { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(std::vector<Stage> stages,
                                                        const ClientOptions& options,
@@ -29,7 +41,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(std::vector<Stage> stages
     const GetEnv env = getenv ? getenv : GetEnv([](const char* n) { return ::getenv(n); });
     absl::StatusOr<LauncherIdentity> identity = ResolveIdentity(options, env);
     if (!identity.ok()) return identity.status();
+    static std::once_flag atfork_once;
+    std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, &OnForkChild); });
     std::unique_ptr<Client> client(new Client(*std::move(schema), *std::move(identity)));
+    client->fork_generation_ = g_fork_generation.load(std::memory_order_relaxed);
     const char* quiet_env = env("STAGEFRONTIER_QUIET");
     client->Attach(options.quiet || (quiet_env != nullptr && *quiet_env == '1'));
     return client;
@@ -46,7 +61,11 @@ Client::Client(StageSchema schema, LauncherIdentity identity)
       recorder_(static_cast<uint32_t>(schema_.size())) {}
 
 Client::~Client() {
-  if (enabled_ && slot_ != nullptr) shm::ReleaseSlot(*slot_);
+  if (enabled_ && slot_ != nullptr && !InForkedChild()) shm::ReleaseSlot(*slot_);
+}
+
+bool Client::InForkedChild() const noexcept {
+  return g_fork_generation.load(std::memory_order_relaxed) != fork_generation_;
 }
 
 void Client::Disable(std::string reason, bool quiet) {
@@ -102,7 +121,9 @@ void Client::BeginStep(int64_t step) noexcept {
   ++stats_.steps_begun;
   current_step_ = step;
   next_step_ = step + 1;
-  if (enabled_ && shm::PollControl(*slot_, &control_seq_, &control_)) ++stats_.control_updates;
+  if (enabled_ && !InForkedChild() && shm::PollControl(*slot_, &control_seq_, &control_)) {
+    ++stats_.control_updates;
+  }
   recorder_.Begin(t);
 }
 
@@ -113,7 +134,7 @@ void Client::EndStep() noexcept {
   }
   const int64_t t = shm::MonotonicNowNs();
   uint32_t flags = recorder_.Finish(t, boundaries_);
-  if (!enabled_) {
+  if (!enabled_ || InForkedChild()) {
     ++stats_.steps_not_recorded;
     return;
   }

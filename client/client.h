@@ -7,7 +7,9 @@
 // on stderr and goes on as a no-op that counts the steps it could not record.
 //
 // Threading: a Client is driven by one thread at a time (the training loop). Control reads
-// (`should_capture_trace`) are safe from that same thread.
+// (`should_capture_trace`) are safe from that same thread. After fork() (a DataLoader worker,
+// say) the child's copy of the client stops recording (it would be a second writer on the
+// parent's ring) and counts its steps as not recorded; the parent goes on.
 //
 //   auto client = stagefrontier::Client::Create({{"data", StageKind::kIo},
 //                                                {"forward", StageKind::kCompute},
@@ -111,6 +113,8 @@ class Client {
  private:
   Client(StageSchema schema, LauncherIdentity identity);
   void Attach(bool quiet);
+  // True in a process forked from the one that created this client.
+  bool InForkedChild() const noexcept;
   void Disable(std::string reason, bool quiet);
 
   StageSchema schema_;
@@ -127,6 +131,7 @@ class Client {
   int64_t next_step_ = 0;
   ClientStats stats_;
   int64_t boundaries_[shm::v1::kMaxStages + 1] = {};
+  uint64_t fork_generation_ = 0;
 };
 
 }  // namespace stagefrontier

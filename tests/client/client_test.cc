@@ -1,6 +1,9 @@
 // The C++ stub end to end against a real segment file and the real reader.
 #include "client/client.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -219,6 +222,33 @@ TEST_CASE("control requests: pause, sampling and trace capture") {
   CHECK(flags.size() == 3);
   CHECK((flags.at(4) & shm::v1::kRecordTraceCaptured) != 0);
   CHECK((flags.at(2) & shm::v1::kRecordTraceCaptured) == 0);
+}
+
+TEST_CASE("a forked child (a DataLoader worker) does not write into the parent's ring") {
+  const std::string dir = MakeTempDir();
+  auto c = Client::Create(kStages, Options(dir), kNoEnv);
+  REQUIRE(c.ok());
+  RunStep(**c);
+  const pid_t child = fork();
+  if (child == 0) {
+    RunStep(**c);
+    RunStep(**c);
+    const ClientStats s = (*c)->stats();
+    c->reset();  // must not release the parent's slot
+    _exit(s.steps_not_recorded == 2 && s.steps_recorded == 1 ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  RunStep(**c);
+  CHECK((*c)->stats().steps_recorded == 2);
+  const auto steps = DrainAll(dir);
+  REQUIRE(steps.size() == 2);
+  CHECK(steps[1].step == 1);
+  auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
+  REQUIRE(seg.ok());
+  CHECK((*seg)->view().slot(0).state.load() == shm::v1::kSlotActive);
 }
 
 TEST_CASE("step bookkeeping: explicit numbers, implicit ends, misuse") {
