@@ -16,6 +16,16 @@ PACKAGES=(
   clang-14           # libFuzzer builds (tests/fuzz/run_libfuzzer.sh)
   libclang-rt-14-dev # libFuzzer and sanitizer runtimes for clang
   strace             # the stub's no-system-call test
+  libgrpc++-dev          # gRPC (sidecar, coordinator, sfctl)
+  protobuf-compiler-grpc # grpc_cpp_plugin
+  protobuf-compiler      # protoc
+  libprotobuf-dev        # protobuf runtime
+  libspdlog-dev          # logs
+  prometheus-cpp-dev     # the coordinator's /metrics
+  prometheus             # the metrics test scrapes /metrics with a real Prometheus
+  curl                   # tests talk to Prometheus's HTTP API
+  jq                     # tests read --json output
+  openssl                # the TLS test makes its certificates
 )
 
 missing=()

@@ -167,7 +167,11 @@ size_t SegmentReader::Drain(const std::function<void(const DrainedStep&)>& sink,
     SlotState& st = slots_[i];
     slot.reader_pid.store(me, std::memory_order_relaxed);
     slot.reader_heartbeat_ns.store(now, std::memory_order_relaxed);
-    uint64_t r = slot.read_cursor.load(std::memory_order_relaxed);
+    const uint64_t committed = slot.read_cursor.load(std::memory_order_relaxed);
+    uint64_t r = committed;
+    if (!options_.commit_on_drain && st.reading_ahead && st.next - committed <= view_.ring_capacity()) {
+      r = st.next;
+    }
     const uint64_t w = slot.write_cursor.load(std::memory_order_acquire);
     RefreshSchema(i, st);
     if (w == r) continue;
@@ -176,6 +180,7 @@ size_t SegmentReader::Drain(const std::function<void(const DrainedStep&)>& sink,
            absl::StrCat("write cursor ", w, " and read cursor ", r,
                         " are more than a ring apart: corrupt cursors, skipping to ", w));
       slot.read_cursor.store(w, std::memory_order_release);
+      st.reading_ahead = false;
       continue;
     }
     size_t n = 0;
@@ -183,13 +188,43 @@ size_t SegmentReader::Drain(const std::function<void(const DrainedStep&)>& sink,
       if (Decode(i, st, r)) {
         ++st.records_read;
         ++delivered;
+        scratch_.cursor_after = r + 1;
         sink(scratch_);
       }
     }
-    // Hands the consumed records back to the writer.
-    slot.read_cursor.store(r, std::memory_order_release);
+    if (options_.commit_on_drain) {
+      // Hands the consumed records back to the writer.
+      slot.read_cursor.store(r, std::memory_order_release);
+    } else {
+      st.reading_ahead = true;
+      st.next = r;
+    }
   }
   return delivered;
+}
+
+void SegmentReader::Commit(uint32_t local_rank, uint64_t cursor) {
+  if (local_rank >= slots_.size()) return;
+  v1::SlotHeader& slot = view_.slot(local_rank);
+  const SlotState& st = slots_[local_rank];
+  const uint64_t committed = slot.read_cursor.load(std::memory_order_relaxed);
+  const uint64_t limit = st.reading_ahead ? st.next : committed;
+  // Unsigned distances: cursors only grow, and wrap-around is 2^64 records away.
+  if (cursor - committed > limit - committed || cursor == committed) return;
+  slot.read_cursor.store(cursor, std::memory_order_release);
+}
+
+uint64_t SegmentReader::ReadAhead(uint32_t local_rank) const {
+  const uint64_t committed = view_.slot(local_rank).read_cursor.load(std::memory_order_relaxed);
+  const SlotState& st = slots_[local_rank];
+  return st.reading_ahead && st.next - committed <= view_.ring_capacity() ? st.next : committed;
+}
+
+void SegmentReader::Rewind() {
+  for (SlotState& st : slots_) {
+    st.reading_ahead = false;
+    st.have_step = false;
+  }
 }
 
 void SegmentReader::RefreshSchemas() {

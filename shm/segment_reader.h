@@ -40,6 +40,7 @@ struct DrainedStep {
   int64_t end_ns = 0;
   uint32_t flags = 0;
   std::vector<int64_t> boundaries_ns;  // step start, then the end of each stage
+  uint64_t cursor_after = 0;           // ring position just past this record (for Commit)
 
   // Stage durations: boundaries_ns[k+1] - boundaries_ns[k].
   std::vector<int64_t> DurationsNs() const;
@@ -66,6 +67,11 @@ struct SlotReport {
 
 struct ReaderOptions {
   int64_t stale_after_ns = kDefaultStaleAfterNs;
+  // true: Drain hands records back to the writer as soon as they are delivered. false: Drain
+  // reads ahead and records stay in the ring (the writer cannot reuse them) until Commit; a
+  // reader that dies before committing leaves them for the next reader (the sidecar commits
+  // only what the coordinator acknowledged).
+  bool commit_on_drain = true;
   // Called for every torn or invalid record and corrupt slot, with a message naming the slot.
   std::function<void(uint32_t local_rank, const std::string& message)> on_error;
 };
@@ -83,6 +89,16 @@ class SegmentReader {
   // Reads every slot's identity and schema without consuming records (Drain does it too).
   void RefreshSchemas();
 
+  // With commit_on_drain = false: hands the records of slot `local_rank` before `cursor` (a
+  // DrainedStep::cursor_after) back to the writer. Cursors behind the committed one or beyond
+  // what was read are ignored.
+  void Commit(uint32_t local_rank, uint64_t cursor);
+  // Where the next Drain starts reading slot `local_rank` (read-ahead or committed cursor).
+  uint64_t ReadAhead(uint32_t local_rank) const;
+  // Forgets what was read ahead: the next Drain starts again at every slot's committed cursor
+  // (after the coordinator lost what was sent and not acknowledged).
+  void Rewind();
+
   // Counters and identity of slot `local_rank` (< slot count) or of every slot.
   SlotReport Report(uint32_t local_rank) const;
   std::vector<SlotReport> Reports() const;
@@ -98,6 +114,8 @@ class SegmentReader {
     uint32_t step_generation = 0;  // the owner whose steps last_step counts
     bool have_step = false;
     int64_t last_step = 0;
+    bool reading_ahead = false;
+    uint64_t next = 0;  // read-ahead cursor (commit_on_drain = false)
     uint64_t records_read = 0;
     uint64_t torn = 0;
     uint64_t invalid = 0;

@@ -1,0 +1,138 @@
+// A synthetic data-parallel trainer: one process per rank, instrumented with the real stub,
+// whose stages take timed sleeps and whose `grad_sync` stage is a real wait at a barrier
+// shared with the other processes. One rank can be slowed in one stage, persistently or
+// every N steps: the ground truth for the demo, the end-to-end tests and the evaluation.
+// Identity comes from the launcher's environment (RANK, LOCAL_RANK, WORLD_SIZE, ...).
+//
+//   RANK=3 LOCAL_RANK=3 WORLD_SIZE=16 LOCAL_WORLD_SIZE=8 TORCHELASTIC_RUN_ID=demo
+//     synthetic_trainer --steps 300 --barrier /dev/shm/demo.barrier
+//                       --fault data:11:15 --fault-start 50
+#include <time.h>
+
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "client/client.h"
+#include "client/examples/process_barrier.h"
+
+namespace {
+
+using stagefrontier::StageKind;
+
+void SleepUntil(int64_t deadline_ns) {
+  timespec ts{static_cast<time_t>(deadline_ns / 1'000'000'000),
+              static_cast<long>(deadline_ns % 1'000'000'000)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"synthetic_trainer: one rank of a multi-process synthetic data-parallel job"};
+  int steps = 200;
+  std::string barrier_path;
+  std::string stage_ms = "data=4,forward=8,backward=12,optimizer=3";
+  double jitter = 0.03;
+  std::string fault;
+  int fault_every = 1;
+  int fault_start = 0;
+  uint32_t seed = 1;
+  app.add_option("--steps", steps, "steps to run")->capture_default_str();
+  app.add_option("--barrier", barrier_path, "barrier file shared by the job's processes")
+      ->required();
+  app.add_option("--stage-ms", stage_ms, "local stage times (grad_sync is the barrier wait)")
+      ->capture_default_str();
+  app.add_option("--jitter", jitter, "relative jitter of every stage")->capture_default_str();
+  app.add_option("--fault", fault, "STAGE:RANK:MS slow STAGE on RANK by MS milliseconds");
+  app.add_option("--fault-every", fault_every, "inject every N steps (1: every step)");
+  app.add_option("--fault-start", fault_start, "first step with the fault");
+  app.add_option("--seed", seed, "jitter seed (mixed with the rank)");
+  CLI11_PARSE(app, argc, argv);
+
+  const std::vector<std::string> local = {"data", "forward", "backward", "optimizer"};
+  std::vector<double> ms(local.size(), 1.0);
+  for (absl::string_view kv : absl::StrSplit(stage_ms, ',', absl::SkipEmpty())) {
+    std::vector<std::string> p = absl::StrSplit(kv, '=');
+    double v = 0;
+    bool found = false;
+    for (size_t k = 0; k < local.size(); ++k) {
+      if (p.size() == 2 && p[0] == local[k] && absl::SimpleAtod(p[1], &v) && v >= 0) {
+        ms[k] = v;
+        found = true;
+      }
+    }
+    if (!found) {
+      std::fprintf(stderr, "synthetic_trainer: bad --stage-ms entry \"%s\"\n",
+                   std::string(kv).c_str());
+      return 2;
+    }
+  }
+  std::string fault_stage;
+  int fault_rank = -1;
+  double fault_ms = 0;
+  if (!fault.empty()) {
+    std::vector<std::string> p = absl::StrSplit(fault, ':');
+    if (p.size() != 3 || !absl::SimpleAtoi(p[1], &fault_rank) || !absl::SimpleAtod(p[2], &fault_ms)) {
+      std::fprintf(stderr, "synthetic_trainer: --fault wants STAGE:RANK:MS, got \"%s\"\n",
+                   fault.c_str());
+      return 2;
+    }
+    fault_stage = p[0];
+  }
+
+  auto client = stagefrontier::Client::Create({{"data", StageKind::kIo},
+                                               {"forward", StageKind::kCompute},
+                                               {"backward", StageKind::kCompute},
+                                               {"grad_sync", StageKind::kSync},
+                                               {"optimizer", StageKind::kCompute}});
+  if (!client.ok()) {
+    std::fprintf(stderr, "synthetic_trainer: %s\n", std::string(client.status().message()).c_str());
+    return 2;
+  }
+  stagefrontier::Client& c = **client;
+  const int rank = c.identity().rank;
+  auto barrier = stagefrontier::ProcessBarrier::Open(barrier_path, rank, c.identity().world_size);
+  if (!barrier.ok()) {
+    std::fprintf(stderr, "synthetic_trainer: %s\n", std::string(barrier.status().message()).c_str());
+    return 2;
+  }
+  std::mt19937_64 rng(seed * 1000003ULL + static_cast<uint64_t>(rank));
+  std::uniform_real_distribution<double> noise(1 - jitter, 1 + jitter);
+  const stagefrontier::Client::StageId ids[] = {c.stage_id("data"), c.stage_id("forward"),
+                                                c.stage_id("backward"), c.stage_id("optimizer")};
+  const auto sync = c.stage_id("grad_sync");
+  (*barrier)->Wait();  // everyone starts together
+  for (int step = 0; step < steps; ++step) {
+    c.BeginStep(step);
+    for (size_t k = 0; k < local.size(); ++k) {
+      double d = ms[k] * noise(rng);
+      if (rank == fault_rank && local[k] == fault_stage && step >= fault_start &&
+          (fault_every <= 1 || (step - fault_start) % fault_every == 0)) {
+        d += fault_ms;
+      }
+      {
+        auto scope = c.Scope(ids[k]);
+        SleepUntil(stagefrontier::shm::MonotonicNowNs() + static_cast<int64_t>(d * 1e6));
+      }
+      if (local[k] == "backward") {
+        auto scope = c.Scope(sync);
+        (*barrier)->Wait();
+      }
+    }
+    c.EndStep();
+  }
+  (*barrier)->Leave();
+  const stagefrontier::ClientStats s = c.stats();
+  if (s.steps_recorded + s.steps_paused + s.steps_sampled_out != static_cast<uint64_t>(steps)) {
+    std::fprintf(stderr, "synthetic_trainer: rank %d recorded %llu of %d steps (%llu dropped)\n",
+                 rank, static_cast<unsigned long long>(s.steps_recorded), steps,
+                 static_cast<unsigned long long>(s.steps_dropped_full));
+  }
+  return 0;
+}

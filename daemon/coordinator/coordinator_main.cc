@@ -1,0 +1,167 @@
+// stagefrontier-coordinator: accepts sidecar streams, aligns steps across ranks, accounts
+// them, decides verdicts, answers queries and serves /metrics. docs/operations.md.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_split.h"
+#include "daemon/common/grpc_security.h"
+#include "daemon/coordinator/coordinator_metrics.h"
+#include "daemon/coordinator/ingest_service.h"
+#include "daemon/coordinator/job_registry.h"
+#include "daemon/coordinator/query_service.h"
+#include "daemon/coordinator/sidecar_sessions.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "prometheus/exposer.h"
+#include "spdlog/spdlog.h"
+
+int main(int argc, char** argv) {
+  using namespace stagefrontier;
+  CLI::App app{"stagefrontier-coordinator: frontier accounting, verdicts and queries"};
+  std::string listen = "127.0.0.1:7311";
+  std::string metrics_listen = "127.0.0.1:7312";
+  std::string data_dir;
+  bool no_fsync = false;
+  std::string jobs_csv;
+  int64_t deadline_ms = 5000;
+  int window_steps = 100;
+  std::string token_file;
+  TlsFiles tls;
+  int max_message_bytes = 16 << 20;
+  std::string log_level = "info";
+  app.add_option("--listen", listen, "gRPC address (ingest and query)")->capture_default_str();
+  app.add_option("--metrics-listen", metrics_listen,
+                 "Prometheus /metrics address; empty disables")
+      ->capture_default_str();
+  app.add_option("--data-dir", data_dir, "directory of the job journals (created if missing)")
+      ->required();
+  app.add_flag("--no-fsync", no_fsync,
+               "acknowledge batches without fdatasync (faster; a machine crash may lose them)");
+  app.add_option("--jobs", jobs_csv, "comma-separated job ids to accept; default: any");
+  app.add_option("--step-deadline-ms", deadline_ms,
+                 "close a step as partial this long after its first record")
+      ->check(CLI::Range(int64_t{1}, int64_t{3'600'000}))
+      ->capture_default_str();
+  app.add_option("--window-steps", window_steps, "steps per verdict window")
+      ->check(CLI::Range(2, 1'000'000))
+      ->capture_default_str();
+  app.add_option("--token-file", token_file, "require this shared token from every client");
+  app.add_option("--tls-cert", tls.cert, "serve TLS with this PEM certificate");
+  app.add_option("--tls-key", tls.key, "PEM private key of --tls-cert");
+  app.add_option("--tls-client-ca", tls.ca, "require client certificates signed by this CA");
+  app.add_option("--max-message-bytes", max_message_bytes, "largest message accepted")
+      ->check(CLI::Range(1024, 1 << 30))
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+
+  // Signals are taken by one thread with sigwait; block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  if (::mkdir(data_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    spdlog::error("cannot create data directory {}: {}", data_dir, std::strerror(errno));
+    return 2;
+  }
+  absl::StatusOr<std::string> token = ReadTokenFile(token_file);
+  if (!token.ok()) {
+    spdlog::error("{}", std::string(token.status().message()));
+    return 2;
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ServerCredentials(tls);
+  if (!creds.ok()) {
+    spdlog::error("{}", std::string(creds.status().message()));
+    return 2;
+  }
+
+  CoordinatorMetrics metrics;
+  JobOptions options;
+  options.data_dir = data_dir;
+  options.fsync = !no_fsync;
+  options.aligner.deadline_ns = deadline_ms * 1'000'000;
+  options.engine.window_steps = window_steps;
+  if (absl::Status s = options.engine.Validate(); !s.ok()) {
+    spdlog::error("{}", std::string(s.message()));
+    return 2;
+  }
+  std::set<std::string> allowed;
+  for (absl::string_view j : absl::StrSplit(jobs_csv, ',', absl::SkipEmpty())) {
+    allowed.insert(std::string(j));
+  }
+  JobRegistry jobs(options, &metrics, allowed);
+  if (absl::Status s = jobs.RestoreAll([](const std::string& line) { spdlog::info("{}", line); });
+      !s.ok()) {
+    spdlog::error("some journals could not be restored (the others serve): {}", std::string(s.message()));
+  }
+
+  std::unique_ptr<prometheus::Exposer> exposer;
+  if (!metrics_listen.empty()) {
+    try {
+      exposer = std::make_unique<prometheus::Exposer>(metrics_listen);
+    } catch (const std::exception& e) {
+      spdlog::error("cannot serve /metrics on {}: {}", metrics_listen, e.what());
+      return 2;
+    }
+    exposer->RegisterCollectable(metrics.registry());
+  }
+
+  SidecarSessions sessions;
+  IngestService ingest(&jobs, &sessions, &metrics, *token,
+                       [](const std::string& line) { spdlog::info("{}", line); });
+  QueryService query(&jobs, &sessions, &metrics, *token);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(listen, *creds, &bound_port);
+  builder.SetMaxReceiveMessageSize(max_message_bytes);
+  builder.RegisterService(&ingest);
+  builder.RegisterService(&query);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || bound_port == 0) {
+    spdlog::error("cannot listen on {}", listen);
+    return 2;
+  }
+  spdlog::info("coordinator listening on {} (metrics on {}), data in {}{}", listen,
+               metrics_listen.empty() ? "none" : metrics_listen, data_dir,
+               token->empty() ? "" : ", token required");
+
+  // Deadlines: close steps whose missing ranks did not report in time.
+  std::atomic<bool> stop{false};
+  std::thread ticker([&] {
+    while (!stop) {
+      const int64_t now = CoordinatorNowNs();
+      for (const auto& job : jobs.All()) {
+        job->CloseDue(now);
+        if (absl::Status s = job->Flush(); !s.ok()) spdlog::error("{}", std::string(s.message()));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("signal {}: shutting down", sig);
+  query.Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  stop = true;
+  ticker.join();
+  for (const auto& job : jobs.All()) {
+    if (absl::Status s = job->Flush(); !s.ok()) spdlog::error("{}", std::string(s.message()));
+  }
+  spdlog::info("coordinator stopped");
+  return 0;
+}

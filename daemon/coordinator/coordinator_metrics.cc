@@ -1,0 +1,138 @@
+#include "daemon/coordinator/coordinator_metrics.h"
+
+#include "daemon/accounting/verdict.h"
+
+namespace stagefrontier {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+
+CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  auto& r = *registry_;
+  rank_steps_ = &BuildCounter()
+                     .Name("stagefrontier_rank_steps_received_total")
+                     .Help("Rank-steps received from sidecars, by outcome")
+                     .Register(r);
+  steps_ = &BuildCounter()
+                .Name("stagefrontier_steps_accounted_total")
+                .Help("Steps closed and accounted, by completeness (complete, partial, rejected)")
+                .Register(r);
+  exposed_step_ = &BuildGauge()
+                       .Name("stagefrontier_exposed_step_seconds")
+                       .Help("Exposed step time E = F[S] of the latest accounted step")
+                       .Register(r);
+  stage_exposed_ = &BuildCounter()
+                        .Name("stagefrontier_stage_exposed_seconds_total")
+                        .Help("Sum of frontier increments per stage: the step time each stage "
+                              "exposed to the whole group")
+                        .Register(r);
+  stage_excess_ = &BuildCounter()
+                       .Name("stagefrontier_stage_excess_seconds_total")
+                       .Help("Excess over baseline attributed to each stage")
+                       .Register(r);
+  top_suspect_rank_ = &BuildGauge()
+                           .Name("stagefrontier_top_suspect_rank")
+                           .Help("Rank of the latest window's top suspect in each stage, -1 if "
+                                 "the stage holds none")
+                           .Register(r);
+  verdicts_ = &BuildCounter()
+                   .Name("stagefrontier_verdicts_total")
+                   .Help("Window verdicts decided, by label and ambiguity reason")
+                   .Register(r);
+  window_label_ = &BuildGauge()
+                       .Name("stagefrontier_window_verdict")
+                       .Help("Latest window verdict: 0 HEALTHY, 1 CLEAR, 2 AMBIGUOUS")
+                       .Register(r);
+  ranks_ = &BuildGauge()
+                .Name("stagefrontier_ranks")
+                .Help("Ranks of the job by state (reporting, lagging, missing)")
+                .Register(r);
+  stub_records_ = &BuildCounter()
+                       .Name("stagefrontier_stub_records_lost_total")
+                       .Help("Records the stubs lost, by cause (dropped: ring full; torn: "
+                             "writer died mid-record; invalid: failed validation)")
+                       .Register(r);
+  verdict_delay_ = &BuildHistogram()
+                        .Name("stagefrontier_step_close_delay_seconds")
+                        .Help("From a step's first record arriving to the step being accounted")
+                        .Register(r);
+  stream_errors_ = &BuildCounter()
+                        .Name("stagefrontier_ingest_stream_errors_total")
+                        .Help("Ingest streams ended for bad input, by gRPC status code")
+                        .Register(r);
+  rejections_ = &BuildCounter()
+                     .Name("stagefrontier_rank_records_rejected_total")
+                     .Help("Rank declarations or records refused, by reason")
+                     .Register(r);
+  sidecar_streams_ = &BuildGauge()
+                          .Name("stagefrontier_sidecar_streams")
+                          .Help("Sidecar ingest streams connected now")
+                          .Register(r)
+                          .Add({});
+  ingest_batches_ = &BuildCounter()
+                         .Name("stagefrontier_ingest_batches_total")
+                         .Help("Step batches received from sidecars")
+                         .Register(r)
+                         .Add({});
+  unauthenticated_ = &BuildCounter()
+                          .Name("stagefrontier_unauthenticated_requests_total")
+                          .Help("Requests refused for a missing or wrong token")
+                          .Register(r)
+                          .Add({});
+  journal_truncated_bytes_ = &BuildCounter()
+                                  .Name("stagefrontier_journal_truncated_bytes_total")
+                                  .Help("Bytes of damaged journal tails cut off at startup")
+                                  .Register(r)
+                                  .Add({});
+}
+
+JobMetrics CoordinatorMetrics::ForJob(const std::string& job, const StageSchema& schema) {
+  JobMetrics m;
+  m.rank_steps_accepted = &rank_steps_->Add({{"job", job}, {"outcome", "accepted"}});
+  m.rank_steps_duplicate = &rank_steps_->Add({{"job", job}, {"outcome", "duplicate"}});
+  m.rank_steps_late = &rank_steps_->Add({{"job", job}, {"outcome", "late"}});
+  m.rank_steps_rejected = &rank_steps_->Add({{"job", job}, {"outcome", "rejected"}});
+  m.steps_complete = &steps_->Add({{"job", job}, {"completeness", "complete"}});
+  m.steps_partial = &steps_->Add({{"job", job}, {"completeness", "partial"}});
+  m.steps_rejected = &steps_->Add({{"job", job}, {"completeness", "rejected"}});
+  m.exposed_step_seconds = &exposed_step_->Add({{"job", job}});
+  for (const Stage& s : schema.stages()) {
+    m.stage_exposed_seconds.push_back(&stage_exposed_->Add({{"job", job}, {"stage", s.name}}));
+    m.stage_excess_seconds.push_back(&stage_excess_->Add({{"job", job}, {"stage", s.name}}));
+    prometheus::Gauge* g = &top_suspect_rank_->Add({{"job", job}, {"stage", s.name}});
+    g->Set(-1);
+    m.top_suspect_rank.push_back(g);
+  }
+  m.verdicts_healthy = &verdicts_->Add({{"job", job}, {"label", "HEALTHY"}, {"reason", ""}});
+  m.verdicts_clear = &verdicts_->Add({{"job", job}, {"label", "CLEAR"}, {"reason", ""}});
+  m.verdicts_ambiguous.push_back(nullptr);
+  for (int r = 1; r <= 4; ++r) {
+    m.verdicts_ambiguous.push_back(&verdicts_->Add(
+        {{"job", job},
+         {"label", "AMBIGUOUS"},
+         {"reason", AmbiguityReasonName(static_cast<AmbiguityReason>(r))}}));
+  }
+  m.window_label = &window_label_->Add({{"job", job}});
+  m.ranks_reporting = &ranks_->Add({{"job", job}, {"state", "reporting"}});
+  m.ranks_lagging = &ranks_->Add({{"job", job}, {"state", "lagging"}});
+  m.ranks_missing = &ranks_->Add({{"job", job}, {"state", "missing"}});
+  m.stub_dropped = &stub_records_->Add({{"job", job}, {"cause", "dropped"}});
+  m.stub_torn = &stub_records_->Add({{"job", job}, {"cause", "torn"}});
+  m.stub_invalid = &stub_records_->Add({{"job", job}, {"cause", "invalid"}});
+  m.verdict_delay_seconds = &verdict_delay_->Add(
+      {{"job", job}},
+      prometheus::Histogram::BucketBoundaries{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                              0.5, 1, 2.5, 5, 10});
+  return m;
+}
+
+prometheus::Counter& CoordinatorMetrics::stream_errors(const std::string& code) {
+  return stream_errors_->Add({{"code", code}});
+}
+
+prometheus::Counter& CoordinatorMetrics::rejections(const std::string& reason) {
+  return rejections_->Add({{"reason", reason}});
+}
+
+}  // namespace stagefrontier

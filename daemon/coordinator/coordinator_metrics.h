@@ -1,0 +1,92 @@
+// The coordinator's Prometheus metrics (prometheus-cpp), named after the Prometheus
+// conventions: `stagefrontier_` prefix, base units (seconds), `_total` counters, `job` and
+// `stage` as labels, never a step or other unbounded label. docs/operations.md lists them.
+//
+//   CoordinatorMetrics metrics;
+//   prometheus::Exposer exposer("127.0.0.1:7312");
+//   exposer.RegisterCollectable(metrics.registry());
+//   JobMetrics jm = metrics.ForJob("run42", schema);
+//   jm.rank_steps_accepted->Increment(16);
+#ifndef STAGEFRONTIER_DAEMON_COORDINATOR_COORDINATOR_METRICS_H_
+#define STAGEFRONTIER_DAEMON_COORDINATOR_COORDINATOR_METRICS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/accounting/stage_schema.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace stagefrontier {
+
+// Handles for one job's series (owned by the registry; valid while it lives).
+struct JobMetrics {
+  prometheus::Counter* rank_steps_accepted = nullptr;
+  prometheus::Counter* rank_steps_duplicate = nullptr;
+  prometheus::Counter* rank_steps_late = nullptr;
+  prometheus::Counter* rank_steps_rejected = nullptr;
+  prometheus::Counter* steps_complete = nullptr;
+  prometheus::Counter* steps_partial = nullptr;
+  prometheus::Counter* steps_rejected = nullptr;
+  prometheus::Gauge* exposed_step_seconds = nullptr;
+  std::vector<prometheus::Counter*> stage_exposed_seconds;  // by stage
+  std::vector<prometheus::Counter*> stage_excess_seconds;   // by stage
+  std::vector<prometheus::Gauge*> top_suspect_rank;         // by stage, -1 when none
+  prometheus::Counter* verdicts_healthy = nullptr;
+  prometheus::Counter* verdicts_clear = nullptr;
+  std::vector<prometheus::Counter*> verdicts_ambiguous;  // by AmbiguityReason (1..4)
+  prometheus::Gauge* window_label = nullptr;             // 0 healthy, 1 clear, 2 ambiguous
+  prometheus::Gauge* ranks_reporting = nullptr;
+  prometheus::Gauge* ranks_lagging = nullptr;
+  prometheus::Gauge* ranks_missing = nullptr;
+  prometheus::Counter* stub_dropped = nullptr;
+  prometheus::Counter* stub_torn = nullptr;
+  prometheus::Counter* stub_invalid = nullptr;
+  prometheus::Histogram* verdict_delay_seconds = nullptr;
+};
+
+class CoordinatorMetrics {
+ public:
+  CoordinatorMetrics();
+
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+  // Creates (or finds) the series of job `job`.
+  JobMetrics ForJob(const std::string& job, const StageSchema& schema);
+
+  prometheus::Gauge& sidecar_streams() { return *sidecar_streams_; }
+  prometheus::Counter& ingest_batches() { return *ingest_batches_; }
+  // Streams ended by the coordinator for bad input, by gRPC status code name.
+  prometheus::Counter& stream_errors(const std::string& code);
+  // Per-rank records refused (unknown job, schema mismatch, rank out of range...), by reason.
+  prometheus::Counter& rejections(const std::string& reason);
+  prometheus::Counter& unauthenticated() { return *unauthenticated_; }
+  prometheus::Counter& journal_truncated_bytes() { return *journal_truncated_bytes_; }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>* rank_steps_;
+  prometheus::Family<prometheus::Counter>* steps_;
+  prometheus::Family<prometheus::Gauge>* exposed_step_;
+  prometheus::Family<prometheus::Counter>* stage_exposed_;
+  prometheus::Family<prometheus::Counter>* stage_excess_;
+  prometheus::Family<prometheus::Gauge>* top_suspect_rank_;
+  prometheus::Family<prometheus::Counter>* verdicts_;
+  prometheus::Family<prometheus::Gauge>* window_label_;
+  prometheus::Family<prometheus::Gauge>* ranks_;
+  prometheus::Family<prometheus::Counter>* stub_records_;
+  prometheus::Family<prometheus::Histogram>* verdict_delay_;
+  prometheus::Family<prometheus::Counter>* stream_errors_;
+  prometheus::Family<prometheus::Counter>* rejections_;
+  prometheus::Gauge* sidecar_streams_;
+  prometheus::Counter* ingest_batches_;
+  prometheus::Counter* unauthenticated_;
+  prometheus::Counter* journal_truncated_bytes_;
+};
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_COORDINATOR_COORDINATOR_METRICS_H_

@@ -1,0 +1,539 @@
+#include "daemon/coordinator/job_state.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/coordinator/proto_convert.h"
+#include "daemon/wire/packed_steps.h"
+
+namespace stagefrontier {
+namespace {
+
+constexpr double kNsPerSecond = 1e9;
+
+EngineConfig Merge(EngineConfig base, const v1::ConfigChange& c) {
+  if (c.window_steps() != 0) base.window_steps = c.window_steps();
+  if (c.excess_z() != 0) base.excess_z = c.excess_z();
+  if (c.clear_share() != 0) base.clear_share = c.clear_share();
+  if (c.tie_z() != 0) base.tie_z = c.tie_z();
+  if (c.noise_floor_ns() != 0) base.noise_floor_ns = c.noise_floor_ns();
+  return base;
+}
+
+v1::ConfigChange ToChange(const v1::ConfigChanged& c) {
+  v1::ConfigChange out;
+  out.set_window_steps(c.window_steps());
+  out.set_excess_z(c.excess_z());
+  out.set_clear_share(c.clear_share());
+  out.set_tie_z(c.tie_z());
+  out.set_noise_floor_ns(c.noise_floor_ns());
+  return out;
+}
+
+}  // namespace
+
+std::string JournalPath(const std::string& data_dir, const std::string& job) {
+  return absl::StrCat(data_dir, "/", job, ".journal");
+}
+
+bool ValidJobId(const std::string& job) {
+  if (job.empty() || job.size() > 63 || job[0] == '.') return false;
+  for (char c : job) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+JobState::JobState(std::string name, int32_t world_size, StageSchema schema,
+                   const JobOptions& options, CoordinatorMetrics* metrics)
+    : name_(std::move(name)),
+      world_size_(world_size),
+      schema_(std::move(schema)),
+      options_(options),
+      metrics_(metrics),
+      aligner_(world_size, static_cast<uint32_t>(schema_.size()), options.aligner),
+      ranks_(static_cast<size_t>(world_size)) {
+  if (metrics_ != nullptr) m_ = metrics_->ForJob(name_, schema_);
+}
+
+absl::StatusOr<std::unique_ptr<JobState>> JobState::Create(const v1::RankDeclaration& decl,
+                                                           const JobOptions& options,
+                                                           CoordinatorMetrics* metrics) {
+  if (!ValidJobId(decl.job())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job id \"", decl.job(), "\" is not 1..63 characters of [A-Za-z0-9_.-]"));
+  }
+  if (decl.world_size() <= 0 || decl.world_size() > (1 << 20)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job ", decl.job(), ": world size ", decl.world_size(), " is out of range"));
+  }
+  absl::StatusOr<StageSchema> schema = SchemaFromProto(decl.stages());
+  if (!schema.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job ", decl.job(), ": bad schema: ", schema.status().message()));
+  }
+  const std::string path = JournalPath(options.data_dir, decl.job());
+  if (::access(path.c_str(), F_OK) == 0) {
+    return absl::AlreadyExistsError(absl::StrCat("journal ", path, " already exists"));
+  }
+  std::unique_ptr<JobState> job(
+      new JobState(decl.job(), decl.world_size(), *std::move(schema), options, metrics));
+  if (absl::Status s = job->RebuildEngineLocked(); !s.ok()) return s;
+  absl::StatusOr<std::unique_ptr<JobJournal>> journal = JobJournal::Open(
+      path, options.fsync, [](const v1::JournalRecord&) { return absl::OkStatus(); }, nullptr);
+  if (!journal.ok()) return journal.status();
+  job->journal_ = *std::move(journal);
+  v1::JournalRecord rec;
+  v1::JobDeclared* d = rec.mutable_declared();
+  d->set_job(job->name_);
+  d->set_world_size(job->world_size_);
+  SchemaToProto(job->schema_, d->mutable_stages());
+  job->journal_->Append(rec);
+  if (absl::Status s = job->journal_->Flush(); !s.ok()) return s;
+  return job;
+}
+
+absl::StatusOr<std::unique_ptr<JobState>> JobState::Restore(const std::string& path,
+                                                            const JobOptions& options,
+                                                            CoordinatorMetrics* metrics,
+                                                            JournalOpenInfo* info) {
+  std::unique_ptr<JobState> job;
+  const int64_t now = 0;  // replay never closes steps by deadline: StepClosed records do
+  absl::StatusOr<std::unique_ptr<JobJournal>> journal = JobJournal::Open(
+      path, options.fsync,
+      [&](const v1::JournalRecord& rec) -> absl::Status {
+        if (!job) {
+          if (rec.body_case() != v1::JournalRecord::kDeclared) {
+            return absl::DataLossError("the journal does not start with JobDeclared");
+          }
+          const v1::JobDeclared& d = rec.declared();
+          absl::StatusOr<StageSchema> schema = SchemaFromProto(d.stages());
+          if (!schema.ok() || !ValidJobId(d.job()) || d.world_size() <= 0 ||
+              d.world_size() > (1 << 20)) {
+            return absl::DataLossError("the journal's JobDeclared record is not a valid job");
+          }
+          job.reset(new JobState(d.job(), d.world_size(), *std::move(schema), options, metrics));
+          return job->RebuildEngineLocked();
+        }
+        return job->Apply(rec, now, /*replaying=*/true);
+      },
+      info);
+  if (!journal.ok()) {
+    return absl::Status(journal.status().code(),
+                        absl::StrCat("journal ", path, ": ", journal.status().message()));
+  }
+  if (!job) return absl::DataLossError(absl::StrCat("journal ", path, " is empty"));
+  if (metrics != nullptr && info != nullptr) {
+    metrics->journal_truncated_bytes().Increment(static_cast<double>(info->truncated_bytes));
+  }
+  job->journal_ = *std::move(journal);
+  return job;
+}
+
+absl::Status JobState::RebuildEngineLocked() {
+  JobConfig config{.schema = schema_, .world_size = world_size_, .groups = {},
+                   .engine = options_.engine};
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(std::move(config));
+  if (!engine.ok()) return engine.status();
+  engine_ = *std::move(engine);
+  return absl::OkStatus();
+}
+
+absl::Status JobState::Apply(const v1::JournalRecord& rec, int64_t now_ns, bool replaying) {
+  switch (rec.body_case()) {
+    case v1::JournalRecord::kRanks:
+      for (const v1::RankSteps& rs : rec.ranks().steps()) {
+        // Journaled records were valid when logged; a failure here is damage: skip it.
+        (void)AlignLocked(rs, "", now_ns);
+      }
+      return absl::OkStatus();
+    case v1::JournalRecord::kClosed:
+      AccountLocked(rec.closed().step(), now_ns, replaying);
+      return absl::OkStatus();
+    case v1::JournalRecord::kConfig:
+      options_.engine = Merge(options_.engine, ToChange(rec.config()));
+      return RebuildEngineLocked();
+    case v1::JournalRecord::kPause:
+      paused_ = rec.pause().paused();
+      return absl::OkStatus();
+    case v1::JournalRecord::kDeclared:
+      return absl::DataLossError("a second JobDeclared record");
+    default:
+      return absl::DataLossError("an unknown journal record");
+  }
+}
+
+absl::Status JobState::CheckDeclaration(const v1::RankDeclaration& decl) const {
+  if (decl.rank() < 0 || decl.rank() >= world_size_) {
+    return absl::OutOfRangeError(absl::StrCat("job ", name_, ": rank ", decl.rank(),
+                                              " is outside world size ", world_size_));
+  }
+  if (decl.world_size() != world_size_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", name_, ": rank ", decl.rank(), " declares world size ",
+                     decl.world_size(), ", the job has ", world_size_));
+  }
+  absl::StatusOr<StageSchema> schema = SchemaFromProto(decl.stages());
+  if (!schema.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", name_, ": rank ", decl.rank(),
+                                                      " declares a bad schema: ",
+                                                      schema.status().message()));
+  }
+  if (!(*schema == schema_)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", name_, ": rank ", decl.rank(), " declares schema \"",
+                     schema->ToString(), "\", the job has \"", schema_.ToString(), "\""));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<IngestCounts> JobState::AlignLocked(const v1::RankSteps& rs, const std::string& node,
+                                                   int64_t now_ns) {
+  if (rs.rank() < 0 || rs.rank() >= world_size_) {
+    return absl::OutOfRangeError(absl::StrCat("job ", name_, ": rank ", rs.rank(),
+                                              " is outside world size ", world_size_));
+  }
+  // Validate the whole message before keeping any of it.
+  absl::Status s = wire::DecodePackedSteps(rs.packed(), rs.count(), rs.base_step(),
+                                           static_cast<uint32_t>(schema_.size()),
+                                           [](int64_t, const int64_t*, uint32_t) {});
+  if (!s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job ", name_, " rank ", rs.rank(), ": ", s.message()));
+  }
+  IngestCounts c;
+  (void)wire::DecodePackedSteps(
+      rs.packed(), rs.count(), rs.base_step(), static_cast<uint32_t>(schema_.size()),
+      [&](int64_t step, const int64_t* d, uint32_t flags) {
+        switch (aligner_.Add(rs.rank(), step, d, flags, now_ns)) {
+          case AlignOutcome::kAccepted:
+            ++c.accepted;
+            newest_seen_step_ = std::max(newest_seen_step_, step);
+            break;
+          case AlignOutcome::kDuplicate:
+            ++c.duplicates;
+            break;
+          case AlignOutcome::kLate:
+            ++c.late;
+            break;
+        }
+      });
+  RankHealthState& h = ranks_[rs.rank()];
+  if (!node.empty()) h.node = node;
+  h.accepted += c.accepted;
+  h.duplicates += c.duplicates;
+  h.late += c.late;
+  if (m_.rank_steps_accepted != nullptr) {
+    m_.rank_steps_accepted->Increment(c.accepted);
+    m_.rank_steps_duplicate->Increment(c.duplicates);
+    m_.rank_steps_late->Increment(c.late);
+  }
+  return c;
+}
+
+absl::StatusOr<IngestCounts> JobState::Ingest(const v1::RankSteps& rs, const std::string& node,
+                                              int64_t now_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<IngestCounts> c = AlignLocked(rs, node, now_ns);
+  if (!c.ok()) {
+    if (rs.rank() >= 0 && rs.rank() < world_size_) ++ranks_[rs.rank()].rejected;
+    if (m_.rank_steps_rejected != nullptr) m_.rank_steps_rejected->Increment(rs.count());
+    return c;
+  }
+  // Logged as received, duplicates included: replay makes the same decisions again.
+  if (c->accepted > 0 || c->late > 0) {
+    v1::JournalRecord rec;
+    *rec.mutable_ranks()->add_steps() = rs;
+    journal_->Append(rec);
+  }
+  return c;
+}
+
+void JobState::AccountLocked(int64_t step, int64_t now_ns, bool replaying) {
+  const int64_t arrived = aligner_.oldest_first_arrival_ns();
+  StepInput input = aligner_.Close(step);
+  if (input.ranks.empty()) return;
+  absl::Status s = engine_->AddStep(input);
+  if (!s.ok()) {
+    if (m_.steps_rejected != nullptr) m_.steps_rejected->Increment();
+    return;
+  }
+  const StepAccounting* acc = engine_->LastStep();
+  ++steps_accounted_;
+  last_step_ = step;
+  if (acc->partial) ++partial_steps_;
+  // Summaries and raw inputs for queries.
+  v1::StepSummary summary;
+  StepToProto(schema_, *acc, &summary);
+  history_.push_back(std::move(summary));
+  while (static_cast<int64_t>(history_.size()) > options_.history_steps) history_.pop_front();
+  inputs_rank_steps_ += static_cast<int64_t>(input.ranks.size());
+  inputs_.push_back(std::move(input));
+  while (inputs_rank_steps_ > options_.history_rank_steps && inputs_.size() > 1) {
+    inputs_rank_steps_ -= static_cast<int64_t>(inputs_.front().ranks.size());
+    inputs_.pop_front();
+  }
+  if (m_.steps_complete != nullptr) {
+    (acc->partial ? m_.steps_partial : m_.steps_complete)->Increment();
+    m_.exposed_step_seconds->Set(acc->exposed_ns / kNsPerSecond);
+    for (size_t k = 0; k < acc->stages.size(); ++k) {
+      m_.stage_exposed_seconds[k]->Increment(acc->stages[k].increment_ns / kNsPerSecond);
+      if (acc->stages[k].excess_ns > 0) {
+        m_.stage_excess_seconds[k]->Increment(acc->stages[k].excess_ns / kNsPerSecond);
+      }
+    }
+    if (!replaying && arrived > 0 && now_ns >= arrived) {
+      m_.verdict_delay_seconds->Observe((now_ns - arrived) / kNsPerSecond);
+    }
+  }
+  bool any = false;
+  for (Verdict& v : engine_->TakeClosedVerdicts()) {
+    v1::VerdictEvent ev;
+    ev.set_seq(++verdict_seq_);
+    VerdictToProto(schema_, v, ev.mutable_verdict());
+    if (v.group == "job" || last_label_.empty()) last_label_ = LabelText(v);
+    if (m_.verdicts_healthy != nullptr) {
+      if (v.label == VerdictLabel::kHealthy) m_.verdicts_healthy->Increment();
+      if (v.label == VerdictLabel::kClear) m_.verdicts_clear->Increment();
+      if (v.label == VerdictLabel::kAmbiguous && v.reason != AmbiguityReason::kNone) {
+        m_.verdicts_ambiguous[static_cast<size_t>(v.reason)]->Increment();
+      }
+      m_.window_label->Set(static_cast<double>(v.label));
+      for (prometheus::Gauge* g : m_.top_suspect_rank) g->Set(-1);
+      std::vector<bool> seen(schema_.size(), false);
+      for (const Suspect& sus : v.suspects) {
+        if (sus.stage >= 0 && static_cast<size_t>(sus.stage) < seen.size() && !seen[sus.stage]) {
+          seen[sus.stage] = true;
+          m_.top_suspect_rank[sus.stage]->Set(sus.rank);
+        }
+      }
+    }
+    verdicts_.push_back(std::move(ev));
+    while (verdicts_.size() > options_.verdicts_kept) verdicts_.pop_front();
+    any = true;
+  }
+  if (any) verdict_cv_.notify_all();
+}
+
+int JobState::CloseDue(int64_t now_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int closed = 0;
+  while (std::optional<int64_t> step = aligner_.NextClosable(now_ns)) {
+    v1::JournalRecord rec;
+    rec.mutable_closed()->set_step(*step);
+    journal_->Append(rec);
+    AccountLocked(*step, now_ns, /*replaying=*/false);
+    ++closed;
+  }
+  UpdateRankGaugesLocked();
+  return closed;
+}
+
+absl::Status JobState::Flush() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return journal_->Flush();
+}
+
+void JobState::UpdateRankGaugesLocked() const {
+  if (m_.ranks_reporting == nullptr) return;
+  int reporting = 0, lagging = 0, missing = 0;
+  for (int32_t r = 0; r < world_size_; ++r) {
+    switch (aligner_.rank_state(r)) {
+      case RankState::kReporting:
+        if (newest_seen_step_ - aligner_.last_step(r) > options_.lagging_steps) {
+          ++lagging;
+        } else {
+          ++reporting;
+        }
+        break;
+      case RankState::kMissing:
+        ++missing;
+        break;
+      case RankState::kUnseen:
+        break;
+    }
+  }
+  m_.ranks_reporting->Set(reporting);
+  m_.ranks_lagging->Set(lagging);
+  m_.ranks_missing->Set(missing);
+}
+
+void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string& node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (health.rank() < 0 || health.rank() >= world_size_) return;
+  RankHealthState& h = ranks_[health.rank()];
+  h.node = node;
+  // Stub counters only grow within one owner; a new owner restarts them.
+  const auto grow = [](uint64_t* mine, uint64_t theirs, prometheus::Counter* c) {
+    if (theirs > *mine && c != nullptr) c->Increment(static_cast<double>(theirs - *mine));
+    *mine = theirs;
+  };
+  grow(&h.dropped, health.dropped_by_writer(), m_.stub_dropped);
+  grow(&h.torn, health.torn(), m_.stub_torn);
+  grow(&h.invalid, health.invalid(), m_.stub_invalid);
+  h.owner = health.owner();
+  h.last_error = health.last_error();
+}
+
+void JobState::Info(v1::JobInfo* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  out->set_job(name_);
+  out->set_world_size(world_size_);
+  SchemaToProto(schema_, out->mutable_stages());
+  out->set_steps_accounted(steps_accounted_);
+  out->set_partial_steps(partial_steps_);
+  out->set_last_step(last_step_);
+  int reporting = 0;
+  for (int32_t r = 0; r < world_size_; ++r) {
+    if (aligner_.rank_state(r) == RankState::kReporting) ++reporting;
+  }
+  out->set_ranks_reporting(reporting);
+  out->set_ranks_missing(aligner_.missing_count());
+  out->set_last_label(last_label_);
+  out->set_paused(paused_);
+  out->set_window_steps(options_.engine.window_steps);
+}
+
+absl::Status JobState::Suspects(int32_t window, v1::SuspectsReply* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (steps_accounted_ == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", name_, " has no accounted step yet"));
+  }
+  out->set_job(name_);
+  if (window <= 0) {
+    out->set_window(options_.engine.window_steps);
+    ReportToProto(schema_, engine_->Report().job, out);
+    return absl::OkStatus();
+  }
+  // Re-account the last `window` steps held, in a fresh engine whose window is all of them.
+  JobConfig config{.schema = schema_, .world_size = world_size_, .groups = {},
+                   .engine = options_.engine};
+  const size_t n = std::min(inputs_.size(), static_cast<size_t>(window));
+  config.engine.window_steps = static_cast<int>(std::max<size_t>(n, 1));
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(std::move(config));
+  if (!engine.ok()) return engine.status();
+  for (size_t i = inputs_.size() - n; i < inputs_.size(); ++i) {
+    (void)(*engine)->AddStep(inputs_[i]);
+  }
+  out->set_window(static_cast<int32_t>(n));
+  ReportToProto(schema_, (*engine)->Report().job, out);
+  return absl::OkStatus();
+}
+
+void JobState::Steps(int64_t from, int64_t to, int32_t limit, v1::GetStepsReply* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Stage& s : schema_.stages()) out->add_stages(s.name);
+  out->set_oldest_held_step(history_.empty() ? -1 : history_.front().step());
+  const int32_t max = limit > 0 ? limit : 1000;
+  auto it = std::lower_bound(history_.begin(), history_.end(), from,
+                             [](const v1::StepSummary& s, int64_t v) { return s.step() < v; });
+  for (; it != history_.end() && it->step() <= to && out->steps_size() < max; ++it) {
+    *out->add_steps() = *it;
+  }
+}
+
+void JobState::Health(v1::GetHealthReply* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  out->set_job(name_);
+  int reporting = 0, lagging = 0, missing = 0;
+  for (int32_t r = 0; r < world_size_; ++r) {
+    const RankHealthState& h = ranks_[r];
+    v1::RankHealth* p = out->add_ranks();
+    p->set_rank(r);
+    const int64_t last = aligner_.last_step(r);
+    const int64_t behind = last < 0 ? 0 : std::max<int64_t>(0, newest_seen_step_ - last);
+    switch (aligner_.rank_state(r)) {
+      case RankState::kUnseen:
+        p->set_state("unseen");
+        break;
+      case RankState::kMissing:
+        p->set_state("missing");
+        ++missing;
+        break;
+      case RankState::kReporting:
+        if (behind > options_.lagging_steps) {
+          p->set_state("lagging");
+          ++lagging;
+        } else {
+          p->set_state("reporting");
+          ++reporting;
+        }
+        break;
+    }
+    p->set_node(h.node);
+    p->set_last_step(last);
+    p->set_steps_behind(behind);
+    p->set_records_accepted(h.accepted);
+    p->set_duplicates(h.duplicates);
+    p->set_late(h.late);
+    p->set_rejected(h.rejected);
+    p->set_dropped_by_writer(h.dropped);
+    p->set_torn(h.torn);
+    p->set_invalid(h.invalid);
+    p->set_owner(h.owner);
+    p->set_last_error(h.last_error);
+  }
+  out->set_reporting(reporting);
+  out->set_lagging(lagging);
+  out->set_missing(missing);
+}
+
+std::vector<v1::VerdictEvent> JobState::VerdictsAfter(int64_t after_seq,
+                                                      std::chrono::milliseconds wait) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  verdict_cv_.wait_for(lock, wait, [&] { return verdict_seq_ > after_seq; });
+  std::vector<v1::VerdictEvent> out;
+  for (const v1::VerdictEvent& ev : verdicts_) {
+    if (ev.seq() > after_seq) out.push_back(ev);
+  }
+  return out;
+}
+
+absl::Status JobState::ApplyConfig(const v1::ConfigChange& change) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const EngineConfig merged = Merge(options_.engine, change);
+  if (absl::Status s = merged.Validate(); !s.ok()) return s;
+  v1::JournalRecord rec;
+  v1::ConfigChanged* c = rec.mutable_config();
+  c->set_window_steps(change.window_steps());
+  c->set_excess_z(change.excess_z());
+  c->set_clear_share(change.clear_share());
+  c->set_tie_z(change.tie_z());
+  c->set_noise_floor_ns(change.noise_floor_ns());
+  journal_->Append(rec);
+  options_.engine = merged;
+  return RebuildEngineLocked();
+}
+
+void JobState::SetPaused(bool paused) {
+  std::lock_guard<std::mutex> lock(mu_);
+  paused_ = paused;
+  v1::JournalRecord rec;
+  rec.mutable_pause()->set_paused(paused);
+  journal_->Append(rec);
+}
+
+void JobState::SetSampleEvery(uint32_t every) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sample_every_ = every;
+}
+
+v1::ControlRequest JobState::JobControl() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  v1::ControlRequest req;
+  req.set_job(name_);
+  req.set_rank(-1);
+  req.set_paused(paused_);
+  req.set_sample_every(sample_every_);
+  req.set_trace_first_step(0);
+  req.set_trace_last_step(-1);
+  return req;
+}
+
+}  // namespace stagefrontier

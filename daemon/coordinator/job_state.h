@@ -1,0 +1,157 @@
+// One job on the coordinator: its schema and world size, the step aligner, the accounting
+// engine, the journal that makes it survive restarts, what queries read (recent step
+// summaries, verdicts, per-rank health) and its runtime control state. Thread-safe: every
+// method takes the job's lock.
+//
+//   auto job = JobState::Create(declaration, options, &metrics);     // a new job
+//   auto job = JobState::Restore(journal_path, options, &metrics);   // after a restart
+//   IngestCounts c = (*job)->Ingest(rank_steps, "node-a", now_ns);   // from a sidecar batch
+//   (*job)->CloseDue(now_ns);  (*job)->Flush();                      // account, make durable
+#ifndef STAGEFRONTIER_DAEMON_COORDINATOR_JOB_STATE_H_
+#define STAGEFRONTIER_DAEMON_COORDINATOR_JOB_STATE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "daemon/accounting/engine.h"
+#include "daemon/coordinator/coordinator_metrics.h"
+#include "daemon/coordinator/job_journal.h"
+#include "daemon/coordinator/step_aligner.h"
+#include "stagefrontier/v1/ingest.pb.h"
+#include "stagefrontier/v1/journal.pb.h"
+#include "stagefrontier/v1/query.pb.h"
+
+namespace stagefrontier {
+
+struct JobOptions {
+  std::string data_dir;  // journals live in <data_dir>/<job>.journal
+  bool fsync = true;
+  AlignerOptions aligner;
+  EngineConfig engine;
+  int64_t history_steps = 10'000;         // step summaries kept for GetSteps
+  int64_t history_rank_steps = 1'000'000; // raw inputs kept for re-accounting a window
+  int64_t lagging_steps = 20;             // a rank this far behind the newest step lags
+  size_t verdicts_kept = 1000;
+};
+
+struct IngestCounts {
+  uint32_t accepted = 0;
+  uint32_t duplicates = 0;
+  uint32_t late = 0;
+};
+
+// "<data_dir>/<job>.journal". Job ids are restricted (see ValidJobId) so this is a plain name.
+std::string JournalPath(const std::string& data_dir, const std::string& job);
+// A job id: 1..63 characters of [A-Za-z0-9_.-], not starting with '.'.
+bool ValidJobId(const std::string& job);
+
+class JobState {
+ public:
+  // A new job declared by its first rank: validates the declaration, writes JobDeclared to a
+  // new journal. InvalidArgument for a bad job id, world size or schema; AlreadyExists if a
+  // journal is there (restore it instead); file errors as JobJournal::Open.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<JobState>> Create(
+      const v1::RankDeclaration& declaration, const JobOptions& options,
+      CoordinatorMetrics* metrics);
+
+  // Rebuilds a job from its journal (truncating a torn tail). DataLoss if the journal does
+  // not start with a valid JobDeclared.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<JobState>> Restore(
+      const std::string& path, const JobOptions& options, CoordinatorMetrics* metrics,
+      JournalOpenInfo* info = nullptr);
+
+  // FailedPrecondition naming the difference if a rank's declaration does not match the job
+  // (schema, world size); OutOfRange for a rank outside [0, world_size).
+  [[nodiscard]] absl::Status CheckDeclaration(const v1::RankDeclaration& declaration) const;
+
+  // Decodes, journals and aligns one RankSteps. InvalidArgument for malformed packed bytes,
+  // OutOfRange for a bad rank; nothing is kept then.
+  [[nodiscard]] absl::StatusOr<IngestCounts> Ingest(const v1::RankSteps& steps,
+                                                    const std::string& node, int64_t now_ns);
+  // Per-slot counters a sidecar reported for one of this job's ranks.
+  void UpdateStubHealth(const v1::SlotHealth& health, const std::string& node);
+
+  // Closes and accounts every step that is due at `now_ns`. Returns how many.
+  int CloseDue(int64_t now_ns);
+  // Makes everything journaled so far durable. Fails with the journal's error.
+  [[nodiscard]] absl::Status Flush();
+
+  // Queries. FailedPrecondition from Suspects before the first accounted step.
+  void Info(v1::JobInfo* out) const;
+  [[nodiscard]] absl::Status Suspects(int32_t window, v1::SuspectsReply* out) const;
+  void Steps(int64_t from, int64_t to, int32_t limit, v1::GetStepsReply* out) const;
+  void Health(v1::GetHealthReply* out) const;
+  // Verdicts with seq > after_seq; waits up to `wait` for one if there is none yet.
+  std::vector<v1::VerdictEvent> VerdictsAfter(int64_t after_seq,
+                                              std::chrono::milliseconds wait) const;
+
+  // Runtime control. ApplyConfig: InvalidArgument for values the engine refuses.
+  [[nodiscard]] absl::Status ApplyConfig(const v1::ConfigChange& change);
+  void SetPaused(bool paused);
+  void SetSampleEvery(uint32_t every);
+  // What every stub of the job should currently be told (paused, sampling).
+  v1::ControlRequest JobControl() const;
+
+  const std::string& name() const { return name_; }
+  const StageSchema& schema() const { return schema_; }
+  int32_t world_size() const { return world_size_; }
+  // Wakes verdict watchers (at shutdown).
+  void WakeWatchers() const { verdict_cv_.notify_all(); }
+
+ private:
+  struct RankHealthState {
+    std::string node;
+    uint64_t accepted = 0, duplicates = 0, late = 0, rejected = 0;
+    uint64_t dropped = 0, torn = 0, invalid = 0;
+    std::string owner;
+    std::string last_error;
+  };
+
+  JobState(std::string name, int32_t world_size, StageSchema schema, const JobOptions& options,
+           CoordinatorMetrics* metrics);
+  absl::Status Apply(const v1::JournalRecord& record, int64_t now_ns, bool replaying);
+  absl::StatusOr<IngestCounts> AlignLocked(const v1::RankSteps& steps, const std::string& node,
+                                           int64_t now_ns);
+  void AccountLocked(int64_t step, int64_t now_ns, bool replaying);
+  absl::Status RebuildEngineLocked();
+  void UpdateRankGaugesLocked() const;
+
+  const std::string name_;
+  const int32_t world_size_;
+  const StageSchema schema_;
+  JobOptions options_;
+  CoordinatorMetrics* metrics_;
+  JobMetrics m_;
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable verdict_cv_;
+  std::unique_ptr<JobJournal> journal_;
+  std::unique_ptr<Engine> engine_;
+  StepAligner aligner_;
+  int64_t steps_accounted_ = 0;
+  int64_t partial_steps_ = 0;
+  int64_t last_step_ = -1;
+  int64_t newest_seen_step_ = -1;
+  std::deque<v1::StepSummary> history_;
+  std::deque<StepInput> inputs_;  // recent raw steps, for Suspects(window > 0)
+  int64_t inputs_rank_steps_ = 0;
+  std::deque<v1::VerdictEvent> verdicts_;
+  int64_t verdict_seq_ = 0;
+  std::string last_label_;
+  std::vector<RankHealthState> ranks_;
+  bool paused_ = false;
+  uint32_t sample_every_ = 1;
+};
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_COORDINATOR_JOB_STATE_H_

@@ -1,0 +1,115 @@
+#include "daemon/coordinator/proto_convert.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace stagefrontier {
+namespace {
+
+std::string StageName(const StageSchema& schema, int32_t k) {
+  return k >= 0 && static_cast<size_t>(k) < schema.size() ? schema.stage(k).name : "";
+}
+
+}  // namespace
+
+absl::StatusOr<StageSchema> SchemaFromProto(
+    const google::protobuf::RepeatedPtrField<v1::Stage>& stages) {
+  std::vector<Stage> out;
+  out.reserve(stages.size());
+  for (const v1::Stage& s : stages) {
+    if (s.kind() < v1::STAGE_KIND_IO || s.kind() > v1::STAGE_KIND_MIXED) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stage \"", s.name(), "\" has unknown kind ", static_cast<int>(s.kind())));
+    }
+    out.push_back(Stage{s.name(), static_cast<StageKind>(s.kind())});
+  }
+  return StageSchema::Create(std::move(out));
+}
+
+void SchemaToProto(const StageSchema& schema, google::protobuf::RepeatedPtrField<v1::Stage>* out) {
+  out->Clear();
+  for (const Stage& s : schema.stages()) {
+    v1::Stage* p = out->Add();
+    p->set_name(s.name);
+    p->set_kind(static_cast<v1::StageKind>(s.kind));
+  }
+}
+
+void VerdictToProto(const StageSchema& schema, const Verdict& v, v1::Verdict* out) {
+  out->set_group(v.group);
+  out->set_first_step(v.first_step);
+  out->set_last_step(v.last_step);
+  out->set_steps(v.steps);
+  out->set_label(VerdictLabelName(v.label));
+  out->set_reason(AmbiguityReasonName(v.reason));
+  for (const Suspect& s : v.suspects) {
+    v1::Suspect* p = out->add_suspects();
+    p->set_stage(StageName(schema, s.stage));
+    p->set_rank(s.rank);
+    p->set_excess_ns(s.excess_ns);
+    p->set_share(s.share);
+    p->set_flagged_steps(s.flagged_steps);
+    p->set_what_if_saving_ns(s.what_if_saving_ns);
+  }
+  for (int32_t r : v.candidate_ranks) out->add_candidate_ranks(r);
+  for (int32_t k : v.candidate_stages) out->add_candidate_stages(StageName(schema, k));
+  out->set_exposed_ns(v.exposed_ns);
+  out->set_total_excess_ns(v.total_excess_ns);
+  out->set_flagged_steps(v.flagged_steps);
+  out->set_median_margin_ns(v.median_margin_ns);
+  out->set_tie_tolerance_ns(v.tie_tolerance_ns);
+  out->set_wait_agreement(v.wait_agreement);
+  for (int32_t r : v.concurrent_ranks) out->add_concurrent_ranks(r);
+  out->set_partial_steps(v.partial_steps);
+  for (int32_t r : v.missing_ranks) out->add_missing_ranks(r);
+  out->set_explanation(v.explanation);
+  out->set_settle(v.settle);
+  for (int64_t s : v.steps_to_profile) out->add_steps_to_profile(s);
+}
+
+void ReportToProto(const StageSchema& schema, const GroupReport& r, v1::SuspectsReply* out) {
+  VerdictToProto(schema, r.verdict, out->mutable_verdict());
+  for (size_t k = 0; k < r.stages.size() && k < schema.size(); ++k) {
+    const StageSummary& s = r.stages[k];
+    v1::StageDashboard* d = out->add_stages();
+    d->set_stage(schema.stage(k).name);
+    d->set_kind(StageKindName(schema.stage(k).kind));
+    d->set_frontier_increment_ns(s.mean_increment_ns);
+    d->set_baseline_ns(s.baseline_ns);
+    d->set_excess_ns(s.mean_excess_ns);
+    d->set_mean_dashboard_ns(s.mean_dashboard_ns);
+    d->set_mean_dashboard_baseline_ns(s.mean_dashboard_baseline_ns);
+    d->set_max_dashboard_ns(s.max_dashboard_ns);
+    d->set_max_dashboard_baseline_ns(s.max_dashboard_baseline_ns);
+  }
+  out->set_mean_exposed_ns(r.mean_exposed_ns);
+  out->set_mean_sum_of_max_ns(r.mean_sum_of_max_ns);
+  out->set_frontier_top_stage(StageName(schema, r.frontier_top_stage));
+  out->set_mean_top_stage(StageName(schema, r.mean_top_stage));
+  out->set_max_top_stage(StageName(schema, r.max_top_stage));
+  for (size_t i = 0; i < r.divergence.size() && i < 8; ++i) {
+    v1::RankDivergence* d = out->add_divergence();
+    d->set_rank(r.divergence[i].rank);
+    d->set_stage(StageName(schema, r.divergence[i].stage));
+    d->set_ks(r.divergence[i].ks);
+  }
+}
+
+void StepToProto(const StageSchema& schema, const StepAccounting& acc, v1::StepSummary* out) {
+  out->set_step(acc.step);
+  out->set_exposed_ns(acc.exposed_ns);
+  out->set_partial(acc.partial);
+  for (int32_t r : acc.missing_ranks) out->add_missing_ranks(r);
+  out->set_first_excess_stage(StageName(schema, acc.first_excess_stage));
+  for (const StageAccounting& s : acc.stages) {
+    v1::StageStep* p = out->add_stages();
+    p->set_increment_ns(s.increment_ns);
+    p->set_leader(s.leader);
+    p->set_margin_ns(s.margin_ns);
+    p->set_baseline_ns(s.baseline_ns);
+    p->set_excess_ns(s.excess_ns);
+    p->set_mean_ns(s.mean_duration_ns);
+    p->set_max_ns(s.max_duration_ns);
+  }
+}
+
+}  // namespace stagefrontier

@@ -1,0 +1,28 @@
+// Conversions between the engine's structs and the wire contract (proto/stagefrontier/v1).
+//
+//   v1::Verdict out; VerdictToProto(schema, verdict, &out);
+//   absl::StatusOr<StageSchema> s = SchemaFromProto(declaration.stages());
+#ifndef STAGEFRONTIER_DAEMON_COORDINATOR_PROTO_CONVERT_H_
+#define STAGEFRONTIER_DAEMON_COORDINATOR_PROTO_CONVERT_H_
+
+#include "absl/status/statusor.h"
+#include "daemon/accounting/engine.h"
+#include "daemon/accounting/stage_schema.h"
+#include "stagefrontier/v1/ingest.pb.h"
+#include "stagefrontier/v1/query.pb.h"
+
+namespace stagefrontier {
+
+// Builds a schema from declared stages; InvalidArgument as StageSchema::Create, or for an
+// unknown kind.
+[[nodiscard]] absl::StatusOr<StageSchema> SchemaFromProto(
+    const google::protobuf::RepeatedPtrField<v1::Stage>& stages);
+void SchemaToProto(const StageSchema& schema, google::protobuf::RepeatedPtrField<v1::Stage>* out);
+
+void VerdictToProto(const StageSchema& schema, const Verdict& v, v1::Verdict* out);
+void ReportToProto(const StageSchema& schema, const GroupReport& r, v1::SuspectsReply* out);
+void StepToProto(const StageSchema& schema, const StepAccounting& acc, v1::StepSummary* out);
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_COORDINATOR_PROTO_CONVERT_H_

@@ -1,0 +1,59 @@
+// The coordinator's query API (proto/stagefrontier/v1/query.proto): job list, suspects,
+// per-step accounting, a live verdict stream, per-rank health and runtime control.
+//
+//   QueryService query(&jobs, &sessions, token);
+//   builder.RegisterService(&query);
+//   ...
+//   query.Shutdown();   // ends WatchVerdicts streams before the server stops
+#ifndef STAGEFRONTIER_DAEMON_COORDINATOR_QUERY_SERVICE_H_
+#define STAGEFRONTIER_DAEMON_COORDINATOR_QUERY_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "daemon/coordinator/job_registry.h"
+#include "daemon/coordinator/sidecar_sessions.h"
+#include "stagefrontier/v1/query.grpc.pb.h"
+
+namespace stagefrontier {
+
+class QueryService final : public v1::Query::Service {
+ public:
+  QueryService(JobRegistry* jobs, SidecarSessions* sessions, CoordinatorMetrics* metrics,
+               std::string token);
+
+  grpc::Status ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
+                        v1::ListJobsReply* reply) override;
+  grpc::Status GetSuspects(grpc::ServerContext* context, const v1::GetSuspectsRequest* request,
+                           v1::SuspectsReply* reply) override;
+  grpc::Status GetSteps(grpc::ServerContext* context, const v1::GetStepsRequest* request,
+                        v1::GetStepsReply* reply) override;
+  grpc::Status WatchVerdicts(grpc::ServerContext* context,
+                             const v1::WatchVerdictsRequest* request,
+                             grpc::ServerWriter<v1::VerdictEvent>* writer) override;
+  grpc::Status GetHealth(grpc::ServerContext* context, const v1::GetHealthRequest* request,
+                         v1::GetHealthReply* reply) override;
+  grpc::Status Control(grpc::ServerContext* context, const v1::ControlCommand* request,
+                       v1::ControlReply* reply) override;
+
+  // Makes every WatchVerdicts call return (server shutdown).
+  void Shutdown();
+
+ private:
+  // Checks the token and finds the job: UNAUTHENTICATED, NOT_FOUND otherwise.
+  grpc::Status Lookup(const grpc::ServerContext& context, const std::string& job,
+                      std::shared_ptr<JobState>* out);
+
+  JobRegistry* jobs_;
+  SidecarSessions* sessions_;
+  CoordinatorMetrics* metrics_;
+  std::string token_;
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<uint64_t> next_request_id_{1};
+};
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_COORDINATOR_QUERY_SERVICE_H_

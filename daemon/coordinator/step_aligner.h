@@ -1,0 +1,86 @@
+// Aligns one job's rank-steps across ranks: holds each step until every expected rank has
+// reported it (or its deadline passes), then hands it over, oldest first, as the engine's
+// StepInput. Ranks whose records stop coming are marked missing after the first step that
+// closed without them, and later steps no longer wait for them; a record from a missing rank
+// brings it back. Duplicates (a re-send after a restart) and records for steps already
+// closed are recognized and counted, never accounted twice. No I/O, no threads, no clock:
+// callers pass `now_ns`, so that a journal replay makes exactly the same decisions.
+//
+//   StepAligner aligner(/*world_size=*/16, /*stage_count=*/5, {.deadline_ns = 5'000'000'000});
+//   aligner.Add(rank, step, durations, flags, now_ns);
+//   while (auto step = aligner.NextClosable(now_ns)) engine->AddStep(aligner.Close(*step));
+#ifndef STAGEFRONTIER_DAEMON_COORDINATOR_STEP_ALIGNER_H_
+#define STAGEFRONTIER_DAEMON_COORDINATOR_STEP_ALIGNER_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "daemon/accounting/step_input.h"
+
+namespace stagefrontier {
+
+struct AlignerOptions {
+  // A step closes as partial once this long has passed since its first record arrived.
+  int64_t deadline_ns = 5'000'000'000;
+  // At most this many steps wait; the oldest is closed when one more arrives.
+  int64_t max_pending_steps = 1024;
+};
+
+enum class AlignOutcome { kAccepted, kDuplicate, kLate };
+
+enum class RankState : uint8_t { kUnseen, kReporting, kMissing };
+
+class StepAligner {
+ public:
+  StepAligner(int32_t world_size, uint32_t stage_count, AlignerOptions options = {});
+
+  // Offers one rank-step (rank in [0, world_size), stage_count durations, checked by the
+  // caller). Returns kDuplicate if this (rank, step) is already held or was accounted, kLate
+  // if its step closed without it.
+  AlignOutcome Add(int32_t rank, int64_t step, const int64_t* durations_ns, uint32_t flags,
+                   int64_t now_ns);
+
+  // The oldest pending step if it can close now: every expected rank reported it, its
+  // deadline passed, or too many steps wait. nullopt otherwise.
+  std::optional<int64_t> NextClosable(int64_t now_ns) const;
+  // Removes step `step` (must be the oldest pending) and returns its input, ranks in arrival
+  // order, boundaries rebuilt from durations with the step starting at 0. Ranks absent from
+  // it become missing.
+  StepInput Close(int64_t step);
+
+  RankState rank_state(int32_t rank) const { return state_[rank]; }
+  // The newest step accepted from `rank`, -1 if none.
+  int64_t last_step(int32_t rank) const { return last_accepted_[rank]; }
+  int64_t last_closed() const { return last_closed_; }
+  size_t pending_steps() const { return pending_.size(); }
+  // When the oldest pending step's first record arrived; 0 if none waits.
+  int64_t oldest_first_arrival_ns() const {
+    return pending_.empty() ? 0 : pending_.begin()->second.first_arrival_ns;
+  }
+  int32_t missing_count() const { return missing_; }
+
+ private:
+  struct Pending {
+    int64_t first_arrival_ns = 0;
+    int32_t present = 0;
+    std::vector<uint8_t> has;        // by rank
+    std::vector<int32_t> ranks;      // arrival order
+    std::vector<int64_t> durations;  // rank-major, arrival order
+  };
+  bool Complete(const Pending& p) const;
+
+  int32_t world_size_;
+  uint32_t stage_count_;
+  AlignerOptions options_;
+  std::map<int64_t, Pending> pending_;
+  std::vector<RankState> state_;
+  std::vector<int64_t> last_accepted_;
+  int32_t missing_ = 0;
+  int64_t last_closed_ = -1;
+};
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_COORDINATOR_STEP_ALIGNER_H_

@@ -1,0 +1,203 @@
+// sfctl: asks the coordinator where to look. Text tables by default, --json for scripts.
+// Exit status: 0 ok, 1 the coordinator refused (unknown job, bad argument...), 2 usage,
+// 3 the coordinator is unreachable. docs/cli.md.
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "daemon/common/grpc_security.h"
+#include "daemon/sfctl/sfctl_render.h"
+#include "grpcpp/grpcpp.h"
+#include "stagefrontier/v1/query.grpc.pb.h"
+
+namespace {
+
+using namespace stagefrontier;
+
+struct Common {
+  std::string coordinator = "127.0.0.1:7311";
+  std::string token_file;
+  TlsFiles tls;
+  int timeout_s = 10;
+  bool json = false;
+};
+
+int Report(const grpc::Status& s, const Common& c) {
+  if (s.ok()) return 0;
+  if (s.error_code() == grpc::UNAVAILABLE || s.error_code() == grpc::DEADLINE_EXCEEDED) {
+    std::cerr << "sfctl: cannot reach the coordinator at " << c.coordinator << ": "
+              << s.error_message() << "\n";
+    return 3;
+  }
+  std::cerr << "sfctl: " << s.error_message() << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"sfctl: ask the StageFrontier coordinator which stage on which rank to look at"};
+  app.require_subcommand(1);
+  Common c;
+  app.add_option("--coordinator", c.coordinator, "coordinator gRPC address")
+      ->capture_default_str();
+  app.add_option("--token-file", c.token_file, "shared token file");
+  app.add_option("--tls-ca", c.tls.ca, "verify the coordinator with this CA (enables TLS)");
+  app.add_option("--tls-cert", c.tls.cert, "client certificate (mutual TLS)");
+  app.add_option("--tls-key", c.tls.key, "client key (mutual TLS)");
+  app.add_option("--timeout", c.timeout_s, "seconds to wait for an answer")->capture_default_str();
+  app.add_flag("--json", c.json, "print the reply as JSON (proto3 mapping)");
+
+  std::string job;
+  int window = 0;
+  int64_t from = 0, to = INT64_MAX;
+  int limit = 0, count = 0;
+  int64_t after = 0;
+  auto* jobs_cmd = app.add_subcommand("jobs", "list jobs");
+  auto* suspects = app.add_subcommand("suspects", "verdict and suspects of a job's window");
+  suspects->add_option("--job", job, "job id")->required();
+  suspects->add_option("--window", window, "re-account the last N steps (0: current window)");
+  auto* steps = app.add_subcommand("steps", "per-step accounting");
+  steps->add_option("--job", job, "job id")->required();
+  steps->add_option("--from", from, "first step");
+  steps->add_option("--to", to, "last step");
+  steps->add_option("--limit", limit, "at most this many steps (default 1000)");
+  auto* watch = app.add_subcommand("watch", "print verdicts as windows close");
+  watch->add_option("--job", job, "job id")->required();
+  watch->add_option("--count", count, "stop after this many verdicts (0: never)");
+  watch->add_option("--after", after, "start after this verdict sequence number");
+  auto* health = app.add_subcommand("health", "per-rank health");
+  health->add_option("--job", job, "job id")->required();
+  auto* control = app.add_subcommand("control", "runtime control of a job");
+  control->add_option("--job", job, "job id")->required();
+  bool pause = false, resume = false;
+  uint32_t sample = 0;
+  int trace_rank = -1;
+  std::string trace_steps;
+  v1::ConfigChange config;
+  int window_steps = 0;
+  double excess_z = 0, clear_share = 0;
+  control->add_flag("--pause", pause, "stop stub recording");
+  control->add_flag("--resume", resume, "resume stub recording");
+  control->add_option("--sample-every", sample, "stubs record one step in N");
+  control->add_option("--trace-rank", trace_rank, "ask this rank for a detailed trace");
+  control->add_option("--trace-steps", trace_steps, "of steps FIRST:LAST");
+  control->add_option("--window-steps", window_steps, "new verdict window");
+  control->add_option("--excess-z", excess_z, "new excess threshold in noise scales");
+  control->add_option("--clear-share", clear_share, "new CLEAR share");
+  CLI11_PARSE(app, argc, argv);
+
+  absl::StatusOr<std::string> token = ReadTokenFile(c.token_file);
+  if (!token.ok()) {
+    std::cerr << "sfctl: " << token.status().message() << "\n";
+    return 2;
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds = ChannelCredentials(c.tls);
+  if (!creds.ok()) {
+    std::cerr << "sfctl: " << creds.status().message() << "\n";
+    return 2;
+  }
+  auto stub = v1::Query::NewStub(grpc::CreateChannel(c.coordinator, *creds));
+  grpc::ClientContext ctx;
+  AttachToken(&ctx, *token);
+  if (!watch->parsed()) {
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(c.timeout_s));
+  }
+  const auto print = [&](const google::protobuf::Message& m, const std::string& text) {
+    std::cout << (c.json ? ToJson(m) + "\n" : text);
+  };
+
+  if (jobs_cmd->parsed()) {
+    v1::ListJobsReply r;
+    grpc::Status s = stub->ListJobs(&ctx, v1::ListJobsRequest(), &r);
+    if (s.ok()) print(r, RenderJobs(r));
+    return Report(s, c);
+  }
+  if (suspects->parsed()) {
+    v1::GetSuspectsRequest req;
+    req.set_job(job);
+    req.set_window(window);
+    v1::SuspectsReply r;
+    grpc::Status s = stub->GetSuspects(&ctx, req, &r);
+    if (s.ok()) print(r, RenderSuspects(r));
+    return Report(s, c);
+  }
+  if (steps->parsed()) {
+    v1::GetStepsRequest req;
+    req.set_job(job);
+    req.set_from_step(from);
+    req.set_to_step(to);
+    req.set_limit(limit);
+    v1::GetStepsReply r;
+    grpc::Status s = stub->GetSteps(&ctx, req, &r);
+    if (s.ok()) print(r, RenderSteps(r));
+    return Report(s, c);
+  }
+  if (health->parsed()) {
+    v1::GetHealthRequest req;
+    req.set_job(job);
+    v1::GetHealthReply r;
+    grpc::Status s = stub->GetHealth(&ctx, req, &r);
+    if (s.ok()) print(r, RenderHealth(r));
+    return Report(s, c);
+  }
+  if (watch->parsed()) {
+    v1::WatchVerdictsRequest req;
+    req.set_job(job);
+    req.set_after_seq(after);
+    auto reader = stub->WatchVerdicts(&ctx, req);
+    v1::VerdictEvent ev;
+    int seen = 0;
+    while (reader->Read(&ev)) {
+      print(ev, absl::StrCat("#", ev.seq(), " ", RenderVerdict(ev.verdict())));
+      std::cout.flush();
+      if (count > 0 && ++seen >= count) {
+        ctx.TryCancel();
+        break;
+      }
+    }
+    grpc::Status s = reader->Finish();
+    if (count > 0 && seen >= count) return 0;
+    return Report(s, c);
+  }
+  if (control->parsed()) {
+    v1::ControlCommand cmd;
+    cmd.set_job(job);
+    int actions = 0;
+    if (pause) ++actions, cmd.set_pause(true);
+    if (resume) ++actions, cmd.set_resume(true);
+    if (sample > 0) ++actions, cmd.set_sample_every(sample);
+    if (trace_rank >= 0) {
+      ++actions;
+      std::vector<std::string> parts = absl::StrSplit(trace_steps, ':');
+      int64_t first = 0, last = 0;
+      if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &first) ||
+          !absl::SimpleAtoi(parts[1], &last)) {
+        std::cerr << "sfctl: --trace-steps wants FIRST:LAST, got \"" << trace_steps << "\"\n";
+        return 2;
+      }
+      cmd.mutable_trace()->set_rank(trace_rank);
+      cmd.mutable_trace()->set_first_step(first);
+      cmd.mutable_trace()->set_last_step(last);
+    }
+    if (window_steps > 0 || excess_z > 0 || clear_share > 0) {
+      ++actions;
+      cmd.mutable_config()->set_window_steps(window_steps);
+      cmd.mutable_config()->set_excess_z(excess_z);
+      cmd.mutable_config()->set_clear_share(clear_share);
+    }
+    if (actions != 1) {
+      std::cerr << "sfctl: control wants exactly one action (--pause, --resume, --sample-every, "
+                   "--trace-rank with --trace-steps, or thresholds)\n";
+      return 2;
+    }
+    v1::ControlReply r;
+    grpc::Status s = stub->Control(&ctx, cmd, &r);
+    if (s.ok()) print(r, r.message() + "\n");
+    return Report(s, c);
+  }
+  return 2;
+}

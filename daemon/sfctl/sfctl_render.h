@@ -1,0 +1,25 @@
+// Text renderings of query replies for sfctl (aligned tables for people); --json output is
+// the proto3 JSON mapping of the same replies (docs/cli.md).
+//
+//   std::cout << RenderSuspects(reply);
+#ifndef STAGEFRONTIER_DAEMON_SFCTL_SFCTL_RENDER_H_
+#define STAGEFRONTIER_DAEMON_SFCTL_SFCTL_RENDER_H_
+
+#include <string>
+
+#include "google/protobuf/message.h"
+#include "stagefrontier/v1/query.pb.h"
+
+namespace stagefrontier {
+
+std::string RenderJobs(const v1::ListJobsReply& reply);
+std::string RenderSuspects(const v1::SuspectsReply& reply);
+std::string RenderVerdict(const v1::Verdict& v);
+std::string RenderSteps(const v1::GetStepsReply& reply);
+std::string RenderHealth(const v1::GetHealthReply& reply);
+// One line of proto3 JSON (field names as in the .proto).
+std::string ToJson(const google::protobuf::Message& message);
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_SFCTL_SFCTL_RENDER_H_

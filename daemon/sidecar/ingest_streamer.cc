@@ -1,0 +1,179 @@
+#include "daemon/sidecar/ingest_streamer.h"
+
+#include <unistd.h>
+
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace stagefrontier {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+IngestStreamer::IngestStreamer(StreamerOptions options, SegmentDrainer* drainer, Log log)
+    : options_(std::move(options)), drainer_(drainer), log_(std::move(log)) {}
+
+void IngestStreamer::Stop() {
+  stop_ = true;
+  cv_.notify_all();
+}
+
+void IngestStreamer::Run() {
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds =
+      ChannelCredentials(options_.tls);
+  if (!creds.ok()) {
+    if (log_) log_(std::string(creds.status().message()));
+    return;
+  }
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(16 << 20);
+  auto channel = grpc::CreateCustomChannel(options_.coordinator, *creds, args);
+  auto backoff = options_.backoff_min;
+  while (!stop_) {
+    const bool progressed = RunStream(channel);
+    if (stop_) break;
+    if (progressed) backoff = options_.backoff_min;
+    ++counters_.reconnects;
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, backoff, [&] { return stop_.load(); });
+    backoff = std::min(backoff * 2, options_.backoff_max);
+  }
+}
+
+bool IngestStreamer::RunStream(std::shared_ptr<grpc::Channel> channel) {
+  auto stub = v1::Ingest::NewStub(channel);
+  grpc::ClientContext context;
+  AttachToken(&context, options_.token);
+  std::unique_ptr<grpc::ClientReaderWriter<v1::SidecarMessage, v1::CoordinatorMessage>> stream =
+      stub->Stream(&context);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inbox_.clear();
+    stream_broken_ = false;
+  }
+  v1::SidecarMessage hello;
+  hello.mutable_hello()->set_protocol_version(v1::PROTOCOL_VERSION_1);
+  hello.mutable_hello()->set_node(options_.node);
+  hello.mutable_hello()->set_sidecar_id(absl::StrCat(options_.node, "/", ::getpid()));
+  bool progressed = false;
+  if (stream->Write(hello)) {
+    // Everything not acknowledged goes again on this stream.
+    drainer_->Rewind();
+    std::thread reader([&] {
+      v1::CoordinatorMessage msg;
+      while (stream->Read(&msg)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        inbox_.push_back(msg);
+        cv_.notify_all();
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      stream_broken_ = true;
+      cv_.notify_all();
+    });
+    std::deque<InFlight> inflight;
+    size_t unacked = 0;
+    uint64_t seq = 0;
+    auto next_rescan = Clock::now();
+    auto next_health = Clock::now() + options_.health_every;
+    auto poll = options_.poll_min;
+    std::set<std::string> said;
+    std::chrono::steady_clock::time_point stop_deadline{};
+    bool ok = true;
+    while (ok) {
+      std::deque<v1::CoordinatorMessage> got;
+      bool broken = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        got.swap(inbox_);
+        broken = stream_broken_;
+      }
+      for (const v1::CoordinatorMessage& m : got) {
+        if (m.has_ack()) {
+          const v1::BatchAck& ack = m.ack();
+          while (!inflight.empty() && inflight.front().seq <= ack.batch_seq()) {
+            drainer_->Commit(inflight.front().commits);
+            unacked -= inflight.front().records;
+            counters_.records_acked += inflight.front().records;
+            inflight.pop_front();
+          }
+          progressed = true;
+          for (const v1::Rejection& r : ack.rejections()) {
+            ++counters_.rejections;
+            const std::string line = absl::StrCat("coordinator refused job ", r.job(), " rank ",
+                                                  r.rank(), ": ", r.message());
+            if (said.insert(line).second && log_) log_(line);
+          }
+        } else if (m.has_control()) {
+          v1::SidecarMessage reply;
+          *reply.mutable_control_ack() = drainer_->ApplyControl(m.control());
+          if (log_) {
+            log_(absl::StrCat("control request ", m.control().request_id(), " for job ",
+                              m.control().job(), reply.control_ack().applied()
+                                                     ? " applied"
+                                                     : ": " + reply.control_ack().error()));
+          }
+          ok = stream->Write(reply);
+        }
+      }
+      if (broken || !ok) break;
+      const auto now = Clock::now();
+      if (now >= next_rescan) {
+        drainer_->Rescan();
+        next_rescan = now + options_.rescan_every;
+      }
+      if (now >= next_health) {
+        v1::SidecarMessage h;
+        drainer_->FillHealth(h.mutable_health());
+        if (h.health().slots_size() > 0 && !stream->Write(h)) break;
+        next_health = now + options_.health_every;
+      }
+      size_t n = 0;
+      if (unacked < options_.max_unacked_records) {
+        v1::SidecarMessage msg;
+        InFlight f;
+        n = drainer_->Drain(msg.mutable_batch(), &f.commits,
+                            std::min(options_.max_batch_records,
+                                     options_.max_unacked_records - unacked));
+        if (n > 0 || !f.commits.empty()) {
+          f.seq = ++seq;
+          f.records = n;
+          msg.mutable_batch()->set_batch_seq(f.seq);
+          if (!stream->Write(msg)) break;
+          ++counters_.batches_sent;
+          counters_.records_sent += n;
+          unacked += n;
+          inflight.push_back(std::move(f));
+        }
+      }
+      if (stop_) {
+        if (stop_deadline == Clock::time_point{}) stop_deadline = now + options_.stop_grace;
+        if ((inflight.empty() && n == 0) || now >= stop_deadline) {
+          if (!inflight.empty() && log_) {
+            log_(absl::StrCat(unacked, " records not acknowledged at exit; they stay in the "
+                              "rings for the next sidecar"));
+          }
+          break;
+        }
+      }
+      poll = n > 0 ? options_.poll_min : std::min(poll * 2, options_.poll_max);
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, poll, [&] { return !inbox_.empty() || stream_broken_; });
+    }
+    stream->WritesDone();
+    context.TryCancel();
+    reader.join();
+  }
+  const grpc::Status status = stream->Finish();
+  if (!stop_ && log_) {
+    log_(absl::StrCat("stream to coordinator ", options_.coordinator, " ended: ",
+                      status.ok() ? "closed" : status.error_message(), " (code ",
+                      static_cast<int>(status.error_code()), "); reconnecting"));
+  }
+  return progressed;
+}
+
+}  // namespace stagefrontier

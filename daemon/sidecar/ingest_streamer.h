@@ -1,0 +1,86 @@
+// The sidecar's connection to the coordinator: one long-lived bidirectional stream that
+// carries step batches up and acknowledgements and control requests down. Reconnects with
+// exponential backoff; after a reconnect it re-sends everything not acknowledged (the
+// records are still in the rings: see segment_drainer.h). On Stop it drains what is left,
+// waits a bounded time for the last acknowledgements and closes the stream.
+//
+//   IngestStreamer streamer(options, &drainer, log);
+//   std::thread t([&] { streamer.Run(); });
+//   ... on SIGTERM: streamer.Stop(); t.join();
+#ifndef STAGEFRONTIER_DAEMON_SIDECAR_INGEST_STREAMER_H_
+#define STAGEFRONTIER_DAEMON_SIDECAR_INGEST_STREAMER_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "daemon/common/grpc_security.h"
+#include "daemon/sidecar/segment_drainer.h"
+#include "stagefrontier/v1/ingest.grpc.pb.h"
+
+namespace stagefrontier {
+
+struct StreamerOptions {
+  std::string coordinator = "127.0.0.1:7311";
+  std::string node;
+  std::string token;
+  TlsFiles tls;
+  size_t max_batch_records = 4096;
+  size_t max_unacked_records = 65536;
+  std::chrono::milliseconds poll_min{1};
+  std::chrono::milliseconds poll_max{10};
+  std::chrono::milliseconds rescan_every{1000};
+  std::chrono::milliseconds health_every{2000};
+  std::chrono::milliseconds backoff_min{100};
+  std::chrono::milliseconds backoff_max{5000};
+  std::chrono::milliseconds stop_grace{5000};
+};
+
+struct StreamerCounters {
+  std::atomic<uint64_t> batches_sent{0};
+  std::atomic<uint64_t> records_sent{0};
+  std::atomic<uint64_t> records_acked{0};
+  std::atomic<uint64_t> reconnects{0};
+  std::atomic<uint64_t> rejections{0};
+};
+
+class IngestStreamer {
+ public:
+  using Log = std::function<void(const std::string&)>;
+  IngestStreamer(StreamerOptions options, SegmentDrainer* drainer, Log log);
+
+  // Runs until Stop(). Returns after the final flush.
+  void Run();
+  // Asks Run to flush and return; safe from any thread.
+  void Stop();
+  const StreamerCounters& counters() const { return counters_; }
+
+ private:
+  struct InFlight {
+    uint64_t seq = 0;
+    size_t records = 0;
+    std::vector<CommitPoint> commits;
+  };
+  // One connection's life. Returns true if the stream made progress (resets the backoff).
+  bool RunStream(std::shared_ptr<grpc::Channel> channel);
+
+  StreamerOptions options_;
+  SegmentDrainer* drainer_;
+  Log log_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<v1::CoordinatorMessage> inbox_;
+  bool stream_broken_ = false;
+  StreamerCounters counters_;
+};
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_SIDECAR_INGEST_STREAMER_H_

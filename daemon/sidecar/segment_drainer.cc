@@ -1,0 +1,217 @@
+#include "daemon/sidecar/segment_drainer.h"
+
+#include <dirent.h>
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/wire/packed_steps.h"
+
+namespace stagefrontier {
+
+SegmentDrainer::SegmentDrainer(DrainerOptions options, Log log)
+    : options_(std::move(options)), log_(std::move(log)) {}
+
+absl::Status SegmentDrainer::Start() {
+  if (options_.create_job.empty()) return absl::OkStatus();
+  shm::SegmentOptions o;
+  o.dir = options_.dir;
+  o.job_id = options_.create_job;
+  o.slot_count = options_.create_slots;
+  o.ring_capacity = options_.create_ring_capacity;
+  o.group = options_.group;
+  absl::StatusOr<std::unique_ptr<shm::MappedSegment>> seg = shm::MappedSegment::OpenOrCreate(o);
+  if (!seg.ok()) return seg.status();
+  if (log_) {
+    log_(absl::StrCat((*seg)->created() ? "created" : "found", " segment ", (*seg)->path()));
+  }
+  return absl::OkStatus();
+}
+
+void SegmentDrainer::Rescan() {
+  DIR* dir = ::opendir(options_.dir.c_str());
+  if (dir == nullptr) {
+    if (refused_paths_.insert(options_.dir).second && log_) {
+      log_(absl::StrCat("cannot open segment directory ", options_.dir));
+    }
+    return;
+  }
+  std::vector<std::string> found;
+  while (const dirent* e = ::readdir(dir)) {
+    const std::string name = e->d_name;
+    if (!absl::StartsWith(name, "stagefrontier.") || !absl::EndsWith(name, ".seg")) continue;
+    const std::string path = absl::StrCat(options_.dir, "/", name);
+    if (!options_.job.empty() && path != shm::SegmentPath(options_.dir, options_.job)) continue;
+    if (known_paths_.count(path) == 0) found.push_back(path);
+  }
+  ::closedir(dir);
+  std::sort(found.begin(), found.end());
+  for (const std::string& path : found) Attach(path);
+}
+
+void SegmentDrainer::Attach(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<shm::MappedSegment>> seg = shm::MappedSegment::Attach(path);
+  absl::Status s = seg.ok() ? (*seg)->LockForReading() : seg.status();
+  if (!s.ok()) {
+    // A segment still being created is retried; anything else is said once.
+    if (refused_paths_.insert(absl::StrCat(path, "|", s.message())).second && log_) {
+      log_(absl::StrCat("not draining ", path, ": ", s.message()));
+    }
+    return;
+  }
+  known_paths_.insert(path);
+  Attached a;
+  a.job = (*seg)->view().job_id();
+  a.mapped = *std::move(seg);
+  shm::ReaderOptions ro;
+  ro.stale_after_ns = options_.stale_after_ns;
+  ro.commit_on_drain = false;
+  ro.on_error = [this, job = a.job](uint32_t, const std::string& message) {
+    if (log_) log_(absl::StrCat("job ", job, ": ", message));
+  };
+  a.reader = std::make_unique<shm::SegmentReader>(a.mapped->view(), std::move(ro));
+  a.declared_generation.assign(a.mapped->view().slot_count(), 0);
+  a.control.assign(a.mapped->view().slot_count(), shm::ControlRequest{});
+  if (log_) {
+    log_(absl::StrCat("draining job ", a.job, " from ", path, " (", a.mapped->view().slot_count(),
+                      " slots of ", a.mapped->view().ring_capacity(), " records)"));
+  }
+  segments_.push_back(std::move(a));
+}
+
+size_t SegmentDrainer::Drain(v1::StepBatch* batch, std::vector<CommitPoint>* commits,
+                             size_t max_records) {
+  size_t taken = 0;
+  for (size_t si = 0; si < segments_.size() && taken < max_records; ++si) {
+    Attached& a = segments_[si];
+    // Per slot: the RankSteps being filled and its encoder.
+    std::map<uint32_t, std::pair<v1::RankSteps*, wire::PackedStepsEncoder>> open;
+    std::vector<uint64_t> before(a.mapped->view().slot_count());
+    for (uint32_t i = 0; i < before.size(); ++i) before[i] = a.reader->ReadAhead(i);
+    const size_t room = max_records - taken;
+    const size_t per_slot = std::max<size_t>(1, room / std::max<uint32_t>(1, a.mapped->view().slot_count()));
+    taken += a.reader->Drain(
+        [&](const shm::DrainedStep& s) {
+          auto it = open.find(s.local_rank);
+          if (it == open.end() || it->second.first->rank() != s.rank) {
+            if (a.declared_generation[s.local_rank] != s.generation) {
+              const shm::SlotReport r = a.reader->Report(s.local_rank);
+              v1::RankDeclaration* d = batch->add_declarations();
+              d->set_job(a.job);
+              d->set_rank(s.rank);
+              d->set_world_size(r.world_size);
+              d->set_local_rank(static_cast<int32_t>(s.local_rank));
+              d->set_owner_generation(s.generation);
+              for (const auto& [name, kind] : r.stages) {
+                v1::Stage* st = d->add_stages();
+                st->set_name(name);
+                st->set_kind(static_cast<v1::StageKind>(kind));
+              }
+              a.declared_generation[s.local_rank] = s.generation;
+            }
+            if (it != open.end()) {  // a new owner with another rank: close the old message
+              v1::RankSteps* m = it->second.first;
+              m->set_base_step(it->second.second.base_step());
+              m->set_count(it->second.second.count());
+              m->set_packed(it->second.second.bytes());
+              open.erase(it);
+            }
+            v1::RankSteps* m = batch->add_steps();
+            m->set_job(a.job);
+            m->set_rank(s.rank);
+            it = open.emplace(s.local_rank,
+                              std::make_pair(m, wire::PackedStepsEncoder(static_cast<uint32_t>(
+                                                    s.boundaries_ns.size() - 1))))
+                     .first;
+          }
+          int64_t d[shm::v1::kMaxStages];
+          for (size_t k = 1; k < s.boundaries_ns.size(); ++k) {
+            d[k - 1] = s.boundaries_ns[k] - s.boundaries_ns[k - 1];
+          }
+          it->second.second.Add(s.step, d, s.flags);
+        },
+        per_slot);
+    for (auto& [local_rank, entry] : open) {
+      entry.first->set_base_step(entry.second.base_step());
+      entry.first->set_count(entry.second.count());
+      entry.first->set_packed(entry.second.bytes());
+    }
+    // Commit up to the read-ahead cursor, invalid records included: they will not improve.
+    for (uint32_t i = 0; i < before.size(); ++i) {
+      const uint64_t after = a.reader->ReadAhead(i);
+      if (after != before[i]) commits->push_back(CommitPoint{si, i, after});
+    }
+  }
+  return taken;
+}
+
+void SegmentDrainer::Commit(const std::vector<CommitPoint>& commits) {
+  for (const CommitPoint& c : commits) {
+    if (c.segment < segments_.size()) segments_[c.segment].reader->Commit(c.local_rank, c.cursor);
+  }
+}
+
+void SegmentDrainer::Rewind() {
+  for (Attached& a : segments_) {
+    a.reader->Rewind();
+    std::fill(a.declared_generation.begin(), a.declared_generation.end(), 0);
+  }
+}
+
+void SegmentDrainer::FillHealth(v1::Health* out) const {
+  for (const Attached& a : segments_) {
+    for (const shm::SlotReport& r : a.reader->Reports()) {
+      if (r.state == shm::v1::kSlotFree) continue;
+      v1::SlotHealth* h = out->add_slots();
+      h->set_job(a.job);
+      h->set_rank(r.rank);
+      h->set_local_rank(static_cast<int32_t>(r.local_rank));
+      h->set_owner_pid(r.owner_pid);
+      h->set_owner(shm::OwnerHealthName(r.owner));
+      h->set_records_read(r.records_read);
+      h->set_dropped_by_writer(r.dropped_by_writer);
+      h->set_torn(r.torn);
+      h->set_invalid(r.invalid);
+      h->set_gap_steps(r.gap_steps);
+      h->set_pending(r.pending);
+      h->set_last_error(r.last_error);
+    }
+  }
+}
+
+v1::ControlAck SegmentDrainer::ApplyControl(const v1::ControlRequest& request) {
+  v1::ControlAck ack;
+  ack.set_request_id(request.request_id());
+  ack.set_job(request.job());
+  ack.set_rank(request.rank());
+  int matched = 0;
+  for (Attached& a : segments_) {
+    if (a.job != request.job()) continue;
+    for (uint32_t i = 0; i < a.mapped->view().slot_count(); ++i) {
+      shm::v1::SlotHeader& slot = a.mapped->view().slot(i);
+      const uint32_t state = slot.state.load(std::memory_order_acquire);
+      if (state != shm::v1::kSlotActive) continue;
+      if (request.rank() >= 0 && slot.rank != request.rank()) continue;
+      shm::ControlRequest& c = a.control[i];
+      c.paused = request.paused();
+      c.sample_every = std::max<uint32_t>(1, request.sample_every());
+      if (request.rank() >= 0) {
+        c.trace_first_step = request.trace_first_step();
+        c.trace_last_step = request.trace_last_step();
+      }
+      c.request_id = request.request_id();
+      shm::PostControl(slot, c);
+      ++matched;
+    }
+  }
+  ack.set_applied(matched > 0);
+  if (matched == 0) {
+    ack.set_error(absl::StrCat("no active slot of job ", request.job(),
+                               request.rank() >= 0 ? absl::StrCat(" rank ", request.rank()) : "",
+                               " on this node"));
+  }
+  return ack;
+}
+
+}  // namespace stagefrontier

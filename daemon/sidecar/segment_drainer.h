@@ -1,0 +1,97 @@
+// The sidecar's view of its node: every job segment in the segment directory, drained with
+// read-ahead so that records leave the rings only once the coordinator acknowledged them
+// (a sidecar killed in between leaves them for its successor, which re-sends; the
+// coordinator drops the duplicates). Also relays control requests into the slots.
+//
+//   SegmentDrainer drainer({.dir = "/dev/shm"});
+//   drainer.Rescan();                                  // picks up new segments
+//   v1::StepBatch batch; std::vector<CommitPoint> commits;
+//   if (drainer.Drain(&batch, &commits, 4096) > 0) send(batch);
+//   ... on the batch's ack: drainer.Commit(commits);
+//   ... on a new stream:    drainer.Rewind();          // re-send what was not acknowledged
+#ifndef STAGEFRONTIER_DAEMON_SIDECAR_SEGMENT_DRAINER_H_
+#define STAGEFRONTIER_DAEMON_SIDECAR_SEGMENT_DRAINER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "shm/control_channel.h"
+#include "shm/segment_file.h"
+#include "shm/segment_reader.h"
+#include "stagefrontier/v1/ingest.pb.h"
+
+namespace stagefrontier {
+
+struct DrainerOptions {
+  std::string dir = shm::kDefaultSegmentDir;
+  std::string job;  // only this job's segment; empty: every segment in dir
+  // Create this job's segment at start if it does not exist (sidecar started first).
+  std::string create_job;
+  uint32_t create_slots = 8;
+  uint32_t create_ring_capacity = 1024;
+  std::string group;  // segment group when creating
+  int64_t stale_after_ns = shm::kDefaultStaleAfterNs;
+};
+
+// Where a batch ends in one slot's ring: committing it hands the records back to the stub.
+struct CommitPoint {
+  size_t segment = 0;
+  uint32_t local_rank = 0;
+  uint64_t cursor = 0;
+};
+
+class SegmentDrainer {
+ public:
+  using Log = std::function<void(const std::string&)>;
+  explicit SegmentDrainer(DrainerOptions options, Log log = nullptr);
+
+  // Creates options.create_job's segment if asked. Fails as MappedSegment::OpenOrCreate.
+  [[nodiscard]] absl::Status Start();
+  // Attaches segments that appeared in the directory since the last call. Segments that
+  // cannot be used (another sidecar holds them, a newer layout, damage) are logged once.
+  void Rescan();
+
+  // Moves up to `max_records` new records into `batch` (with a declaration before a rank's
+  // first steps on this stream) and the end of what it took per slot into `commits`.
+  // Returns the number of records taken.
+  size_t Drain(v1::StepBatch* batch, std::vector<CommitPoint>* commits, size_t max_records);
+  void Commit(const std::vector<CommitPoint>& commits);
+  // A new stream: forget declarations and read again from what was last committed.
+  void Rewind();
+
+  // Per-slot counters of every segment, for the coordinator.
+  void FillHealth(v1::Health* out) const;
+  // Posts a control request into the slots it names. The ack says whether any slot matched.
+  v1::ControlAck ApplyControl(const v1::ControlRequest& request);
+
+  size_t segment_count() const { return segments_.size(); }
+
+ private:
+  struct Attached {
+    std::string job;
+    std::unique_ptr<shm::MappedSegment> mapped;
+    std::unique_ptr<shm::SegmentReader> reader;
+    // Owner generation declared on this stream, per slot (0: none yet).
+    std::vector<uint64_t> declared_generation;
+    // Trace window requested for each slot, kept when job-wide requests change the rest.
+    std::vector<shm::ControlRequest> control;
+  };
+  void Attach(const std::string& path);
+
+  DrainerOptions options_;
+  Log log_;
+  std::vector<Attached> segments_;
+  std::set<std::string> known_paths_;
+  std::set<std::string> refused_paths_;
+};
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_SIDECAR_SEGMENT_DRAINER_H_

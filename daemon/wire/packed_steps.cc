@@ -1,0 +1,113 @@
+#include "daemon/wire/packed_steps.h"
+
+#include "absl/strings/str_cat.h"
+#include "shm/segment_layout_v1.h"
+
+namespace stagefrontier::wire {
+namespace {
+
+void PutVarint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+uint64_t ZigZag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ (v < 0 ? ~0ULL : 0ULL); }
+int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>((v >> 1) ^ (~(v & 1) + 1)); }
+
+// Reads one varint; false if truncated or longer than 10 bytes / 64 bits.
+bool GetVarint(const char*& p, const char* end, uint64_t* v) {
+  uint64_t result = 0;
+  for (int shift = 0; shift < 64 && p < end; shift += 7) {
+    const uint8_t byte = static_cast<uint8_t>(*p++);
+    if (shift == 63 && byte > 1) return false;
+    result |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0) {
+      *v = result;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+void PackedStepsEncoder::Add(int64_t step, const int64_t* durations_ns, uint32_t flags) {
+  if (count_ == 0) {
+    base_step_ = step;
+    last_step_ = step;
+  }
+  PutVarint(bytes_, ZigZag(step - last_step_));
+  last_step_ = step;
+  for (uint32_t k = 0; k < stage_count_; ++k) {
+    PutVarint(bytes_, static_cast<uint64_t>(durations_ns[k] < 0 ? 0 : durations_ns[k]));
+  }
+  PutVarint(bytes_, flags);
+  ++count_;
+}
+
+void PackedStepsEncoder::Clear() {
+  bytes_.clear();
+  count_ = 0;
+  base_step_ = 0;
+  last_step_ = 0;
+}
+
+absl::Status DecodePackedSteps(
+    absl::string_view bytes, uint32_t count, int64_t base_step, uint32_t stage_count,
+    absl::FunctionRef<void(int64_t step, const int64_t* durations_ns, uint32_t flags)> sink) {
+  if (stage_count == 0 || stage_count > shm::v1::kMaxStages) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("packed steps: schema has ", stage_count, " stages"));
+  }
+  if (count > kMaxPackedCount) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("packed steps: count ", count, " is above ", kMaxPackedCount));
+  }
+  if (base_step < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("packed steps: base step ", base_step));
+  }
+  const char* p = bytes.data();
+  const char* end = p + bytes.size();
+  int64_t step = base_step;
+  int64_t durations[shm::v1::kMaxStages];
+  for (uint32_t i = 0; i < count; ++i) {
+    uint64_t v = 0;
+    if (!GetVarint(p, end, &v)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("packed steps: step ", i, ": truncated step number"));
+    }
+    const int64_t delta = UnZigZag(v);
+    if ((i == 0 && delta != 0) || (i > 0 && (delta <= 0 || delta > (int64_t{1} << 40)))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "packed steps: step ", i, ": step delta ", delta,
+          i == 0 ? " (the first step must equal base_step)" : " (steps must increase)"));
+    }
+    step += delta;
+    for (uint32_t k = 0; k < stage_count; ++k) {
+      if (!GetVarint(p, end, &v)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("packed steps: step ", i, ": truncated duration of stage ", k));
+      }
+      if (v > static_cast<uint64_t>(kMaxPackedStageNs)) {
+        return absl::InvalidArgumentError(absl::StrCat("packed steps: step ", i, ": stage ", k,
+                                                       " lasts ", v, " ns, over a day"));
+      }
+      durations[k] = static_cast<int64_t>(v);
+    }
+    if (!GetVarint(p, end, &v) || v > 0xffffffffULL) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("packed steps: step ", i, ": truncated or oversized flags"));
+    }
+    sink(step, durations, static_cast<uint32_t>(v));
+  }
+  if (p != end) {
+    return absl::InvalidArgumentError(absl::StrCat("packed steps: ", end - p,
+                                                   " bytes after the last of ", count, " steps"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace stagefrontier::wire

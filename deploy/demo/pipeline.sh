@@ -1,0 +1,108 @@
+# Shell functions that run the real StageFrontier pipeline on one machine: a coordinator, one
+# sidecar per simulated node (each with its own segment directory), and synthetic trainer
+# processes. Sourced by run_demo.sh and by the end-to-end tests.
+#
+#   source deploy/demo/pipeline.sh
+#   sf_init /tmp/run1 bazel-bin        # work directory, where the binaries are
+#   sf_start_coordinator 7311 7312
+#   sf_start_sidecar node0 7311; sf_start_sidecar node1 7311
+#   sf_run_trainers job1 16 2 200 --fault data:11:15 --fault-start 40    # waits for them
+#   sf_stop_all
+
+sf_init() {
+  SF_WORK=$1
+  SF_BIN=$2
+  mkdir -p "$SF_WORK"
+  SF_PIDS=()
+}
+
+# sf_start_coordinator GRPC_PORT METRICS_PORT [extra flags...]
+sf_start_coordinator() {
+  local port=$1 mport=$2
+  shift 2
+  mkdir -p "$SF_WORK/data"
+  "$SF_BIN/daemon/coordinator/stagefrontier-coordinator" --listen "127.0.0.1:$port" \
+    --metrics-listen "127.0.0.1:$mport" --data-dir "$SF_WORK/data" "$@" \
+    >>"$SF_WORK/coordinator.log" 2>&1 &
+  SF_COORD_PID=$!
+  SF_COORD="127.0.0.1:$port"
+  local i
+  for i in $(seq 100); do
+    "$SF_BIN/daemon/sfctl/sfctl" --coordinator "$SF_COORD" --timeout 1 jobs >/dev/null 2>&1 \
+      && return 0
+    sleep 0.1
+  done
+  echo "coordinator did not come up; its log:" >&2
+  cat "$SF_WORK/coordinator.log" >&2
+  return 1
+}
+
+# sf_start_sidecar NODE [extra flags...]: drains $SF_WORK/shm-NODE.
+sf_start_sidecar() {
+  local node=$1
+  shift
+  mkdir -p "$SF_WORK/shm-$node"
+  "$SF_BIN/daemon/sidecar/stagefrontier-sidecar" --coordinator "$SF_COORD" --node "$node" \
+    --shm-dir "$SF_WORK/shm-$node" "$@" >>"$SF_WORK/sidecar-$node.log" 2>&1 &
+  eval "SF_SIDECAR_PID_$node=$!"
+}
+
+# sf_spawn_trainers JOB WORLD NODES STEPS [trainer flags...]: starts WORLD processes, ranks
+# spread over NODES nodes (node = rank / (WORLD / NODES)); pids in SF_TRAINER_PIDS.
+sf_spawn_trainers() {
+  local job=$1 world=$2 nodes=$3 steps=$4
+  shift 4
+  local per=$((world / nodes)) r
+  rm -f "$SF_WORK/$job.barrier"
+  SF_TRAINER_PIDS=()
+  for ((r = 0; r < world; r++)); do
+    local node="node$((r / per))"
+    mkdir -p "$SF_WORK/shm-$node"
+    STAGEFRONTIER_SHM_DIR="$SF_WORK/shm-$node" TORCHELASTIC_RUN_ID=$job RANK=$r \
+      LOCAL_RANK=$((r % per)) WORLD_SIZE=$world LOCAL_WORLD_SIZE=$per \
+      "$SF_BIN/client/examples/synthetic_trainer" --steps "$steps" \
+      --barrier "$SF_WORK/$job.barrier" "$@" >>"$SF_WORK/trainer-$job.log" 2>&1 &
+    SF_TRAINER_PIDS+=($!)
+  done
+}
+
+sf_wait_trainers() {
+  local p rc=0
+  for p in "${SF_TRAINER_PIDS[@]}"; do wait "$p" || rc=1; done
+  return $rc
+}
+
+sf_run_trainers() {
+  sf_spawn_trainers "$@"
+  sf_wait_trainers
+}
+
+# sf_wait_steps JOB N [TIMEOUT_S]: until the coordinator accounted N steps of JOB.
+sf_wait_steps() {
+  local job=$1 want=$2 timeout=${3:-30} i got
+  for ((i = 0; i < timeout * 10; i++)); do
+    got=$(sf_ctl --json jobs | jq -r --arg j "$job" \
+      '[.jobs[] | select(.job == $j) | .steps_accounted | tonumber] | first // 0')
+    [ "${got:-0}" -ge "$want" ] && return 0
+    sleep 0.1
+  done
+  echo "job $job: ${got:-0} of $want steps accounted after ${timeout}s" >&2
+  return 1
+}
+
+sf_ctl() { "$SF_BIN/daemon/sfctl/sfctl" --coordinator "$SF_COORD" "$@"; }
+
+# Stops every daemon with SIGTERM (they flush), then waits.
+sf_stop_all() {
+  local v p
+  for v in ${!SF_SIDECAR_PID_*}; do
+    p=${!v}
+    kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null
+    unset "$v"
+  done
+  if [ -n "${SF_COORD_PID:-}" ]; then
+    kill -TERM "$SF_COORD_PID" 2>/dev/null && wait "$SF_COORD_PID" 2>/dev/null
+    SF_COORD_PID=
+  fi
+  return 0
+}
