@@ -76,7 +76,8 @@ StepInput StepAligner::Close(int64_t step) {
   }
   if (p.present < world_size_) {
     for (int32_t r = 0; r < world_size_; ++r) {
-      if (!p.has[r] && state_[r] != RankState::kMissing) {
+      // A rank that already reported a later step is behind, not gone.
+      if (!p.has[r] && state_[r] != RankState::kMissing && last_accepted_[r] < step) {
         state_[r] = RankState::kMissing;
         ++missing_;
       }

@@ -1,0 +1,182 @@
+// A job on the coordinator: ingest, alignment, accounting and the journal. The central
+// property: a job restored from its journal (after a crash at any point) holds exactly the
+// state the live job had: same steps, same verdicts, same counters.
+#include "daemon/coordinator/job_state.h"
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <random>
+
+#include "daemon/wire/packed_steps.h"
+
+namespace stagefrontier {
+namespace {
+
+constexpr int kWorld = 8;
+
+std::string TempDir() {
+  char dir[] = "/tmp/sf_jobstate_XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  return dir;
+}
+
+v1::RankDeclaration Decl(int rank, const std::string& stages = "data:io,forward:compute,"
+                                                               "grad_sync:sync,optimizer:compute") {
+  v1::RankDeclaration d;
+  d.set_job("job-1");
+  d.set_rank(rank);
+  d.set_world_size(kWorld);
+  StageSchema schema = *StageSchema::Parse(stages);
+  for (const Stage& s : schema.stages()) {
+    v1::Stage* p = d.add_stages();
+    p->set_name(s.name);
+    p->set_kind(static_cast<v1::StageKind>(s.kind));
+  }
+  return d;
+}
+
+// Rank `rank`'s steps [first, last]: from step 100, rank 5's data stage is 15 ms slower and the
+// others wait for it in grad_sync.
+v1::RankSteps Steps(int rank, int first, int last, std::mt19937* rng) {
+  std::uniform_int_distribution<int> jitter(-100'000, 100'000);
+  wire::PackedStepsEncoder enc(4);
+  for (int s = first; s <= last; ++s) {
+    const int64_t slow = 15'000'000;
+    int64_t d[4] = {4'000'000 + jitter(*rng), 8'000'000 + jitter(*rng), 300'000, 3'000'000};
+    if (s >= 100) (rank == 5 ? d[0] : d[2]) += slow;
+    enc.Add(s, d, 0);
+  }
+  v1::RankSteps rs;
+  rs.set_job("job-1");
+  rs.set_rank(rank);
+  rs.set_base_step(enc.base_step());
+  rs.set_count(enc.count());
+  rs.set_packed(enc.bytes());
+  return rs;
+}
+
+std::vector<std::string> Verdicts(const JobState& job) {
+  std::vector<std::string> out;
+  for (const auto& ev : job.VerdictsAfter(0, std::chrono::milliseconds(0))) {
+    out.push_back(ev.SerializeAsString());
+  }
+  return out;
+}
+
+TEST_CASE("a restored job equals the live one: steps, verdicts, counters") {
+  JobOptions o;
+  o.data_dir = TempDir();
+  o.fsync = false;
+  o.engine.window_steps = 50;
+  o.aligner.deadline_ns = 1'000'000;
+  auto live = JobState::Create(Decl(0), o, nullptr);
+  REQUIRE(live.ok());
+  std::mt19937 rng(7);
+  int64_t now = 1'000'000'000;
+  for (int chunk = 0; chunk < 30; ++chunk) {
+    for (int r = 0; r < kWorld; ++r) {
+      // Rank 7 skips chunk 10 (those steps close partial by deadline) and re-sends chunk 3
+      // (duplicates).
+      if (r == 7 && chunk == 10) continue;
+      auto c = (*live)->Ingest(Steps(r, chunk * 10, chunk * 10 + 9, &rng), "n", now);
+      REQUIRE(c.ok());
+      if (r == 7 && chunk == 4) {
+        auto dup = (*live)->Ingest(Steps(r, 30, 39, &rng), "n", now);
+        REQUIRE(dup.ok());
+        CHECK(dup->duplicates == 10);
+      }
+    }
+    now += 2'000'000;  // past the deadline: rank 7's missing steps close partial
+    (*live)->CloseDue(now);
+  }
+  REQUIRE((*live)->Flush().ok());
+  v1::JobInfo info;
+  (*live)->Info(&info);
+  CHECK(info.steps_accounted() == 300);
+  CHECK(info.partial_steps() == 10);
+  const std::vector<std::string> verdicts = Verdicts(**live);
+  REQUIRE(verdicts.size() == 6);
+  v1::SuspectsReply sus;
+  REQUIRE((*live)->Suspects(0, &sus).ok());
+  CHECK(sus.verdict().label() == "CLEAR");
+  REQUIRE(sus.verdict().suspects_size() > 0);
+  CHECK(sus.verdict().suspects(0).stage() == "data");
+  CHECK(sus.verdict().suspects(0).rank() == 5);
+  CHECK(sus.mean_top_stage() == "grad_sync");  // the dashboard points at the victims' wait
+
+  JournalOpenInfo oi;
+  auto restored = JobState::Restore(JournalPath(o.data_dir, "job-1"), o, nullptr, &oi);
+  REQUIRE(restored.ok());
+  CHECK(oi.truncated_bytes == 0);
+  v1::JobInfo info2;
+  (*restored)->Info(&info2);
+  CHECK(info2.SerializeAsString() == info.SerializeAsString());
+  CHECK(Verdicts(**restored) == verdicts);
+  v1::GetStepsReply a, b;
+  (*live)->Steps(0, 1000, 1000, &a);
+  (*restored)->Steps(0, 1000, 1000, &b);
+  CHECK(a.SerializeAsString() == b.SerializeAsString());
+  v1::SuspectsReply sus2;
+  REQUIRE((*restored)->Suspects(0, &sus2).ok());
+  CHECK(sus2.SerializeAsString() == sus.SerializeAsString());
+
+  // Re-accounting a window of the last 100 held steps names the same suspect.
+  v1::SuspectsReply w;
+  REQUIRE((*restored)->Suspects(100, &w).ok());
+  CHECK(w.window() == 100);
+  CHECK(w.verdict().suspects(0).rank() == 5);
+}
+
+TEST_CASE("declarations: mismatches are refused with a clear reason") {
+  JobOptions o;
+  o.data_dir = TempDir();
+  o.fsync = false;
+  auto job = JobState::Create(Decl(0), o, nullptr);
+  REQUIRE(job.ok());
+  CHECK((*job)->CheckDeclaration(Decl(3)).ok());
+  absl::Status s = (*job)->CheckDeclaration(Decl(3, "data:io,forward:compute"));
+  CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("declares schema"));
+  v1::RankDeclaration d = Decl(3);
+  d.set_world_size(16);
+  CHECK((*job)->CheckDeclaration(d).code() == absl::StatusCode::kFailedPrecondition);
+  CHECK((*job)->CheckDeclaration(Decl(8)).code() == absl::StatusCode::kOutOfRange);
+  // A second Create over the same journal is refused; a bad job id too.
+  CHECK(JobState::Create(Decl(0), o, nullptr).status().code() ==
+        absl::StatusCode::kAlreadyExists);
+  v1::RankDeclaration bad = Decl(0);
+  bad.set_job("../etc");
+  CHECK(JobState::Create(bad, o, nullptr).status().code() == absl::StatusCode::kInvalidArgument);
+  // Malformed packed bytes and out-of-range ranks are refused without keeping anything.
+  std::mt19937 rng(1);
+  v1::RankSteps rs = Steps(2, 0, 3, &rng);
+  rs.set_packed(rs.packed() + "junk");
+  CHECK((*job)->Ingest(rs, "n", 0).status().code() == absl::StatusCode::kInvalidArgument);
+  rs = Steps(9, 0, 3, &rng);
+  CHECK((*job)->Ingest(rs, "n", 0).status().code() == absl::StatusCode::kOutOfRange);
+  v1::GetHealthReply h;
+  (*job)->Health(&h);
+  CHECK(h.ranks(2).rejected() == 1);
+  CHECK(h.ranks(2).records_accepted() == 0);
+}
+
+TEST_CASE("a journal that is not a job is refused at restore") {
+  JobOptions o;
+  o.data_dir = TempDir();
+  const std::string path = JournalPath(o.data_dir, "x");
+  {
+    auto j = JobJournal::Open(path, false,
+                              [](const v1::JournalRecord&) { return absl::OkStatus(); }, nullptr);
+    REQUIRE(j.ok());
+    v1::JournalRecord r;
+    r.mutable_closed()->set_step(3);
+    (*j)->Append(r);
+  }
+  auto job = JobState::Restore(path, o, nullptr);
+  REQUIRE(!job.ok());
+  CHECK(job.status().code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(job.status().message()), Catch::Contains("JobDeclared"));
+}
+
+}  // namespace
+}  // namespace stagefrontier

@@ -1,0 +1,69 @@
+// The step aligner: complete steps close at once and in order; duplicates and late records
+// are recognized; deadlines close partial steps and mark the absent ranks missing, after
+// which they are no longer waited for; a missing rank that reports again comes back.
+#include "daemon/coordinator/step_aligner.h"
+
+#include <catch2/catch.hpp>
+
+namespace stagefrontier {
+namespace {
+
+const int64_t kD[] = {1'000, 2'000};
+
+TEST_CASE("complete steps close in order with rebuilt boundaries") {
+  StepAligner a(3, 2, {.deadline_ns = 1'000, .max_pending_steps = 100});
+  for (int r : {2, 0}) CHECK(a.Add(r, 0, kD, 0, 0) == AlignOutcome::kAccepted);
+  CHECK(!a.NextClosable(10).has_value());
+  // Step 1 complete, step 0 not: nothing closes out of order.
+  for (int r : {0, 1, 2}) CHECK(a.Add(r, 1, kD, 0, 5) == AlignOutcome::kAccepted);
+  CHECK(!a.NextClosable(10).has_value());
+  CHECK(a.Add(1, 0, kD, 0, 6) == AlignOutcome::kDuplicate);  // rank 1 already sent step 1
+  // Rank 1's records arrive in step order, so its step 0 after step 1 can only be a re-send.
+  REQUIRE(a.NextClosable(1'000).value() == 0);  // deadline
+  StepInput in = a.Close(0);
+  CHECK(in.step == 0);
+  REQUIRE(in.ranks.size() == 2);
+  CHECK(in.ranks[0].rank == 2);
+  CHECK(in.ranks[0].boundaries_ns == std::vector<int64_t>{0, 1'000, 3'000});
+  // Rank 1 already reported step 1: behind on step 0, not gone.
+  CHECK(a.rank_state(1) == RankState::kReporting);
+  CHECK(a.missing_count() == 0);
+  REQUIRE(a.NextClosable(1'001).value() == 1);
+  CHECK(a.Close(1).ranks.size() == 3);
+}
+
+TEST_CASE("duplicates, late records, and missing ranks no longer waited for") {
+  StepAligner a(2, 2, {.deadline_ns = 100, .max_pending_steps = 100});
+  CHECK(a.Add(0, 5, kD, 0, 0) == AlignOutcome::kAccepted);
+  CHECK(a.Add(0, 5, kD, 0, 1) == AlignOutcome::kDuplicate);
+  REQUIRE(a.NextClosable(100).value() == 5);
+  CHECK(a.Close(5).ranks.size() == 1);
+  CHECK(a.rank_state(1) == RankState::kMissing);
+  CHECK(a.Add(1, 5, kD, 0, 101) == AlignOutcome::kLate);
+  CHECK(a.Add(1, 4, kD, 0, 101) == AlignOutcome::kLate);
+  // Rank 1 is missing: step 6 closes as soon as rank 0 reports it.
+  CHECK(a.Add(0, 6, kD, 0, 102) == AlignOutcome::kAccepted);
+  CHECK(a.NextClosable(102).value() == 6);
+  a.Close(6);
+  // Rank 1 comes back: step 7 waits for it again.
+  CHECK(a.Add(1, 7, kD, 0, 103) == AlignOutcome::kAccepted);
+  CHECK(a.rank_state(1) == RankState::kReporting);
+  CHECK(a.Add(0, 7, kD, 0, 103) == AlignOutcome::kAccepted);
+  CHECK(a.NextClosable(103).value() == 7);
+  CHECK(a.last_closed() == 6);
+}
+
+TEST_CASE("too many pending steps close the oldest") {
+  StepAligner a(3, 2, {.deadline_ns = 1'000'000, .max_pending_steps = 3});
+  for (int s = 0; s < 3; ++s) a.Add(0, s, kD, 0, 0);
+  a.Add(1, 0, kD, 0, 0);
+  CHECK(!a.NextClosable(0).has_value());
+  a.Add(0, 3, kD, 0, 0);
+  CHECK(a.NextClosable(0).value() == 0);
+  a.Close(0);
+  CHECK(a.rank_state(2) == RankState::kMissing);
+  CHECK(a.rank_state(0) == RankState::kReporting);
+}
+
+}  // namespace
+}  // namespace stagefrontier
