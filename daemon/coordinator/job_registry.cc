@@ -46,8 +46,10 @@ absl::Status JobRegistry::RestoreAll(const std::function<void(const std::string&
       }
       log(line);
     }
+    // Take the name first: in `a = b`, b (which moves the job out) is evaluated before a.
+    std::shared_ptr<JobState> restored(*std::move(job));
     std::lock_guard<std::mutex> lock(mu_);
-    jobs_[(*job)->name()] = std::shared_ptr<JobState>(*std::move(job));
+    jobs_[restored->name()] = std::move(restored);
   }
   return first;
 }

@@ -14,6 +14,7 @@ sf_init() {
   SF_BIN=$2
   mkdir -p "$SF_WORK"
   SF_PIDS=()
+  SF_CTL_FLAGS=()  # e.g. (--tls-ca ca.pem --token-file token) for a secured coordinator
 }
 
 # sf_start_coordinator GRPC_PORT METRICS_PORT [extra flags...]
@@ -28,8 +29,7 @@ sf_start_coordinator() {
   SF_COORD="127.0.0.1:$port"
   local i
   for i in $(seq 100); do
-    "$SF_BIN/daemon/sfctl/sfctl" --coordinator "$SF_COORD" --timeout 1 jobs >/dev/null 2>&1 \
-      && return 0
+    sf_ctl --timeout 1 jobs >/dev/null 2>&1 && return 0
     sleep 0.1
   done
   echo "coordinator did not come up; its log:" >&2
@@ -90,7 +90,7 @@ sf_wait_steps() {
   return 1
 }
 
-sf_ctl() { "$SF_BIN/daemon/sfctl/sfctl" --coordinator "$SF_COORD" "$@"; }
+sf_ctl() { "$SF_BIN/daemon/sfctl/sfctl" --coordinator "$SF_COORD" "${SF_CTL_FLAGS[@]}" "$@"; }
 
 # Stops every daemon with SIGTERM (they flush), then waits.
 sf_stop_all() {
