@@ -89,39 +89,39 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<prometheus
 
 JobMetrics CoordinatorMetrics::ForJob(const std::string& job, const StageSchema& schema) {
   JobMetrics m;
-  m.rank_steps_accepted = &rank_steps_->Add({{"job", job}, {"outcome", "accepted"}});
-  m.rank_steps_duplicate = &rank_steps_->Add({{"job", job}, {"outcome", "duplicate"}});
-  m.rank_steps_late = &rank_steps_->Add({{"job", job}, {"outcome", "late"}});
-  m.rank_steps_rejected = &rank_steps_->Add({{"job", job}, {"outcome", "rejected"}});
-  m.steps_complete = &steps_->Add({{"job", job}, {"completeness", "complete"}});
-  m.steps_partial = &steps_->Add({{"job", job}, {"completeness", "partial"}});
-  m.steps_rejected = &steps_->Add({{"job", job}, {"completeness", "rejected"}});
-  m.exposed_step_seconds = &exposed_step_->Add({{"job", job}});
+  m.rank_steps_accepted = &rank_steps_->Add({{"training_job", job}, {"outcome", "accepted"}});
+  m.rank_steps_duplicate = &rank_steps_->Add({{"training_job", job}, {"outcome", "duplicate"}});
+  m.rank_steps_late = &rank_steps_->Add({{"training_job", job}, {"outcome", "late"}});
+  m.rank_steps_rejected = &rank_steps_->Add({{"training_job", job}, {"outcome", "rejected"}});
+  m.steps_complete = &steps_->Add({{"training_job", job}, {"completeness", "complete"}});
+  m.steps_partial = &steps_->Add({{"training_job", job}, {"completeness", "partial"}});
+  m.steps_rejected = &steps_->Add({{"training_job", job}, {"completeness", "rejected"}});
+  m.exposed_step_seconds = &exposed_step_->Add({{"training_job", job}});
   for (const Stage& s : schema.stages()) {
-    m.stage_exposed_seconds.push_back(&stage_exposed_->Add({{"job", job}, {"stage", s.name}}));
-    m.stage_excess_seconds.push_back(&stage_excess_->Add({{"job", job}, {"stage", s.name}}));
-    prometheus::Gauge* g = &top_suspect_rank_->Add({{"job", job}, {"stage", s.name}});
+    m.stage_exposed_seconds.push_back(&stage_exposed_->Add({{"training_job", job}, {"stage", s.name}}));
+    m.stage_excess_seconds.push_back(&stage_excess_->Add({{"training_job", job}, {"stage", s.name}}));
+    prometheus::Gauge* g = &top_suspect_rank_->Add({{"training_job", job}, {"stage", s.name}});
     g->Set(-1);
     m.top_suspect_rank.push_back(g);
   }
-  m.verdicts_healthy = &verdicts_->Add({{"job", job}, {"label", "HEALTHY"}, {"reason", ""}});
-  m.verdicts_clear = &verdicts_->Add({{"job", job}, {"label", "CLEAR"}, {"reason", ""}});
+  m.verdicts_healthy = &verdicts_->Add({{"training_job", job}, {"label", "HEALTHY"}, {"reason", ""}});
+  m.verdicts_clear = &verdicts_->Add({{"training_job", job}, {"label", "CLEAR"}, {"reason", ""}});
   m.verdicts_ambiguous.push_back(nullptr);
   for (int r = 1; r <= 4; ++r) {
     m.verdicts_ambiguous.push_back(&verdicts_->Add(
-        {{"job", job},
+        {{"training_job", job},
          {"label", "AMBIGUOUS"},
          {"reason", AmbiguityReasonName(static_cast<AmbiguityReason>(r))}}));
   }
-  m.window_label = &window_label_->Add({{"job", job}});
-  m.ranks_reporting = &ranks_->Add({{"job", job}, {"state", "reporting"}});
-  m.ranks_lagging = &ranks_->Add({{"job", job}, {"state", "lagging"}});
-  m.ranks_missing = &ranks_->Add({{"job", job}, {"state", "missing"}});
-  m.stub_dropped = &stub_records_->Add({{"job", job}, {"cause", "dropped"}});
-  m.stub_torn = &stub_records_->Add({{"job", job}, {"cause", "torn"}});
-  m.stub_invalid = &stub_records_->Add({{"job", job}, {"cause", "invalid"}});
+  m.window_label = &window_label_->Add({{"training_job", job}});
+  m.ranks_reporting = &ranks_->Add({{"training_job", job}, {"state", "reporting"}});
+  m.ranks_lagging = &ranks_->Add({{"training_job", job}, {"state", "lagging"}});
+  m.ranks_missing = &ranks_->Add({{"training_job", job}, {"state", "missing"}});
+  m.stub_dropped = &stub_records_->Add({{"training_job", job}, {"cause", "dropped"}});
+  m.stub_torn = &stub_records_->Add({{"training_job", job}, {"cause", "torn"}});
+  m.stub_invalid = &stub_records_->Add({{"training_job", job}, {"cause", "invalid"}});
   m.verdict_delay_seconds = &verdict_delay_->Add(
-      {{"job", job}},
+      {{"training_job", job}},
       prometheus::Histogram::BucketBoundaries{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                               0.5, 1, 2.5, 5, 10});
   return m;

@@ -1,5 +1,6 @@
 // The coordinator's Prometheus metrics (prometheus-cpp), named after the Prometheus
-// conventions: `stagefrontier_` prefix, base units (seconds), `_total` counters, `job` and
+// conventions: `stagefrontier_` prefix, base units (seconds), `_total` counters,
+// `training_job` (not `job`, which Prometheus sets to the scrape job) and
 // `stage` as labels, never a step or other unbounded label. docs/operations.md lists them.
 //
 //   CoordinatorMetrics metrics;

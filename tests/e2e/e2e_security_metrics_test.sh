@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# TLS and the shared token on every connection (sidecar -> coordinator, sfctl -> coordinator),
+# and the coordinator's /metrics scraped by a real Prometheus server (Debian's `prometheus`)
+# whose HTTP API must return the expected series.
+set -euo pipefail
+source deploy/demo/pipeline.sh
+sf_init "${TEST_TMPDIR:-$(mktemp -d)}/secure" .
+PROM_PID=
+trap 'sf_stop_all; [ -n "$PROM_PID" ] && kill $PROM_PID 2>/dev/null; kill ${SF_TRAINER_PIDS[@]:-} 2>/dev/null || true' EXIT
+fail() { echo "FAIL: $*" >&2; tail -20 "$SF_WORK"/*.log >&2; exit 1; }
+command -v prometheus >/dev/null || fail "prometheus is not installed (deploy/install-deps.sh installs it)"
+
+# A CA and a server certificate for 127.0.0.1.
+tls=$SF_WORK/tls
+mkdir -p "$tls"
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=sf-test-ca" \
+  -keyout "$tls/ca.key" -out "$tls/ca.pem" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
+  -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
+printf "subjectAltName=IP:127.0.0.1\n" >"$tls/ext"
+openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" \
+  -CAcreateserial -days 2 -extfile "$tls/ext" -out "$tls/server.pem" 2>/dev/null
+echo "correct-horse" >"$tls/token"
+echo "wrong" >"$tls/bad-token"
+
+SF_CTL_FLAGS=(--tls-ca "$tls/ca.pem" --token-file "$tls/token")
+sf_start_coordinator 17341 17342 --tls-cert "$tls/server.pem" --tls-key "$tls/server.key" \
+  --token-file "$tls/token" || fail "coordinator"
+sf_start_sidecar node0 --tls-ca "$tls/ca.pem" --token-file "$tls/token"
+sf_run_trainers job1 4 1 150 --fault forward:2:10 --fault-start 30 || fail "trainers"
+sf_wait_steps job1 150 30 || fail "steps over TLS"
+[ "$(sf_ctl --json suspects --job job1 | jq -r '.verdict.suspects[0].rank')" = 2 ] || fail "suspect"
+
+set +e
+SF_CTL_FLAGS=(--tls-ca "$tls/ca.pem" --token-file "$tls/bad-token")
+sf_ctl jobs 2>"$SF_WORK/err"; rc=$?
+[ $rc = 1 ] && grep -q "wrong token" "$SF_WORK/err" || fail "wrong token: rc $rc"
+SF_CTL_FLAGS=()
+sf_ctl --timeout 3 jobs 2>"$SF_WORK/err"; rc=$?
+[ $rc = 3 ] || fail "plaintext against TLS should not connect: rc $rc"
+set -e
+SF_CTL_FLAGS=(--tls-ca "$tls/ca.pem" --token-file "$tls/token")
+
+# A real Prometheus scrapes /metrics.
+cat >"$SF_WORK/prometheus.yml" <<YAML
+global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: stagefrontier
+    static_configs:
+      - targets: ["127.0.0.1:17342"]
+YAML
+prometheus --config.file="$SF_WORK/prometheus.yml" --storage.tsdb.path="$SF_WORK/tsdb" \
+  --web.listen-address=127.0.0.1:17349 >"$SF_WORK/prometheus.log" 2>&1 &
+PROM_PID=$!
+query() { curl -sf --get "http://127.0.0.1:17349/api/v1/query" --data-urlencode "query=$1"; }
+for i in $(seq 60); do
+  v=$(query 'stagefrontier_steps_accounted_total{training_job="job1",completeness="complete"}' 2>/dev/null \
+      | jq -r '.data.result[0].value[1] // empty' 2>/dev/null || true)
+  [ "$v" = 150 ] && break
+  sleep 0.5
+done
+[ "${v:-}" = 150 ] || fail "Prometheus did not get stagefrontier_steps_accounted_total=150 (got '${v:-}')"
+for series in \
+  'stagefrontier_rank_steps_received_total{training_job="job1",outcome="accepted"}' \
+  'stagefrontier_stage_exposed_seconds_total{training_job="job1",stage="forward"}' \
+  'stagefrontier_stage_excess_seconds_total{training_job="job1",stage="forward"}' \
+  'stagefrontier_top_suspect_rank{training_job="job1",stage="forward"}' \
+  'stagefrontier_verdicts_total{training_job="job1",label="CLEAR"}' \
+  'stagefrontier_ranks{training_job="job1",state="reporting"}' \
+  'stagefrontier_window_verdict{training_job="job1"}' \
+  'stagefrontier_step_close_delay_seconds_bucket{training_job="job1",le="0.1"}' \
+  'stagefrontier_sidecar_streams' \
+  'stagefrontier_unauthenticated_requests_total'; do
+  n=$(query "$series" | jq '.data.result | length')
+  [ "$n" -ge 1 ] || fail "Prometheus has no series $series"
+  echo "found $series = $(query "$series" | jq -r '.data.result[0].value[1]')"
+done
+[ "$(query 'stagefrontier_top_suspect_rank{training_job="job1",stage="forward"}' | jq -r '.data.result[0].value[1]')" = 2 ] \
+  || fail "top suspect rank gauge"
+[ "$(query 'stagefrontier_unauthenticated_requests_total' | jq -r '.data.result[0].value[1]')" -ge 1 ] \
+  || fail "the wrong token was not counted"
+echo "PASS"
