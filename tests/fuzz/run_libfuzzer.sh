@@ -11,21 +11,32 @@ CXX=${CXX_FUZZ:-clang++-14}
 command -v "$CXX" >/dev/null || { echo "run_libfuzzer: $CXX not found (deploy/install-deps.sh installs it)" >&2; exit 2; }
 
 absl_libs=$(grep -o '"-labsl_[a-z_]*"' bazel/system/BUILD.bazel | tr -d '"' | tr '\n' ' ')
-flags=(-std=c++20 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all)
+# The wire targets need the generated protobuf code: let Bazel generate it.
+bazel build //proto:v1 >/dev/null 2>&1 || { echo "run_libfuzzer: bazel build //proto:v1 failed" >&2; exit 2; }
+gen=bazel-bin/proto/stagefrontier/v1
+flags=(-std=c++20 -O1 -g -I. -Ibazel-bin/proto -fsanitize=fuzzer,address,undefined
+       -fno-sanitize-recover=all)
+accounting=$(ls daemon/accounting/*.cc | tr '\n' ' ')
 
 declare -A sources=(
   [segment_reader]="tests/fuzz/segment_reader_fuzz.cc shm/segment_view.cc shm/segment_reader.cc shm/slot_ownership.cc"
   [run_file]="tests/fuzz/run_file_fuzz.cc daemon/analyze/run_file.cc daemon/accounting/stage_schema.cc daemon/accounting/step_input.cc"
+  [ingest_batch]="tests/fuzz/ingest_batch_fuzz.cc daemon/wire/packed_steps.cc $gen/ingest.pb.cc"
+  [journal]="tests/fuzz/journal_fuzz.cc daemon/coordinator/job_journal.cc daemon/coordinator/job_state.cc daemon/coordinator/crc32c.cc daemon/coordinator/proto_convert.cc daemon/coordinator/step_aligner.cc daemon/coordinator/coordinator_metrics.cc daemon/wire/packed_steps.cc $accounting $gen/ingest.pb.cc $gen/query.pb.cc $gen/journal.pb.cc"
+)
+declare -A libs=(
+  [ingest_batch]="-lprotobuf"
+  [journal]="-lprotobuf -lprometheus-cpp-core"
 )
 
 status=0
-for target in segment_reader run_file; do
+for target in segment_reader run_file ingest_batch journal; do
   work=out/fuzz/$target
   mkdir -p "$work/corpus"
   cp -n tests/fuzz/corpus/$target/* "$work/corpus/" 2>/dev/null || true
   echo "== building $target with libFuzzer"
   # shellcheck disable=SC2086
-  "$CXX" "${flags[@]}" ${sources[$target]} -o "$work/fuzzer" $absl_libs -lpthread
+  "$CXX" "${flags[@]}" ${sources[$target]} -o "$work/fuzzer" ${libs[$target]:-} $absl_libs -lpthread
   echo "== fuzzing $target for ${seconds}s"
   if ! (cd "$work" && ./fuzzer -max_total_time="$seconds" -max_len=65536 -print_final_stats=1 \
           corpus >fuzz.log 2>&1); then

@@ -1,0 +1,79 @@
+// Writes seed inputs for the ingest_batch and journal fuzz targets: a batch as a sidecar
+// sends it, and a small journal as the coordinator writes it.
+//   make_wire_seeds OUT_DIR   (writes OUT_DIR/ingest_batch/seed0.bin, OUT_DIR/journal/seed0.journal)
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "daemon/coordinator/job_state.h"
+#include "daemon/wire/packed_steps.h"
+
+namespace {
+using namespace stagefrontier;
+
+v1::RankSteps Steps(int rank, int first, int last) {
+  wire::PackedStepsEncoder e(3);
+  for (int s = first; s <= last; ++s) {
+    const int64_t d[] = {4'000'000 + 1000 * s, rank == 1 ? 9'000'000 : 300'000, 3'000'000};
+    e.Add(s, d, s % 3);
+  }
+  v1::RankSteps rs;
+  rs.set_job("seed");
+  rs.set_rank(rank);
+  rs.set_base_step(e.base_step());
+  rs.set_count(e.count());
+  rs.set_packed(e.bytes());
+  return rs;
+}
+
+v1::RankDeclaration Decl(int rank) {
+  v1::RankDeclaration d;
+  d.set_job("seed");
+  d.set_rank(rank);
+  d.set_world_size(2);
+  const char* names[] = {"data", "grad_sync", "optimizer"};
+  const v1::StageKind kinds[] = {v1::STAGE_KIND_IO, v1::STAGE_KIND_SYNC, v1::STAGE_KIND_COMPUTE};
+  for (int k = 0; k < 3; ++k) {
+    v1::Stage* s = d.add_stages();
+    s->set_name(names[k]);
+    s->set_kind(kinds[k]);
+  }
+  return d;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
+    return 2;
+  }
+  const std::string out = argv[1];
+  std::filesystem::create_directories(out + "/ingest_batch");
+  std::filesystem::create_directories(out + "/journal");
+  v1::SidecarMessage m;
+  for (int r = 0; r < 2; ++r) *m.mutable_batch()->add_declarations() = Decl(r);
+  for (int r = 0; r < 2; ++r) *m.mutable_batch()->add_steps() = Steps(r, 0, 5);
+  std::ofstream(out + "/ingest_batch/seed0.bin", std::ios::binary) << m.SerializeAsString();
+
+  JobOptions o;
+  o.data_dir = out + "/journal";
+  o.fsync = false;
+  o.engine.window_steps = 4;
+  o.engine.warmup_steps = 2;
+  o.engine.baseline_steps = 4;
+  o.aligner.deadline_ns = 1;
+  auto job = JobState::Create(Decl(0), o, nullptr);
+  if (!job.ok()) return 1;
+  int64_t now = 10;
+  for (int chunk = 0; chunk < 3; ++chunk) {
+    for (int r = 0; r < 2; ++r) {
+      if (!(*job)->Ingest(Steps(r, chunk * 4, chunk * 4 + 3), "n", now).ok()) return 1;
+    }
+    (*job)->CloseDue(now += 10);
+  }
+  if (!(*job)->Flush().ok()) return 1;
+  job->reset();
+  std::filesystem::rename(JournalPath(o.data_dir, "seed"), out + "/journal/seed0.journal");
+  return 0;
+}
