@@ -183,3 +183,49 @@ TEST_CASE("records in a slot without a valid schema are refused") {
 
 }  // namespace
 }  // namespace stagefrontier::shm
+
+namespace stagefrontier::shm {
+namespace {
+
+TEST_CASE("read-ahead: records stay in the ring until committed; a new reader re-reads them") {
+  Fixture f;
+  ReaderOptions o;
+  o.commit_on_drain = false;
+  SegmentReader ahead(*f.view, o);
+  const auto drain = [](SegmentReader& r) {
+    std::vector<DrainedStep> out;
+    r.Drain([&](const DrainedStep& s) { out.push_back(s); });
+    return out;
+  };
+  for (int s = 0; s < 8; ++s) REQUIRE(f.Publish(s, {0, 1, 2, 3}));
+  CHECK(!f.Publish(8, {0, 1, 2, 3}));  // ring of 8 is full
+  auto got = drain(ahead);
+  REQUIRE(got.size() == 8);
+  CHECK(got[3].cursor_after == 4);
+  CHECK(drain(ahead).empty());  // read ahead: not delivered twice
+  // Nothing committed yet: the writer still sees a full ring.
+  CHECK(!f.Publish(8, {0, 1, 2, 3}));
+  CHECK(ahead.ReadAhead(0) == 8);
+  ahead.Commit(0, got[4].cursor_after);  // the first 5 were acknowledged
+  CHECK(f.view->slot(0).read_cursor.load() == 5);
+  ahead.Commit(0, 3);   // behind the committed cursor: ignored
+  ahead.Commit(0, 99);  // beyond what was read: ignored
+  CHECK(f.view->slot(0).read_cursor.load() == 5);
+  REQUIRE(f.Publish(8, {0, 1, 2, 3}));
+  // A successor (the sidecar restarted) starts at the committed cursor: steps 5..8.
+  SegmentReader successor(*f.view, o);
+  got = drain(successor);
+  REQUIRE(got.size() == 4);
+  CHECK(got.front().step == 5);
+  CHECK(got.back().step == 8);
+  // Rewind: a new stream re-reads what was not committed, without calling it out of order.
+  successor.Commit(0, got[1].cursor_after);
+  successor.Rewind();
+  got = drain(successor);
+  REQUIRE(got.size() == 2);
+  CHECK(got.front().step == 7);
+  CHECK(successor.Report(0).invalid == 0);
+}
+
+}  // namespace
+}  // namespace stagefrontier::shm
