@@ -14,26 +14,9 @@ deploy/install-deps.sh
 
 case "$1" in
   demo)
-    bazel build -c opt //daemon/sim:stagefrontier-sim //daemon/analyze:stagefrontier \
-      //client/examples:toy_loop_cc
-    mkdir -p out/demo
-    echo "Simulating 16 data-parallel ranks, 300 steps, clocks hours apart; rank 11's data loader"
-    echo "stalls by 30 ms from step 100 (the ground truth is in out/demo/truth.json)."
-    echo
-    bazel-bin/daemon/sim/stagefrontier-sim --ranks 16 --steps 300 --seed 7 --clock-skew \
-      --fault slow:data:rank=11:magnitude=30ms:start=100 \
-      --out out/demo/run.jsonl --truth out/demo/truth.json
-    bazel-bin/daemon/analyze/stagefrontier analyze out/demo/run.jsonl
-    echo
-    echo "Now the real stub: two toy trainer processes (ranks 0 and 1) mark their stages into"
-    echo "the node's shared-memory segment; no sidecar runs, so the records wait in the rings."
-    rm -rf out/demo/shm && mkdir -p out/demo/shm
-    for r in 0 1; do
-      STAGEFRONTIER_SHM_DIR=out/demo/shm TORCHELASTIC_RUN_ID=demo RANK=$r LOCAL_RANK=$r \
-        WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 bazel-bin/client/examples/toy_loop_cc --steps 40 &
-    done
-    wait
-    bazel-bin/daemon/analyze/stagefrontier segment out/demo/shm/stagefrontier.demo.seg
+    bazel build -c opt //daemon/coordinator:stagefrontier-coordinator \
+      //daemon/sidecar:stagefrontier-sidecar //daemon/sfctl:sfctl //client/examples:synthetic_trainer
+    deploy/demo/run_demo.sh bazel-bin
     ;;
   test)
     full=1
