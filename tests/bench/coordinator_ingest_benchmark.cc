@@ -1,0 +1,106 @@
+// Coordinator ingest on one core: the path a sidecar batch takes after the gRPC layer
+// (decode the packed vectors, journal them, align across ranks, close the step, account it
+// in the engine, keep the summary). One RankSteps message per rank and step, flushed to the
+// journal every 8 rank-steps (one node's batch), as sidecars on 8-GPU nodes at 1 step/s send.
+// Goal (SPEC §5): >= 1,000,000 rank-steps/s. Also reports wire bytes per rank-step.
+//   bazel run -c opt //tests/bench:coordinator_ingest_benchmark
+#include <benchmark/benchmark.h>
+#include <malloc.h>
+
+#include <cstdlib>
+#include <random>
+
+#include "daemon/coordinator/job_state.h"
+#include "daemon/wire/packed_steps.h"
+
+namespace stagefrontier {
+namespace {
+
+constexpr uint32_t kStages = 6;
+
+v1::RankDeclaration Decl(int world) {
+  v1::RankDeclaration d;
+  d.set_job("bench");
+  d.set_rank(0);
+  d.set_world_size(world);
+  const char* names[] = {"data", "forward", "backward", "grad_sync", "optimizer", "log"};
+  const v1::StageKind kinds[] = {v1::STAGE_KIND_IO, v1::STAGE_KIND_COMPUTE,
+                                 v1::STAGE_KIND_COMPUTE, v1::STAGE_KIND_SYNC,
+                                 v1::STAGE_KIND_COMPUTE, v1::STAGE_KIND_IO};
+  for (uint32_t k = 0; k < kStages; ++k) {
+    v1::Stage* s = d.add_stages();
+    s->set_name(names[k]);
+    s->set_kind(kinds[k]);
+  }
+  return d;
+}
+
+void BM_CoordinatorIngest(benchmark::State& state) {
+  const int world = static_cast<int>(state.range(0));
+  char dir[] = "/dev/shm/sf_bench_XXXXXX";
+  if (mkdtemp(dir) == nullptr) {
+    state.SkipWithError("mkdtemp");
+    return;
+  }
+  JobOptions o;
+  o.data_dir = dir;
+  o.fsync = false;
+  o.history_rank_steps = 0;  // no raw window kept: measure the accounting path
+  // Pre-encode 64 steps' messages per rank (varied durations; rank 7 slow in data).
+  constexpr int kVariants = 64;
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> jitter(-200'000, 200'000);
+  std::vector<v1::RankSteps> msgs(static_cast<size_t>(world) * kVariants);
+  size_t wire_bytes = 0;
+  for (int v = 0; v < kVariants; ++v) {
+    for (int r = 0; r < world; ++r) {
+      int64_t d[kStages] = {4'000'000 + jitter(rng), 8'000'000 + jitter(rng),
+                            12'000'000 + jitter(rng), 300'000 + jitter(rng) / 10,
+                            3'000'000 + jitter(rng), 100'000};
+      if (r == 7) d[0] += 5'000'000;
+      wire::PackedStepsEncoder e(kStages);
+      e.Add(0, d, 0);
+      v1::RankSteps& m = msgs[static_cast<size_t>(v) * world + r];
+      m.set_job("bench");
+      m.set_rank(r);
+      m.set_count(1);
+      m.set_packed(e.bytes());
+      wire_bytes += m.ByteSizeLong();
+    }
+  }
+  // Heap held by the job (aligner, engine window, step history), per rank, after the run.
+  const size_t heap_before = mallinfo2().uordblks;
+  auto job = JobState::Create(Decl(world), o, nullptr);
+  if (!job.ok()) {
+    state.SkipWithError(std::string(job.status().message()).c_str());
+    return;
+  }
+  int64_t step = 0, now = 0;
+  for (auto _ : state) {
+    const size_t base = static_cast<size_t>(step % kVariants) * world;
+    for (int r = 0; r < world; ++r) {
+      v1::RankSteps& m = msgs[base + r];
+      m.set_base_step(step);
+      benchmark::DoNotOptimize((*job)->Ingest(m, "n", now));
+      if ((r & 7) == 7) (void)(*job)->Flush();
+    }
+    (*job)->CloseDue(now);
+    (void)(*job)->Flush();
+    ++step;
+    now += 1'000'000;
+  }
+  state.SetItemsProcessed(state.iterations() * world);
+  state.counters["rank_steps_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * world), benchmark::Counter::kIsRate);
+  state.counters["wire_bytes_per_rank_step"] =
+      static_cast<double>(wire_bytes) / static_cast<double>(msgs.size());
+  state.counters["heap_bytes_per_rank"] =
+      static_cast<double>(mallinfo2().uordblks - heap_before) / world;
+  job->reset();
+  std::string cmd = std::string("rm -rf ") + dir;
+  if (std::system(cmd.c_str()) != 0) state.SkipWithError("cleanup");
+}
+BENCHMARK(BM_CoordinatorIngest)->Arg(1024)->Arg(4096)->Arg(16384)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace stagefrontier
