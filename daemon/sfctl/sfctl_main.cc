@@ -41,6 +41,7 @@ int Report(const grpc::Status& s, const Common& c) {
 int main(int argc, char** argv) {
   CLI::App app{"sfctl: ask the StageFrontier coordinator which stage on which rank to look at"};
   app.require_subcommand(1);
+  app.fallthrough();  // global flags (--json, --coordinator...) also after the subcommand
   Common c;
   app.add_option("--coordinator", c.coordinator, "coordinator gRPC address")
       ->capture_default_str();

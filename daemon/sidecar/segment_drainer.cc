@@ -89,49 +89,54 @@ size_t SegmentDrainer::Drain(v1::StepBatch* batch, std::vector<CommitPoint>* com
     std::map<uint32_t, std::pair<v1::RankSteps*, wire::PackedStepsEncoder>> open;
     std::vector<uint64_t> before(a.mapped->view().slot_count());
     for (uint32_t i = 0; i < before.size(); ++i) before[i] = a.reader->ReadAhead(i);
-    const size_t room = max_records - taken;
-    const size_t per_slot = std::max<size_t>(1, room / std::max<uint32_t>(1, a.mapped->view().slot_count()));
-    taken += a.reader->Drain(
-        [&](const shm::DrainedStep& s) {
-          auto it = open.find(s.local_rank);
-          if (it == open.end() || it->second.first->rank() != s.rank) {
-            if (a.declared_generation[s.local_rank] != s.generation) {
-              const shm::SlotReport r = a.reader->Report(s.local_rank);
-              v1::RankDeclaration* d = batch->add_declarations();
-              d->set_job(a.job);
-              d->set_rank(s.rank);
-              d->set_world_size(r.world_size);
-              d->set_local_rank(static_cast<int32_t>(s.local_rank));
-              d->set_owner_generation(s.generation);
-              for (const auto& [name, kind] : r.stages) {
-                v1::Stage* st = d->add_stages();
-                st->set_name(name);
-                st->set_kind(static_cast<v1::StageKind>(kind));
+    // Passes with a per-slot quota, so that one busy rank cannot crowd out the others.
+    for (size_t got = 1; got > 0 && taken < max_records;) {
+      const size_t room = max_records - taken;
+      const size_t per_slot =
+          std::max<size_t>(1, room / std::max<uint32_t>(1, a.mapped->view().slot_count()));
+      got = a.reader->Drain(
+          [&](const shm::DrainedStep& s) {
+            auto it = open.find(s.local_rank);
+            if (it == open.end() || it->second.first->rank() != s.rank) {
+              if (a.declared_generation[s.local_rank] != s.generation) {
+                const shm::SlotReport r = a.reader->Report(s.local_rank);
+                v1::RankDeclaration* d = batch->add_declarations();
+                d->set_job(a.job);
+                d->set_rank(s.rank);
+                d->set_world_size(r.world_size);
+                d->set_local_rank(static_cast<int32_t>(s.local_rank));
+                d->set_owner_generation(s.generation);
+                for (const auto& [name, kind] : r.stages) {
+                  v1::Stage* st = d->add_stages();
+                  st->set_name(name);
+                  st->set_kind(static_cast<v1::StageKind>(kind));
+                }
+                a.declared_generation[s.local_rank] = s.generation;
               }
-              a.declared_generation[s.local_rank] = s.generation;
+              if (it != open.end()) {  // a new owner with another rank: close the old message
+                v1::RankSteps* m = it->second.first;
+                m->set_base_step(it->second.second.base_step());
+                m->set_count(it->second.second.count());
+                m->set_packed(it->second.second.bytes());
+                open.erase(it);
+              }
+              v1::RankSteps* m = batch->add_steps();
+              m->set_job(a.job);
+              m->set_rank(s.rank);
+              it = open.emplace(s.local_rank,
+                                std::make_pair(m, wire::PackedStepsEncoder(static_cast<uint32_t>(
+                                                      s.boundaries_ns.size() - 1))))
+                       .first;
             }
-            if (it != open.end()) {  // a new owner with another rank: close the old message
-              v1::RankSteps* m = it->second.first;
-              m->set_base_step(it->second.second.base_step());
-              m->set_count(it->second.second.count());
-              m->set_packed(it->second.second.bytes());
-              open.erase(it);
+            int64_t d[shm::v1::kMaxStages];
+            for (size_t k = 1; k < s.boundaries_ns.size(); ++k) {
+              d[k - 1] = s.boundaries_ns[k] - s.boundaries_ns[k - 1];
             }
-            v1::RankSteps* m = batch->add_steps();
-            m->set_job(a.job);
-            m->set_rank(s.rank);
-            it = open.emplace(s.local_rank,
-                              std::make_pair(m, wire::PackedStepsEncoder(static_cast<uint32_t>(
-                                                    s.boundaries_ns.size() - 1))))
-                     .first;
-          }
-          int64_t d[shm::v1::kMaxStages];
-          for (size_t k = 1; k < s.boundaries_ns.size(); ++k) {
-            d[k - 1] = s.boundaries_ns[k] - s.boundaries_ns[k - 1];
-          }
-          it->second.second.Add(s.step, d, s.flags);
-        },
-        per_slot);
+            it->second.second.Add(s.step, d, s.flags);
+          },
+          per_slot);
+      taken += got;
+    }
     for (auto& [local_rank, entry] : open) {
       entry.first->set_base_step(entry.second.base_step());
       entry.first->set_count(entry.second.count());
