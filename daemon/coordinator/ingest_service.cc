@@ -58,7 +58,8 @@ IngestService::IngestService(JobRegistry* jobs, SidecarSessions* sessions,
       sessions_(sessions),
       metrics_(metrics),
       token_(std::move(token)),
-      log_(std::move(log)) {}
+      log_(std::move(log)),
+      acker_(log_) {}
 
 grpc::Status IngestService::Fail(grpc::StatusCode code, const std::string& node,
                                  const std::string& message) {
@@ -164,18 +165,9 @@ grpc::Status IngestService::Stream(
         if (touched.insert(it->second.job.get()).second) touched_jobs.push_back(it->second.job);
       }
       if (!result.ok()) break;
-      // Acknowledge only what is durable.
-      for (const auto& job : touched_jobs) {
-        job->CloseDue(now);
-        if (absl::Status s = job->Flush(); !s.ok()) {
-          result = Fail(grpc::UNAVAILABLE, node,
-                        absl::StrCat("cannot persist batch ", batch.batch_seq(), ": ",
-                                     s.message()));
-          break;
-        }
-      }
-      if (!result.ok()) break;
-      if (!session->Write(reply)) break;
+      // Account what is complete now; acknowledge once durable (group commit, off this thread).
+      for (const auto& job : touched_jobs) job->CloseDue(now);
+      acker_.Enqueue(session, std::move(reply), std::move(touched_jobs));
       for (const v1::ControlRequest& c : to_send) {
         v1::CoordinatorMessage m;
         *m.mutable_control() = c;

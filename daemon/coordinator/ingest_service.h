@@ -1,6 +1,7 @@
 // The coordinator's side of the ingest contract (proto/stagefrontier/v1/ingest.proto): one
 // stream per sidecar; declarations register ranks (and create jobs), batches are decoded,
-// journaled, aligned and acknowledged once durable; control requests go back down the same
+// journaled, aligned and acknowledged once durable (group commit:
+// durable_acker.h); control requests go back down the same
 // stream. Bad input ends only the stream that sent it, with a specific status, or is refused
 // per rank in the acknowledgement; every other stream goes on.
 //
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "daemon/coordinator/coordinator_metrics.h"
+#include "daemon/coordinator/durable_acker.h"
 #include "daemon/coordinator/job_registry.h"
 #include "daemon/coordinator/sidecar_sessions.h"
 #include "stagefrontier/v1/ingest.grpc.pb.h"
@@ -37,6 +39,7 @@ class IngestService final : public v1::Ingest::Service {
   CoordinatorMetrics* metrics_;
   std::string token_;
   Log log_;
+  DurableAcker acker_;  // last: its thread stops first
 };
 
 // Monotonic nanoseconds (CLOCK_MONOTONIC) of the coordinator, for deadlines.

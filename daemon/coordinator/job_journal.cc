@@ -123,32 +123,48 @@ JobJournal::~JobJournal() {
 }
 
 void JobJournal::Append(const v1::JournalRecord& record) {
+  std::lock_guard<std::mutex> lock(mu_);
   scratch_.clear();
   record.SerializeToString(&scratch_);
   PutLe32(pending_, static_cast<uint32_t>(scratch_.size()));
   PutLe32(pending_, Crc32c(scratch_.data(), scratch_.size()));
   pending_.append(scratch_);
+  appended_ += 8 + scratch_.size();
+}
+
+uint64_t JobJournal::appended_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return appended_;
 }
 
 absl::Status JobJournal::Flush() {
+  std::lock_guard<std::mutex> io(io_mu_);
+  std::string buf;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    buf.swap(pending_);
+  }
+  if (buf.empty()) return absl::OkStatus();
   size_t done = 0;
-  while (done < pending_.size()) {
-    const ssize_t n = ::pwrite(fd_, pending_.data() + done, pending_.size() - done,
-                               static_cast<off_t>(size_ + done));
+  while (done < buf.size()) {
+    const ssize_t n =
+        ::pwrite(fd_, buf.data() + done, buf.size() - done, static_cast<off_t>(size_ + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      // Keep the file a whole number of records: cut off what part of this flush landed.
+      absl::Status s = ErrnoStatus("cannot write journal", path_);
+      // Keep the file a whole number of records, and the records for the next try.
       if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
-        // Nothing more to do; the next open truncates the torn tail.
+        // The next open truncates the torn tail.
       }
-      return ErrnoStatus("cannot write journal", path_);
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_.insert(0, buf);
+      return s;
     }
     done += static_cast<size_t>(n);
   }
-  size_ += pending_.size();
-  const bool wrote = !pending_.empty();
-  pending_.clear();
-  if (wrote && fsync_ && ::fdatasync(fd_) != 0) return ErrnoStatus("cannot fsync journal", path_);
+  size_ += buf.size();
+  if (fsync_ && ::fdatasync(fd_) != 0) return ErrnoStatus("cannot fsync journal", path_);
+  durable_.store(size_, std::memory_order_release);
   return absl::OkStatus();
 }
 

@@ -9,12 +9,17 @@
 //       [&](const v1::JournalRecord& r) { return state.Replay(r); }, &info);
 //   (*journal)->Append(record);
 //   absl::Status s = (*journal)->Flush();   // durable when it returns OK (with fsync)
+//
+// Thread-safe. Appending never waits for a Flush in progress (group commit): a Flush writes
+// what was appended before it started.
 #ifndef STAGEFRONTIER_DAEMON_COORDINATOR_JOB_JOURNAL_H_
 #define STAGEFRONTIER_DAEMON_COORDINATOR_JOB_JOURNAL_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/functional/function_ref.h"
@@ -60,23 +65,31 @@ class JobJournal {
 
   // Buffers one record; written by Flush.
   void Append(const v1::JournalRecord& record);
-  // Writes what was appended and, with fsync, waits until it is on stable storage. Fails with
-  // the errno-derived status; the buffered records are kept for the next try.
+  // Writes what was appended before the call and, with fsync, waits until it is on stable
+  // storage. Fails with the errno-derived status; the records are kept for the next try.
   [[nodiscard]] absl::Status Flush();
 
-  uint64_t bytes_written() const { return size_; }
+  // File offset just past everything appended so far.
+  uint64_t appended_bytes() const;
+  // File offset up to which records are durable (written, and synced with fsync).
+  uint64_t durable_bytes() const { return durable_.load(std::memory_order_acquire); }
   const std::string& path() const { return path_; }
 
  private:
   JobJournal(std::string path, int fd, uint64_t size, bool fsync)
-      : path_(std::move(path)), fd_(fd), size_(size), fsync_(fsync) {}
+      : path_(std::move(path)), fd_(fd), size_(size), appended_(size), durable_(size),
+        fsync_(fsync) {}
 
-  std::string path_;
-  int fd_;
-  uint64_t size_;
-  bool fsync_;
+  const std::string path_;
+  const int fd_;
+  std::mutex io_mu_;  // one Flush at a time; guards size_
+  uint64_t size_;     // bytes in the file
+  mutable std::mutex mu_;  // guards pending_, appended_, scratch_
   std::string pending_;
+  uint64_t appended_;
   std::string scratch_;
+  std::atomic<uint64_t> durable_;
+  const bool fsync_;
 };
 
 }  // namespace stagefrontier

@@ -334,10 +334,7 @@ int JobState::CloseDue(int64_t now_ns) {
   return closed;
 }
 
-absl::Status JobState::Flush() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return journal_->Flush();
-}
+absl::Status JobState::Flush() { return journal_->Flush(); }
 
 void JobState::UpdateRankGaugesLocked() const {
   if (m_.ranks_reporting == nullptr) return;

@@ -82,8 +82,12 @@ class JobState {
 
   // Closes and accounts every step that is due at `now_ns`. Returns how many.
   int CloseDue(int64_t now_ns);
-  // Makes everything journaled so far durable. Fails with the journal's error.
+  // Makes everything journaled before the call durable. Fails with the journal's error. Does
+  // not take the job's lock: ingest and queries go on during an fsync.
   [[nodiscard]] absl::Status Flush();
+  // Journal position after everything ingested so far; durable once DurableUpTo(it).
+  uint64_t JournalPosition() const { return journal_->appended_bytes(); }
+  bool DurableUpTo(uint64_t position) const { return journal_->durable_bytes() >= position; }
 
   // Queries. FailedPrecondition from Suspects before the first accounted step.
   void Info(v1::JobInfo* out) const;

@@ -31,6 +31,11 @@ void IngestStreamer::Run() {
   }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(16 << 20);
+  // gRPC's own reconnect backoff starts at 1 s and grows to 2 min; a sidecar should find a
+  // (re)started coordinator within its own backoff bounds instead.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(options_.backoff_min.count()));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(options_.backoff_min.count()));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.backoff_max.count()));
   auto channel = grpc::CreateCustomChannel(options_.coordinator, *creds, args);
   auto backoff = options_.backoff_min;
   while (!stop_) {

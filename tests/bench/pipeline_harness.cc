@@ -93,6 +93,18 @@ int main(int argc, char** argv) {
   const pid_t coord = Spawn({argv[1], "--listen", addr, "--metrics-listen", "", "--data-dir",
                              dir + "/data", "--window-steps", std::to_string(window)},
                             dir + "/coordinator.log");
+  // Start the sidecar and the ranks once the coordinator answers: this measures the running
+  // pipeline, not start-up.
+  {
+    auto probe = v1::Query::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+    for (int i = 0; i < 200; ++i) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+      v1::ListJobsReply rep;
+      if (probe->ListJobs(&ctx, v1::ListJobsRequest(), &rep).ok()) break;
+      SleepMs(50);
+    }
+  }
   const pid_t sidecar = Spawn({argv[2], "--coordinator", addr, "--shm-dir", shm, "--node", "h"},
                               dir + "/sidecar.log");
 
@@ -152,6 +164,7 @@ int main(int argc, char** argv) {
       std::lock_guard<std::mutex> lock(mu);
       const int64_t ready = *std::max_element(end_ns[last].begin(), end_ns[last].end());
       latencies_ms.push_back((now - ready) / 1e6);
+      if (std::getenv("SF_HARNESS_VERBOSE")) std::printf("window ending %lld: %.2f ms\n", static_cast<long long>(last), (now - ready) / 1e6);
     }
   });
   const double cpu0 = CpuSeconds(sidecar);
