@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <mutex>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"

@@ -169,7 +169,8 @@ size_t SegmentReader::Drain(const std::function<void(const DrainedStep&)>& sink,
     slot.reader_heartbeat_ns.store(now, std::memory_order_relaxed);
     const uint64_t committed = slot.read_cursor.load(std::memory_order_relaxed);
     uint64_t r = committed;
-    if (!options_.commit_on_drain && st.reading_ahead && st.next - committed <= view_.ring_capacity()) {
+    if (!options_.commit_on_drain && st.reading_ahead &&
+        st.next - committed <= view_.ring_capacity()) {
       r = st.next;
     }
     const uint64_t w = slot.write_cursor.load(std::memory_order_acquire);

@@ -51,7 +51,7 @@ bool ProcessBarrier::AllArrived(uint32_t gen) const {
   for (int r = 0; r < parties_; ++r) {
     if (shared_->arrived_gen[r].load() >= gen) continue;
     const int32_t pid = shared_->pid[r].load(std::memory_order_acquire);
-    if (pid == -1) continue;                            // finished
+    if (pid == -1) continue;                                         // finished
     if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) continue;  // died
     return false;
   }

@@ -23,8 +23,8 @@ class ProcessBarrier {
   static constexpr int kMaxParties = 4096;
   // Maps (creating if needed) the barrier file. InvalidArgument for bad rank/parties; the
   // errno-derived status for file errors.
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<ProcessBarrier>> Open(
-      const std::string& path, int rank, int parties);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<ProcessBarrier>> Open(const std::string& path,
+                                                                            int rank, int parties);
   ~ProcessBarrier();
 
   // Waits until every live participant arrived at this generation.

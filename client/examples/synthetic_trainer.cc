@@ -78,7 +78,8 @@ int main(int argc, char** argv) {
   double fault_ms = 0;
   if (!fault.empty()) {
     std::vector<std::string> p = absl::StrSplit(fault, ':');
-    if (p.size() != 3 || !absl::SimpleAtoi(p[1], &fault_rank) || !absl::SimpleAtod(p[2], &fault_ms)) {
+    if (p.size() != 3 || !absl::SimpleAtoi(p[1], &fault_rank) ||
+        !absl::SimpleAtod(p[2], &fault_ms)) {
       std::fprintf(stderr, "synthetic_trainer: --fault wants STAGE:RANK:MS, got \"%s\"\n",
                    fault.c_str());
       return 2;
@@ -99,7 +100,8 @@ int main(int argc, char** argv) {
   const int rank = c.identity().rank;
   auto barrier = stagefrontier::ProcessBarrier::Open(barrier_path, rank, c.identity().world_size);
   if (!barrier.ok()) {
-    std::fprintf(stderr, "synthetic_trainer: %s\n", std::string(barrier.status().message()).c_str());
+    std::fprintf(stderr, "synthetic_trainer: %s\n",
+                 std::string(barrier.status().message()).c_str());
     return 2;
   }
   std::mt19937_64 rng(seed * 1000003ULL + static_cast<uint64_t>(rank));

@@ -14,7 +14,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) 
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", what, " file ", path));
   std::ostringstream s;
   s << in.rdbuf();
-  if (s.str().empty()) return absl::InvalidArgumentError(absl::StrCat(what, " file ", path, " is empty"));
+  if (s.str().empty())
+    return absl::InvalidArgumentError(absl::StrCat(what, " file ", path, " is empty"));
   return s.str();
 }
 
@@ -65,7 +66,8 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
   absl::StatusOr<std::string> text = ReadFile(path, "token");
   if (!text.ok()) return text.status();
   std::string token(absl::StripAsciiWhitespace(*text));
-  if (token.empty()) return absl::InvalidArgumentError(absl::StrCat("token file ", path, " is empty"));
+  if (token.empty())
+    return absl::InvalidArgumentError(absl::StrCat("token file ", path, " is empty"));
   return token;
 }
 
@@ -78,7 +80,8 @@ bool TokenMatches(const grpc::ServerContext& context, const std::string& token) 
   const grpc::string_ref got = it->second;
   if (got.size() != want.size()) return false;
   unsigned char diff = 0;
-  for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(got.data()[i] ^ want[i]);
+  for (size_t i = 0; i < want.size(); ++i)
+    diff |= static_cast<unsigned char>(got.data()[i] ^ want[i]);
   return diff == 0;
 }
 

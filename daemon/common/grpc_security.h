@@ -18,9 +18,9 @@
 namespace stagefrontier {
 
 struct TlsFiles {
-  std::string cert;       // PEM certificate (server: its own; client: optional, for mTLS)
-  std::string key;        // PEM private key matching `cert`
-  std::string ca;         // PEM roots: client: to verify the server; server: client certs
+  std::string cert;  // PEM certificate (server: its own; client: optional, for mTLS)
+  std::string key;   // PEM private key matching `cert`
+  std::string ca;    // PEM roots: client: to verify the server; server: client certs
   bool Enabled() const { return !cert.empty() || !ca.empty(); }
 };
 

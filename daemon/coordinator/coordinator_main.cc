@@ -13,6 +13,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_split.h"
 #include "daemon/common/grpc_security.h"
+#include "daemon/common/termination_signals.h"
 #include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/coordinator/ingest_service.h"
 #include "daemon/coordinator/job_registry.h"
@@ -38,8 +39,7 @@ int main(int argc, char** argv) {
   int max_message_bytes = 16 << 20;
   std::string log_level = "info";
   app.add_option("--listen", listen, "gRPC address (ingest and query)")->capture_default_str();
-  app.add_option("--metrics-listen", metrics_listen,
-                 "Prometheus /metrics address; empty disables")
+  app.add_option("--metrics-listen", metrics_listen, "Prometheus /metrics address; empty disables")
       ->capture_default_str();
   app.add_option("--data-dir", data_dir, "directory of the job journals (created if missing)")
       ->required();
@@ -66,12 +66,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
 
-  // Signals are taken by one thread with sigwait; block them before any thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Signals are taken by the main thread; block them before any thread starts.
+  BlockTerminationSignals();
 
   if (::mkdir(data_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     spdlog::error("cannot create data directory {}: {}", data_dir, std::strerror(errno));
@@ -105,7 +101,8 @@ int main(int argc, char** argv) {
   JobRegistry jobs(options, &metrics, allowed);
   if (absl::Status s = jobs.RestoreAll([](const std::string& line) { spdlog::info("{}", line); });
       !s.ok()) {
-    spdlog::error("some journals could not be restored (the others serve): {}", std::string(s.message()));
+    spdlog::error("some journals could not be restored (the others serve): {}",
+                  std::string(s.message()));
   }
 
   std::unique_ptr<prometheus::Exposer> exposer;
@@ -152,8 +149,7 @@ int main(int argc, char** argv) {
     }
   });
 
-  int sig = 0;
-  sigwait(&signals, &sig);
+  const int sig = WaitForTerminationSignal();
   spdlog::info("signal {}: shutting down", sig);
   query.Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

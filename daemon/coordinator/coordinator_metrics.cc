@@ -24,8 +24,9 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<prometheus
                        .Register(r);
   stage_exposed_ = &BuildCounter()
                         .Name("stagefrontier_stage_exposed_seconds_total")
-                        .Help("Sum of frontier increments per stage: the step time each stage "
-                              "exposed to the whole group")
+                        .Help(
+                            "Sum of frontier increments per stage: the step time each stage "
+                            "exposed to the whole group")
                         .Register(r);
   stage_excess_ = &BuildCounter()
                        .Name("stagefrontier_stage_excess_seconds_total")
@@ -33,8 +34,9 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<prometheus
                        .Register(r);
   top_suspect_rank_ = &BuildGauge()
                            .Name("stagefrontier_top_suspect_rank")
-                           .Help("Rank of the latest window's top suspect in each stage, -1 if "
-                                 "the stage holds none")
+                           .Help(
+                               "Rank of the latest window's top suspect in each stage, -1 if "
+                               "the stage holds none")
                            .Register(r);
   verdicts_ = &BuildCounter()
                    .Name("stagefrontier_verdicts_total")
@@ -50,8 +52,9 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<prometheus
                 .Register(r);
   stub_records_ = &BuildCounter()
                        .Name("stagefrontier_stub_records_lost_total")
-                       .Help("Records the stubs lost, by cause (dropped: ring full; torn: "
-                             "writer died mid-record; invalid: failed validation)")
+                       .Help(
+                           "Records the stubs lost, by cause (dropped: ring full; torn: "
+                           "writer died mid-record; invalid: failed validation)")
                        .Register(r);
   verdict_delay_ = &BuildHistogram()
                         .Name("stagefrontier_step_close_delay_seconds")
@@ -98,20 +101,23 @@ JobMetrics CoordinatorMetrics::ForJob(const std::string& job, const StageSchema&
   m.steps_rejected = &steps_->Add({{"training_job", job}, {"completeness", "rejected"}});
   m.exposed_step_seconds = &exposed_step_->Add({{"training_job", job}});
   for (const Stage& s : schema.stages()) {
-    m.stage_exposed_seconds.push_back(&stage_exposed_->Add({{"training_job", job}, {"stage", s.name}}));
-    m.stage_excess_seconds.push_back(&stage_excess_->Add({{"training_job", job}, {"stage", s.name}}));
+    m.stage_exposed_seconds.push_back(
+        &stage_exposed_->Add({{"training_job", job}, {"stage", s.name}}));
+    m.stage_excess_seconds.push_back(
+        &stage_excess_->Add({{"training_job", job}, {"stage", s.name}}));
     prometheus::Gauge* g = &top_suspect_rank_->Add({{"training_job", job}, {"stage", s.name}});
     g->Set(-1);
     m.top_suspect_rank.push_back(g);
   }
-  m.verdicts_healthy = &verdicts_->Add({{"training_job", job}, {"label", "HEALTHY"}, {"reason", ""}});
+  m.verdicts_healthy =
+      &verdicts_->Add({{"training_job", job}, {"label", "HEALTHY"}, {"reason", ""}});
   m.verdicts_clear = &verdicts_->Add({{"training_job", job}, {"label", "CLEAR"}, {"reason", ""}});
   m.verdicts_ambiguous.push_back(nullptr);
   for (int r = 1; r <= 4; ++r) {
-    m.verdicts_ambiguous.push_back(&verdicts_->Add(
-        {{"training_job", job},
-         {"label", "AMBIGUOUS"},
-         {"reason", AmbiguityReasonName(static_cast<AmbiguityReason>(r))}}));
+    m.verdicts_ambiguous.push_back(
+        &verdicts_->Add({{"training_job", job},
+                         {"label", "AMBIGUOUS"},
+                         {"reason", AmbiguityReasonName(static_cast<AmbiguityReason>(r))}}));
   }
   m.window_label = &window_label_->Add({{"training_job", job}});
   m.ranks_reporting = &ranks_->Add({{"training_job", job}, {"state", "reporting"}});

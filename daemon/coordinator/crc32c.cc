@@ -26,8 +26,8 @@ uint32_t Crc32c(const void* data, size_t size) {
   const uint8_t* p = static_cast<const uint8_t*>(data);
   uint32_t c = ~0U;
   while (size >= 8) {
-    const uint32_t lo = c ^ (uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 |
-                             uint32_t{p[3]} << 24);
+    const uint32_t lo =
+        c ^ (uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24);
     c = kTables[7][lo & 0xff] ^ kTables[6][(lo >> 8) & 0xff] ^ kTables[5][(lo >> 16) & 0xff] ^
         kTables[4][lo >> 24] ^ kTables[3][p[4]] ^ kTables[2][p[5]] ^ kTables[1][p[6]] ^
         kTables[0][p[7]];

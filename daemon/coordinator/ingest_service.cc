@@ -64,8 +64,9 @@ IngestService::IngestService(JobRegistry* jobs, SidecarSessions* sessions,
 grpc::Status IngestService::Fail(grpc::StatusCode code, const std::string& node,
                                  const std::string& message) {
   metrics_->stream_errors(GrpcCodeName(code)).Increment();
-  if (log_) log_(absl::StrCat("ingest stream from ", node.empty() ? "?" : node, " ended: ",
-                              GrpcCodeName(code), ": ", message));
+  if (log_)
+    log_(absl::StrCat("ingest stream from ", node.empty() ? "?" : node,
+                      " ended: ", GrpcCodeName(code), ": ", message));
   return grpc::Status(code, message);
 }
 
@@ -139,8 +140,8 @@ grpc::Status IngestService::Stream(
         auto it = declared.find({rs.job(), rs.rank()});
         if (it == declared.end()) {
           reject(rs.job(), rs.rank(),
-                 absl::FailedPreconditionError(absl::StrCat(
-                     "job ", rs.job(), " rank ", rs.rank(), " was not declared on this stream")),
+                 absl::FailedPreconditionError(absl::StrCat("job ", rs.job(), " rank ", rs.rank(),
+                                                            " was not declared on this stream")),
                  rs.count());
           continue;
         }
@@ -151,9 +152,9 @@ grpc::Status IngestService::Stream(
         absl::StatusOr<IngestCounts> c = it->second.job->Ingest(rs, node, now);
         if (!c.ok()) {
           if (c.status().code() == absl::StatusCode::kInvalidArgument) {
-            result = Fail(grpc::INVALID_ARGUMENT, node,
-                          absl::StrCat("malformed batch ", batch.batch_seq(), ": ",
-                                       c.status().message()));
+            result = Fail(
+                grpc::INVALID_ARGUMENT, node,
+                absl::StrCat("malformed batch ", batch.batch_seq(), ": ", c.status().message()));
             break;
           }
           reject(rs.job(), rs.rank(), c.status(), rs.count());

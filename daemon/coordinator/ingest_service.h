@@ -27,9 +27,9 @@ class IngestService final : public v1::Ingest::Service {
   IngestService(JobRegistry* jobs, SidecarSessions* sessions, CoordinatorMetrics* metrics,
                 std::string token, Log log = nullptr);
 
-  grpc::Status Stream(grpc::ServerContext* context,
-                      grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::SidecarMessage>* stream)
-      override;
+  grpc::Status Stream(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::SidecarMessage>* stream) override;
 
  private:
   grpc::Status Fail(grpc::StatusCode code, const std::string& node, const std::string& message);

@@ -77,13 +77,17 @@ class JobJournal {
 
  private:
   JobJournal(std::string path, int fd, uint64_t size, bool fsync)
-      : path_(std::move(path)), fd_(fd), size_(size), appended_(size), durable_(size),
+      : path_(std::move(path)),
+        fd_(fd),
+        size_(size),
+        appended_(size),
+        durable_(size),
         fsync_(fsync) {}
 
   const std::string path_;
   const int fd_;
-  std::mutex io_mu_;  // one Flush at a time; guards size_
-  uint64_t size_;     // bytes in the file
+  std::mutex io_mu_;       // one Flush at a time; guards size_
+  uint64_t size_;          // bytes in the file
   mutable std::mutex mu_;  // guards pending_, appended_, scratch_
   std::string pending_;
   uint64_t appended_;

@@ -16,8 +16,7 @@ JobRegistry::JobRegistry(JobOptions options, CoordinatorMetrics* metrics,
 absl::Status JobRegistry::RestoreAll(const std::function<void(const std::string&)>& log) {
   DIR* dir = ::opendir(options_.data_dir.c_str());
   if (dir == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot open data directory ", options_.data_dir));
+    return absl::NotFoundError(absl::StrCat("cannot open data directory ", options_.data_dir));
   }
   std::vector<std::string> names;
   while (const dirent* e = ::readdir(dir)) {
@@ -41,8 +40,8 @@ absl::Status JobRegistry::RestoreAll(const std::function<void(const std::string&
       std::string line = absl::StrCat("restored job ", (*job)->name(), " from ", path, ": ",
                                       info.records, " records");
       if (info.truncated_bytes > 0) {
-        absl::StrAppend(&line, "; cut off a damaged tail of ", info.truncated_bytes,
-                        " bytes (", info.truncation_reason, ")");
+        absl::StrAppend(&line, "; cut off a damaged tail of ", info.truncated_bytes, " bytes (",
+                        info.truncation_reason, ")");
       }
       log(line);
     }

@@ -136,8 +136,8 @@ absl::StatusOr<std::unique_ptr<JobState>> JobState::Restore(const std::string& p
 }
 
 absl::Status JobState::RebuildEngineLocked() {
-  JobConfig config{.schema = schema_, .world_size = world_size_, .groups = {},
-                   .engine = options_.engine};
+  JobConfig config{
+      .schema = schema_, .world_size = world_size_, .groups = {}, .engine = options_.engine};
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(std::move(config));
   if (!engine.ok()) return engine.status();
   engine_ = *std::move(engine);
@@ -174,15 +174,15 @@ absl::Status JobState::CheckDeclaration(const v1::RankDeclaration& decl) const {
                                               " is outside world size ", world_size_));
   }
   if (decl.world_size() != world_size_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("job ", name_, ": rank ", decl.rank(), " declares world size ",
-                     decl.world_size(), ", the job has ", world_size_));
+    return absl::FailedPreconditionError(absl::StrCat("job ", name_, ": rank ", decl.rank(),
+                                                      " declares world size ", decl.world_size(),
+                                                      ", the job has ", world_size_));
   }
   absl::StatusOr<StageSchema> schema = SchemaFromProto(decl.stages());
   if (!schema.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("job ", name_, ": rank ", decl.rank(),
-                                                      " declares a bad schema: ",
-                                                      schema.status().message()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", name_, ": rank ", decl.rank(),
+                     " declares a bad schema: ", schema.status().message()));
   }
   if (!(*schema == schema_)) {
     return absl::FailedPreconditionError(
@@ -195,8 +195,8 @@ absl::Status JobState::CheckDeclaration(const v1::RankDeclaration& decl) const {
 absl::StatusOr<IngestCounts> JobState::AlignLocked(const v1::RankSteps& rs, const std::string& node,
                                                    int64_t now_ns) {
   if (rs.rank() < 0 || rs.rank() >= world_size_) {
-    return absl::OutOfRangeError(absl::StrCat("job ", name_, ": rank ", rs.rank(),
-                                              " is outside world size ", world_size_));
+    return absl::OutOfRangeError(
+        absl::StrCat("job ", name_, ": rank ", rs.rank(), " is outside world size ", world_size_));
   }
   // Validate the whole message before keeping any of it.
   absl::Status s = wire::DecodePackedSteps(rs.packed(), rs.count(), rs.base_step(),
@@ -207,22 +207,22 @@ absl::StatusOr<IngestCounts> JobState::AlignLocked(const v1::RankSteps& rs, cons
         absl::StrCat("job ", name_, " rank ", rs.rank(), ": ", s.message()));
   }
   IngestCounts c;
-  (void)wire::DecodePackedSteps(
-      rs.packed(), rs.count(), rs.base_step(), static_cast<uint32_t>(schema_.size()),
-      [&](int64_t step, const int64_t* d, uint32_t flags) {
-        switch (aligner_.Add(rs.rank(), step, d, flags, now_ns)) {
-          case AlignOutcome::kAccepted:
-            ++c.accepted;
-            newest_seen_step_ = std::max(newest_seen_step_, step);
-            break;
-          case AlignOutcome::kDuplicate:
-            ++c.duplicates;
-            break;
-          case AlignOutcome::kLate:
-            ++c.late;
-            break;
-        }
-      });
+  (void)wire::DecodePackedSteps(rs.packed(), rs.count(), rs.base_step(),
+                                static_cast<uint32_t>(schema_.size()),
+                                [&](int64_t step, const int64_t* d, uint32_t flags) {
+                                  switch (aligner_.Add(rs.rank(), step, d, flags, now_ns)) {
+                                    case AlignOutcome::kAccepted:
+                                      ++c.accepted;
+                                      newest_seen_step_ = std::max(newest_seen_step_, step);
+                                      break;
+                                    case AlignOutcome::kDuplicate:
+                                      ++c.duplicates;
+                                      break;
+                                    case AlignOutcome::kLate:
+                                      ++c.late;
+                                      break;
+                                  }
+                                });
   RankHealthState& h = ranks_[rs.rank()];
   if (!node.empty()) h.node = node;
   h.accepted += c.accepted;
@@ -399,8 +399,7 @@ void JobState::Info(v1::JobInfo* out) const {
 absl::Status JobState::Suspects(int32_t window, v1::SuspectsReply* out) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (steps_accounted_ == 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("job ", name_, " has no accounted step yet"));
+    return absl::FailedPreconditionError(absl::StrCat("job ", name_, " has no accounted step yet"));
   }
   out->set_job(name_);
   if (window <= 0) {
@@ -409,8 +408,8 @@ absl::Status JobState::Suspects(int32_t window, v1::SuspectsReply* out) const {
     return absl::OkStatus();
   }
   // Re-account the last `window` steps held, in a fresh engine whose window is all of them.
-  JobConfig config{.schema = schema_, .world_size = world_size_, .groups = {},
-                   .engine = options_.engine};
+  JobConfig config{
+      .schema = schema_, .world_size = world_size_, .groups = {}, .engine = options_.engine};
   const size_t n = std::min(inputs_.size(), static_cast<size_t>(window));
   config.engine.window_steps = static_cast<int>(std::max<size_t>(n, 1));
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(std::move(config));

@@ -37,9 +37,9 @@ struct JobOptions {
   bool fsync = true;
   AlignerOptions aligner;
   EngineConfig engine;
-  int64_t history_steps = 10'000;         // step summaries kept for GetSteps
-  int64_t history_rank_steps = 1'000'000; // raw inputs kept for re-accounting a window
-  int64_t lagging_steps = 20;             // a rank this far behind the newest step lags
+  int64_t history_steps = 10'000;          // step summaries kept for GetSteps
+  int64_t history_rank_steps = 1'000'000;  // raw inputs kept for re-accounting a window
+  int64_t lagging_steps = 20;              // a rank this far behind the newest step lags
   size_t verdicts_kept = 1000;
 };
 

@@ -23,12 +23,15 @@ void QueryService::Shutdown() {
   for (const auto& job : jobs_->All()) job->WakeWatchers();
 }
 
+grpc::Status QueryService::Authorize(const grpc::ServerContext& context) {
+  if (TokenMatches(context, token_)) return grpc::Status::OK;
+  metrics_->unauthenticated().Increment();
+  return grpc::Status(grpc::UNAUTHENTICATED, "missing or wrong token (authorization: Bearer ...)");
+}
+
 grpc::Status QueryService::Lookup(const grpc::ServerContext& context, const std::string& job,
                                   std::shared_ptr<JobState>* out) {
-  if (!TokenMatches(context, token_)) {
-    metrics_->unauthenticated().Increment();
-    return grpc::Status(grpc::UNAUTHENTICATED, "missing or wrong token (authorization: Bearer ...)");
-  }
+  if (grpc::Status s = Authorize(context); !s.ok()) return s;
   if (job.empty()) return grpc::Status(grpc::INVALID_ARGUMENT, "no job named (--job)");
   *out = jobs_->Find(job);
   if (!*out) {
@@ -39,10 +42,7 @@ grpc::Status QueryService::Lookup(const grpc::ServerContext& context, const std:
 
 grpc::Status QueryService::ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest*,
                                     v1::ListJobsReply* reply) {
-  if (!TokenMatches(*context, token_)) {
-    metrics_->unauthenticated().Increment();
-    return grpc::Status(grpc::UNAUTHENTICATED, "missing or wrong token (authorization: Bearer ...)");
-  }
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   for (const auto& job : jobs_->All()) job->Info(reply->add_jobs());
   return grpc::Status::OK;
 }
@@ -135,9 +135,9 @@ grpc::Status QueryService::Control(grpc::ServerContext* context, const v1::Contr
     case v1::ControlCommand::kTrace: {
       const v1::TraceRequest& t = request->trace();
       if (t.rank() < 0 || t.rank() >= job->world_size()) {
-        return grpc::Status(grpc::INVALID_ARGUMENT,
-                            absl::StrCat("rank ", t.rank(), " is outside world size ",
-                                         job->world_size()));
+        return grpc::Status(
+            grpc::INVALID_ARGUMENT,
+            absl::StrCat("rank ", t.rank(), " is outside world size ", job->world_size()));
       }
       if (t.last_step() < t.first_step() || t.first_step() < 0 ||
           t.last_step() - t.first_step() >= 10'000) {
@@ -151,9 +151,8 @@ grpc::Status QueryService::Control(grpc::ServerContext* context, const v1::Contr
       c.set_trace_first_step(t.first_step());
       c.set_trace_last_step(t.last_step());
       if (sessions_->Send(c) == 0) {
-        return grpc::Status(grpc::UNAVAILABLE,
-                            absl::StrCat("no sidecar serves rank ", t.rank(), " of job ",
-                                         job->name(), " right now"));
+        return grpc::Status(grpc::UNAVAILABLE, absl::StrCat("no sidecar serves rank ", t.rank(),
+                                                            " of job ", job->name(), " right now"));
       }
       reply->set_message(absl::StrCat("asked rank ", t.rank(), " for a detailed trace of steps ",
                                       t.first_step(), "..", t.last_step()));

@@ -30,8 +30,7 @@ class QueryService final : public v1::Query::Service {
                            v1::SuspectsReply* reply) override;
   grpc::Status GetSteps(grpc::ServerContext* context, const v1::GetStepsRequest* request,
                         v1::GetStepsReply* reply) override;
-  grpc::Status WatchVerdicts(grpc::ServerContext* context,
-                             const v1::WatchVerdictsRequest* request,
+  grpc::Status WatchVerdicts(grpc::ServerContext* context, const v1::WatchVerdictsRequest* request,
                              grpc::ServerWriter<v1::VerdictEvent>* writer) override;
   grpc::Status GetHealth(grpc::ServerContext* context, const v1::GetHealthRequest* request,
                          v1::GetHealthReply* reply) override;
@@ -42,6 +41,8 @@ class QueryService final : public v1::Query::Service {
   void Shutdown();
 
  private:
+  // UNAUTHENTICATED (counted) unless the call carries the token.
+  grpc::Status Authorize(const grpc::ServerContext& context);
   // Checks the token and finds the job: UNAUTHENTICATED, NOT_FOUND otherwise.
   grpc::Status Lookup(const grpc::ServerContext& context, const std::string& job,
                       std::shared_ptr<JobState>* out);

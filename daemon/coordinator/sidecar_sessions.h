@@ -22,8 +22,7 @@
 
 namespace stagefrontier {
 
-using IngestStream =
-    grpc::ServerReaderWriterInterface<v1::CoordinatorMessage, v1::SidecarMessage>;
+using IngestStream = grpc::ServerReaderWriterInterface<v1::CoordinatorMessage, v1::SidecarMessage>;
 
 class SidecarSessions {
  public:

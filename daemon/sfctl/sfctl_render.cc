@@ -26,19 +26,19 @@ std::string RenderJobs(const v1::ListJobsReply& reply) {
   std::string out = absl::StrFormat("%-24s %6s %8s %8s %9s %8s  %s\n", "JOB", "RANKS", "STEPS",
                                     "PARTIAL", "REPORTING", "MISSING", "LAST VERDICT");
   for (const v1::JobInfo& j : reply.jobs()) {
-    absl::StrAppend(&out, absl::StrFormat("%-24s %6d %8d %8d %9d %8d  %s%s\n", j.job(),
-                                          j.world_size(), j.steps_accounted(), j.partial_steps(),
-                                          j.ranks_reporting(), j.ranks_missing(),
-                                          j.last_label().empty() ? "-" : j.last_label(),
-                                          j.paused() ? " (paused)" : ""));
+    absl::StrAppend(
+        &out, absl::StrFormat("%-24s %6d %8d %8d %9d %8d  %s%s\n", j.job(), j.world_size(),
+                              j.steps_accounted(), j.partial_steps(), j.ranks_reporting(),
+                              j.ranks_missing(), j.last_label().empty() ? "-" : j.last_label(),
+                              j.paused() ? " (paused)" : ""));
   }
   return out;
 }
 
 std::string RenderVerdict(const v1::Verdict& v) {
-  std::string out = absl::StrCat("verdict ", v.label(), v.reason().empty() ? "" : " ", v.reason(),
-                                 "  (", v.group(), ", steps ", v.first_step(), "..", v.last_step(),
-                                 ")\n");
+  std::string out =
+      absl::StrCat("verdict ", v.label(), v.reason().empty() ? "" : " ", v.reason(), "  (",
+                   v.group(), ", steps ", v.first_step(), "..", v.last_step(), ")\n");
   if (!v.explanation().empty()) absl::StrAppend(&out, "  ", v.explanation(), "\n");
   if (!v.settle().empty()) absl::StrAppend(&out, "  to settle it: ", v.settle(), "\n");
   if (!v.missing_ranks().empty()) {
@@ -57,30 +57,29 @@ std::string RenderSuspects(const v1::SuspectsReply& r) {
     int i = 0;
     for (const v1::Suspect& s : r.verdict().suspects()) {
       absl::StrAppend(&out, absl::StrFormat("  %-4d %-16s %6d %12s %6.0f%% %8d %16s\n", ++i,
-                                            s.stage(), s.rank(), Ms(s.excess_ns()),
-                                            100 * s.share(), s.flagged_steps(),
-                                            Ms(s.what_if_saving_ns())));
+                                            s.stage(), s.rank(), Ms(s.excess_ns()), 100 * s.share(),
+                                            s.flagged_steps(), Ms(s.what_if_saving_ns())));
     }
   }
-  absl::StrAppend(&out, "\nper stage, ms per step   frontier (exact)      | mean-over-ranks dashboard | max-over-ranks dashboard\n",
-                  absl::StrFormat("  %-14s %-8s %9s %9s %8s | %9s %9s | %9s %9s\n", "STAGE",
-                                  "KIND", "ΔF", "BASE", "EXCESS", "MEAN", "BASE", "MAX", "BASE"));
+  absl::StrAppend(&out,
+                  "\nper stage, ms per step   frontier (exact)      | mean-over-ranks dashboard | "
+                  "max-over-ranks dashboard\n",
+                  absl::StrFormat("  %-14s %-8s %9s %9s %8s | %9s %9s | %9s %9s\n", "STAGE", "KIND",
+                                  "ΔF", "BASE", "EXCESS", "MEAN", "BASE", "MAX", "BASE"));
   for (const v1::StageDashboard& d : r.stages()) {
     absl::StrAppend(
-        &out, absl::StrFormat("  %-14s %-8s %9s %9s %8s | %9s %9s | %9s %9s\n", d.stage(),
-                              d.kind(), Ms(d.frontier_increment_ns()), Ms(d.baseline_ns()),
-                              Ms(d.excess_ns()), Ms(d.mean_dashboard_ns()),
-                              Ms(d.mean_dashboard_baseline_ns()), Ms(d.max_dashboard_ns()),
-                              Ms(d.max_dashboard_baseline_ns())));
+        &out, absl::StrFormat("  %-14s %-8s %9s %9s %8s | %9s %9s | %9s %9s\n", d.stage(), d.kind(),
+                              Ms(d.frontier_increment_ns()), Ms(d.baseline_ns()), Ms(d.excess_ns()),
+                              Ms(d.mean_dashboard_ns()), Ms(d.mean_dashboard_baseline_ns()),
+                              Ms(d.max_dashboard_ns()), Ms(d.max_dashboard_baseline_ns())));
   }
-  absl::StrAppend(&out, absl::StrFormat(
-                            "  exposed step %s ms; the max dashboard's stages add up to %s ms\n",
+  absl::StrAppend(
+      &out, absl::StrFormat("  exposed step %s ms; the max dashboard's stages add up to %s ms\n",
                             Ms(r.mean_exposed_ns()), Ms(r.mean_sum_of_max_ns())));
   absl::StrAppend(&out, "\nwhere each view points: frontier -> ",
                   r.frontier_top_stage().empty() ? "-" : r.frontier_top_stage(),
                   ", mean dashboard -> ", r.mean_top_stage().empty() ? "-" : r.mean_top_stage(),
-                  ", max dashboard -> ", r.max_top_stage().empty() ? "-" : r.max_top_stage(),
-                  "\n");
+                  ", max dashboard -> ", r.max_top_stage().empty() ? "-" : r.max_top_stage(), "\n");
   return out;
 }
 
@@ -104,18 +103,17 @@ std::string RenderSteps(const v1::GetStepsReply& r) {
 }
 
 std::string RenderHealth(const v1::GetHealthReply& r) {
-  std::string out =
-      absl::StrFormat("job %s: %d reporting, %d lagging, %d missing\n", r.job(), r.reporting(),
-                      r.lagging(), r.missing());
+  std::string out = absl::StrFormat("job %s: %d reporting, %d lagging, %d missing\n", r.job(),
+                                    r.reporting(), r.lagging(), r.missing());
   absl::StrAppend(&out, absl::StrFormat("%-6s %-10s %-16s %8s %7s %9s %6s %7s %6s %7s  %s\n",
                                         "RANK", "STATE", "NODE", "LAST", "BEHIND", "ACCEPTED",
                                         "DUPS", "DROPPED", "TORN", "INVALID", "NOTE"));
   for (const v1::RankHealth& h : r.ranks()) {
-    absl::StrAppend(&out, absl::StrFormat("%-6d %-10s %-16s %8d %7d %9d %6d %7d %6d %7d  %s\n",
-                                          h.rank(), h.state(), h.node(), h.last_step(),
-                                          h.steps_behind(), h.records_accepted(), h.duplicates(),
-                                          h.dropped_by_writer(), h.torn(), h.invalid(),
-                                          h.last_error()));
+    absl::StrAppend(
+        &out, absl::StrFormat("%-6d %-10s %-16s %8d %7d %9d %6d %7d %6d %7d  %s\n", h.rank(),
+                              h.state(), h.node(), h.last_step(), h.steps_behind(),
+                              h.records_accepted(), h.duplicates(), h.dropped_by_writer(), h.torn(),
+                              h.invalid(), h.last_error()));
   }
   return out;
 }

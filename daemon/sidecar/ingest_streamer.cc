@@ -33,7 +33,8 @@ void IngestStreamer::Run() {
   args.SetMaxReceiveMessageSize(16 << 20);
   // gRPC's own reconnect backoff starts at 1 s and grows to 2 min; a sidecar should find a
   // (re)started coordinator within its own backoff bounds instead.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(options_.backoff_min.count()));
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+              static_cast<int>(options_.backoff_min.count()));
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(options_.backoff_min.count()));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.backoff_max.count()));
   auto channel = grpc::CreateCustomChannel(options_.coordinator, *creds, args);
@@ -116,10 +117,9 @@ bool IngestStreamer::RunStream(std::shared_ptr<grpc::Channel> channel) {
           v1::SidecarMessage reply;
           *reply.mutable_control_ack() = drainer_->ApplyControl(m.control());
           if (log_) {
-            log_(absl::StrCat("control request ", m.control().request_id(), " for job ",
-                              m.control().job(), reply.control_ack().applied()
-                                                     ? " applied"
-                                                     : ": " + reply.control_ack().error()));
+            log_(absl::StrCat(
+                "control request ", m.control().request_id(), " for job ", m.control().job(),
+                reply.control_ack().applied() ? " applied" : ": " + reply.control_ack().error()));
           }
           ok = stream->Write(reply);
         }
@@ -140,9 +140,9 @@ bool IngestStreamer::RunStream(std::shared_ptr<grpc::Channel> channel) {
       if (unacked < options_.max_unacked_records) {
         v1::SidecarMessage msg;
         InFlight f;
-        n = drainer_->Drain(msg.mutable_batch(), &f.commits,
-                            std::min(options_.max_batch_records,
-                                     options_.max_unacked_records - unacked));
+        n = drainer_->Drain(
+            msg.mutable_batch(), &f.commits,
+            std::min(options_.max_batch_records, options_.max_unacked_records - unacked));
         if (n > 0 || !f.commits.empty()) {
           f.seq = ++seq;
           f.records = n;
@@ -158,7 +158,8 @@ bool IngestStreamer::RunStream(std::shared_ptr<grpc::Channel> channel) {
         if (stop_deadline == Clock::time_point{}) stop_deadline = now + options_.stop_grace;
         if ((inflight.empty() && n == 0) || now >= stop_deadline) {
           if (!inflight.empty() && log_) {
-            log_(absl::StrCat(unacked, " records not acknowledged at exit; they stay in the "
+            log_(absl::StrCat(unacked,
+                              " records not acknowledged at exit; they stay in the "
                               "rings for the next sidecar"));
           }
           break;
@@ -174,8 +175,8 @@ bool IngestStreamer::RunStream(std::shared_ptr<grpc::Channel> channel) {
   }
   const grpc::Status status = stream->Finish();
   if (!stop_ && log_) {
-    log_(absl::StrCat("stream to coordinator ", options_.coordinator, " ended: ",
-                      status.ok() ? "closed" : status.error_message(), " (code ",
+    log_(absl::StrCat("stream to coordinator ", options_.coordinator,
+                      " ended: ", status.ok() ? "closed" : status.error_message(), " (code ",
                       static_cast<int>(status.error_code()), "); reconnecting"));
   }
   return progressed;

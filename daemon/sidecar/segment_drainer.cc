@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/wire/packed_steps.h"
+#include "daemon/wire/rank_steps.h"
 
 namespace stagefrontier {
 
@@ -138,9 +139,7 @@ size_t SegmentDrainer::Drain(v1::StepBatch* batch, std::vector<CommitPoint>* com
       taken += got;
     }
     for (auto& [local_rank, entry] : open) {
-      entry.first->set_base_step(entry.second.base_step());
-      entry.first->set_count(entry.second.count());
-      entry.first->set_packed(entry.second.bytes());
+      wire::FillRankSteps(entry.second, entry.first);
     }
     // Commit up to the read-ahead cursor, invalid records included: they will not improve.
     for (uint32_t i = 0; i < before.size(); ++i) {

@@ -9,6 +9,7 @@
 
 #include "CLI/CLI.hpp"
 #include "daemon/common/grpc_security.h"
+#include "daemon/common/termination_signals.h"
 #include "daemon/sidecar/ingest_streamer.h"
 #include "daemon/sidecar/segment_drainer.h"
 #include "spdlog/spdlog.h"
@@ -53,11 +54,8 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(log_level));
   so.poll_max = std::chrono::milliseconds(poll_max_ms);
 
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Signals are taken by the main thread; block them before any thread starts.
+  BlockTerminationSignals();
 
   absl::StatusOr<std::string> token = ReadTokenFile(token_file);
   if (!token.ok()) {
@@ -74,8 +72,7 @@ int main(int argc, char** argv) {
   IngestStreamer streamer(so, &drainer, log);
   spdlog::info("sidecar on {} draining {} to {}", so.node, dro.dir, so.coordinator);
   std::thread run([&] { streamer.Run(); });
-  int sig = 0;
-  sigwait(&signals, &sig);
+  const int sig = WaitForTerminationSignal();
   spdlog::info("signal {}: flushing and exiting", sig);
   streamer.Stop();
   run.join();

@@ -92,8 +92,8 @@ absl::Status DecodePackedSteps(
             absl::StrCat("packed steps: step ", i, ": truncated duration of stage ", k));
       }
       if (v > static_cast<uint64_t>(kMaxPackedStageNs)) {
-        return absl::InvalidArgumentError(absl::StrCat("packed steps: step ", i, ": stage ", k,
-                                                       " lasts ", v, " ns, over a day"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("packed steps: step ", i, ": stage ", k, " lasts ", v, " ns, over a day"));
       }
       durations[k] = static_cast<int64_t>(v);
     }
@@ -104,8 +104,8 @@ absl::Status DecodePackedSteps(
     sink(step, durations, static_cast<uint32_t>(v));
   }
   if (p != end) {
-    return absl::InvalidArgumentError(absl::StrCat("packed steps: ", end - p,
-                                                   " bytes after the last of ", count, " steps"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("packed steps: ", end - p, " bytes after the last of ", count, " steps"));
   }
   return absl::OkStatus();
 }

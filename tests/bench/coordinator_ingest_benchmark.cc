@@ -12,6 +12,7 @@
 
 #include "daemon/coordinator/job_state.h"
 #include "daemon/wire/packed_steps.h"
+#include "daemon/wire/rank_steps.h"
 
 namespace stagefrontier {
 namespace {
@@ -24,7 +25,7 @@ v1::RankDeclaration Decl(int world) {
   d.set_rank(0);
   d.set_world_size(world);
   const char* names[] = {"data", "forward", "backward", "grad_sync", "optimizer", "log"};
-  const v1::StageKind kinds[] = {v1::STAGE_KIND_IO, v1::STAGE_KIND_COMPUTE,
+  const v1::StageKind kinds[] = {v1::STAGE_KIND_IO,      v1::STAGE_KIND_COMPUTE,
                                  v1::STAGE_KIND_COMPUTE, v1::STAGE_KIND_SYNC,
                                  v1::STAGE_KIND_COMPUTE, v1::STAGE_KIND_IO};
   for (uint32_t k = 0; k < kStages; ++k) {
@@ -54,17 +55,14 @@ void BM_CoordinatorIngest(benchmark::State& state) {
   size_t wire_bytes = 0;
   for (int v = 0; v < kVariants; ++v) {
     for (int r = 0; r < world; ++r) {
-      int64_t d[kStages] = {4'000'000 + jitter(rng), 8'000'000 + jitter(rng),
+      int64_t d[kStages] = {4'000'000 + jitter(rng),  8'000'000 + jitter(rng),
                             12'000'000 + jitter(rng), 300'000 + jitter(rng) / 10,
-                            3'000'000 + jitter(rng), 100'000};
+                            3'000'000 + jitter(rng),  100'000};
       if (r == 7) d[0] += 5'000'000;
       wire::PackedStepsEncoder e(kStages);
       e.Add(0, d, 0);
       v1::RankSteps& m = msgs[static_cast<size_t>(v) * world + r];
-      m.set_job("bench");
-      m.set_rank(r);
-      m.set_count(1);
-      m.set_packed(e.bytes());
+      m = wire::MakeRankSteps("bench", r, e);
       wire_bytes += m.ByteSizeLong();
     }
   }
@@ -90,8 +88,8 @@ void BM_CoordinatorIngest(benchmark::State& state) {
     now += 1'000'000;
   }
   state.SetItemsProcessed(state.iterations() * world);
-  state.counters["rank_steps_per_s"] =
-      benchmark::Counter(static_cast<double>(state.iterations() * world), benchmark::Counter::kIsRate);
+  state.counters["rank_steps_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations() * world), benchmark::Counter::kIsRate);
   state.counters["wire_bytes_per_rank_step"] =
       static_cast<double>(wire_bytes) / static_cast<double>(msgs.size());
   state.counters["heap_bytes_per_rank"] =

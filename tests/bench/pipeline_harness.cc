@@ -65,14 +65,18 @@ double CpuSeconds(pid_t pid) {
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-void SleepMs(double ms) { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms)); }
+void SleepMs(double ms) {
+  std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s COORDINATOR_BIN SIDECAR_BIN [--ranks N] [--step-ms MS] "
-                         "[--steps N] [--window N] [--port P]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s COORDINATOR_BIN SIDECAR_BIN [--ranks N] [--step-ms MS] "
+                 "[--steps N] [--window N] [--port P]\n",
+                 argv[0]);
     return 2;
   }
   int ranks = 8, steps = 300, window = 10, port = 17391;
@@ -117,13 +121,16 @@ int main(int argc, char** argv) {
     o.world_size = ranks;
     o.local_world_size = ranks;
     o.shm_dir = shm;
-    auto c = Client::Create({{"data", StageKind::kIo}, {"forward", StageKind::kCompute},
-                             {"backward", StageKind::kCompute}, {"grad_sync", StageKind::kSync},
+    auto c = Client::Create({{"data", StageKind::kIo},
+                             {"forward", StageKind::kCompute},
+                             {"backward", StageKind::kCompute},
+                             {"grad_sync", StageKind::kSync},
                              {"optimizer", StageKind::kCompute}},
                             o, [](const char*) -> const char* { return nullptr; });
     if (!c.ok() || !(*c)->enabled()) {
-      std::fprintf(stderr, "client %d: %s\n", r, c.ok() ? (*c)->disabled_reason().c_str()
-                                                        : std::string(c.status().message()).c_str());
+      std::fprintf(
+          stderr, "client %d: %s\n", r,
+          c.ok() ? (*c)->disabled_reason().c_str() : std::string(c.status().message()).c_str());
       return 1;
     }
     clients.push_back(*std::move(c));
@@ -164,7 +171,9 @@ int main(int argc, char** argv) {
       std::lock_guard<std::mutex> lock(mu);
       const int64_t ready = *std::max_element(end_ns[last].begin(), end_ns[last].end());
       latencies_ms.push_back((now - ready) / 1e6);
-      if (std::getenv("SF_HARNESS_VERBOSE")) std::printf("window ending %lld: %.2f ms\n", static_cast<long long>(last), (now - ready) / 1e6);
+      if (std::getenv("SF_HARNESS_VERBOSE"))
+        std::printf("window ending %lld: %.2f ms\n", static_cast<long long>(last),
+                    (now - ready) / 1e6);
     }
   });
   const double cpu0 = CpuSeconds(sidecar);
@@ -176,11 +185,26 @@ int main(int argc, char** argv) {
       Client& c = *clients[r];
       for (int s = 0; s < steps; ++s) {
         c.BeginStep(s);
-        { auto sc = c.Scope(0); SleepMs(step_ms * 0.15); }
-        { auto sc = c.Scope(1); SleepMs(step_ms * 0.30); }
-        { auto sc = c.Scope(2); SleepMs(step_ms * 0.40); }
-        { auto sc = c.Scope(3); sync.arrive_and_wait(); }
-        { auto sc = c.Scope(4); SleepMs(step_ms * 0.10); }
+        {
+          auto sc = c.Scope(0);
+          SleepMs(step_ms * 0.15);
+        }
+        {
+          auto sc = c.Scope(1);
+          SleepMs(step_ms * 0.30);
+        }
+        {
+          auto sc = c.Scope(2);
+          SleepMs(step_ms * 0.40);
+        }
+        {
+          auto sc = c.Scope(3);
+          sync.arrive_and_wait();
+        }
+        {
+          auto sc = c.Scope(4);
+          SleepMs(step_ms * 0.10);
+        }
         c.EndStep();
         const int64_t t = shm::MonotonicNowNs();
         std::lock_guard<std::mutex> lock(mu);
@@ -201,15 +225,16 @@ int main(int argc, char** argv) {
   waitpid(coord, nullptr, 0);
   std::sort(latencies_ms.begin(), latencies_ms.end());
   const auto pct = [&](double p) {
-    return latencies_ms.empty() ? -1.0
-                                : latencies_ms[std::min(latencies_ms.size() - 1,
-                                                        static_cast<size_t>(p * latencies_ms.size()))];
+    return latencies_ms.empty()
+               ? -1.0
+               : latencies_ms[std::min(latencies_ms.size() - 1,
+                                       static_cast<size_t>(p * latencies_ms.size()))];
   };
   std::printf("pipeline_harness: %d ranks, %d steps of %.0f ms, window %d, %.1f s\n", ranks, steps,
               step_ms, window, wall);
-  std::printf("verdict latency over %zu steady-state windows: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
-              latencies_ms.size(), pct(0.50), pct(0.99),
-              latencies_ms.empty() ? -1.0 : latencies_ms.back());
+  std::printf(
+      "verdict latency over %zu steady-state windows: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+      latencies_ms.size(), pct(0.50), pct(0.99), latencies_ms.empty() ? -1.0 : latencies_ms.back());
   for (double ms : startup_ms) std::printf("  (start-up window: %.2f ms, not counted)\n", ms);
   std::printf("sidecar CPU: %.3f s over %.1f s = %.3f%% of one core\n", cpu1 - cpu0, wall,
               100 * (cpu1 - cpu0) / wall);

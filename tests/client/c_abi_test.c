@@ -8,12 +8,12 @@
 #include "client/c/stagefrontier_c.h"
 
 static int failures = 0;
-#define EXPECT(cond)                                             \
-  do {                                                           \
-    if (!(cond)) {                                               \
+#define EXPECT(cond)                                                     \
+  do {                                                                   \
+    if (!(cond)) {                                                       \
       fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                \
-    }                                                            \
+      ++failures;                                                        \
+    }                                                                    \
   } while (0)
 
 /* What a caller compiled against an older, shorter sf_client_stats would pass. */

@@ -1,6 +1,7 @@
 // Writes seed inputs for the ingest_batch and journal fuzz targets: a batch as a sidecar
 // sends it, and a small journal as the coordinator writes it.
-//   make_wire_seeds OUT_DIR   (writes OUT_DIR/ingest_batch/seed0.bin, OUT_DIR/journal/seed0.journal)
+//   make_wire_seeds OUT_DIR   (writes OUT_DIR/ingest_batch/seed0.bin,
+//   OUT_DIR/journal/seed0.journal)
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +9,7 @@
 
 #include "daemon/coordinator/job_state.h"
 #include "daemon/wire/packed_steps.h"
+#include "daemon/wire/rank_steps.h"
 
 namespace {
 using namespace stagefrontier;
@@ -18,13 +20,7 @@ v1::RankSteps Steps(int rank, int first, int last) {
     const int64_t d[] = {4'000'000 + 1000 * s, rank == 1 ? 9'000'000 : 300'000, 3'000'000};
     e.Add(s, d, s % 3);
   }
-  v1::RankSteps rs;
-  rs.set_job("seed");
-  rs.set_rank(rank);
-  rs.set_base_step(e.base_step());
-  rs.set_count(e.count());
-  rs.set_packed(e.bytes());
-  return rs;
+  return wire::MakeRankSteps("seed", rank, e);
 }
 
 v1::RankDeclaration Decl(int rank) {

@@ -9,6 +9,7 @@
 #include "daemon/common/grpc_security.h"
 #include "daemon/coordinator/query_service.h"
 #include "daemon/wire/packed_steps.h"
+#include "daemon/wire/rank_steps.h"
 #include "grpcpp/grpcpp.h"
 
 namespace stagefrontier {
@@ -92,12 +93,7 @@ void AddSteps(v1::StepBatch* b, int rank, int first, int last, const char* job =
   wire::PackedStepsEncoder e(2);
   const int64_t d[] = {1'000'000, 2'000'000};
   for (int s = first; s <= last; ++s) e.Add(s, d, 0);
-  v1::RankSteps* rs = b->add_steps();
-  rs->set_job(job);
-  rs->set_rank(rank);
-  rs->set_base_step(e.base_step());
-  rs->set_count(e.count());
-  rs->set_packed(e.bytes());
+  *b->add_steps() = wire::MakeRankSteps(job, rank, e);
 }
 
 v1::BatchAck SendBatch(Stream& s, const v1::StepBatch& batch) {
@@ -175,10 +171,10 @@ TEST_CASE("bad streams end with specific codes; the good stream goes on") {
     s.rw->Write(Hello());
     v1::StepBatch mixed;
     mixed.set_batch_seq(1);
-    Declare(&mixed, 9);                                   // out of range
-    Declare(&mixed, 2, "j", 4, "sync2");                  // another schema
-    AddSteps(&mixed, 3, 10, 12);                          // never declared on this stream
-    AddSteps(&mixed, 2, 10, 12);                          // its declaration was refused
+    Declare(&mixed, 9);                   // out of range
+    Declare(&mixed, 2, "j", 4, "sync2");  // another schema
+    AddSteps(&mixed, 3, 10, 12);          // never declared on this stream
+    AddSteps(&mixed, 2, 10, 12);          // its declaration was refused
     v1::BatchAck a = SendBatch(s, mixed);
     REQUIRE(a.rejections_size() == 4);
     CHECK(a.rejections(0).code() == static_cast<int>(absl::StatusCode::kOutOfRange));

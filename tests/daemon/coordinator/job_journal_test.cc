@@ -58,8 +58,8 @@ TEST_CASE("CRC-32C known answer") { CHECK(Crc32c("123456789", 9) == 0xE3069283U)
 TEST_CASE("journal records replay in order; damage is cut off and appending resumes") {
   const std::string path = TempPath();
   {
-    auto j = JobJournal::Open(path, true, [](const v1::JournalRecord&) { return absl::OkStatus(); },
-                              nullptr);
+    auto j = JobJournal::Open(
+        path, true, [](const v1::JournalRecord&) { return absl::OkStatus(); }, nullptr);
     REQUIRE(j.ok());
     for (int s = 0; s < 5; ++s) (*j)->Append(Closed(s));
     REQUIRE((*j)->Flush().ok());
@@ -91,8 +91,8 @@ TEST_CASE("journal records replay in order; damage is cut off and appending resu
   }
   // After the cut, appending continues from the last whole record.
   {
-    auto j = JobJournal::Open(path, false,
-                              [](const v1::JournalRecord&) { return absl::OkStatus(); }, nullptr);
+    auto j = JobJournal::Open(
+        path, false, [](const v1::JournalRecord&) { return absl::OkStatus(); }, nullptr);
     REQUIRE(j.ok());
     (*j)->Append(Closed(99));
     REQUIRE((*j)->Flush().ok());
@@ -105,8 +105,8 @@ TEST_CASE("journal records replay in order; damage is cut off and appending resu
 TEST_CASE("a replay error stops the open and names the record") {
   const std::string path = TempPath();
   {
-    auto j = JobJournal::Open(path, false,
-                              [](const v1::JournalRecord&) { return absl::OkStatus(); }, nullptr);
+    auto j = JobJournal::Open(
+        path, false, [](const v1::JournalRecord&) { return absl::OkStatus(); }, nullptr);
     REQUIRE(j.ok());
     (*j)->Append(Closed(1));
   }

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "daemon/wire/packed_steps.h"
+#include "daemon/wire/rank_steps.h"
 
 namespace stagefrontier {
 namespace {
@@ -20,8 +21,9 @@ std::string TempDir() {
   return dir;
 }
 
-v1::RankDeclaration Decl(int rank, const std::string& stages = "data:io,forward:compute,"
-                                                               "grad_sync:sync,optimizer:compute") {
+v1::RankDeclaration Decl(int rank, const std::string& stages =
+                                       "data:io,forward:compute,"
+                                       "grad_sync:sync,optimizer:compute") {
   v1::RankDeclaration d;
   d.set_job("job-1");
   d.set_rank(rank);
@@ -46,13 +48,7 @@ v1::RankSteps Steps(int rank, int first, int last, std::mt19937* rng) {
     if (s >= 100) (rank == 5 ? d[0] : d[2]) += slow;
     enc.Add(s, d, 0);
   }
-  v1::RankSteps rs;
-  rs.set_job("job-1");
-  rs.set_rank(rank);
-  rs.set_base_step(enc.base_step());
-  rs.set_count(enc.count());
-  rs.set_packed(enc.bytes());
-  return rs;
+  return wire::MakeRankSteps("job-1", rank, enc);
 }
 
 std::vector<std::string> Verdicts(const JobState& job) {
@@ -142,8 +138,7 @@ TEST_CASE("declarations: mismatches are refused with a clear reason") {
   CHECK((*job)->CheckDeclaration(d).code() == absl::StatusCode::kFailedPrecondition);
   CHECK((*job)->CheckDeclaration(Decl(8)).code() == absl::StatusCode::kOutOfRange);
   // A second Create over the same journal is refused; a bad job id too.
-  CHECK(JobState::Create(Decl(0), o, nullptr).status().code() ==
-        absl::StatusCode::kAlreadyExists);
+  CHECK(JobState::Create(Decl(0), o, nullptr).status().code() == absl::StatusCode::kAlreadyExists);
   v1::RankDeclaration bad = Decl(0);
   bad.set_job("../etc");
   CHECK(JobState::Create(bad, o, nullptr).status().code() == absl::StatusCode::kInvalidArgument);
@@ -165,8 +160,8 @@ TEST_CASE("a journal that is not a job is refused at restore") {
   o.data_dir = TempDir();
   const std::string path = JournalPath(o.data_dir, "x");
   {
-    auto j = JobJournal::Open(path, false,
-                              [](const v1::JournalRecord&) { return absl::OkStatus(); }, nullptr);
+    auto j = JobJournal::Open(
+        path, false, [](const v1::JournalRecord&) { return absl::OkStatus(); }, nullptr);
     REQUIRE(j.ok());
     v1::JournalRecord r;
     r.mutable_closed()->set_step(3);

@@ -8,6 +8,7 @@
 
 #include "daemon/coordinator/job_state.h"
 #include "daemon/wire/packed_steps.h"
+#include "daemon/wire/rank_steps.h"
 
 namespace stagefrontier {
 namespace {
@@ -46,13 +47,7 @@ TEST_CASE("concurrent ingest, closing and queries account every step exactly onc
             const int64_t dur[] = {1'000'000 + (r == 3 ? 500'000 : 0), 200'000};
             e.Add(k, dur, 0);
           }
-          v1::RankSteps rs;
-          rs.set_job("t");
-          rs.set_rank(r);
-          rs.set_base_step(e.base_step());
-          rs.set_count(e.count());
-          rs.set_packed(e.bytes());
-          auto c = j.Ingest(rs, "n", 0);
+          auto c = j.Ingest(wire::MakeRankSteps("t", r, e), "n", 0);
           if (c.ok()) accepted += static_cast<int>(c->accepted);
           (void)j.Flush();
         }

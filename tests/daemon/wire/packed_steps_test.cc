@@ -14,11 +14,11 @@ struct Got {
 };
 
 absl::Status Decode(const PackedStepsEncoder& e, std::vector<Got>* out) {
-  return DecodePackedSteps(e.bytes(), e.count(), e.base_step(), e.stage_count(),
-                           [&](int64_t step, const int64_t* d, uint32_t flags) {
-                             out->push_back({step, std::vector<int64_t>(d, d + e.stage_count()),
-                                             flags});
-                           });
+  return DecodePackedSteps(
+      e.bytes(), e.count(), e.base_step(), e.stage_count(),
+      [&](int64_t step, const int64_t* d, uint32_t flags) {
+        out->push_back({step, std::vector<int64_t>(d, d + e.stage_count()), flags});
+      });
 }
 
 TEST_CASE("packed steps round trip, with gaps, big and zero durations") {
@@ -51,8 +51,8 @@ TEST_CASE("packed steps: malformed input gets a specific error") {
   e.Add(7, d, 0);
   e.Add(8, d, 0);
   const auto err = [&](const std::string& bytes, uint32_t count, int64_t base, uint32_t stages) {
-    absl::Status s = DecodePackedSteps(bytes, count, base, stages,
-                                       [](int64_t, const int64_t*, uint32_t) {});
+    absl::Status s =
+        DecodePackedSteps(bytes, count, base, stages, [](int64_t, const int64_t*, uint32_t) {});
     REQUIRE(!s.ok());
     CHECK(s.code() == absl::StatusCode::kInvalidArgument);
     return std::string(s.message());
