@@ -15,12 +15,12 @@
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/termination_signals.h"
 #include "daemon/coordinator/coordinator_metrics.h"
+#include "daemon/coordinator/health_service.h"
 #include "daemon/coordinator/ingest_service.h"
 #include "daemon/coordinator/job_registry.h"
 #include "daemon/coordinator/query_service.h"
 #include "daemon/coordinator/sidecar_sessions.h"
 #include "grpcpp/grpcpp.h"
-#include "grpcpp/health_check_service_interface.h"
 #include "prometheus/exposer.h"
 #include "spdlog/spdlog.h"
 
@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   CLI::App app{"stagefrontier-coordinator: frontier accounting, verdicts and queries"};
   std::string listen = "127.0.0.1:7311";
   std::string metrics_listen = "127.0.0.1:7312";
+  std::string health_listen;
   std::string data_dir;
   bool no_fsync = false;
   std::string jobs_csv;
@@ -41,6 +42,9 @@ int main(int argc, char** argv) {
   app.add_option("--listen", listen, "gRPC address (ingest and query)")->capture_default_str();
   app.add_option("--metrics-listen", metrics_listen, "Prometheus /metrics address; empty disables")
       ->capture_default_str();
+  app.add_option("--health-listen", health_listen,
+                 "also serve gRPC health checking (grpc.health.v1) in plaintext here, for probes "
+                 "that cannot speak TLS (Kubernetes grpc probes); empty: only on --listen");
   app.add_option("--data-dir", data_dir, "directory of the job journals (created if missing)")
       ->required();
   app.add_flag("--no-fsync", no_fsync,
@@ -120,18 +124,33 @@ int main(int argc, char** argv) {
   IngestService ingest(&jobs, &sessions, &metrics, *token,
                        [](const std::string& line) { spdlog::info("{}", line); });
   QueryService query(&jobs, &sessions, &metrics, *token);
-  grpc::EnableDefaultHealthCheckService(true);
+  HealthService health;
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(listen, *creds, &bound_port);
   builder.SetMaxReceiveMessageSize(max_message_bytes);
   builder.RegisterService(&ingest);
   builder.RegisterService(&query);
+  builder.RegisterService(&health);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
     spdlog::error("cannot listen on {}", listen);
     return 2;
   }
+  // Plaintext health checking for probes, served apart from the (possibly TLS) main port.
+  std::unique_ptr<grpc::Server> health_server;
+  if (!health_listen.empty()) {
+    grpc::ServerBuilder hb;
+    int health_port = 0;
+    hb.AddListeningPort(health_listen, grpc::InsecureServerCredentials(), &health_port);
+    hb.RegisterService(&health);
+    health_server = hb.BuildAndStart();
+    if (!health_server || health_port == 0) {
+      spdlog::error("cannot serve health checking on {}", health_listen);
+      return 2;
+    }
+  }
+  health.SetServing(true);
   spdlog::info("coordinator listening on {} (metrics on {}), data in {}{}", listen,
                metrics_listen.empty() ? "none" : metrics_listen, data_dir,
                token->empty() ? "" : ", token required");
@@ -151,8 +170,10 @@ int main(int argc, char** argv) {
 
   const int sig = WaitForTerminationSignal();
   spdlog::info("signal {}: shutting down", sig);
+  health.SetServing(false);
   query.Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (health_server) health_server->Shutdown();
   stop = true;
   ticker.join();
   for (const auto& job : jobs.All()) {

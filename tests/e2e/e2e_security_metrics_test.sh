@@ -25,7 +25,9 @@ echo "wrong" >"$tls/bad-token"
 
 SF_CTL_FLAGS=(--tls-ca "$tls/ca.pem" --token-file "$tls/token")
 sf_start_coordinator 17341 17342 --tls-cert "$tls/server.pem" --tls-key "$tls/server.key" \
-  --token-file "$tls/token" || fail "coordinator"
+  --token-file "$tls/token" --health-listen 127.0.0.1:17343 || fail "coordinator"
+# The plaintext probe port (Kubernetes grpc probes cannot speak TLS) accepts connections.
+(exec 3<>/dev/tcp/127.0.0.1/17343) || fail "no health port"
 sf_start_sidecar node0 --tls-ca "$tls/ca.pem" --token-file "$tls/token"
 sf_run_trainers job1 4 1 150 --fault forward:2:10 --fault-start 30 || fail "trainers"
 sf_wait_steps job1 150 30 || fail "steps over TLS"
