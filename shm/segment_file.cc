@@ -34,6 +34,11 @@ absl::Status ErrnoStatus(int err, const std::string& what, const std::string& pa
 }
 
 absl::StatusOr<gid_t> LookupGroup(const std::string& name) {
+  // A numeric gid is taken as is: containers often have no name for the shared group.
+  if (!name.empty() && name.size() <= 9 &&
+      name.find_first_not_of("0123456789") == std::string::npos) {
+    return static_cast<gid_t>(std::stoul(name));
+  }
   std::vector<char> buf(16384);
   group grp{};
   group* result = nullptr;

@@ -31,7 +31,8 @@ struct SegmentOptions {
   // Used only when this call creates the segment; an existing segment keeps its geometry.
   uint32_t slot_count = 8;
   uint32_t ring_capacity = 1024;
-  // Empty: mode 0600, owner only. Otherwise the segment belongs to this group, mode 0660.
+  // Empty: mode 0600, owner only. Otherwise the segment belongs to this group (a name or a
+  // numeric gid), mode 0660.
   std::string group;
 };
 

@@ -66,6 +66,15 @@ TEST_CASE("a configured group gets the segment with mode 0660") {
   CHECK((st.st_mode & 0777) == 0660);
   CHECK(st.st_gid == 0);
 
+  // A numeric gid needs no name (containers sharing a segment by gid).
+  o.job_id = "grp-numeric";
+  o.group = std::to_string(getgid());
+  auto numeric = MappedSegment::OpenOrCreate(o);
+  REQUIRE(numeric.ok());
+  REQUIRE(stat((*numeric)->path().c_str(), &st) == 0);
+  CHECK(st.st_gid == getgid());
+  CHECK((st.st_mode & 0777) == 0660);
+
   o.job_id = "grp2";
   o.group = "no-such-group-here";
   auto bad = MappedSegment::OpenOrCreate(o);
