@@ -26,6 +26,8 @@ PACKAGES=(
   curl                   # tests talk to Prometheus's HTTP API
   jq                     # tests read --json output
   openssl                # the TLS test makes its certificates
+  python3-yaml           # the deployment checks read the Kubernetes manifests
+  systemd                # systemd-analyze verifies the units
 )
 
 missing=()

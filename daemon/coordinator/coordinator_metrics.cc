@@ -68,6 +68,15 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<prometheus
                      .Name("stagefrontier_rank_records_rejected_total")
                      .Help("Rank declarations or records refused, by reason")
                      .Register(r);
+  // Every known code and reason exists from the start at 0, so that rate() and alerts see them.
+  for (const char* code :
+       {"UNAUTHENTICATED", "FAILED_PRECONDITION", "INVALID_ARGUMENT", "UNAVAILABLE", "INTERNAL"}) {
+    stream_errors_->Add({{"code", code}});
+  }
+  for (const char* reason : {"NOT_FOUND", "FAILED_PRECONDITION", "OUT_OF_RANGE", "INVALID_ARGUMENT",
+                             "ALREADY_EXISTS", "INTERNAL"}) {
+    rejections_->Add({{"reason", reason}});
+  }
   sidecar_streams_ = &BuildGauge()
                           .Name("stagefrontier_sidecar_streams")
                           .Help("Sidecar ingest streams connected now")
