@@ -1,6 +1,7 @@
 #include "daemon/coordinator/job_registry.h"
 
 #include <dirent.h>
+#include <time.h>
 
 #include <algorithm>
 
@@ -8,6 +9,15 @@
 #include "absl/strings/str_cat.h"
 
 namespace stagefrontier {
+namespace {
+
+int64_t MonotonicNowNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+}  // namespace
 
 JobRegistry::JobRegistry(JobOptions options, CoordinatorMetrics* metrics,
                          std::set<std::string> allowed)
@@ -30,7 +40,7 @@ absl::Status JobRegistry::RestoreAll(const std::function<void(const std::string&
     const std::string path = absl::StrCat(options_.data_dir, "/", name);
     JournalOpenInfo info;
     absl::StatusOr<std::unique_ptr<JobState>> job =
-        JobState::Restore(path, options_, metrics_, &info);
+        JobState::Restore(path, options_, metrics_, &info, MonotonicNowNs());
     if (!job.ok()) {
       if (first.ok()) first = job.status();
       if (log) log(absl::StrCat("cannot restore ", path, ": ", job.status().message()));

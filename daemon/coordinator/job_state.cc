@@ -101,7 +101,7 @@ absl::StatusOr<std::unique_ptr<JobState>> JobState::Create(const v1::RankDeclara
 absl::StatusOr<std::unique_ptr<JobState>> JobState::Restore(const std::string& path,
                                                             const JobOptions& options,
                                                             CoordinatorMetrics* metrics,
-                                                            JournalOpenInfo* info) {
+                                                            JournalOpenInfo* info, int64_t now_ns) {
   std::unique_ptr<JobState> job;
   const int64_t now = 0;  // replay never closes steps by deadline: StepClosed records do
   absl::StatusOr<std::unique_ptr<JobJournal>> journal = JobJournal::Open(
@@ -132,6 +132,9 @@ absl::StatusOr<std::unique_ptr<JobState>> JobState::Restore(const std::string& p
     metrics->journal_truncated_bytes().Increment(static_cast<double>(info->truncated_bytes));
   }
   job->journal_ = *std::move(journal);
+  // Regression: replayed steps kept arrival time 0, so the first deadline check after a
+  // restart closed them as partial at once.
+  job->aligner_.RestartDeadlines(now_ns);
   return job;
 }
 

@@ -63,11 +63,12 @@ class JobState {
       const v1::RankDeclaration& declaration, const JobOptions& options,
       CoordinatorMetrics* metrics);
 
-  // Rebuilds a job from its journal (truncating a torn tail). DataLoss if the journal does
-  // not start with a valid JobDeclared.
+  // Rebuilds a job from its journal (truncating a torn tail). Steps still waiting for ranks get
+  // a fresh deadline from `now_ns` (monotonic). DataLoss if the journal does not start with a
+  // valid JobDeclared.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<JobState>> Restore(
       const std::string& path, const JobOptions& options, CoordinatorMetrics* metrics,
-      JournalOpenInfo* info = nullptr);
+      JournalOpenInfo* info, int64_t now_ns);
 
   // FailedPrecondition naming the difference if a rank's declaration does not match the job
   // (schema, world size); OutOfRange for a rank outside [0, world_size).

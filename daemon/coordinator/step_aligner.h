@@ -55,6 +55,11 @@ class StepAligner {
   int64_t last_step(int32_t rank) const { return last_accepted_[rank]; }
   int64_t last_closed() const { return last_closed_; }
   size_t pending_steps() const { return pending_.size(); }
+  // Restarts every pending step's deadline at `now_ns` (after a journal replay, whose
+  // arrival times mean nothing on this run's clock).
+  void RestartDeadlines(int64_t now_ns) {
+    for (auto& [step, p] : pending_) p.first_arrival_ns = now_ns;
+  }
   // When the oldest pending step's first record arrived; 0 if none waits.
   int64_t oldest_first_arrival_ns() const {
     return pending_.empty() ? 0 : pending_.begin()->second.first_arrival_ns;

@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.history_steps = 64;
   o.history_rank_steps = 4096;
   const std::string path = "/proc/self/fd/" + std::to_string(fd);
-  auto job = stagefrontier::JobState::Restore(path, o, nullptr);
+  auto job = stagefrontier::JobState::Restore(path, o, nullptr, nullptr, 0);
   if (job.ok()) {
     stagefrontier::v1::JobInfo info;
     (*job)->Info(&info);

@@ -101,7 +101,7 @@ TEST_CASE("a restored job equals the live one: steps, verdicts, counters") {
   CHECK(sus.mean_top_stage() == "grad_sync");  // the dashboard points at the victims' wait
 
   JournalOpenInfo oi;
-  auto restored = JobState::Restore(JournalPath(o.data_dir, "job-1"), o, nullptr, &oi);
+  auto restored = JobState::Restore(JournalPath(o.data_dir, "job-1"), o, nullptr, &oi, now);
   REQUIRE(restored.ok());
   CHECK(oi.truncated_bytes == 0);
   v1::JobInfo info2;
@@ -167,10 +167,41 @@ TEST_CASE("a journal that is not a job is refused at restore") {
     r.mutable_closed()->set_step(3);
     (*j)->Append(r);
   }
-  auto job = JobState::Restore(path, o, nullptr);
+  auto job = JobState::Restore(path, o, nullptr, nullptr, 0);
   REQUIRE(!job.ok());
   CHECK(job.status().code() == absl::StatusCode::kDataLoss);
   CHECK_THAT(std::string(job.status().message()), Catch::Contains("JobDeclared"));
+}
+
+}  // namespace
+}  // namespace stagefrontier
+
+namespace stagefrontier {
+namespace {
+
+TEST_CASE("steps waiting at a restart get a fresh deadline (regression: closed partial at once)") {
+  JobOptions o;
+  o.data_dir = TempDir();
+  o.fsync = false;
+  o.aligner.deadline_ns = 1'000'000'000;
+  auto live = JobState::Create(Decl(0), o, nullptr);
+  REQUIRE(live.ok());
+  std::mt19937 rng(2);
+  const int64_t t0 = 5'000'000'000'000;
+  for (int r = 0; r < kWorld - 1; ++r) REQUIRE((*live)->Ingest(Steps(r, 0, 4, &rng), "n", t0).ok());
+  (*live)->CloseDue(t0);  // rank 7 has not reported: nothing closes
+  REQUIRE((*live)->Flush().ok());
+  live->reset();
+  // Restarted much later on the monotonic clock; rank 7's re-sent steps arrive shortly after.
+  const int64_t t1 = t0 + 3'600'000'000'000;
+  auto restored = JobState::Restore(JournalPath(o.data_dir, "job-1"), o, nullptr, nullptr, t1);
+  REQUIRE(restored.ok());
+  CHECK((*restored)->CloseDue(t1 + 1'000) == 0);
+  REQUIRE((*restored)->Ingest(Steps(kWorld - 1, 0, 4, &rng), "n", t1 + 2'000).ok());
+  CHECK((*restored)->CloseDue(t1 + 3'000) == 5);
+  v1::JobInfo info;
+  (*restored)->Info(&info);
+  CHECK(info.partial_steps() == 0);
 }
 
 }  // namespace
