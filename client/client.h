@@ -86,6 +86,8 @@ class Client {
   void Exit(StageId k) noexcept { recorder_.Exit(k, shm::MonotonicNowNs()); }
   // Stage k ended now; it covers the time since the previous stage ended.
   void Mark(StageId k) noexcept { recorder_.Mark(k, shm::MonotonicNowNs()); }
+  // Stage k ended at t_ns (CLOCK_MONOTONIC), for boundaries known only after the fact.
+  void MarkAt(StageId k, int64_t t_ns) noexcept { recorder_.Mark(k, t_ns); }
   // Ends the step and publishes it (unless paused or sampled out).
   void EndStep() noexcept;
 

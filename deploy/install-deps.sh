@@ -28,6 +28,7 @@ PACKAGES=(
   openssl                # the TLS test makes its certificates
   python3-yaml           # the deployment checks read the Kubernetes manifests
   systemd                # systemd-analyze verifies the units
+  python3-torch          # PyTorch (CPU, Gloo) for the stagefrontier.torch tests
 )
 
 missing=()

@@ -184,7 +184,7 @@ py::dict Stats(const PyClient& c) {
 
 }  // namespace
 
-PYBIND11_MODULE(stagefrontier, m) {
+PYBIND11_MODULE(_stagefrontier, m) {
   m.doc() = "StageFrontier stub: per-step stage marks into the node's shared-memory segment.";
 
   g_scope_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&kScopeSpec));
@@ -211,6 +211,14 @@ PYBIND11_MODULE(stagefrontier, m) {
           py::arg("step") = py::none())
       .def("end_step", [](PyClient& c) { c.client->EndStep(); })
       .def("enter", [](PyClient& c, const py::str& name) { c.client->Enter(c.Id(name.ptr())); })
+      .def(
+          "mark_at",
+          [](PyClient& c, const py::str& name, int64_t t_ns) {
+            c.client->MarkAt(c.Id(name.ptr()), t_ns);
+          },
+          py::arg("stage"), py::arg("t_ns"),
+          "Stage `stage` ended at t_ns (time.monotonic_ns(), CLOCK_MONOTONIC): for boundaries "
+          "known only after the fact, such as the last gradient bucket handed to all-reduce.")
       .def("exit", [](PyClient& c, const py::str& name) { c.client->Exit(c.Id(name.ptr())); })
       .def("stats", &Stats, "Counters: steps begun, recorded, dropped, not recorded, ...")
       .def("should_capture_trace",

@@ -5,7 +5,7 @@ here="$TEST_SRCDIR/$TEST_WORKSPACE"
 export PYTHONPATH="$here/client/python"
 export STAGEFRONTIER_CLI="$here/daemon/analyze/stagefrontier"
 # The module is built for Debian's Python; under ASan it needs the runtime preloaded.
-libs=$(ldd "$here/client/python/stagefrontier.so")  # not piped into grep -q: SIGPIPE + pipefail
+libs=$(ldd "$here/client/python/stagefrontier/_stagefrontier.so")  # not piped into grep -q: SIGPIPE + pipefail
 if [[ "$libs" == *libasan* ]]; then
   export LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
   # CPython itself leaks by design at exit; the leak checker is for our C++ tests.
@@ -17,3 +17,9 @@ out=$(STAGEFRONTIER_SHM_DIR="${TEST_TMPDIR:-/tmp}" TORCHELASTIC_RUN_ID=pyexample
   /usr/bin/python3 "$here/client/examples/toy_loop.py" --steps 7)
 echo "$out"
 [[ "$out" == "rank 0: 7 steps, 7 recorded, 0 dropped (ring full), 0 not recorded" ]]
+# stagefrontier.torch on a plain PyTorch loop (skipped, with the reason, without torch).
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  /usr/bin/python3 "$here/tests/client/python_torch_test.py"
+else
+  echo "SKIPPED python_torch_test: python3-torch is not installed (deploy/install-deps.sh installs it)"
+fi

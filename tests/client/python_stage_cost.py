@@ -3,7 +3,7 @@
 step, against an empty loop and a pure-Python context manager. Prints ns per operation (median
 of 7 rounds). Documented harness for docs/results.md:
 
-    bazel build -c opt //client/python:stagefrontier.so
+    bazel build -c opt //client/python:package
     PYTHONPATH=bazel-bin/client/python /usr/bin/python3 tests/client/python_stage_cost.py
 """
 import contextlib

@@ -5,7 +5,7 @@ set -euo pipefail
 source deploy/demo/pipeline.sh
 sf_init "${TEST_TMPDIR:-$(mktemp -d)}/missing" .
 trap 'sf_stop_all; kill ${SF_TRAINER_PIDS[@]:-} 2>/dev/null || true' EXIT
-fail() { echo "FAIL: $*" >&2; tail -30 "$SF_WORK"/*.log >&2; exit 1; }
+fail() { echo "FAIL: $*" >&2; tail -n 30 "$SF_WORK"/*.log >&2; exit 1; }
 
 sf_start_coordinator 17331 17332 --step-deadline-ms 300 || fail "coordinator"
 sf_start_sidecar node0

@@ -7,7 +7,7 @@ set -euo pipefail
 source deploy/demo/pipeline.sh
 sf_init "${TEST_TMPDIR:-$(mktemp -d)}/e2e" .
 trap 'sf_stop_all; kill ${SF_TRAINER_PIDS[@]:-} 2>/dev/null || true' EXIT
-fail() { echo "FAIL: $*" >&2; tail -20 "$SF_WORK"/*.log >&2; exit 1; }
+fail() { echo "FAIL: $*" >&2; tail -n 20 "$SF_WORK"/*.log >&2; exit 1; }
 
 sf_start_coordinator 17311 17312 --step-deadline-ms 5000 || fail "coordinator"
 sf_start_sidecar node0

@@ -7,7 +7,7 @@ source deploy/demo/pipeline.sh
 sf_init "${TEST_TMPDIR:-$(mktemp -d)}/secure" .
 PROM_PID=
 trap 'sf_stop_all; [ -n "$PROM_PID" ] && kill $PROM_PID 2>/dev/null; kill ${SF_TRAINER_PIDS[@]:-} 2>/dev/null || true' EXIT
-fail() { echo "FAIL: $*" >&2; tail -20 "$SF_WORK"/*.log >&2; exit 1; }
+fail() { echo "FAIL: $*" >&2; tail -n 20 "$SF_WORK"/*.log >&2; exit 1; }
 command -v prometheus >/dev/null || fail "prometheus is not installed (deploy/install-deps.sh installs it)"
 
 # A CA and a server certificate for 127.0.0.1.

@@ -1,0 +1,108 @@
+#!/usr/bin/python3
+"""A small DDP trainer (an MLP on synthetic data, CPU, Gloo) with fault injection, for the
+PyTorch demo, the end-to-end test and the evaluation. It knows nothing of StageFrontier:
+run it under the launcher to instrument it.
+
+    torchrun --nproc_per_node 4 -m stagefrontier.torch.run client/examples/ddp_example.py \
+        --steps 300 --fault data:2:20 --fault-start 50
+
+Faults (flags, or STAGEFRONTIER_FAULT="STAGE:RANK:MS[:EVERY[:START]]"): data (the loader),
+forward, backward (a gradient hook), optimizer (the step) slowed by MS milliseconds on RANK,
+every EVERY steps from step START.
+"""
+import argparse
+import os
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, IterableDataset
+
+
+class Fault:
+    def __init__(self, spec, every, start, rank):
+        self.stage, self.rank, self.ms = None, -1, 0.0
+        self.every, self.start = every, start
+        if spec:
+            parts = spec.split(":")
+            if len(parts) not in (3, 4, 5):
+                raise SystemExit(f"--fault wants STAGE:RANK:MS[:EVERY[:START]], got {spec!r}")
+            self.stage, self.rank, self.ms = parts[0], int(parts[1]), float(parts[2])
+            if len(parts) > 3:
+                self.every = int(parts[3])
+            if len(parts) > 4:
+                self.start = int(parts[4])
+            if self.stage not in ("data", "forward", "backward", "optimizer"):
+                raise SystemExit(f"unknown fault stage {self.stage!r}")
+        self.my_rank = rank
+        self.step = 0
+
+    def hit(self, stage):
+        if stage != self.stage or self.my_rank != self.rank or self.step < self.start:
+            return
+        if self.every <= 1 or (self.step - self.start) % self.every == 0:
+            time.sleep(self.ms / 1000)
+
+
+class Synthetic(IterableDataset):
+    def __init__(self, fault, batch, features, steps):
+        self.fault, self.batch, self.features, self.steps = fault, batch, features, steps
+
+    def __iter__(self):
+        g = torch.Generator().manual_seed(1234 + self.fault.my_rank)
+        for _ in range(self.steps):
+            self.fault.hit("data")
+            x = torch.randn(self.batch, self.features, generator=g)
+            yield x, x.sum(dim=1, keepdim=True)
+
+
+class Model(torch.nn.Module):
+    def __init__(self, fault, features, hidden):
+        super().__init__()
+        self.fault = fault
+        self.net = torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.ReLU(),
+                                       torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
+                                       torch.nn.Linear(hidden, 1))
+
+    def forward(self, x):
+        self.fault.hit("forward")
+        return self.net(x)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--features", type=int, default=64)
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--fault", default=os.environ.get("STAGEFRONTIER_FAULT", ""))
+    p.add_argument("--fault-every", type=int, default=1)
+    p.add_argument("--fault-start", type=int, default=0)
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    fault = Fault(args.fault, args.fault_every, args.fault_start, rank)
+    model = DDP(Model(fault, args.features, args.hidden))
+    # The backward fault: a hook on the first layer's weight gradient (inside backward).
+    model.module.net[0].weight.register_hook(lambda g: (fault.hit("backward"), g)[1])
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    loader = DataLoader(Synthetic(fault, args.batch, args.features, args.steps), batch_size=None)
+    start = time.monotonic()
+    for x, y in loader:
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        fault.hit("optimizer")
+        opt.step()
+        fault.step += 1
+    elapsed = time.monotonic() - start
+    if rank == 0:
+        print(f"ddp_example: {fault.step} steps in {elapsed:.2f} s "
+              f"({1000 * elapsed / max(1, fault.step):.2f} ms/step)", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

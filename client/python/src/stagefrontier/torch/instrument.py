@@ -1,0 +1,258 @@
+"""Hooks that turn a PyTorch training loop into StageFrontier stage marks.
+
+Stages (schema order): data (io), forward (compute), backward (compute), grad_sync (sync),
+optimizer (compute).
+
+* data: each DataLoader iterator `__next__`.
+* forward: `DistributedDataParallel.forward` (or the model passed to `instrument`).
+* backward: `Tensor.backward` / `torch.autograd.backward`, up to the moment the last gradient
+  bucket was handed to the all-reduce (recorded by a DDP communication hook);
+* grad_sync: from there until backward returns, i.e. the wait for the all-reduce.
+* optimizer: `Optimizer.step`; the step ends when it returns, and the next one begins.
+
+Time outside any stage counts toward the stage entered next (docs/link-the-stub.md). The
+communication hook does what DDP's default hook does (average, then all-reduce); it also
+reports each bucket's all-reduce interval, which the collective probe format uses. A script
+that registers its own comm hook should pass comm_hook=False (STAGEFRONTIER_TORCH_COMM_HOOK=0).
+"""
+import contextlib
+import functools
+import os
+import sys
+import time
+
+DEFAULT_STAGES = [
+    ("data", "io"),
+    ("forward", "compute"),
+    ("backward", "compute"),
+    ("grad_sync", "sync"),
+    ("optimizer", "compute"),
+]
+
+_ACTIVE = None
+
+
+def _warn(msg):
+    print(f"stagefrontier.torch: {msg}", file=sys.stderr, flush=True)
+
+
+class Instrumentation:
+    """One per process. `install()` patches PyTorch; the methods are the explicit API."""
+
+    def __init__(self, stages=None, extra_stages=(), comm_hook=None, **client_kwargs):
+        self.stages = list(stages or DEFAULT_STAGES) + list(extra_stages)
+        self.names = {name for name, _ in self.stages}
+        if comm_hook is None:
+            comm_hook = os.environ.get("STAGEFRONTIER_TORCH_COMM_HOOK", "1") != "0"
+        self.comm_hook = comm_hook
+        self.client = None
+        try:
+            import stagefrontier
+
+            self.client = stagefrontier.Client(stages=self.stages, **client_kwargs)
+        except Exception as e:  # never stop training for the stub
+            _warn(f"not recording ({e}); training goes on uninstrumented")
+        self.in_step = False
+        self.bucket_launch_ns = []  # this step's all-reduce launches
+        self.collectives = []  # (launch_ns, done_ns) of this step's bucket all-reduces
+        self._forward_depth = 0
+        self._backward_depth = 0
+        self._patches = []
+
+    # ---- explicit API ----------------------------------------------------------------------
+    def begin(self):
+        """Starts a step if none is open (the hooks call it lazily)."""
+        if self.client is not None and not self.in_step:
+            self.bucket_launch_ns.clear()
+            self.collectives.clear()
+            self.client.begin_step()
+            self.in_step = True
+
+    def end(self):
+        """Ends the open step and publishes it."""
+        if self.client is not None and self.in_step:
+            self.client.end_step()
+            self.in_step = False
+
+    def step_boundary(self):
+        self.end()
+        self.begin()
+
+    def stage(self, name):
+        """A context manager for stage `name` (a no-op when not recording)."""
+        if self.client is None:
+            return contextlib.nullcontext()
+        self.begin()
+        return self.client.stage(name)
+
+    def mark(self, name, t_ns=None):
+        """Stage `name` ended now (or at t_ns, a time.monotonic_ns() value)."""
+        if self.client is None:
+            return
+        self.begin()
+        if t_ns is None:
+            self.client.mark(name)
+        else:
+            self.client.mark_at(name, t_ns)
+
+    def staged(self, name):
+        """A decorator running the function inside stage `name`."""
+
+        def wrap(fn):
+            @functools.wraps(fn)
+            def inner(*args, **kwargs):
+                with self.stage(name):
+                    return fn(*args, **kwargs)
+
+            return inner
+
+        return wrap
+
+    def should_capture_trace(self):
+        return self.client is not None and self.client.should_capture_trace()
+
+    def stats(self):
+        return self.client.stats() if self.client is not None else {}
+
+    # ---- hooks -----------------------------------------------------------------------------
+    def _patch(self, owner, attr, make):
+        original = getattr(owner, attr)
+        if getattr(original, "_stagefrontier", False):
+            return
+        wrapped = make(original)
+        wrapped._stagefrontier = True
+        setattr(owner, attr, wrapped)
+        self._patches.append((owner, attr, original))
+
+    def install(self, model=None):
+        """Patches DataLoader, DDP, backward and the optimizers. Returns self."""
+        global _ACTIVE
+        _ACTIVE = self
+        if self.client is None:
+            return self
+        import torch
+        import torch.utils.data.dataloader as dl
+
+        sf = self
+
+        def make_next(orig):
+            def __next__(it):
+                with sf.stage("data"):
+                    return orig(it)
+
+            return __next__
+
+        self._patch(dl._BaseDataLoaderIter, "__next__", make_next)
+
+        def make_forward(orig):
+            def forward(module, *args, **kwargs):
+                if sf._forward_depth > 0:
+                    return orig(module, *args, **kwargs)
+                sf._forward_depth += 1
+                try:
+                    with sf.stage("forward"):
+                        return orig(module, *args, **kwargs)
+                finally:
+                    sf._forward_depth -= 1
+
+            return forward
+
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        self._patch(DDP, "forward", make_forward)
+        if model is not None and not isinstance(model, DDP):
+            self._patch(type(model), "forward", make_forward)
+
+        def make_ddp_init(orig):
+            def __init__(ddp, *args, **kwargs):
+                orig(ddp, *args, **kwargs)
+                if sf.comm_hook:
+                    sf._register_comm_hook(ddp)
+
+            return __init__
+
+        self._patch(DDP, "__init__", make_ddp_init)
+
+        def make_backward(orig):
+            def backward(*args, **kwargs):
+                if sf._backward_depth > 0:
+                    return orig(*args, **kwargs)
+                sf.begin()
+                sf._backward_depth += 1
+                launches_before = len(sf.bucket_launch_ns)
+                try:
+                    return orig(*args, **kwargs)
+                finally:
+                    sf._backward_depth -= 1
+                    end = time.monotonic_ns()
+                    launches = sf.bucket_launch_ns[launches_before:]
+                    # backward: until the last bucket was handed to the all-reduce;
+                    # grad_sync: the wait for it to finish.
+                    sf.mark("backward", max(launches) if launches else end)
+                    sf.mark("grad_sync", end)
+
+            return backward
+
+        self._patch(torch.Tensor, "backward", make_backward)
+        self._patch(torch.autograd, "backward", make_backward)
+
+        def make_opt_init(orig):
+            def __init__(opt, *args, **kwargs):
+                orig(opt, *args, **kwargs)
+                cls = type(opt)
+                if not getattr(cls.step, "_stagefrontier", False):
+
+                    def make_step(step_orig):
+                        def step(o, *a, **k):
+                            try:
+                                with sf.stage("optimizer"):
+                                    return step_orig(o, *a, **k)
+                            finally:
+                                sf.step_boundary()
+
+                        return step
+
+                    sf._patch(cls, "step", make_step)
+
+            return __init__
+
+        self._patch(torch.optim.Optimizer, "__init__", make_opt_init)
+        return self
+
+    def _register_comm_hook(self, ddp):
+        import torch.distributed as dist
+
+        sf = self
+        group = ddp.process_group
+
+        def hook(state, bucket):
+            tensor = bucket.buffer()
+            tensor.div_(group.size())
+            launch = time.monotonic_ns()
+            sf.bucket_launch_ns.append(launch)
+            fut = dist.all_reduce(tensor, group=group, async_op=True).get_future()
+
+            def done(f):
+                sf.collectives.append((launch, time.monotonic_ns()))
+                return f.value()[0]
+
+            return fut.then(done)
+
+        try:
+            ddp.register_comm_hook(None, hook)
+        except Exception as e:
+            _warn(f"cannot register the DDP communication hook ({e}); grad_sync is then "
+                  "measured as zero and the all-reduce wait counts in backward")
+
+    def uninstall(self):
+        for owner, attr, original in reversed(self._patches):
+            setattr(owner, attr, original)
+        self._patches.clear()
+
+
+def instrument(model=None, **kwargs):
+    """Creates the process's Instrumentation, installs its hooks and returns it."""
+    global _ACTIVE
+    if _ACTIVE is not None:
+        return _ACTIVE
+    return Instrumentation(**kwargs).install(model=model)

@@ -1,0 +1,45 @@
+"""Runs a training script with StageFrontier instrumentation, unchanged:
+
+    python -m stagefrontier.torch.run [--no-comm-hook] train.py [args...]
+    torchrun --nproc_per_node 4 -m stagefrontier.torch.run train.py [args...]
+"""
+import atexit
+import os
+import runpy
+import sys
+
+from stagefrontier.torch.instrument import _warn, instrument
+
+
+def main():
+    argv = sys.argv[1:]
+    comm_hook = None
+    while argv and argv[0].startswith("--"):
+        flag = argv.pop(0)
+        if flag == "--no-comm-hook":
+            comm_hook = False
+        elif flag == "--":
+            break
+        else:
+            print(f"usage: python -m stagefrontier.torch.run [--no-comm-hook] SCRIPT [ARGS...]"
+                  f"\nunknown flag {flag}", file=sys.stderr)
+            return 2
+    if not argv:
+        print("usage: python -m stagefrontier.torch.run [--no-comm-hook] SCRIPT [ARGS...]",
+              file=sys.stderr)
+        return 2
+    sf = instrument(comm_hook=comm_hook)
+
+    def report():
+        if os.environ.get("STAGEFRONTIER_VERBOSE") == "1" and sf.client is not None:
+            _warn(f"rank {sf.client.rank}: {sf.stats()}")
+
+    atexit.register(report)
+    sys.argv = argv
+    sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
+    runpy.run_path(argv[0], run_name="__main__")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
