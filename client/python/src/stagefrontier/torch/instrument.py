@@ -5,15 +5,20 @@ optimizer (compute).
 
 * data: each DataLoader iterator `__next__`.
 * forward: `DistributedDataParallel.forward` (or the model passed to `instrument`).
-* backward: `Tensor.backward` / `torch.autograd.backward`, up to the moment the last gradient
-  bucket was handed to the all-reduce (recorded by a DDP communication hook);
-* grad_sync: from there until backward returns, i.e. the wait for the all-reduce.
+* backward: `Tensor.backward` / `torch.autograd.backward`. With the DDP communication hook
+  (comm_hook=True, STAGEFRONTIER_TORCH_COMM_HOOK=1, `--comm-hook`), up to the moment the last
+  gradient bucket was handed to the all-reduce, and
+* grad_sync: from there until backward returns, i.e. the wait for the all-reduce. Without the
+  hook (the default), grad_sync is empty and backward, which then contains the wait, is
+  declared `mixed`.
 * optimizer: `Optimizer.step`; the step ends when it returns, and the next one begins.
 
 Time outside any stage counts toward the stage entered next (docs/link-the-stub.md). The
-communication hook does what DDP's default hook does (average, then all-reduce); it also
-reports each bucket's all-reduce interval, which the collective probe format uses. A script
-that registers its own comm hook should pass comm_hook=False (STAGEFRONTIER_TORCH_COMM_HOOK=0).
+communication hook does what DDP's default hook does (average, then all-reduce) and records
+when each bucket was launched. It is off by default: with Debian's torch 1.13 and Gloo, a
+Python comm hook made destroy_process_group hang in about one run in three (Gloo's worker
+thread waits for the GIL while the main thread joins it); scripts with their own comm hook
+must leave it off.
 """
 import contextlib
 import functools
@@ -40,11 +45,15 @@ class Instrumentation:
     """One per process. `install()` patches PyTorch; the methods are the explicit API."""
 
     def __init__(self, stages=None, extra_stages=(), comm_hook=None, **client_kwargs):
-        self.stages = list(stages or DEFAULT_STAGES) + list(extra_stages)
-        self.names = {name for name, _ in self.stages}
         if comm_hook is None:
-            comm_hook = os.environ.get("STAGEFRONTIER_TORCH_COMM_HOOK", "1") != "0"
+            comm_hook = os.environ.get("STAGEFRONTIER_TORCH_COMM_HOOK", "0") == "1"
         self.comm_hook = comm_hook
+        if stages is None:
+            # Without the hook, backward contains the all-reduce wait: say so (mixed).
+            stages = DEFAULT_STAGES if comm_hook else [
+                (n, "mixed" if n == "backward" else k) for n, k in DEFAULT_STAGES]
+        self.stages = list(stages) + list(extra_stages)
+        self.names = {name for name, _ in self.stages}
         self.client = None
         try:
             import stagefrontier
@@ -54,7 +63,6 @@ class Instrumentation:
             _warn(f"not recording ({e}); training goes on uninstrumented")
         self.in_step = False
         self.bucket_launch_ns = []  # this step's all-reduce launches
-        self.collectives = []  # (launch_ns, done_ns) of this step's bucket all-reduces
         self._forward_depth = 0
         self._backward_depth = 0
         self._patches = []
@@ -64,7 +72,6 @@ class Instrumentation:
         """Starts a step if none is open (the hooks call it lazily)."""
         if self.client is not None and not self.in_step:
             self.bucket_launch_ns.clear()
-            self.collectives.clear()
             self.client.begin_step()
             self.in_step = True
 
@@ -217,6 +224,7 @@ class Instrumentation:
             return __init__
 
         self._patch(torch.optim.Optimizer, "__init__", make_opt_init)
+
         return self
 
     def _register_comm_hook(self, ddp):
@@ -231,12 +239,7 @@ class Instrumentation:
             launch = time.monotonic_ns()
             sf.bucket_launch_ns.append(launch)
             fut = dist.all_reduce(tensor, group=group, async_op=True).get_future()
-
-            def done(f):
-                sf.collectives.append((launch, time.monotonic_ns()))
-                return f.value()[0]
-
-            return fut.then(done)
+            return fut.then(lambda f: f.value()[0])
 
         try:
             ddp.register_comm_hook(None, hook)

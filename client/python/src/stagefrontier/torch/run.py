@@ -1,6 +1,6 @@
 """Runs a training script with StageFrontier instrumentation, unchanged:
 
-    python -m stagefrontier.torch.run [--no-comm-hook] train.py [args...]
+    python -m stagefrontier.torch.run [--comm-hook|--no-comm-hook] train.py [args...]
     torchrun --nproc_per_node 4 -m stagefrontier.torch.run train.py [args...]
 """
 import atexit
@@ -18,14 +18,16 @@ def main():
         flag = argv.pop(0)
         if flag == "--no-comm-hook":
             comm_hook = False
+        elif flag == "--comm-hook":
+            comm_hook = True
         elif flag == "--":
             break
         else:
-            print(f"usage: python -m stagefrontier.torch.run [--no-comm-hook] SCRIPT [ARGS...]"
+            print(f"usage: python -m stagefrontier.torch.run [--comm-hook|--no-comm-hook] SCRIPT [ARGS...]"
                   f"\nunknown flag {flag}", file=sys.stderr)
             return 2
     if not argv:
-        print("usage: python -m stagefrontier.torch.run [--no-comm-hook] SCRIPT [ARGS...]",
+        print("usage: python -m stagefrontier.torch.run [--comm-hook|--no-comm-hook] SCRIPT [ARGS...]",
               file=sys.stderr)
         return 2
     sf = instrument(comm_hook=comm_hook)
