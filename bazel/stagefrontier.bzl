@@ -36,3 +36,26 @@ def sf_cc_benchmark(name, copts = [], deps = [], tags = [], **kwargs):
         tags = tags + ["manual", "benchmark"],
         **kwargs
     )
+
+def sf_proto_library(name, srcs, deps = []):
+    """C++ protobuf + gRPC code for `srcs` (paths under proto/), generated with Debian's protoc
+    and grpc_cpp_plugin into `name`_codegen, compiled by cc_library `name`. Generated code is
+    not ours to warn about: no SF_COPTS."""
+    outs = []
+    for src in srcs:
+        base = src[:-len(".proto")]
+        outs += [base + ext for ext in [".pb.h", ".pb.cc", ".grpc.pb.h", ".grpc.pb.cc"]]
+    native.genrule(
+        name = name + "_codegen",
+        srcs = srcs,
+        outs = outs,
+        cmd = "protoc --proto_path=proto --cpp_out=$(RULEDIR) --grpc_out=$(RULEDIR) " +
+              "--plugin=protoc-gen-grpc=$$(command -v grpc_cpp_plugin) $(SRCS)",
+    )
+    cc_library(
+        name = name,
+        srcs = [":" + name + "_codegen"],
+        hdrs = [":" + name + "_codegen"],
+        includes = ["."],
+        deps = deps + ["//bazel/system:grpc"],
+    )

@@ -22,6 +22,7 @@
 #include "daemon/coordinator/sidecar_sessions.h"
 #include "grpcpp/grpcpp.h"
 #include "prometheus/exposer.h"
+#include "shm/monotonic_clock.h"
 #include "spdlog/spdlog.h"
 
 int main(int argc, char** argv) {
@@ -159,7 +160,7 @@ int main(int argc, char** argv) {
   std::atomic<bool> stop{false};
   std::thread ticker([&] {
     while (!stop) {
-      const int64_t now = CoordinatorNowNs();
+      const int64_t now = shm::MonotonicNowNs();
       for (const auto& job : jobs.All()) {
         job->CloseDue(now);
         if (absl::Status s = job->Flush(); !s.ok()) spdlog::error("{}", std::string(s.message()));

@@ -68,14 +68,16 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<prometheus
                      .Name("stagefrontier_rank_records_rejected_total")
                      .Help("Rank declarations or records refused, by reason")
                      .Register(r);
-  // Every known code and reason exists from the start at 0, so that rate() and alerts see them.
-  for (const char* code :
-       {"UNAUTHENTICATED", "FAILED_PRECONDITION", "INVALID_ARGUMENT", "UNAVAILABLE", "INTERNAL"}) {
-    stream_errors_->Add({{"code", code}});
+  using absl::StatusCode;
+  for (StatusCode code :
+       {StatusCode::kUnauthenticated, StatusCode::kFailedPrecondition, StatusCode::kInvalidArgument,
+        StatusCode::kUnavailable, StatusCode::kInternal}) {
+    stream_errors_by_code_[code] = &stream_errors_->Add({{"code", absl::StatusCodeToString(code)}});
   }
-  for (const char* reason : {"NOT_FOUND", "FAILED_PRECONDITION", "OUT_OF_RANGE", "INVALID_ARGUMENT",
-                             "ALREADY_EXISTS", "INTERNAL"}) {
-    rejections_->Add({{"reason", reason}});
+  for (StatusCode code :
+       {StatusCode::kNotFound, StatusCode::kFailedPrecondition, StatusCode::kOutOfRange,
+        StatusCode::kInvalidArgument, StatusCode::kAlreadyExists, StatusCode::kInternal}) {
+    rejections_by_code_[code] = &rejections_->Add({{"reason", absl::StatusCodeToString(code)}});
   }
   sidecar_streams_ = &BuildGauge()
                           .Name("stagefrontier_sidecar_streams")
@@ -142,12 +144,22 @@ JobMetrics CoordinatorMetrics::ForJob(const std::string& job, const StageSchema&
   return m;
 }
 
-prometheus::Counter& CoordinatorMetrics::stream_errors(const std::string& code) {
-  return stream_errors_->Add({{"code", code}});
+namespace {
+
+prometheus::Counter& KnownOrInternal(
+    const std::map<absl::StatusCode, prometheus::Counter*>& by_code, absl::StatusCode code) {
+  auto it = by_code.find(code);
+  return *(it != by_code.end() ? it->second : by_code.at(absl::StatusCode::kInternal));
 }
 
-prometheus::Counter& CoordinatorMetrics::rejections(const std::string& reason) {
-  return rejections_->Add({{"reason", reason}});
+}  // namespace
+
+prometheus::Counter& CoordinatorMetrics::stream_errors(absl::StatusCode code) {
+  return KnownOrInternal(stream_errors_by_code_, code);
+}
+
+prometheus::Counter& CoordinatorMetrics::rejections(absl::StatusCode code) {
+  return KnownOrInternal(rejections_by_code_, code);
 }
 
 }  // namespace stagefrontier

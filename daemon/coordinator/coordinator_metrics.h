@@ -11,10 +11,12 @@
 #ifndef STAGEFRONTIER_DAEMON_COORDINATOR_COORDINATOR_METRICS_H_
 #define STAGEFRONTIER_DAEMON_COORDINATOR_COORDINATOR_METRICS_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "daemon/accounting/stage_schema.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -60,10 +62,12 @@ class CoordinatorMetrics {
 
   prometheus::Gauge& sidecar_streams() { return *sidecar_streams_; }
   prometheus::Counter& ingest_batches() { return *ingest_batches_; }
-  // Streams ended by the coordinator for bad input, by gRPC status code name.
-  prometheus::Counter& stream_errors(const std::string& code);
-  // Per-rank records refused (unknown job, schema mismatch, rank out of range...), by reason.
-  prometheus::Counter& rejections(const std::string& reason);
+  // Streams ended by the coordinator for bad input, by status code: UNAUTHENTICATED,
+  // FAILED_PRECONDITION, INVALID_ARGUMENT, UNAVAILABLE; any other code counts as INTERNAL.
+  prometheus::Counter& stream_errors(absl::StatusCode code);
+  // Per-rank records refused, by status code: NOT_FOUND (unknown job), FAILED_PRECONDITION
+  // (schema mismatch), OUT_OF_RANGE (rank), INVALID_ARGUMENT, ALREADY_EXISTS; others INTERNAL.
+  prometheus::Counter& rejections(absl::StatusCode code);
   prometheus::Counter& unauthenticated() { return *unauthenticated_; }
   prometheus::Counter& journal_truncated_bytes() { return *journal_truncated_bytes_; }
 
@@ -82,6 +86,9 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Histogram>* verdict_delay_;
   prometheus::Family<prometheus::Counter>* stream_errors_;
   prometheus::Family<prometheus::Counter>* rejections_;
+  // The series of the known codes, created at start at 0 so that rate() and alerts see them.
+  std::map<absl::StatusCode, prometheus::Counter*> stream_errors_by_code_;
+  std::map<absl::StatusCode, prometheus::Counter*> rejections_by_code_;
   prometheus::Gauge* sidecar_streams_;
   prometheus::Counter* ingest_batches_;
   prometheus::Counter* unauthenticated_;

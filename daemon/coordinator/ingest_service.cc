@@ -1,57 +1,14 @@
 #include "daemon/coordinator/ingest_service.h"
 
-#include <time.h>
-
 #include <map>
 #include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/common/grpc_security.h"
+#include "shm/monotonic_clock.h"
 
 namespace stagefrontier {
-namespace {
-
-const char* CodeName(absl::StatusCode code) {
-  switch (code) {
-    case absl::StatusCode::kNotFound:
-      return "NOT_FOUND";
-    case absl::StatusCode::kFailedPrecondition:
-      return "FAILED_PRECONDITION";
-    case absl::StatusCode::kOutOfRange:
-      return "OUT_OF_RANGE";
-    case absl::StatusCode::kInvalidArgument:
-      return "INVALID_ARGUMENT";
-    case absl::StatusCode::kAlreadyExists:
-      return "ALREADY_EXISTS";
-    default:
-      return "INTERNAL";
-  }
-}
-
-const char* GrpcCodeName(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::UNAUTHENTICATED:
-      return "UNAUTHENTICATED";
-    case grpc::FAILED_PRECONDITION:
-      return "FAILED_PRECONDITION";
-    case grpc::INVALID_ARGUMENT:
-      return "INVALID_ARGUMENT";
-    case grpc::UNAVAILABLE:
-      return "UNAVAILABLE";
-    default:
-      return "INTERNAL";
-  }
-}
-
-}  // namespace
-
-int64_t CoordinatorNowNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
 IngestService::IngestService(JobRegistry* jobs, SidecarSessions* sessions,
                              CoordinatorMetrics* metrics, std::string token, Log log)
     : jobs_(jobs),
@@ -63,10 +20,11 @@ IngestService::IngestService(JobRegistry* jobs, SidecarSessions* sessions,
 
 grpc::Status IngestService::Fail(grpc::StatusCode code, const std::string& node,
                                  const std::string& message) {
-  metrics_->stream_errors(GrpcCodeName(code)).Increment();
+  const auto status_code = static_cast<absl::StatusCode>(code);  // the same numbering
+  metrics_->stream_errors(status_code).Increment();
   if (log_)
     log_(absl::StrCat("ingest stream from ", node.empty() ? "?" : node,
-                      " ended: ", GrpcCodeName(code), ": ", message));
+                      " ended: ", absl::StatusCodeToString(status_code), ": ", message));
   return grpc::Status(code, message);
 }
 
@@ -116,7 +74,7 @@ grpc::Status IngestService::Stream(
         r->set_code(static_cast<int32_t>(s.code()));
         r->set_message(std::string(s.message()));
         r->set_records(records);
-        metrics_->rejections(CodeName(s.code())).Increment();
+        metrics_->rejections(s.code()).Increment();
       };
       for (const v1::RankDeclaration& d : batch.declarations()) {
         absl::StatusOr<std::shared_ptr<JobState>> job = jobs_->Declare(d);
@@ -135,7 +93,7 @@ grpc::Status IngestService::Stream(
       }
       std::set<JobState*> touched;
       std::vector<std::shared_ptr<JobState>> touched_jobs;
-      const int64_t now = CoordinatorNowNs();
+      const int64_t now = shm::MonotonicNowNs();
       for (const v1::RankSteps& rs : batch.steps()) {
         auto it = declared.find({rs.job(), rs.rank()});
         if (it == declared.end()) {

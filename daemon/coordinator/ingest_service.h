@@ -42,9 +42,6 @@ class IngestService final : public v1::Ingest::Service {
   DurableAcker acker_;  // last: its thread stops first
 };
 
-// Monotonic nanoseconds (CLOCK_MONOTONIC) of the coordinator, for deadlines.
-int64_t CoordinatorNowNs();
-
 }  // namespace stagefrontier
 
 #endif  // STAGEFRONTIER_DAEMON_COORDINATOR_INGEST_SERVICE_H_

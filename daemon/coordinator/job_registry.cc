@@ -1,23 +1,14 @@
 #include "daemon/coordinator/job_registry.h"
 
 #include <dirent.h>
-#include <time.h>
 
 #include <algorithm>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "shm/monotonic_clock.h"
 
 namespace stagefrontier {
-namespace {
-
-int64_t MonotonicNowNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
-}  // namespace
 
 JobRegistry::JobRegistry(JobOptions options, CoordinatorMetrics* metrics,
                          std::set<std::string> allowed)
@@ -40,7 +31,7 @@ absl::Status JobRegistry::RestoreAll(const std::function<void(const std::string&
     const std::string path = absl::StrCat(options_.data_dir, "/", name);
     JournalOpenInfo info;
     absl::StatusOr<std::unique_ptr<JobState>> job =
-        JobState::Restore(path, options_, metrics_, &info, MonotonicNowNs());
+        JobState::Restore(path, options_, metrics_, &info, shm::MonotonicNowNs());
     if (!job.ok()) {
       if (first.ok()) first = job.status();
       if (log) log(absl::StrCat("cannot restore ", path, ": ", job.status().message()));

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/coordinator/proto_convert.h"
@@ -201,31 +202,39 @@ absl::StatusOr<IngestCounts> JobState::AlignLocked(const v1::RankSteps& rs, cons
     return absl::OutOfRangeError(
         absl::StrCat("job ", name_, ": rank ", rs.rank(), " is outside world size ", world_size_));
   }
-  // Validate the whole message before keeping any of it.
-  absl::Status s = wire::DecodePackedSteps(rs.packed(), rs.count(), rs.base_step(),
-                                           static_cast<uint32_t>(schema_.size()),
-                                           [](int64_t, const int64_t*, uint32_t) {});
+  // Decode the whole message before keeping any of it (one pass, into reused buffers).
+  const uint32_t stages = static_cast<uint32_t>(schema_.size());
+  decoded_steps_.clear();
+  decoded_durations_.clear();
+  decoded_flags_.clear();
+  absl::Status s =
+      wire::DecodePackedSteps(rs.packed(), rs.count(), rs.base_step(), stages,
+                              [&](int64_t step, const int64_t* d, uint32_t flags) {
+                                decoded_steps_.push_back(step);
+                                decoded_durations_.insert(decoded_durations_.end(), d, d + stages);
+                                decoded_flags_.push_back(flags);
+                              });
   if (!s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("job ", name_, " rank ", rs.rank(), ": ", s.message()));
   }
   IngestCounts c;
-  (void)wire::DecodePackedSteps(rs.packed(), rs.count(), rs.base_step(),
-                                static_cast<uint32_t>(schema_.size()),
-                                [&](int64_t step, const int64_t* d, uint32_t flags) {
-                                  switch (aligner_.Add(rs.rank(), step, d, flags, now_ns)) {
-                                    case AlignOutcome::kAccepted:
-                                      ++c.accepted;
-                                      newest_seen_step_ = std::max(newest_seen_step_, step);
-                                      break;
-                                    case AlignOutcome::kDuplicate:
-                                      ++c.duplicates;
-                                      break;
-                                    case AlignOutcome::kLate:
-                                      ++c.late;
-                                      break;
-                                  }
-                                });
+  for (size_t i = 0; i < decoded_steps_.size(); ++i) {
+    const int64_t step = decoded_steps_[i];
+    switch (
+        aligner_.Add(rs.rank(), step, &decoded_durations_[i * stages], decoded_flags_[i], now_ns)) {
+      case AlignOutcome::kAccepted:
+        ++c.accepted;
+        newest_seen_step_ = std::max(newest_seen_step_, step);
+        break;
+      case AlignOutcome::kDuplicate:
+        ++c.duplicates;
+        break;
+      case AlignOutcome::kLate:
+        ++c.late;
+        break;
+    }
+  }
   RankHealthState& h = ranks_[rs.rank()];
   if (!node.empty()) h.node = node;
   h.accepted += c.accepted;
@@ -339,28 +348,40 @@ int JobState::CloseDue(int64_t now_ns) {
 
 absl::Status JobState::Flush() { return journal_->Flush(); }
 
+int64_t JobState::StepsBehindLocked(int32_t rank) const {
+  const int64_t last = aligner_.last_step(rank);
+  return last < 0 ? 0 : std::max<int64_t>(0, newest_seen_step_ - last);
+}
+
+const char* JobState::ConditionLocked(int32_t rank) const {
+  switch (aligner_.rank_state(rank)) {
+    case RankState::kUnseen:
+      return "unseen";
+    case RankState::kMissing:
+      return "missing";
+    case RankState::kReporting:
+      break;
+  }
+  return StepsBehindLocked(rank) > options_.lagging_steps ? "lagging" : "reporting";
+}
+
+JobState::RankCounts JobState::CountRanksLocked() const {
+  RankCounts n;
+  for (int32_t r = 0; r < world_size_; ++r) {
+    const std::string_view c = ConditionLocked(r);
+    n.reporting += c == "reporting";
+    n.lagging += c == "lagging";
+    n.missing += c == "missing";
+  }
+  return n;
+}
+
 void JobState::UpdateRankGaugesLocked() const {
   if (m_.ranks_reporting == nullptr) return;
-  int reporting = 0, lagging = 0, missing = 0;
-  for (int32_t r = 0; r < world_size_; ++r) {
-    switch (aligner_.rank_state(r)) {
-      case RankState::kReporting:
-        if (newest_seen_step_ - aligner_.last_step(r) > options_.lagging_steps) {
-          ++lagging;
-        } else {
-          ++reporting;
-        }
-        break;
-      case RankState::kMissing:
-        ++missing;
-        break;
-      case RankState::kUnseen:
-        break;
-    }
-  }
-  m_.ranks_reporting->Set(reporting);
-  m_.ranks_lagging->Set(lagging);
-  m_.ranks_missing->Set(missing);
+  const RankCounts n = CountRanksLocked();
+  m_.ranks_reporting->Set(n.reporting);
+  m_.ranks_lagging->Set(n.lagging);
+  m_.ranks_missing->Set(n.missing);
 }
 
 void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string& node) {
@@ -388,12 +409,9 @@ void JobState::Info(v1::JobInfo* out) const {
   out->set_steps_accounted(steps_accounted_);
   out->set_partial_steps(partial_steps_);
   out->set_last_step(last_step_);
-  int reporting = 0;
-  for (int32_t r = 0; r < world_size_; ++r) {
-    if (aligner_.rank_state(r) == RankState::kReporting) ++reporting;
-  }
-  out->set_ranks_reporting(reporting);
-  out->set_ranks_missing(aligner_.missing_count());
+  const RankCounts n = CountRanksLocked();
+  out->set_ranks_reporting(n.reporting + n.lagging);  // lagging ranks still report
+  out->set_ranks_missing(n.missing);
   out->set_last_label(last_label_);
   out->set_paused(paused_);
   out->set_window_steps(options_.engine.window_steps);
@@ -440,34 +458,14 @@ void JobState::Steps(int64_t from, int64_t to, int32_t limit, v1::GetStepsReply*
 void JobState::Health(v1::GetHealthReply* out) const {
   std::lock_guard<std::mutex> lock(mu_);
   out->set_job(name_);
-  int reporting = 0, lagging = 0, missing = 0;
   for (int32_t r = 0; r < world_size_; ++r) {
     const RankHealthState& h = ranks_[r];
     v1::RankHealth* p = out->add_ranks();
     p->set_rank(r);
-    const int64_t last = aligner_.last_step(r);
-    const int64_t behind = last < 0 ? 0 : std::max<int64_t>(0, newest_seen_step_ - last);
-    switch (aligner_.rank_state(r)) {
-      case RankState::kUnseen:
-        p->set_state("unseen");
-        break;
-      case RankState::kMissing:
-        p->set_state("missing");
-        ++missing;
-        break;
-      case RankState::kReporting:
-        if (behind > options_.lagging_steps) {
-          p->set_state("lagging");
-          ++lagging;
-        } else {
-          p->set_state("reporting");
-          ++reporting;
-        }
-        break;
-    }
+    p->set_state(ConditionLocked(r));
     p->set_node(h.node);
-    p->set_last_step(last);
-    p->set_steps_behind(behind);
+    p->set_last_step(aligner_.last_step(r));
+    p->set_steps_behind(StepsBehindLocked(r));
     p->set_records_accepted(h.accepted);
     p->set_duplicates(h.duplicates);
     p->set_late(h.late);
@@ -478,9 +476,10 @@ void JobState::Health(v1::GetHealthReply* out) const {
     p->set_owner(h.owner);
     p->set_last_error(h.last_error);
   }
-  out->set_reporting(reporting);
-  out->set_lagging(lagging);
-  out->set_missing(missing);
+  const RankCounts n = CountRanksLocked();
+  out->set_reporting(n.reporting);
+  out->set_lagging(n.lagging);
+  out->set_missing(n.missing);
 }
 
 std::vector<v1::VerdictEvent> JobState::VerdictsAfter(int64_t after_seq,

@@ -128,6 +128,14 @@ class JobState {
                                            int64_t now_ns);
   void AccountLocked(int64_t step, int64_t now_ns, bool replaying);
   absl::Status RebuildEngineLocked();
+  struct RankCounts {
+    int reporting = 0, lagging = 0, missing = 0;
+  };
+  // Steps between the newest step seen from any rank and `rank`'s newest (0 before any).
+  int64_t StepsBehindLocked(int32_t rank) const;
+  // "unseen", "missing", "lagging" or "reporting": the one classification of a rank.
+  const char* ConditionLocked(int32_t rank) const;
+  RankCounts CountRanksLocked() const;
   void UpdateRankGaugesLocked() const;
 
   const std::string name_;
@@ -142,6 +150,10 @@ class JobState {
   std::unique_ptr<JobJournal> journal_;
   std::unique_ptr<Engine> engine_;
   StepAligner aligner_;
+  // AlignLocked's decode buffers, kept to avoid allocating per message.
+  std::vector<int64_t> decoded_steps_;
+  std::vector<int64_t> decoded_durations_;
+  std::vector<uint32_t> decoded_flags_;
   int64_t steps_accounted_ = 0;
   int64_t partial_steps_ = 0;
   int64_t last_step_ = -1;

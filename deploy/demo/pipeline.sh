@@ -90,6 +90,13 @@ sf_wait_steps() {
   return 1
 }
 
+# sf_fail MESSAGE: for tests: says why, shows the end of every log in the work directory, exits 1.
+sf_fail() {
+  echo "FAIL: $*" >&2
+  tail -n 30 "$SF_WORK"/*.log >&2
+  exit 1
+}
+
 sf_ctl() { "$SF_BIN/daemon/sfctl/sfctl" --coordinator "$SF_COORD" "${SF_CTL_FLAGS[@]}" "$@"; }
 
 # Stops every daemon with SIGTERM (they flush), then waits.

@@ -5,25 +5,24 @@ set -euo pipefail
 source deploy/demo/pipeline.sh
 sf_init "${TEST_TMPDIR:-$(mktemp -d)}/missing" .
 trap 'sf_stop_all; kill ${SF_TRAINER_PIDS[@]:-} 2>/dev/null || true' EXIT
-fail() { echo "FAIL: $*" >&2; tail -n 30 "$SF_WORK"/*.log >&2; exit 1; }
 
-sf_start_coordinator 17331 17332 --step-deadline-ms 300 || fail "coordinator"
+sf_start_coordinator 17331 17332 --step-deadline-ms 300 || sf_fail "coordinator"
 sf_start_sidecar node0
 sf_spawn_trainers job1 8 1 300
 sleep 3
 echo "== SIGKILL rank 3"
 kill -KILL "${SF_TRAINER_PIDS[3]}"
 sf_wait_trainers || true   # rank 3's wait reports the kill
-sf_wait_steps job1 300 30 || fail "the other ranks must still be accounted"
+sf_wait_steps job1 300 30 || sf_fail "the other ranks must still be accounted"
 sleep 2.5  # the sidecar reports slot health every 2 s
 health=$(sf_ctl --json health --job job1)
 sf_ctl health --job job1
-[ "$(jq -r '.ranks[3].state' <<<"$health")" = missing ] || fail "rank 3 not missing"
-[ "$(jq -r '.ranks[3].owner' <<<"$health")" = dead ] || fail "rank 3's owner not dead"
-[ "$(jq -r '.missing' <<<"$health")" = 1 ] || fail "missing count"
+[ "$(jq -r '.ranks[3].state' <<<"$health")" = missing ] || sf_fail "rank 3 not missing"
+[ "$(jq -r '.ranks[3].owner' <<<"$health")" = dead ] || sf_fail "rank 3's owner not dead"
+[ "$(jq -r '.missing' <<<"$health")" = 1 ] || sf_fail "missing count"
 [ "$(jq '[.ranks[] | select(.state == "reporting")] | length' <<<"$health")" = 7 ] \
-  || fail "the other 7 ranks must be reporting"
+  || sf_fail "the other 7 ranks must be reporting"
 jobs=$(sf_ctl --json jobs)
-[ "$(jq -r '.jobs[0].partial_steps | tonumber > 0' <<<"$jobs")" = true ] || fail "no partial steps"
-[ "$(jq -r '.jobs[0].ranks_missing' <<<"$jobs")" = 1 ] || fail "ranks_missing"
+[ "$(jq -r '.jobs[0].partial_steps | tonumber > 0' <<<"$jobs")" = true ] || sf_fail "no partial steps"
+[ "$(jq -r '.jobs[0].ranks_missing' <<<"$jobs")" = 1 ] || sf_fail "ranks_missing"
 echo "PASS"

@@ -9,9 +9,8 @@ set -euo pipefail
 source deploy/demo/pipeline.sh
 sf_init "${TEST_TMPDIR:-$(mktemp -d)}/restart" .
 trap 'sf_stop_all; kill ${SF_TRAINER_PIDS[@]:-} 2>/dev/null || true' EXIT
-fail() { echo "FAIL: $*" >&2; tail -n 30 "$SF_WORK"/*.log >&2; exit 1; }
 
-sf_start_coordinator 17321 17322 --step-deadline-ms 20000 || fail "coordinator"
+sf_start_coordinator 17321 17322 --step-deadline-ms 20000 || sf_fail "coordinator"
 sf_start_sidecar node0
 sf_start_sidecar node1
 sf_spawn_trainers job1 16 2 400 --fault data:11:15 --fault-start 40
@@ -25,22 +24,22 @@ sleep 4
 echo "== SIGKILL the coordinator, restart it on the same data directory"
 kill -KILL "$SF_COORD_PID"; wait "$SF_COORD_PID" 2>/dev/null || true
 sleep 0.5
-sf_start_coordinator 17321 17322 --step-deadline-ms 20000 || fail "coordinator restart"
-sf_wait_trainers || fail "trainers"
-sf_wait_steps job1 400 40 || fail "steps after restarts"
+sf_start_coordinator 17321 17322 --step-deadline-ms 20000 || sf_fail "coordinator restart"
+sf_wait_trainers || sf_fail "trainers"
+sf_wait_steps job1 400 40 || sf_fail "steps after restarts"
 
 jobs=$(sf_ctl --json jobs)
 echo "$jobs"
-[ "$(jq -r '.jobs[0].steps_accounted' <<<"$jobs")" = 400 ] || fail "steps accounted"
-[ "$(jq -r '.jobs[0].partial_steps' <<<"$jobs")" = 0 ] || fail "partial steps"
+[ "$(jq -r '.jobs[0].steps_accounted' <<<"$jobs")" = 400 ] || sf_fail "steps accounted"
+[ "$(jq -r '.jobs[0].partial_steps' <<<"$jobs")" = 0 ] || sf_fail "partial steps"
 health=$(sf_ctl --json health --job job1)
 [ "$(jq '[.ranks[] | select((.records_accepted | tonumber) == 400)] | length' <<<"$health")" = 16 ] \
-  || fail "every rank must have exactly 400 accepted rank-steps: $health"
+  || sf_fail "every rank must have exactly 400 accepted rank-steps: $health"
 echo "duplicates recognized after the restarts: $(jq '[.ranks[] | .duplicates | tonumber] | add' <<<"$health")"
-grep -q "restored job job1" "$SF_WORK/coordinator.log" || fail "no restore logged"
+grep -q "restored job job1" "$SF_WORK/coordinator.log" || sf_fail "no restore logged"
 sf_ctl suspects --job job1 | head -3
 [ "$(sf_ctl --json suspects --job job1 | jq -r '.verdict.label + " " + .verdict.suspects[0].stage + " " + (.verdict.suspects[0].rank|tostring)')" = "CLEAR data 11" ] \
-  || fail "verdict after restarts"
+  || sf_fail "verdict after restarts"
 live=$(sf_ctl --json watch --job job1 --count 4)
 
 echo "== an uninterrupted replay of the same journal"
@@ -50,9 +49,9 @@ SF_WORK_SAVED=$SF_WORK
 mkdir -p "$SF_WORK/replay"
 cp -r "$SF_WORK/data-copy" "$SF_WORK/replay/data"
 SF_WORK=$SF_WORK/replay
-sf_start_coordinator 17323 17324 || fail "replay coordinator"
+sf_start_coordinator 17323 17324 || sf_fail "replay coordinator"
 replayed=$(sf_ctl --json watch --job job1 --count 4)
 sf_stop_all
 SF_WORK=$SF_WORK_SAVED
-[ "$live" = "$replayed" ] || { diff <(echo "$live") <(echo "$replayed") >&2; fail "verdicts differ"; }
+[ "$live" = "$replayed" ] || { diff <(echo "$live") <(echo "$replayed") >&2; sf_fail "verdicts differ"; }
 echo "PASS: 400/400 steps, no partial step, verdicts identical to the uninterrupted replay"

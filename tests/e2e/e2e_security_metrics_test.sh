@@ -7,8 +7,7 @@ source deploy/demo/pipeline.sh
 sf_init "${TEST_TMPDIR:-$(mktemp -d)}/secure" .
 PROM_PID=
 trap 'sf_stop_all; [ -n "$PROM_PID" ] && kill $PROM_PID 2>/dev/null; kill ${SF_TRAINER_PIDS[@]:-} 2>/dev/null || true' EXIT
-fail() { echo "FAIL: $*" >&2; tail -n 20 "$SF_WORK"/*.log >&2; exit 1; }
-command -v prometheus >/dev/null || fail "prometheus is not installed (deploy/install-deps.sh installs it)"
+command -v prometheus >/dev/null || sf_fail "prometheus is not installed (deploy/install-deps.sh installs it)"
 
 # A CA and a server certificate for 127.0.0.1.
 tls=$SF_WORK/tls
@@ -25,21 +24,21 @@ echo "wrong" >"$tls/bad-token"
 
 SF_CTL_FLAGS=(--tls-ca "$tls/ca.pem" --token-file "$tls/token")
 sf_start_coordinator 17341 17342 --tls-cert "$tls/server.pem" --tls-key "$tls/server.key" \
-  --token-file "$tls/token" --health-listen 127.0.0.1:17343 || fail "coordinator"
+  --token-file "$tls/token" --health-listen 127.0.0.1:17343 || sf_fail "coordinator"
 # The plaintext probe port (Kubernetes grpc probes cannot speak TLS) accepts connections.
-(exec 3<>/dev/tcp/127.0.0.1/17343) || fail "no health port"
+(exec 3<>/dev/tcp/127.0.0.1/17343) || sf_fail "no health port"
 sf_start_sidecar node0 --tls-ca "$tls/ca.pem" --token-file "$tls/token"
-sf_run_trainers job1 4 1 150 --fault forward:2:10 --fault-start 30 || fail "trainers"
-sf_wait_steps job1 150 30 || fail "steps over TLS"
-[ "$(sf_ctl --json suspects --job job1 | jq -r '.verdict.suspects[0].rank')" = 2 ] || fail "suspect"
+sf_run_trainers job1 4 1 150 --fault forward:2:10 --fault-start 30 || sf_fail "trainers"
+sf_wait_steps job1 150 30 || sf_fail "steps over TLS"
+[ "$(sf_ctl --json suspects --job job1 | jq -r '.verdict.suspects[0].rank')" = 2 ] || sf_fail "suspect"
 
 set +e
 SF_CTL_FLAGS=(--tls-ca "$tls/ca.pem" --token-file "$tls/bad-token")
 sf_ctl jobs 2>"$SF_WORK/err"; rc=$?
-[ $rc = 1 ] && grep -q "wrong token" "$SF_WORK/err" || fail "wrong token: rc $rc"
+[ $rc = 1 ] && grep -q "wrong token" "$SF_WORK/err" || sf_fail "wrong token: rc $rc"
 SF_CTL_FLAGS=()
 sf_ctl --timeout 3 jobs 2>"$SF_WORK/err"; rc=$?
-[ $rc = 3 ] || fail "plaintext against TLS should not connect: rc $rc"
+[ $rc = 3 ] || sf_fail "plaintext against TLS should not connect: rc $rc"
 set -e
 SF_CTL_FLAGS=(--tls-ca "$tls/ca.pem" --token-file "$tls/token")
 
@@ -62,7 +61,7 @@ for i in $(seq 60); do
   [ "$v" = 150 ] && break
   sleep 0.5
 done
-[ "${v:-}" = 150 ] || fail "Prometheus did not get stagefrontier_steps_accounted_total=150 (got '${v:-}')"
+[ "${v:-}" = 150 ] || sf_fail "Prometheus did not get stagefrontier_steps_accounted_total=150 (got '${v:-}')"
 for series in \
   'stagefrontier_rank_steps_received_total{training_job="job1",outcome="accepted"}' \
   'stagefrontier_stage_exposed_seconds_total{training_job="job1",stage="forward"}' \
@@ -75,11 +74,11 @@ for series in \
   'stagefrontier_sidecar_streams' \
   'stagefrontier_unauthenticated_requests_total'; do
   n=$(query "$series" | jq '.data.result | length')
-  [ "$n" -ge 1 ] || fail "Prometheus has no series $series"
+  [ "$n" -ge 1 ] || sf_fail "Prometheus has no series $series"
   echo "found $series = $(query "$series" | jq -r '.data.result[0].value[1]')"
 done
 [ "$(query 'stagefrontier_top_suspect_rank{training_job="job1",stage="forward"}' | jq -r '.data.result[0].value[1]')" = 2 ] \
-  || fail "top suspect rank gauge"
+  || sf_fail "top suspect rank gauge"
 [ "$(query 'stagefrontier_unauthenticated_requests_total' | jq -r '.data.result[0].value[1]')" -ge 1 ] \
-  || fail "the wrong token was not counted"
+  || sf_fail "the wrong token was not counted"
 echo "PASS"
