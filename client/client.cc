@@ -80,15 +80,8 @@ void Client::Disable(std::string reason, bool quiet) {
 }
 
 void Client::Attach(bool quiet) {
-  shm::SegmentOptions o;
-  o.dir = identity_.shm_dir;
-  o.job_id = identity_.job_id;
-  // Room for every local rank; a few spare slots cost little and forgive a missing
-  // LOCAL_WORLD_SIZE on the first process to start.
-  o.slot_count = static_cast<uint32_t>(std::max(identity_.local_world_size, 8));
-  o.ring_capacity = identity_.ring_capacity;
-  o.group = identity_.shm_group;
-  absl::StatusOr<std::unique_ptr<shm::MappedSegment>> seg = shm::MappedSegment::OpenOrCreate(o);
+  absl::StatusOr<std::unique_ptr<shm::MappedSegment>> seg =
+      shm::MappedSegment::OpenOrCreate(SegmentOptionsFor(identity_));
   if (!seg.ok()) return Disable(std::string(seg.status().message()), quiet);
   shm::SlotIdentity id;
   id.rank = identity_.rank;

@@ -111,4 +111,14 @@ absl::StatusOr<LauncherIdentity> ResolveIdentity(const ClientOptions& options,
   return id;
 }
 
+shm::SegmentOptions SegmentOptionsFor(const LauncherIdentity& identity) {
+  shm::SegmentOptions o;
+  o.dir = identity.shm_dir;
+  o.job_id = identity.job_id;
+  o.slot_count = static_cast<uint32_t>(std::max(identity.local_world_size, 8));
+  o.ring_capacity = identity.ring_capacity;
+  o.group = identity.shm_group;
+  return o;
+}
+
 }  // namespace stagefrontier

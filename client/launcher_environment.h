@@ -19,6 +19,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "shm/segment_file.h"
 
 namespace stagefrontier {
 
@@ -54,6 +55,11 @@ using GetEnv = std::function<const char*(const char*)>;
 // local world size, a ring capacity that is not a power of two in 2..1048576).
 [[nodiscard]] absl::StatusOr<LauncherIdentity> ResolveIdentity(const ClientOptions& options,
                                                                const GetEnv& getenv);
+
+// The segment every process of this identity's node shares (the stub and the probe open or
+// create the same one): one slot per local rank, at least 8, so that a missing
+// LOCAL_WORLD_SIZE on the first process to start is forgiven.
+shm::SegmentOptions SegmentOptionsFor(const LauncherIdentity& identity);
 
 // Maps any job id to the segment's alphabet: other characters become '_', at most 63 kept.
 std::string SanitizeJobId(const std::string& raw);

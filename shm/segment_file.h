@@ -31,6 +31,8 @@ struct SegmentOptions {
   // Used only when this call creates the segment; an existing segment keeps its geometry.
   uint32_t slot_count = 8;
   uint32_t ring_capacity = 1024;
+  // Records per probe ring (layout v2); 0 creates a layout v1 segment without probe rings.
+  uint32_t probe_ring_capacity = v2::kDefaultProbeRingCapacity;
   // Empty: mode 0600, owner only. Otherwise the segment belongs to this group (a name or a
   // numeric gid), mode 0660.
   std::string group;

@@ -54,6 +54,17 @@ absl::Status ValidateGeometry(const std::string& job_id, uint32_t slot_count,
   return absl::OkStatus();
 }
 
+absl::Status ValidateProbeCapacity(uint32_t probe_ring_capacity) {
+  if (probe_ring_capacity == 0) return absl::OkStatus();
+  if (!IsPowerOfTwo(probe_ring_capacity) || probe_ring_capacity < v2::kMinProbeRingCapacity ||
+      probe_ring_capacity > v2::kMaxProbeRingCapacity) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("probe ring capacity ", probe_ring_capacity, " must be 0 or a power of two in ",
+                     v2::kMinProbeRingCapacity, "..", v2::kMaxProbeRingCapacity));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SegmentView> SegmentView::Open(void* base, size_t size) {
   const char* bytes = static_cast<const char*>(base);
   if (base == nullptr || reinterpret_cast<uintptr_t>(base) % 8 != 0) {
@@ -73,7 +84,7 @@ absl::StatusOr<SegmentView> SegmentView::Open(void* base, size_t size) {
   }
   if (size < 12) return too_short();
   const uint32_t version = Load<uint32_t>(bytes + offsetof(v1::SegmentHeader, layout_version));
-  if (version != v1::kLayoutVersion) {
+  if (version != v1::kLayoutVersion && version != v2::kLayoutVersion) {
     return absl::FailedPreconditionError(
         absl::StrCat("segment layout version ", version, " is ",
                      version > kNewestLayoutVersion ? "newer than" : "not one of",
@@ -114,7 +125,25 @@ absl::StatusOr<SegmentView> SegmentView::Open(void* base, size_t size) {
                                             " does not match its ring capacity ",
                                             header->ring_capacity));
   }
-  const uint64_t expected = v1::SegmentBytes(header->slot_count, header->ring_capacity);
+  uint64_t expected = v1::SegmentBytes(header->slot_count, header->ring_capacity);
+  const v2::ProbeGeometry* probe = nullptr;
+  if (version == v2::kLayoutVersion) {
+    probe = reinterpret_cast<const v2::ProbeGeometry*>(bytes + v2::kProbeGeometryOffset);
+    const uint32_t cap = probe->probe_ring_capacity;
+    if (cap == 0 || !ValidateProbeCapacity(cap).ok()) {
+      return absl::DataLossError(
+          absl::StrCat("segment probe ring capacity ", cap, " is not a power of two in ",
+                       v2::kMinProbeRingCapacity, "..", v2::kMaxProbeRingCapacity));
+    }
+    if (probe->probe_record_bytes != sizeof(v2::ProbeRecord) ||
+        probe->probe_slot_bytes != v2::ProbeSlotBytes(cap) || probe->probe_offset != expected) {
+      return absl::DataLossError(absl::StrCat(
+          "segment probe geometry (offset ", probe->probe_offset, ", record ",
+          probe->probe_record_bytes, " bytes, slot ", probe->probe_slot_bytes,
+          " bytes) differs from layout v2's for capacity ", cap));
+    }
+    expected = v2::SegmentBytes(header->slot_count, header->ring_capacity, cap);
+  }
   if (header->total_bytes != expected) {
     return absl::DataLossError(absl::StrCat("segment header says ", header->total_bytes,
                                             " bytes but its geometry needs ", expected));
@@ -123,14 +152,19 @@ absl::StatusOr<SegmentView> SegmentView::Open(void* base, size_t size) {
     return absl::DataLossError(
         absl::StrCat("segment is ", size, " bytes but its header says ", expected, ": truncated"));
   }
-  return SegmentView(header, static_cast<char*>(base));
+  return SegmentView(header, static_cast<char*>(base), probe);
 }
 
 absl::StatusOr<SegmentView> SegmentView::Initialize(void* base, size_t size,
                                                     const std::string& job_id, uint32_t slot_count,
-                                                    uint32_t ring_capacity) {
+                                                    uint32_t ring_capacity,
+                                                    uint32_t probe_ring_capacity) {
   if (absl::Status s = ValidateGeometry(job_id, slot_count, ring_capacity); !s.ok()) return s;
-  const uint64_t total = v1::SegmentBytes(slot_count, ring_capacity);
+  if (absl::Status s = ValidateProbeCapacity(probe_ring_capacity); !s.ok()) return s;
+  const uint64_t total =
+      probe_ring_capacity == 0
+          ? v1::SegmentBytes(slot_count, ring_capacity)
+          : v2::SegmentBytes(slot_count, ring_capacity, probe_ring_capacity);
   if (size != total) {
     return absl::InvalidArgumentError(
         absl::StrCat("segment buffer is ", size, " bytes, geometry needs ", total));
@@ -138,7 +172,8 @@ absl::StatusOr<SegmentView> SegmentView::Initialize(void* base, size_t size,
   std::memset(base, 0, size);
   auto* header = new (base) v1::SegmentHeader();
   header->magic = v1::kMagic;
-  header->layout_version = v1::kLayoutVersion;
+  header->layout_version =
+      probe_ring_capacity == 0 ? v1::kLayoutVersion : v2::kLayoutVersion;
   header->header_bytes = v1::kHeaderBytes;
   header->total_bytes = total;
   timespec ts{};
@@ -152,10 +187,23 @@ absl::StatusOr<SegmentView> SegmentView::Initialize(void* base, size_t size,
   header->max_stages = v1::kMaxStages;
   std::memcpy(header->job_id, job_id.data(), job_id.size());
   header->slots_offset = v1::kHeaderBytes;
-  SegmentView view(header, static_cast<char*>(base));
+  v2::ProbeGeometry* probe = nullptr;
+  if (probe_ring_capacity != 0) {
+    probe = new (static_cast<char*>(base) + v2::kProbeGeometryOffset) v2::ProbeGeometry();
+    probe->probe_offset = v1::SegmentBytes(slot_count, ring_capacity);
+    probe->probe_ring_capacity = probe_ring_capacity;
+    probe->probe_record_bytes = sizeof(v2::ProbeRecord);
+    probe->probe_slot_bytes = v2::ProbeSlotBytes(probe_ring_capacity);
+  }
+  SegmentView view(header, static_cast<char*>(base), probe);
   for (uint32_t i = 0; i < slot_count; ++i) {
     new (&view.slot(i)) v1::SlotHeader();
     for (uint32_t r = 0; r < ring_capacity; ++r) new (&view.record(i, r)) v1::StepRecord();
+    if (probe == nullptr) continue;
+    new (&view.probe_ring(i)) v2::ProbeRingHeader();
+    for (uint32_t r = 0; r < probe_ring_capacity; ++r) {
+      new (&view.probe_record(i, r)) v2::ProbeRecord();
+    }
   }
   header->init_complete.store(v1::kInitComplete, std::memory_order_release);
   return view;
@@ -172,6 +220,16 @@ v1::SlotHeader& SegmentView::slot(uint32_t i) const {
 v1::StepRecord& SegmentView::record(uint32_t i, uint64_t cursor) const {
   char* ring = reinterpret_cast<char*>(&slot(i)) + sizeof(v1::SlotHeader);
   return reinterpret_cast<v1::StepRecord*>(ring)[cursor & (header_->ring_capacity - 1)];
+}
+
+v2::ProbeRingHeader& SegmentView::probe_ring(uint32_t i) const {
+  return *reinterpret_cast<v2::ProbeRingHeader*>(base_ + probe_->probe_offset +
+                                                 i * probe_->probe_slot_bytes);
+}
+
+v2::ProbeRecord& SegmentView::probe_record(uint32_t i, uint64_t cursor) const {
+  char* ring = reinterpret_cast<char*>(&probe_ring(i)) + sizeof(v2::ProbeRingHeader);
+  return reinterpret_cast<v2::ProbeRecord*>(ring)[cursor & (probe_->probe_ring_capacity - 1)];
 }
 
 }  // namespace stagefrontier::shm

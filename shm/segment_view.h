@@ -14,29 +14,34 @@
 
 #include "absl/status/statusor.h"
 #include "shm/segment_layout_v1.h"
+#include "shm/segment_layout_v2.h"
 
 namespace stagefrontier::shm {
 
 // The newest layout version this build reads and writes.
-inline constexpr uint32_t kNewestLayoutVersion = v1::kLayoutVersion;
+inline constexpr uint32_t kNewestLayoutVersion = v2::kLayoutVersion;
 
 class SegmentView {
  public:
   // Validates `size` bytes at `base` (8-byte aligned, normally page aligned) as a segment:
-  // magic, a known layout version, init flag, header and slot geometry consistent with each
-  // other and with `size`. Fails with
+  // magic, a known layout version (1 or 2), init flag, header, slot and probe geometry
+  // consistent with each other and with `size`. Fails with
   //   DataLoss            bytes are not a segment (bad magic, zero-filled, truncated, bad geometry)
   //   FailedPrecondition  a layout version this build does not know, or initialization not
   //                       complete (creator crashed or still writing)
   // Never reads outside [base, base + size).
   [[nodiscard]] static absl::StatusOr<SegmentView> Open(void* base, size_t size);
 
-  // Writes a fresh v1 header and zeroed slots into `size` bytes at `base`, ending with the
-  // release store of the init flag. `size` must equal v1::SegmentBytes(slot_count, capacity).
+  // Writes a fresh header and zeroed slots into `size` bytes at `base`, ending with the
+  // release store of the init flag. probe_ring_capacity 0 writes layout v1 (no probe rings,
+  // `size` = v1::SegmentBytes(slot_count, capacity)); otherwise layout v2 (`size` =
+  // v2::SegmentBytes(slot_count, capacity, probe_ring_capacity)). InvalidArgument on a bad
+  // geometry or size.
   [[nodiscard]] static absl::StatusOr<SegmentView> Initialize(void* base, size_t size,
                                                               const std::string& job_id,
                                                               uint32_t slot_count,
-                                                              uint32_t ring_capacity);
+                                                              uint32_t ring_capacity,
+                                                              uint32_t probe_ring_capacity = 0);
 
   const v1::SegmentHeader& header() const { return *header_; }
   uint32_t slot_count() const { return header_->slot_count; }
@@ -48,10 +53,19 @@ class SegmentView {
   // Record `cursor` (any value; it is reduced modulo the capacity) of slot i.
   v1::StepRecord& record(uint32_t i, uint64_t cursor) const;
 
+  // Layout v2 only: whether the segment has probe rings, and slot i's ring (i < slot_count()).
+  bool has_probe_rings() const { return probe_ != nullptr; }
+  uint32_t probe_ring_capacity() const { return probe_ ? probe_->probe_ring_capacity : 0; }
+  v2::ProbeRingHeader& probe_ring(uint32_t i) const;
+  // Probe record `cursor` (reduced modulo the probe capacity) of slot i.
+  v2::ProbeRecord& probe_record(uint32_t i, uint64_t cursor) const;
+
  private:
-  SegmentView(v1::SegmentHeader* header, char* base) : header_(header), base_(base) {}
+  SegmentView(v1::SegmentHeader* header, char* base, const v2::ProbeGeometry* probe)
+      : header_(header), base_(base), probe_(probe) {}
   v1::SegmentHeader* header_;
   char* base_;
+  const v2::ProbeGeometry* probe_;  // null for layout v1
 };
 
 // Checks the geometry a creator asks for: 1..kMaxSlots slots, a power-of-two capacity in
@@ -59,6 +73,9 @@ class SegmentView {
 // Returns InvalidArgument naming the bad value.
 [[nodiscard]] absl::Status ValidateGeometry(const std::string& job_id, uint32_t slot_count,
                                             uint32_t ring_capacity);
+// Checks a probe ring capacity: 0 (no probe rings, layout v1) or a power of two in
+// [kMinProbeRingCapacity, kMaxProbeRingCapacity]. Returns InvalidArgument naming the value.
+[[nodiscard]] absl::Status ValidateProbeCapacity(uint32_t probe_ring_capacity);
 
 }  // namespace stagefrontier::shm
 

@@ -45,6 +45,7 @@ absl::StatusOr<SegmentSummary> InspectSegment(const std::string& path, std::ostr
   s.creator_pid = view.header().creator_pid;
   s.slot_count = view.slot_count();
   s.ring_capacity = view.ring_capacity();
+  s.probe_ring_capacity = view.probe_ring_capacity();
   s.total_bytes = view.header().total_bytes;
   shm::ReaderOptions options;
   options.on_error = [&s](uint32_t, const std::string& m) { s.errors.push_back(m); };
@@ -75,9 +76,11 @@ absl::StatusOr<SegmentSummary> InspectSegment(const std::string& path, std::ostr
 
 std::string RenderSegmentText(const SegmentSummary& s) {
   std::string out = absl::StrFormat(
-      "segment %s\n  job %s, layout v%u, %u slots x %u records, %u bytes, created by pid %u\n",
-      s.path, s.job_id, s.layout_version, s.slot_count, s.ring_capacity, s.total_bytes,
-      s.creator_pid);
+      "segment %s\n  job %s, layout v%u, %u slots x %u records%s, %u bytes, created by pid %u\n",
+      s.path, s.job_id, s.layout_version, s.slot_count, s.ring_capacity,
+      s.probe_ring_capacity == 0 ? ""
+                                 : absl::StrCat(", probe rings of ", s.probe_ring_capacity),
+      s.total_bytes, s.creator_pid);
   if (s.slots.empty()) absl::StrAppend(&out, "  no slot has been claimed yet\n");
   for (const shm::SlotReport& r : s.slots) {
     std::string stages;
@@ -114,6 +117,7 @@ std::string RenderSegmentJson(const SegmentSummary& s) {
   j["creator_pid"] = s.creator_pid;
   j["slot_count"] = s.slot_count;
   j["ring_capacity"] = s.ring_capacity;
+  j["probe_ring_capacity"] = s.probe_ring_capacity;
   j["total_bytes"] = s.total_bytes;
   j["drained"] = s.drained;
   j["errors"] = s.errors;

@@ -26,6 +26,7 @@ struct SegmentSummary {
   uint32_t creator_pid = 0;
   uint32_t slot_count = 0;
   uint32_t ring_capacity = 0;
+  uint32_t probe_ring_capacity = 0;  // 0: layout v1, no probe rings
   uint64_t total_bytes = 0;
   std::vector<shm::SlotReport> slots;  // claimed slots only
   uint64_t drained = 0;                // records written to the run, if draining

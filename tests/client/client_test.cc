@@ -139,12 +139,12 @@ TEST_CASE("without a usable segment the stub counts and does nothing else") {
     }
     const std::string path = shm::SegmentPath(dir, "test");
     std::string bytes = stagefrontier::testing::ReadFile(path);
-    bytes[8] = 2;
+    bytes[8] = 3;
     stagefrontier::testing::WriteFile(path, bytes);
     auto c = Client::Create(kStages, Options(dir), kNoEnv);
     REQUIRE(c.ok());
     CHECK_FALSE((*c)->enabled());
-    CHECK((*c)->disabled_reason().find("layout version 2 is newer") != std::string::npos);
+    CHECK((*c)->disabled_reason().find("layout version 3 is newer") != std::string::npos);
     RunStep(**c);
     CHECK((*c)->stats().steps_not_recorded == 1);
   }

@@ -1,4 +1,4 @@
-// Fuzz target: arbitrary bytes as a mapped segment. Whatever the bytes, the view either
+// Fuzz target: arbitrary bytes as a mapped segment (layout v1 or v2, step and probe rings). Whatever the bytes, the view either
 // refuses them with a status or the reader drains and reports without reading outside them.
 // Built with libFuzzer by tests/fuzz/run_libfuzzer.sh; replayed in CI by fuzz_replay_test.
 #include <cstddef>
@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "shm/probe_ring_reader.h"
 #include "shm/segment_reader.h"
 #include "shm/segment_view.h"
 
@@ -26,5 +27,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     });
   }
   for (const auto& r : reader.Reports()) sum += r.records_read + r.invalid + r.torn;
+  // Layout v2: the probe rings too.
+  stagefrontier::shm::ProbeRingReader probes(*view);
+  for (uint32_t i = 0; i < view->slot_count(); ++i) {
+    probes.Drain(i, [&](const stagefrontier::shm::ProbeInterval& p) {
+      sum += static_cast<uint64_t>(p.end_ns - p.call_ns) + p.bytes;
+    });
+    sum += probes.Report(i).invalid + static_cast<uint64_t>(probes.Fed(i));
+  }
   return sum == 42 ? 0 : 0;  // keep `sum` alive
 }

@@ -40,7 +40,7 @@ TEST_CASE("the first process creates the segment with mode 0600; later ones atta
   struct stat st {};
   REQUIRE(stat((*a)->path().c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);
-  CHECK(static_cast<uint64_t>(st.st_size) == v1::SegmentBytes(3, 16));
+  CHECK(static_cast<uint64_t>(st.st_size) == v2::SegmentBytes(3, 16, v2::kDefaultProbeRingCapacity));
   CHECK((*a)->view().job_id() == "job1");
   CHECK((*a)->view().header().creator_pid == static_cast<uint32_t>(getpid()));
 
@@ -138,10 +138,10 @@ TEST_CASE("damaged and foreign segment files are refused with a clear message") 
     CHECK(Message(s).find("is empty (0 bytes): truncated") != std::string::npos);
   }
   SECTION("a newer layout version") {
-    absl::Status s = AttachDamaged(dir, "v2", [](std::string& b) { b[8] = 2; });
+    absl::Status s = AttachDamaged(dir, "v3", [](std::string& b) { b[8] = 3; });
     CHECK(absl::IsFailedPrecondition(s));
-    CHECK(Message(s).find("segment layout version 2 is newer than the versions this build "
-                          "knows (1..1)") != std::string::npos);
+    CHECK(Message(s).find("segment layout version 3 is newer than the versions this build "
+                          "knows (1..2)") != std::string::npos);
   }
   SECTION("initialization never completed") {
     absl::Status s = AttachDamaged(dir, "noinit", [](std::string& b) { b[60] = 0; });

@@ -18,7 +18,7 @@ grep -q "rank 1: 12 steps, 12 recorded" "$tmp/toy1.txt" || fail "toy output: $(c
 seg=$tmp/stagefrontier.cli.seg
 
 "$SF" segment "$seg" > "$tmp/show.txt"
-grep -q "job cli, layout v1, 8 slots x 1024 records" "$tmp/show.txt" || fail "header: $(cat "$tmp/show.txt")"
+grep -q "job cli, layout v2, 8 slots x 1024 records, probe rings of 256," "$tmp/show.txt" || fail "header: $(cat "$tmp/show.txt")"
 grep -q "local rank 2: released, rank 2/3" "$tmp/show.txt" || fail "slot 2 missing"
 grep -q "pending 12, read 0, dropped by writer 0, torn 0, invalid 0" "$tmp/show.txt" || fail "counters"
 grep -q "schema data:io,forward:compute,backward:compute,grad_sync:sync,optimizer:compute" \
@@ -32,15 +32,15 @@ grep -q '"drained": 36' "$tmp/drain.json" || fail "drained: $(head -20 "$tmp/dra
 grep -q '^VERDICT' "$tmp/report.txt" || fail "no verdict"
 
 # A segment of a newer layout version is refused, nothing on stdout, exit 2.
-cp "$seg" "$tmp/stagefrontier.v2.seg"
-printf '\x02' | dd of="$tmp/stagefrontier.v2.seg" bs=1 seek=8 conv=notrunc 2>/dev/null
+cp "$seg" "$tmp/stagefrontier.v3.seg"
+printf '\x03' | dd of="$tmp/stagefrontier.v3.seg" bs=1 seek=8 conv=notrunc 2>/dev/null
 set +e
-"$SF" segment "$tmp/stagefrontier.v2.seg" > "$tmp/out.txt" 2> "$tmp/err.txt"
+"$SF" segment "$tmp/stagefrontier.v3.seg" > "$tmp/out.txt" 2> "$tmp/err.txt"
 rc=$?
 set -e
-[ "$rc" -eq 2 ] || fail "exit $rc for a v2 segment"
+[ "$rc" -eq 2 ] || fail "exit $rc for a v3 segment"
 [ ! -s "$tmp/out.txt" ] || fail "stdout not empty"
-grep -q "segment layout version 2 is newer than the versions this build knows" "$tmp/err.txt" \
+grep -q "segment layout version 3 is newer than the versions this build knows" "$tmp/err.txt" \
   || fail "message: $(cat "$tmp/err.txt")"
 set +e
 "$SF" segment "$tmp/none.seg" 2> "$tmp/err.txt"

@@ -1,0 +1,18 @@
+#!/bin/bash
+# Interposition for real: the dynamic linker resolves NCCL's symbols to libsfprobe.so, which
+# forwards to the fake libnccl loaded after it. Host-clock backend (no GPU needed).
+set -euo pipefail
+here="${TEST_SRCDIR}/${TEST_WORKSPACE}"
+probe="$here/client/probe/libsfprobe.so"
+fake="$here/tests/probe/libfake_nccl.so"
+driver="$here/tests/probe/interpose_driver"
+dir="${TEST_TMPDIR:-$(mktemp -d)}"
+export STAGEFRONTIER_SHM_DIR="$dir" STAGEFRONTIER_JOB_ID="probe_interpose_$$" LOCAL_RANK=0
+export STAGEFRONTIER_PROBE_BACKEND=host_clock
+LD_PRELOAD="$probe $fake" "$driver"
+
+# A bad setting: one warning, collectives still forwarded.
+out=$(STAGEFRONTIER_PROBE_SAMPLE=sometimes LD_PRELOAD="$probe $fake" "$driver" 2>&1 || true)
+echo "$out" | grep -q 'collectives are not timed: STAGEFRONTIER_PROBE_SAMPLE="sometimes"' ||
+  { echo "$out"; exit 1; }
+echo "PASS: bad settings reported, calls forwarded"
