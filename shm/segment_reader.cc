@@ -186,6 +186,12 @@ size_t SegmentReader::Drain(const std::function<void(const DrainedStep&)>& sink,
     }
     size_t n = 0;
     for (; r != w && n < max_per_slot; ++r, ++n) {
+      if (options_.hold) {
+        const v1::StepRecord& rec = view_.record(i, r);
+        if (rec.seq.load(std::memory_order_acquire) == 2 * r + 2 && options_.hold(i, rec.end_ns)) {
+          break;
+        }
+      }
       if (Decode(i, st, r)) {
         ++st.records_read;
         ++delivered;

@@ -72,6 +72,10 @@ struct ReaderOptions {
   // reader that dies before committing leaves them for the next reader (the sidecar commits
   // only what the coordinator acknowledged).
   bool commit_on_drain = true;
+  // When set, asked before each complete record is read, with the time the stub ended that
+  // step: true leaves it and the rest of the slot's records for a later Drain (the sidecar
+  // waits a little for the probe's intervals of that step).
+  std::function<bool(uint32_t local_rank, int64_t end_ns)> hold;
   // Called for every torn or invalid record and corrupt slot, with a message naming the slot.
   std::function<void(uint32_t local_rank, const std::string& message)> on_error;
 };

@@ -7,6 +7,13 @@
 //   RANK=3 LOCAL_RANK=3 WORLD_SIZE=16 LOCAL_WORLD_SIZE=8 TORCHELASTIC_RUN_ID=demo
 //     synthetic_trainer --steps 300 --barrier /dev/shm/demo.barrier
 //                       --fault data:11:15 --fault-start 50
+//
+// With --collective nccl the gradient sync is an ncclAllReduce found through the dynamic
+// linker (a real libnccl, or the tests' fake one over the same barrier), so that the
+// collective probe (libsfprobe.so) can be run on it; --mixed-backward folds the sync into a
+// `mixed` backward stage; --marks-ahead-rank R makes rank R mark its sync stage finished
+// before issuing the collective (stage marks that do not bracket the collective).
+#include <dlfcn.h>
 #include <time.h>
 
 #include <cstdio>
@@ -19,6 +26,7 @@
 #include "absl/strings/str_split.h"
 #include "client/client.h"
 #include "client/examples/process_barrier.h"
+#include "client/probe/nccl_api.h"
 
 namespace {
 
@@ -43,6 +51,9 @@ int main(int argc, char** argv) {
   int fault_every = 1;
   int fault_start = 0;
   uint32_t seed = 1;
+  std::string collective = "barrier";
+  bool mixed_backward = false;
+  int marks_ahead_rank = -1;
   app.add_option("--steps", steps, "steps to run")->capture_default_str();
   app.add_option("--barrier", barrier_path, "barrier file shared by the job's processes")
       ->required();
@@ -53,6 +64,14 @@ int main(int argc, char** argv) {
   app.add_option("--fault-every", fault_every, "inject every N steps (1: every step)");
   app.add_option("--fault-start", fault_start, "first step with the fault");
   app.add_option("--seed", seed, "jitter seed (mixed with the rank)");
+  app.add_option("--collective", collective,
+                 "barrier: wait at --barrier; nccl: ncclAllReduce from the loaded libnccl")
+      ->check(CLI::IsMember({"barrier", "nccl"}))
+      ->capture_default_str();
+  app.add_flag("--mixed-backward", mixed_backward,
+               "no grad_sync stage: the sync happens inside a mixed backward stage");
+  app.add_option("--marks-ahead-rank", marks_ahead_rank,
+                 "this rank marks grad_sync finished before issuing the collective");
   CLI11_PARSE(app, argc, argv);
 
   const std::vector<std::string> local = {"data", "forward", "backward", "optimizer"};
@@ -87,11 +106,26 @@ int main(int argc, char** argv) {
     fault_stage = p[0];
   }
 
-  auto client = stagefrontier::Client::Create({{"data", StageKind::kIo},
-                                               {"forward", StageKind::kCompute},
-                                               {"backward", StageKind::kCompute},
-                                               {"grad_sync", StageKind::kSync},
-                                               {"optimizer", StageKind::kCompute}});
+  using AllReduceFn = decltype(&ncclAllReduce);
+  AllReduceFn all_reduce = nullptr;
+  if (collective == "nccl") {
+    all_reduce = reinterpret_cast<AllReduceFn>(dlsym(RTLD_DEFAULT, "ncclAllReduce"));
+    if (all_reduce == nullptr) {
+      std::fprintf(stderr, "synthetic_trainer: --collective nccl: no ncclAllReduce is loaded\n");
+      return 2;
+    }
+  }
+  auto client =
+      mixed_backward
+          ? stagefrontier::Client::Create({{"data", StageKind::kIo},
+                                           {"forward", StageKind::kCompute},
+                                           {"backward", StageKind::kMixed},
+                                           {"optimizer", StageKind::kCompute}})
+          : stagefrontier::Client::Create({{"data", StageKind::kIo},
+                                           {"forward", StageKind::kCompute},
+                                           {"backward", StageKind::kCompute},
+                                           {"grad_sync", StageKind::kSync},
+                                           {"optimizer", StageKind::kCompute}});
   if (!client.ok()) {
     std::fprintf(stderr, "synthetic_trainer: %s\n", std::string(client.status().message()).c_str());
     return 2;
@@ -108,7 +142,17 @@ int main(int argc, char** argv) {
   std::uniform_real_distribution<double> noise(1 - jitter, 1 + jitter);
   const stagefrontier::Client::StageId ids[] = {c.stage_id("data"), c.stage_id("forward"),
                                                 c.stage_id("backward"), c.stage_id("optimizer")};
-  const auto sync = c.stage_id("grad_sync");
+  const auto sync = mixed_backward ? ids[2] : c.stage_id("grad_sync");
+  float gradient[256] = {0};
+  auto synchronize = [&] {
+    if (all_reduce == nullptr) {
+      (*barrier)->Wait();
+      return;
+    }
+    const ncclResult_t r = all_reduce(gradient, gradient, 256, ncclFloat32, ncclSum, nullptr,
+                                      nullptr);
+    if (r != ncclSuccess) std::fprintf(stderr, "synthetic_trainer: ncclAllReduce: %d\n", r);
+  };
   (*barrier)->Wait();  // everyone starts together
   for (int step = 0; step < steps; ++step) {
     c.BeginStep(step);
@@ -118,13 +162,25 @@ int main(int argc, char** argv) {
           (fault_every <= 1 || (step - fault_start) % fault_every == 0)) {
         d += fault_ms;
       }
+      if (mixed_backward && local[k] == "backward") {
+        // Local work and the collective wait in one stage.
+        auto scope = c.Scope(ids[k]);
+        SleepUntil(stagefrontier::shm::MonotonicNowNs() + static_cast<int64_t>(d * 1e6));
+        synchronize();
+        continue;
+      }
       {
         auto scope = c.Scope(ids[k]);
         SleepUntil(stagefrontier::shm::MonotonicNowNs() + static_cast<int64_t>(d * 1e6));
       }
       if (local[k] == "backward") {
-        auto scope = c.Scope(sync);
-        (*barrier)->Wait();
+        if (rank == marks_ahead_rank) {
+          { auto scope = c.Scope(sync); }
+          synchronize();  // issued after its stage was marked finished
+        } else {
+          auto scope = c.Scope(sync);
+          synchronize();
+        }
       }
     }
     c.EndStep();

@@ -5,7 +5,8 @@ namespace stagefrontier {
 AccountingWindow::AccountingWindow(size_t capacity, int members, int stages)
     : ring_(capacity == 0 ? 1 : capacity), members_(members), stages_(stages) {}
 
-void AccountingWindow::Push(const StepAccounting& accounting, const StepMatrix& matrix) {
+void AccountingWindow::Push(const StepAccounting& accounting, const StepMatrix& matrix,
+                            const std::vector<int64_t>& probe_wait) {
   size_t slot;
   if (count_ < ring_.size()) {
     slot = (start_ + count_) % ring_.size();
@@ -25,6 +26,7 @@ void AccountingWindow::Push(const StepAccounting& accounting, const StepMatrix& 
   w.present.resize(members_);
   for (int m = 0; m < members_; ++m) w.present[m] = matrix.present(m) ? 1 : 0;
   w.durations.assign(matrix.durations().begin(), matrix.durations().end());
+  w.probe_wait.assign(probe_wait.begin(), probe_wait.end());
 }
 
 int64_t AccountingWindow::cumulative(size_t i, int member, int k) const {

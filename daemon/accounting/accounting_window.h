@@ -20,6 +20,9 @@ struct WindowStep {
   StepAccounting accounting;       // lag_ns is not kept here
   std::vector<uint8_t> present;    // by member
   std::vector<int64_t> durations;  // member-major d_m[k]
+  // member-major: the member's wait at the last collective the probe saw in stage k
+  // (exit - enter), -1 where the probe saw none. The shortest wait is the last arriver.
+  std::vector<int64_t> probe_wait;
 };
 
 class AccountingWindow {
@@ -27,7 +30,8 @@ class AccountingWindow {
   AccountingWindow(size_t capacity, int members, int stages);
 
   // Appends a step, evicting the oldest when full. Copies what it keeps.
-  void Push(const StepAccounting& accounting, const StepMatrix& matrix);
+  void Push(const StepAccounting& accounting, const StepMatrix& matrix,
+            const std::vector<int64_t>& probe_wait);
 
   size_t size() const { return count_; }
   size_t capacity() const { return ring_.size(); }
@@ -39,6 +43,9 @@ class AccountingWindow {
     return at(i).durations[static_cast<size_t>(member) * stages_ + k];
   }
   bool present(size_t i, int member) const { return at(i).present[member] != 0; }
+  int64_t probe_wait(size_t i, int member, int k) const {
+    return at(i).probe_wait[static_cast<size_t>(member) * stages_ + k];
+  }
   // Cumulative time of `member` at the end of stage k in step i.
   int64_t cumulative(size_t i, int member, int k) const;
 

@@ -40,10 +40,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(JobConfig config) {
       }
     }
   }
-  return std::unique_ptr<Engine>(new Engine(std::move(config)));
+  absl::StatusOr<ProbeBracketing> bracketing =
+      ProbeBracketing::Create(config.schema, config.world_size, config.probe_bracket_rules);
+  if (!bracketing.ok()) return bracketing.status();
+  return std::unique_ptr<Engine>(new Engine(std::move(config), std::move(*bracketing)));
 }
 
-Engine::Engine(JobConfig config) : config_(std::move(config)) {
+Engine::Engine(JobConfig config, ProbeBracketing bracketing)
+    : config_(std::move(config)),
+      bracketing_(std::make_unique<ProbeBracketing>(std::move(bracketing))) {
   std::vector<int32_t> all(config_.world_size);
   for (int32_t r = 0; r < config_.world_size; ++r) all[r] = r;
   std::vector<int32_t> group_of_rank(config_.world_size, 0);
@@ -52,10 +57,12 @@ Engine::Engine(JobConfig config) : config_(std::move(config)) {
       for (int32_t r : config_.groups[g]) group_of_rank[r] = static_cast<int32_t>(g);
       groups_.push_back(std::make_unique<GroupAccountant>(absl::StrCat("group", g), config_.schema,
                                                           config_.groups[g], config_.engine));
+      groups_.back()->set_bracketing(bracketing_.get());
     }
   }
   job_ =
       std::make_unique<GroupAccountant>("job", config_.schema, all, config_.engine, group_of_rank);
+  job_->set_bracketing(bracketing_.get());
   last_group_.assign(groups_.size(), nullptr);
   by_rank_.assign(config_.world_size, nullptr);
 }
@@ -81,6 +88,7 @@ absl::Status Engine::AddStep(const StepInput& input) {
     }
     by_rank_[r.rank] = &r;
   }
+  for (const RankStep& r : input.ranks) bracketing_->Check(input.step, r);
   last_ = &job_->Account(input.step, by_rank_);
   for (size_t g = 0; g < groups_.size(); ++g) {
     const std::vector<int32_t>& ranks = config_.groups[g];

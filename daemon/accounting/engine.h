@@ -23,6 +23,7 @@
 #include "daemon/accounting/engine_config.h"
 #include "daemon/accounting/group_accountant.h"
 #include "daemon/accounting/group_report.h"
+#include "daemon/accounting/probe_bracketing.h"
 #include "daemon/accounting/stage_schema.h"
 #include "daemon/accounting/step_accounting.h"
 #include "daemon/accounting/step_input.h"
@@ -37,6 +38,9 @@ struct JobConfig {
   // Empty means one group, the whole job.
   std::vector<std::vector<int32_t>> groups;
   EngineConfig engine;
+  // Which stages may contain which collectives (probe_bracketing.h); empty: any collective
+  // in any sync or mixed stage.
+  std::string probe_bracket_rules;
 };
 
 struct JobReport {
@@ -52,7 +56,8 @@ struct EngineCounters {
 
 class Engine {
  public:
-  // Fails with InvalidArgument on a bad world size, group layout or engine config.
+  // Fails with InvalidArgument on a bad world size, group layout, engine config or probe
+  // bracketing rules.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Engine>> Create(JobConfig config);
 
   // Accounts one step. All records are validated first; any invalid record, a rank reported
@@ -76,11 +81,14 @@ class Engine {
 
   const JobConfig& config() const { return config_; }
   const EngineCounters& counters() const { return counters_; }
+  // Bracketing validation of every probe span accounted so far.
+  const ProbeBracketing& bracketing() const { return *bracketing_; }
 
  private:
-  explicit Engine(JobConfig config);
+  Engine(JobConfig config, ProbeBracketing bracketing);
 
   JobConfig config_;
+  std::unique_ptr<ProbeBracketing> bracketing_;
   std::unique_ptr<GroupAccountant> job_;
   std::vector<std::unique_ptr<GroupAccountant>> groups_;
   std::vector<const StepAccounting*> last_group_;

@@ -47,23 +47,30 @@ const StepAccounting& GroupAccountant::Account(int64_t step,
                                                std::span<const RankStep* const> by_member) {
   const int n = static_cast<int>(ranks_.size());
   matrix_.Reset();
+  probe_wait_.assign(static_cast<size_t>(n) * stages_, -1);
   for (int m = 0; m < n; ++m) {
     const RankStep* r = by_member[m];
     if (r == nullptr) continue;
     matrix_.SetMember(m, r->boundaries_ns);
-    // The probe's view of a mixed stage: local work lasts until the rank enters the last
-    // collective of the stage; the rest is waiting.
+    // The probe's view of a stage: the rank waited at its last collective from entering it
+    // to its completion; in a mixed stage, local work lasts until that entry. Spans that the
+    // stage marks do not bracket are not evidence.
     for (int k = 0; k < stages_; ++k) {
-      if (schema_.stage(k).kind != StageKind::kMixed) continue;
       int64_t latest_exit = std::numeric_limits<int64_t>::min();
-      int64_t enter = -1;
+      const ProbeSpan* last = nullptr;
       for (const ProbeSpan& span : r->probe) {
-        if (static_cast<int>(span.stage) == k && span.exit_ns > latest_exit) {
+        if (static_cast<int>(span.stage) == k && span.exit_ns > latest_exit &&
+            span.enter_ns >= r->boundaries_ns[k] && span.exit_ns <= r->boundaries_ns[k + 1] &&
+            (bracketing_ == nullptr || bracketing_->Bracketed(*r, span))) {
           latest_exit = span.exit_ns;
-          enter = span.enter_ns;
+          last = &span;
         }
       }
-      if (enter >= 0) matrix_.SetProbeLocal(m, k, enter - r->boundaries_ns[k]);
+      if (last == nullptr) continue;
+      probe_wait_[static_cast<size_t>(m) * stages_ + k] = last->exit_ns - last->enter_ns;
+      if (schema_.stage(k).kind == StageKind::kMixed) {
+        matrix_.SetProbeLocal(m, k, last->enter_ns - r->boundaries_ns[k]);
+      }
     }
   }
   ComputeFrontier(matrix_, &frontier_, &scratch_);
@@ -276,7 +283,7 @@ const StepAccounting& GroupAccountant::Account(int64_t step,
   // This step becomes the window's last entry: the previous step for the next one.
   previous_tail_charge_.swap(tail_charge_);
 
-  window_.Push(acc, matrix_);
+  window_.Push(acc, matrix_, probe_wait_);
   return acc;
 }
 
@@ -317,6 +324,60 @@ void GroupAccountant::ChargeLateStart(int64_t step, int k, int member, int64_t c
     }
   }
   acc.attributions.push_back(std::move(a));
+}
+
+int GroupAccountant::ProbeLastArriver(int k, const std::vector<int>& candidates, int* steps,
+                                      int* evidence, int* at_stage) const {
+  *steps = 0;
+  *evidence = 0;
+  *at_stage = -1;
+  const size_t W = window_.size();
+  auto has_probe = [&](int stage) {
+    for (size_t i = 0; i < W; ++i) {
+      for (int m = 0; m < window_.members(); ++m) {
+        if (window_.present(i, m) && window_.probe_wait(i, m, stage) >= 0) return true;
+      }
+    }
+    return false;
+  };
+  int stage = k;
+  if (!has_probe(stage)) {
+    std::optional<size_t> next = schema_.NextWaitStage(static_cast<size_t>(k));
+    if (!next || !has_probe(static_cast<int>(*next))) return -1;
+    stage = static_cast<int>(*next);
+  }
+  *at_stage = stage;
+  std::vector<int> wins(window_.members(), 0);
+  for (size_t i = 0; i < W; ++i) {
+    // The single shortest wait among the candidates' sync group, if every candidate was seen.
+    bool complete = true;
+    for (int c : candidates) complete = complete && window_.probe_wait(i, c, stage) >= 0;
+    if (!complete) continue;
+    const int32_t group = wait_group_[candidates.front()];
+    int best = -1;
+    int64_t shortest = std::numeric_limits<int64_t>::max();
+    int64_t second = std::numeric_limits<int64_t>::max();
+    for (int m = 0; m < window_.members(); ++m) {
+      const int64_t w = window_.present(i, m) ? window_.probe_wait(i, m, stage) : -1;
+      if (w < 0 || wait_group_[m] != group) continue;
+      if (w < shortest) {
+        second = shortest;
+        shortest = w;
+        best = m;
+      } else if (w < second) {
+        second = w;
+      }
+    }
+    ++*evidence;
+    if (best >= 0 && second > shortest) ++wins[best];
+  }
+  int winner = -1;
+  for (int c : candidates) {
+    if (winner < 0 || wins[c] > wins[winner]) winner = c;
+  }
+  if (winner < 0 || *evidence < std::max(3, config_.min_flagged_steps)) return -1;
+  *steps = wins[winner];
+  return 3 * wins[winner] >= 2 * *evidence ? winner : -1;
 }
 
 void GroupAccountant::LateSet(size_t i, int k, int member, std::vector<int32_t>* out) const {

@@ -22,6 +22,7 @@
 #include "daemon/accounting/group_report.h"
 #include "daemon/accounting/robust_stats.h"
 #include "daemon/accounting/stage_schema.h"
+#include "daemon/accounting/probe_bracketing.h"
 #include "daemon/accounting/step_accounting.h"
 #include "daemon/accounting/step_input.h"
 #include "daemon/accounting/verdict.h"
@@ -51,6 +52,9 @@ class GroupAccountant {
   const std::vector<int32_t>& ranks() const { return ranks_; }
   const StageSchema& schema() const { return schema_; }
   const AccountingWindow& window() const { return window_; }
+  // Probe spans outside their allowed stage are left out of the mixed split and of the
+  // last-arriver evidence. Null: every span is used.
+  void set_bracketing(const ProbeBracketing* bracketing) { bracketing_ = bracketing; }
 
  private:
   // Charges a late start seen at wait stage k to the member's previous-step tail, if the
@@ -61,6 +65,13 @@ class GroupAccountant {
   // Members of `member`'s sync group in the late set of wait stage k of window step i: the
   // shortest waits, within noise.
   void LateSet(size_t i, int k, int member, std::vector<int32_t>* out) const;
+  // The probe's last arriver among `candidates` (members) at stage k's collectives, or at the
+  // next wait stage's when k has none: the member that had the single shortest wait in at
+  // least two thirds of the window steps with probe evidence (at least min_flagged_steps of
+  // them). Returns -1 when the probe does not single one out; *steps and *evidence say how
+  // often it did, out of how many steps.
+  int ProbeLastArriver(int k, const std::vector<int>& candidates, int* steps, int* evidence,
+                       int* at_stage) const;
   std::vector<int32_t> ToRanks(std::span<const int32_t> members) const;
   int MemberOf(int32_t rank) const;
 
@@ -87,6 +98,9 @@ class GroupAccountant {
   // entry while a step is being accounted), so a late start it causes is not charged twice.
   std::vector<int64_t> previous_tail_charge_;
   std::vector<int64_t> tail_charge_;
+
+  const ProbeBracketing* bracketing_ = nullptr;
+  std::vector<int64_t> probe_wait_;  // member-major, this step's (see WindowStep::probe_wait)
 
   std::vector<int64_t> scratch_;
   std::vector<int32_t> members_;

@@ -43,12 +43,16 @@ absl::Status ValidateRankStep(const StageSchema& schema, int32_t world_size,
                                                      ": probe span names stage ", span.stage,
                                                      " but the schema has ", schema.size()));
     }
-    const int64_t lo = record.boundaries_ns[span.stage];
-    const int64_t hi = record.boundaries_ns[span.stage + 1];
-    if (span.enter_ns < lo || span.exit_ns > hi || span.exit_ns < span.enter_ns) {
+    // Spans may leave their stage (that is what bracketing validation reports), but not by
+    // more than a day, so that later arithmetic cannot overflow.
+    constexpr int64_t kDay = 86'400'000'000'000;
+    const int64_t lo = record.boundaries_ns.front();
+    const int64_t hi = record.boundaries_ns.back();
+    if (span.exit_ns < span.enter_ns || span.enter_ns < lo - kDay || span.exit_ns > hi + kDay) {
       return absl::InvalidArgumentError(absl::StrCat(
           "rank ", record.rank, ": probe span [", span.enter_ns, ", ", span.exit_ns,
-          "] is not inside stage \"", schema.stage(span.stage).name, "\" [", lo, ", ", hi, "]"));
+          "] in stage \"", schema.stage(span.stage).name,
+          "\" is reversed or more than a day away from its step [", lo, ", ", hi, "]"));
     }
   }
   return absl::OkStatus();

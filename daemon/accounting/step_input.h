@@ -16,12 +16,19 @@
 
 namespace stagefrontier {
 
-// A collective observed by the probe inside a stage, on the rank's own clock: the rank
-// entered the collective at `enter_ns` and saw it complete at `exit_ns`.
+// A collective observed by the probe, on the rank's own clock: issued in stage `stage`, the
+// rank entered it (its stream reached it) at `enter_ns` and saw it complete at `exit_ns`.
+// exit - enter is how long this rank waited for the others plus the transfer: the rank with
+// the shortest wait arrived last. A span that does not lie inside a stage allowed for its
+// operation is a bracketing violation (probe_bracketing.h), not an input error.
 struct ProbeSpan {
   uint32_t stage = 0;
   int64_t enter_ns = 0;
   int64_t exit_ns = 0;
+  uint16_t op = kAnyOp;  // shm::v2::CollectiveOp; kAnyOp when the source does not say
+  uint64_t bytes = 0;    // 0 when unknown
+  int64_t call_ns = 0;   // when the rank called the collective (live probe data only)
+  static constexpr uint16_t kAnyOp = 0xFFFF;
 };
 
 struct RankStep {
@@ -38,7 +45,8 @@ struct StepInput {
 };
 
 // Checks one rank's record against the schema: rank in [0, world_size), exactly S+1
-// boundaries, no negative stage duration, probe spans inside their stage. Returns
+// boundaries, no negative stage duration, probe spans naming a stage of the schema with
+// enter <= exit, no further than a day from the step. Returns
 // InvalidArgument (or OutOfRange for the rank) with a message naming the stage and value.
 [[nodiscard]] absl::Status ValidateRankStep(const StageSchema& schema, int32_t world_size,
                                             const RankStep& record);

@@ -176,6 +176,27 @@ Verdict GroupAccountant::DecideVerdict() const {
                         absl::StrJoin(v.steps_to_profile, ", "));
   };
 
+  // The probe's last arriver settles a tie or a concurrent lead when it singles one rank out.
+  auto settled_by_probe = [&](const std::vector<int32_t>& ranks) {
+    std::vector<int> members;
+    for (int32_t r : ranks) members.push_back(MemberOf(r));
+    int steps = 0, probe_steps = 0, at = -1;
+    const int winner = ProbeLastArriver(k1, members, &steps, &probe_steps, &at);
+    if (winner < 0) return false;
+    const int32_t rank = ranks_[winner];
+    v.label = VerdictLabel::kClear;
+    v.reason = AmbiguityReason::kNone;
+    v.candidate_ranks = {rank};
+    v.candidate_stages = {k1};
+    v.settle.clear();
+    v.explanation = absl::StrFormat(
+        "\"%s\" is led by ranks %s within noise of each other, but the collective probe shows "
+        "rank %d arriving last at \"%s\"'s collective (the shortest wait) in %d of %d steps: "
+        "rank %d made the others wait",
+        stage1, RankList(ranks), rank, schema_.stage(at).name, steps, probe_steps, rank);
+    return true;
+  };
+
   v.label = VerdictLabel::kAmbiguous;
   if (schema_.stage(k1).kind == StageKind::kMixed &&
       stage_unresolved[k1] >= 0.5 * stage_total[k1]) {
@@ -191,6 +212,8 @@ Verdict GroupAccountant::DecideVerdict() const {
     v.settle = absl::StrCat("enable the collective probe for stage \"", stage1,
                             "\" (or split it into local work and a separate sync stage), then ",
                             profile_hint(co));
+  } else if (co.size() >= 2 && settled_by_probe(co)) {
+    // CLEAR, explained by the probe.
   } else if (co.size() >= 2) {
     v.reason = AmbiguityReason::kTie;
     v.candidate_ranks = co;
@@ -232,17 +255,22 @@ Verdict GroupAccountant::DecideVerdict() const {
     v.settle = absl::StrCat(profile_hint(v.candidate_ranks),
                             "; each candidate is a separate fault until shown otherwise");
   } else if (v.median_margin_ns < v.tie_tolerance_ns) {
-    v.reason = AmbiguityReason::kTie;
     std::vector<std::pair<int32_t, int32_t>> tied(tied_with.begin(), tied_with.end());
     std::sort(tied.begin(), tied.end(), [](auto a, auto b) { return a.second > b.second; });
-    v.candidate_ranks = {r1};
-    for (size_t i = 0; i < tied.size() && i < 11; ++i) v.candidate_ranks.push_back(tied[i].first);
+    std::vector<int32_t> candidates = {r1};
+    for (size_t i = 0; i < tied.size() && i < 11; ++i) candidates.push_back(tied[i].first);
+    if (settled_by_probe(candidates)) return v;
+    v.reason = AmbiguityReason::kTie;
+    v.candidate_ranks = candidates;
     v.candidate_stages = {k1};
     v.explanation = absl::StrCat("rank ", r1, " leads \"", stage1, "\" by only ",
                                  Ms(v.median_margin_ns), " (noise ", Ms(v.tie_tolerance_ns),
                                  "): others reach the boundary about as late");
     v.settle = profile_hint(v.candidate_ranks);
   } else if (v.wait_agreement >= 0 && v.wait_agreement < 0.5) {
+    std::vector<int32_t> candidates = {r1};
+    for (const auto& [rank, count] : also_late) candidates.push_back(rank);
+    if (settled_by_probe(candidates)) return v;
     v.reason = AmbiguityReason::kConcurrent;
     v.candidate_ranks = {r1};
     v.candidate_stages = {k1};

@@ -136,9 +136,12 @@ absl::StatusOr<RecordedRun> ParseRun(std::istream& in) {
             !e[1].is_number_integer() || !e[2].is_number_integer()) {
           return at.Field("probe", absl::StrCat("entry ", i, " is not [stage, enter_ns, exit_ns]"));
         }
-        record.probe.push_back(
-            ProbeSpan{static_cast<uint32_t>(std::min<uint64_t>(e[0].get<uint64_t>(), UINT32_MAX)),
-                      e[1].get<int64_t>(), e[2].get<int64_t>()});
+        ProbeSpan span;
+        span.stage = static_cast<uint32_t>(std::min<uint64_t>(e[0].get<uint64_t>(), UINT32_MAX));
+        span.enter_ns = e[1].get<int64_t>();
+        span.exit_ns = e[2].get<int64_t>();
+        span.call_ns = span.enter_ns;
+        record.probe.push_back(span);
       }
     }
     if (absl::Status s = ValidateRankStep(*run.schema, run.world_size, record); !s.ok()) {

@@ -20,7 +20,7 @@ int Analyze(const std::string& path, bool as_json, int window) {
     std::cerr << "stagefrontier analyze: " << run.status().message() << "\n";
     return 2;
   }
-  JobConfig job{*run->schema, run->world_size, run->groups, EngineConfig{}};
+  JobConfig job{*run->schema, run->world_size, run->groups, EngineConfig{}, ""};
   job.engine.window_steps = window;
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(job);
   if (!engine.ok()) {

@@ -22,6 +22,7 @@
 #include "daemon/coordinator/sidecar_sessions.h"
 #include "grpcpp/grpcpp.h"
 #include "prometheus/exposer.h"
+#include "daemon/accounting/probe_bracketing.h"
 #include "shm/monotonic_clock.h"
 #include "spdlog/spdlog.h"
 
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   std::string jobs_csv;
   int64_t deadline_ms = 5000;
   int window_steps = 100;
+  std::string probe_bracket;
   std::string token_file;
   TlsFiles tls;
   int max_message_bytes = 16 << 20;
@@ -58,6 +60,10 @@ int main(int argc, char** argv) {
   app.add_option("--window-steps", window_steps, "steps per verdict window")
       ->check(CLI::Range(2, 1'000'000))
       ->capture_default_str();
+  app.add_option("--probe-bracket", probe_bracket,
+                 "which stages may contain which collectives, e.g. "
+                 "\"all_reduce:grad_sync|backward,all_gather:forward\"; default: any collective "
+                 "in any sync or mixed stage (docs/probe.md)");
   app.add_option("--token-file", token_file, "require this shared token from every client");
   app.add_option("--tls-cert", tls.cert, "serve TLS with this PEM certificate");
   app.add_option("--tls-key", tls.key, "PEM private key of --tls-cert");
@@ -95,6 +101,11 @@ int main(int argc, char** argv) {
   options.fsync = !no_fsync;
   options.aligner.deadline_ns = deadline_ms * 1'000'000;
   options.engine.window_steps = window_steps;
+  options.probe_bracket_rules = probe_bracket;
+  if (absl::Status s = ProbeBracketing::CheckRules(probe_bracket); !s.ok()) {
+    spdlog::error("--probe-bracket: {}", std::string(s.message()));
+    return 2;
+  }
   if (absl::Status s = options.engine.Validate(); !s.ok()) {
     spdlog::error("{}", std::string(s.message()));
     return 2;

@@ -139,12 +139,61 @@ absl::StatusOr<std::unique_ptr<JobState>> JobState::Restore(const std::string& p
   return job;
 }
 
+JobConfig JobState::EngineJobConfigLocked() const {
+  return JobConfig{.schema = schema_,
+                   .world_size = world_size_,
+                   .groups = {},
+                   .engine = options_.engine,
+                   .probe_bracket_rules = probe_rules_};
+}
+
 absl::Status JobState::RebuildEngineLocked() {
-  JobConfig config{
-      .schema = schema_, .world_size = world_size_, .groups = {}, .engine = options_.engine};
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(std::move(config));
+  probe_rules_ = options_.probe_bracket_rules;
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(EngineJobConfigLocked());
+  if (!engine.ok() && !probe_rules_.empty()) {
+    // The coordinator's rules name stages this job does not have: use the default rules.
+    probe_rules_note_ = absl::StrCat("--probe-bracket \"", probe_rules_,
+                                     "\" does not fit this job: ", engine.status().message(),
+                                     "; using the default (sync and mixed stages)");
+    probe_rules_.clear();
+    engine = Engine::Create(EngineJobConfigLocked());
+  }
   if (!engine.ok()) return engine.status();
   engine_ = *std::move(engine);
+  return absl::OkStatus();
+}
+
+absl::Status JobState::DecodeCollectivesLocked(const v1::RankSteps& rs) {
+  decoded_probe_.assign(decoded_steps_.size(), {});
+  constexpr int64_t kDay = 86'400'000'000'000;
+  for (int i = 0; i < rs.collectives_size(); ++i) {
+    const v1::CollectiveInterval& c = rs.collectives(i);
+    auto bad = [&](const std::string& why) {
+      return absl::InvalidArgumentError(absl::StrCat("job ", name_, " rank ", rs.rank(),
+                                                     ": collective ", i, " (step ", c.step(),
+                                                     "): ", why));
+    };
+    // Steps of one message are consecutive from base_step (packed_steps.h).
+    const int64_t index = c.step() - rs.base_step();
+    if (index < 0 || index >= static_cast<int64_t>(decoded_steps_.size()) ||
+        decoded_steps_[static_cast<size_t>(index)] != c.step()) {
+      return bad("names a step this message does not carry");
+    }
+    if (c.op() > 6) return bad(absl::StrCat("unknown operation ", c.op()));
+    if (c.call_offset_ns() < 0 || c.call_offset_ns() > c.start_offset_ns() ||
+        c.start_offset_ns() > c.end_offset_ns() || c.end_offset_ns() > kDay) {
+      return bad(absl::StrCat("times out of order or implausible: call ", c.call_offset_ns(),
+                              ", start ", c.start_offset_ns(), ", end ", c.end_offset_ns(),
+                              " ns after the step start"));
+    }
+    ProbeSpan span;
+    span.enter_ns = c.start_offset_ns();
+    span.exit_ns = c.end_offset_ns();
+    span.call_ns = c.call_offset_ns();
+    span.op = static_cast<uint16_t>(c.op());
+    span.bytes = c.bytes();
+    decoded_probe_[static_cast<size_t>(index)].push_back(span);
+  }
   return absl::OkStatus();
 }
 
@@ -218,11 +267,12 @@ absl::StatusOr<IngestCounts> JobState::AlignLocked(const v1::RankSteps& rs, cons
     return absl::InvalidArgumentError(
         absl::StrCat("job ", name_, " rank ", rs.rank(), ": ", s.message()));
   }
+  if (absl::Status p = DecodeCollectivesLocked(rs); !p.ok()) return p;
   IngestCounts c;
   for (size_t i = 0; i < decoded_steps_.size(); ++i) {
     const int64_t step = decoded_steps_[i];
-    switch (
-        aligner_.Add(rs.rank(), step, &decoded_durations_[i * stages], decoded_flags_[i], now_ns)) {
+    switch (aligner_.Add(rs.rank(), step, &decoded_durations_[i * stages], decoded_flags_[i],
+                         now_ns, std::move(decoded_probe_[i]))) {
       case AlignOutcome::kAccepted:
         ++c.accepted;
         newest_seen_step_ = std::max(newest_seen_step_, step);
@@ -397,6 +447,9 @@ void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string&
   grow(&h.dropped, health.dropped_by_writer(), m_.stub_dropped);
   grow(&h.torn, health.torn(), m_.stub_torn);
   grow(&h.invalid, health.invalid(), m_.stub_invalid);
+  h.probe_backend = health.probe_backend();
+  h.probe_intervals = health.probe_intervals();
+  h.probe_dropped = health.probe_dropped();
   h.owner = health.owner();
   h.last_error = health.last_error();
 }
@@ -429,8 +482,7 @@ absl::Status JobState::Suspects(int32_t window, v1::SuspectsReply* out) const {
     return absl::OkStatus();
   }
   // Re-account the last `window` steps held, in a fresh engine whose window is all of them.
-  JobConfig config{
-      .schema = schema_, .world_size = world_size_, .groups = {}, .engine = options_.engine};
+  JobConfig config = EngineJobConfigLocked();
   const size_t n = std::min(inputs_.size(), static_cast<size_t>(window));
   config.engine.window_steps = static_cast<int>(std::max<size_t>(n, 1));
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(std::move(config));
@@ -475,11 +527,30 @@ void JobState::Health(v1::GetHealthReply* out) const {
     p->set_invalid(h.invalid);
     p->set_owner(h.owner);
     p->set_last_error(h.last_error);
+    p->set_probe_backend(h.probe_backend);
+    p->set_probe_intervals(h.probe_intervals);
+    p->set_probe_dropped(h.probe_dropped);
   }
   const RankCounts n = CountRanksLocked();
   out->set_reporting(n.reporting);
   out->set_lagging(n.lagging);
   out->set_missing(n.missing);
+  const ProbeBracketing& b = engine_->bracketing();
+  out->set_probe_collectives(b.checked());
+  out->set_probe_violations(b.violations());
+  out->set_probe_rules(probe_rules_note_.empty() ? b.DescribeRules()
+                                                 : absl::StrCat(b.DescribeRules(), " (",
+                                                                probe_rules_note_, ")"));
+  for (const BracketFinding& f : b.Findings()) {
+    v1::ProbeFinding* pf = out->add_probe_findings();
+    pf->set_stage(schema_.stage(f.stage).name);
+    pf->set_rank(f.rank);
+    pf->set_collectives_checked(f.checked);
+    pf->set_violations(f.violations);
+    pf->set_max_overrun_ns(f.max_overrun_ns);
+    pf->set_last_violation_step(f.last_violation_step);
+    pf->set_explanation(f.explanation);
+  }
 }
 
 std::vector<v1::VerdictEvent> JobState::VerdictsAfter(int64_t after_seq,

@@ -40,6 +40,9 @@ struct JobOptions {
   int64_t history_steps = 10'000;          // step summaries kept for GetSteps
   int64_t history_rank_steps = 1'000'000;  // raw inputs kept for re-accounting a window
   int64_t lagging_steps = 20;              // a rank this far behind the newest step lags
+  // Which stages may contain which collectives (daemon/accounting/probe_bracketing.h); a job
+  // whose schema lacks a stage they name falls back to the default (sync and mixed stages).
+  std::string probe_bracket_rules;
   size_t verdicts_kept = 1000;
 };
 
@@ -117,6 +120,8 @@ class JobState {
     std::string node;
     uint64_t accepted = 0, duplicates = 0, late = 0, rejected = 0;
     uint64_t dropped = 0, torn = 0, invalid = 0;
+    std::string probe_backend;
+    uint64_t probe_intervals = 0, probe_dropped = 0;
     std::string owner;
     std::string last_error;
   };
@@ -128,6 +133,10 @@ class JobState {
                                            int64_t now_ns);
   void AccountLocked(int64_t step, int64_t now_ns, bool replaying);
   absl::Status RebuildEngineLocked();
+  // The engine's job config for this job (schema, world size, engine config, probe rules).
+  JobConfig EngineJobConfigLocked() const;
+  // Decodes and checks rs.collectives() into probe spans per step of `steps`.
+  absl::Status DecodeCollectivesLocked(const v1::RankSteps& rs);
   struct RankCounts {
     int reporting = 0, lagging = 0, missing = 0;
   };
@@ -154,6 +163,9 @@ class JobState {
   std::vector<int64_t> decoded_steps_;
   std::vector<int64_t> decoded_durations_;
   std::vector<uint32_t> decoded_flags_;
+  std::vector<std::vector<ProbeSpan>> decoded_probe_;  // by index into decoded_steps_
+  std::string probe_rules_;       // the rules in effect for this job
+  std::string probe_rules_note_;  // why the configured rules were not used, if so
   int64_t steps_accounted_ = 0;
   int64_t partial_steps_ = 0;
   int64_t last_step_ = -1;

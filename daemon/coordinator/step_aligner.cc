@@ -12,7 +12,7 @@ StepAligner::StepAligner(int32_t world_size, uint32_t stage_count, AlignerOption
       last_accepted_(static_cast<size_t>(world_size), -1) {}
 
 AlignOutcome StepAligner::Add(int32_t rank, int64_t step, const int64_t* durations_ns,
-                              uint32_t flags, int64_t now_ns) {
+                              uint32_t flags, int64_t now_ns, std::vector<ProbeSpan> probe) {
   (void)flags;
   // Records of one rank arrive in step order, so anything at or before its newest accepted
   // step is a re-send.
@@ -29,6 +29,7 @@ AlignOutcome StepAligner::Add(int32_t rank, int64_t step, const int64_t* duratio
   ++p.present;
   p.ranks.push_back(rank);
   p.durations.insert(p.durations.end(), durations_ns, durations_ns + stage_count_);
+  p.probe.push_back(std::move(probe));
   last_accepted_[rank] = step;
   if (state_[rank] == RankState::kMissing) --missing_;
   state_[rank] = RankState::kReporting;
@@ -72,6 +73,12 @@ StepInput StepAligner::Close(int64_t step) {
     for (uint32_t k = 0; k < stage_count_; ++k) {
       t += p.durations[i * stage_count_ + k];
       rs.boundaries_ns[k + 1] = t;
+    }
+    rs.probe = std::move(p.probe[i]);
+    for (ProbeSpan& span : rs.probe) {
+      uint32_t k = 0;
+      while (k + 1 < stage_count_ && span.call_ns > rs.boundaries_ns[k + 1]) ++k;
+      span.stage = k;
     }
   }
   if (p.present < world_size_) {

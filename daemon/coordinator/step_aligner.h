@@ -39,15 +39,17 @@ class StepAligner {
   // Offers one rank-step (rank in [0, world_size), stage_count durations, checked by the
   // caller). Returns kDuplicate if this (rank, step) is already held or was accounted, kLate
   // if its step closed without it.
+  // `probe` holds the rank's probe spans for this step, times relative to the step's start
+  // (they follow the step into Close; their `stage` is set there from the boundaries).
   AlignOutcome Add(int32_t rank, int64_t step, const int64_t* durations_ns, uint32_t flags,
-                   int64_t now_ns);
+                   int64_t now_ns, std::vector<ProbeSpan> probe = {});
 
   // The oldest pending step if it can close now: every expected rank reported it, its
   // deadline passed, or too many steps wait. nullopt otherwise.
   std::optional<int64_t> NextClosable(int64_t now_ns) const;
   // Removes step `step` (must be the oldest pending) and returns its input, ranks in arrival
-  // order, boundaries rebuilt from durations with the step starting at 0. Ranks absent from
-  // it become missing.
+  // order, boundaries rebuilt from durations with the step starting at 0, each probe span
+  // placed in the stage where the rank called its collective. Ranks absent from it become missing.
   StepInput Close(int64_t step);
 
   RankState rank_state(int32_t rank) const { return state_[rank]; }
@@ -73,6 +75,7 @@ class StepAligner {
     std::vector<uint8_t> has;        // by rank
     std::vector<int32_t> ranks;      // arrival order
     std::vector<int64_t> durations;  // rank-major, arrival order
+    std::vector<std::vector<ProbeSpan>> probe;  // arrival order
   };
   bool Complete(const Pending& p) const;
 

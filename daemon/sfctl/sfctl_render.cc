@@ -115,6 +115,27 @@ std::string RenderHealth(const v1::GetHealthReply& r) {
                               h.records_accepted(), h.duplicates(), h.dropped_by_writer(), h.torn(),
                               h.invalid(), h.last_error()));
   }
+  // The collective probe: where it runs, then what bracketing validation found.
+  std::vector<std::string> probed;
+  for (const v1::RankHealth& h : r.ranks()) {
+    if (!h.probe_backend().empty()) {
+      probed.push_back(absl::StrFormat("%d (%s, %d sent, %d dropped)", h.rank(), h.probe_backend(),
+                                       h.probe_intervals(), h.probe_dropped()));
+    }
+  }
+  if (probed.empty() && r.probe_collectives() == 0) {
+    absl::StrAppend(&out, "probe: no collective data (load libsfprobe.so to check stage marks)\n");
+    return out;
+  }
+  absl::StrAppend(&out, absl::StrFormat("probe: %d collectives checked, %d outside their stage; "
+                                        "rules %s\n",
+                                        r.probe_collectives(), r.probe_violations(),
+                                        r.probe_rules()));
+  if (!probed.empty()) absl::StrAppend(&out, "probe on ranks ", absl::StrJoin(probed, ", "), "\n");
+  for (const v1::ProbeFinding& f : r.probe_findings()) {
+    if (f.violations() == 0) continue;
+    absl::StrAppend(&out, "  ", f.explanation(), "\n");
+  }
   return out;
 }
 

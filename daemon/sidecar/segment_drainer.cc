@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/wire/packed_steps.h"
 #include "daemon/wire/rank_steps.h"
+#include "shm/monotonic_clock.h"
 
 namespace stagefrontier {
 
@@ -70,6 +71,16 @@ void SegmentDrainer::Attach(const std::string& path) {
   ro.commit_on_drain = false;
   ro.on_error = [this, job = a.job](uint32_t, const std::string& message) {
     if (log_) log_(absl::StrCat("job ", job, ": ", message));
+  };
+  a.probes = std::make_unique<shm::ProbeRingReader>(a.mapped->view(), ro.on_error);
+  a.probe_state.resize(a.mapped->view().slot_count());
+  // Wait briefly for the probe to publish a step's collectives (it resolves GPU events a
+  // little after the fact); without a live probe on the slot, never wait.
+  ro.hold = [probes = a.probes.get(), max_hold = options_.probe_hold_ns](uint32_t local_rank,
+                                                                         int64_t end_ns) {
+    if (probes->ResolvedThrough(local_rank) >= end_ns) return false;
+    if (shm::MonotonicNowNs() - end_ns >= max_hold) return false;
+    return probes->Fed(local_rank);
   };
   a.reader = std::make_unique<shm::SegmentReader>(a.mapped->view(), std::move(ro));
   a.declared_generation.assign(a.mapped->view().slot_count(), 0);
@@ -134,6 +145,7 @@ size_t SegmentDrainer::Drain(v1::StepBatch* batch, std::vector<CommitPoint>* com
               d[k - 1] = s.boundaries_ns[k] - s.boundaries_ns[k - 1];
             }
             it->second.second.Add(s.step, d, s.flags);
+            AttachProbes(a, s, it->second.first);
           },
           per_slot);
       taken += got;
@@ -148,6 +160,38 @@ size_t SegmentDrainer::Drain(v1::StepBatch* batch, std::vector<CommitPoint>* com
     }
   }
   return taken;
+}
+
+void SegmentDrainer::AttachProbes(Attached& a, const shm::DrainedStep& step, v1::RankSteps* out) {
+  constexpr size_t kMaxWaiting = 65536;
+  ProbeSlotState& ps = a.probe_state[step.local_rank];
+  a.probes->Drain(step.local_rank, [&](const shm::ProbeInterval& p) {
+    if (ps.waiting.size() < kMaxWaiting) {
+      ps.waiting.push_back(p);
+    } else {
+      ++ps.unmatched;
+    }
+  });
+  const int64_t b0 = step.boundaries_ns.front();
+  while (!ps.waiting.empty() && ps.waiting.front().call_ns < b0) {
+    ps.waiting.pop_front();
+    ++ps.unmatched;
+  }
+  while (!ps.waiting.empty() && ps.waiting.front().call_ns <= step.end_ns) {
+    const shm::ProbeInterval& p = ps.waiting.front();
+    v1::CollectiveInterval* c = out->add_collectives();
+    c->set_step(step.step);
+    c->set_op(p.op);
+    c->set_bytes(p.bytes);
+    c->set_comm_id(p.comm_id);
+    c->set_collective_seq(p.collective_seq);
+    c->set_call_offset_ns(p.call_ns - b0);
+    c->set_start_offset_ns(p.start_ns - b0);
+    c->set_end_offset_ns(p.end_ns - b0);
+    c->set_in_group((p.flags & shm::v2::kProbeInGroup) != 0);
+    ps.waiting.pop_front();
+    ++ps.sent;
+  }
 }
 
 void SegmentDrainer::Commit(const std::vector<CommitPoint>& commits) {
@@ -180,6 +224,13 @@ void SegmentDrainer::FillHealth(v1::Health* out) const {
       h->set_gap_steps(r.gap_steps);
       h->set_pending(r.pending);
       h->set_last_error(r.last_error);
+      const shm::ProbeRingReport p = a.probes->Report(r.local_rank);
+      static constexpr const char* kBackends[] = {"", "host_clock", "cuda", "comm_hook"};
+      h->set_probe_backend(p.producer_pid != 0 && p.backend < 4 ? kBackends[p.backend] : "");
+      h->set_probe_intervals(a.probe_state.empty() ? 0 : a.probe_state[r.local_rank].sent);
+      h->set_probe_dropped(p.dropped_full + p.dropped_unresolved);
+      h->set_probe_invalid(p.invalid);
+      h->set_probe_unmatched(a.probe_state.empty() ? 0 : a.probe_state[r.local_rank].unmatched);
     }
   }
 }

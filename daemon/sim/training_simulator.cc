@@ -308,7 +308,7 @@ bool TrainingSimulator::Next(StepInput* out) {
         const double end = last + std::max(0.0, collective);
         for (int32_t r : config_.groups[g]) {
           now_[r] = end + jitter(rng_[r]);
-          if (st.kind == StageKind::kMixed) spans[r].emplace_back(arrive[r], now_[r]);
+          spans[r].emplace_back(arrive[r], now_[r]);
         }
       }
     }
@@ -334,14 +334,18 @@ bool TrainingSimulator::Next(StepInput* out) {
     if (config_.probe) {
       size_t next_span = 0;
       for (int k = 0; k < S; ++k) {
-        if (schema_.stage(k).kind != StageKind::kMixed) continue;
+        if (!schema_.IsWait(k)) continue;
         const auto& [enter, exit] = spans[r][next_span++];
         // Clamp to the reported boundaries: rounding must not move a span outside its stage.
         const int64_t lo = rs.boundaries_ns[k];
         const int64_t hi = rs.boundaries_ns[k + 1];
-        rs.probe.push_back(ProbeSpan{static_cast<uint32_t>(k),
-                                     std::clamp(ToLocal(r, enter), lo, hi),
-                                     std::clamp(ToLocal(r, exit), lo, hi)});
+        ProbeSpan span;
+        span.stage = static_cast<uint32_t>(k);
+        span.enter_ns = std::clamp(ToLocal(r, enter), lo, hi);
+        span.exit_ns = std::clamp(ToLocal(r, exit), lo, hi);
+        span.op = 0;  // all_reduce
+        span.call_ns = span.enter_ns;
+        rs.probe.push_back(span);
       }
     }
     out->ranks.push_back(std::move(rs));

@@ -15,6 +15,7 @@ sf_init() {
   mkdir -p "$SF_WORK"
   SF_PIDS=()
   SF_CTL_FLAGS=()  # e.g. (--tls-ca ca.pem --token-file token) for a secured coordinator
+  SF_TRAINER_ENV=()  # extra VAR=value for the trainers, e.g. (LD_PRELOAD=.../libsfprobe.so)
 }
 
 # sf_start_coordinator GRPC_PORT METRICS_PORT [extra flags...]
@@ -58,7 +59,7 @@ sf_spawn_trainers() {
   for ((r = 0; r < world; r++)); do
     local node="node$((r / per))"
     mkdir -p "$SF_WORK/shm-$node"
-    STAGEFRONTIER_SHM_DIR="$SF_WORK/shm-$node" TORCHELASTIC_RUN_ID=$job RANK=$r \
+    env "${SF_TRAINER_ENV[@]}" STAGEFRONTIER_SHM_DIR="$SF_WORK/shm-$node" TORCHELASTIC_RUN_ID=$job RANK=$r \
       LOCAL_RANK=$((r % per)) WORLD_SIZE=$world LOCAL_WORLD_SIZE=$per \
       "$SF_BIN/client/examples/synthetic_trainer" --steps "$steps" \
       --barrier "$SF_WORK/$job.barrier" "$@" >>"$SF_WORK/trainer-$job.log" 2>&1 &

@@ -2,6 +2,9 @@
 // ABI. Each call is logged (function and every argument) so that a test can check that the
 // probe forwarded it unchanged, sleeps FAKE_NCCL_SLEEP_US (default 300) microseconds so that
 // the collective has a duration, and returns the code set by fake_nccl_set_result.
+// With FAKE_NCCL_BARRIER=<file>, ncclAllReduce is a real collective between processes: it
+// waits at that process barrier (RANK of WORLD_SIZE parties) until every rank arrived, as a
+// CPU all-reduce would; the end-to-end probe test runs trainers on it.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -9,6 +12,7 @@
 #include <mutex>
 #include <vector>
 
+#include "client/examples/process_barrier.h"
 #include "client/probe/nccl_api.h"
 #include "tests/probe/fake_nccl.h"
 
@@ -17,6 +21,19 @@ namespace {
 std::mutex mu;
 std::vector<FakeNcclCall> calls;
 int result = 0;
+
+// The process barrier of FAKE_NCCL_BARRIER, opened on first use; null without it.
+stagefrontier::ProcessBarrier* Barrier() {
+  static stagefrontier::ProcessBarrier* barrier = [] {
+    const char* path = std::getenv("FAKE_NCCL_BARRIER");
+    const char* rank = std::getenv("RANK");
+    const char* world = std::getenv("WORLD_SIZE");
+    if (path == nullptr || rank == nullptr || world == nullptr) return (stagefrontier::ProcessBarrier*)nullptr;
+    auto b = stagefrontier::ProcessBarrier::Open(path, std::atoi(rank), std::atoi(world));
+    return b.ok() ? b->release() : nullptr;
+  }();
+  return barrier;
+}
 
 int SleepUs() {
   const char* s = std::getenv("FAKE_NCCL_SLEEP_US");
@@ -35,6 +52,10 @@ ncclResult_t Log(const char* fn, const void* send, const void* recv, size_t coun
   c.root_or_peer = root_or_peer;
   c.comm = comm;
   c.stream = stream;
+  if (std::strcmp(fn, "ncclAllReduce") == 0 && Barrier() != nullptr) {
+    Barrier()->Wait();
+    return static_cast<ncclResult_t>(result);  // long runs: not logged
+  }
   if (std::strcmp(fn, "ncclGroupStart") != 0 && std::strcmp(fn, "ncclGroupEnd") != 0) {
     usleep(static_cast<useconds_t>(SleepUs()));
   }

@@ -6,7 +6,7 @@ namespace stagefrontier {
 namespace {
 
 JobConfig Job(int32_t world) {
-  return JobConfig{*StageSchema::Parse("data:io,compute:compute,sync:sync"), world, {}, {}};
+  return JobConfig{*StageSchema::Parse("data:io,compute:compute,sync:sync"), world, {}, {}, ""};
 }
 
 RankStep Rank(int32_t r, std::vector<int64_t> b) { return RankStep{r, std::move(b), {}}; }
@@ -31,12 +31,21 @@ TEST_CASE("bad records reject the step with a specific error", "[engine]") {
   CHECK(engine->counters().steps_accounted == 1);
 }
 
-TEST_CASE("a probe span outside its stage is rejected", "[engine]") {
+TEST_CASE("a reversed probe span is rejected; one outside its stage is a bracketing violation",
+          "[engine]") {
   auto engine = *Engine::Create(Job(1));
   RankStep r = Rank(0, {0, 10, 20, 30});
-  r.probe.push_back(ProbeSpan{2, 5, 25});
-  CHECK_THAT(std::string(engine->AddStep({1, {r}}).message()),
-             Catch::Contains("is not inside stage \"sync\""));
+  ProbeSpan reversed;
+  reversed.stage = 2;
+  reversed.enter_ns = 25;
+  reversed.exit_ns = 22;
+  r.probe.push_back(reversed);
+  CHECK_THAT(std::string(engine->AddStep({1, {r}}).message()), Catch::Contains("is reversed"));
+  r.probe[0].enter_ns = 22;
+  r.probe[0].exit_ns = 35'000'000;  // 35 ms past the end of "sync"
+  REQUIRE(engine->AddStep({2, {r}}).ok());
+  CHECK(engine->bracketing().checked() == 1);
+  CHECK(engine->bracketing().violations() == 1);
 }
 
 TEST_CASE("absent ranks make a partial step accounted over the present ones", "[engine]") {

@@ -166,6 +166,33 @@ TEST_CASE("row 9: two ranks slow in the same stage -> TIE naming both", "[scenar
   CHECK(ranks == std::vector<int32_t>{4, 13});
 }
 
+TEST_CASE("row 9 with the probe: one last arriver settles the tie; a true tie stays a tie",
+          "[scenario]") {
+  // Rank 13 is slower than rank 4 by less than the tie tolerance: the stage marks cannot tell
+  // them apart, but it arrives last at grad_sync's all-reduce every step.
+  SimConfig c = Ddp();
+  c.faults.push_back(MustFault("slow:forward:rank=4:magnitude=20ms"));
+  c.faults.push_back(MustFault("slow:forward:rank=13:magnitude=21ms"));
+  ScenarioResult without = RunScenario(c);
+  INFO(without.report.job.verdict.explanation);
+  CHECK(LabelText(without.report.job.verdict) == "AMBIGUOUS TIE");
+  c.probe = true;
+  ScenarioResult with = RunScenario(c);
+  const Verdict& v = with.report.job.verdict;
+  INFO(v.explanation);
+  CHECK(LabelText(v) == "CLEAR");
+  CHECK(v.candidate_ranks == std::vector<int32_t>{13});
+  CHECK_THAT(v.explanation, Catch::Contains("the collective probe shows rank 13 arriving last"));
+
+  // Equally slow: each is the last arriver about half the time; the probe does not decide.
+  SimConfig same = Ddp();
+  same.faults.push_back(MustFault("slow:forward:rank=4+13:magnitude=20ms"));
+  same.probe = true;
+  ScenarioResult tie = RunScenario(same);
+  INFO(tie.report.job.verdict.explanation);
+  CHECK(LabelText(tie.report.job.verdict) == "AMBIGUOUS TIE");
+}
+
 TEST_CASE("row 10: clock offsets of hours and 100 ppm drift give identical verdicts",
           "[scenario]") {
   std::vector<std::string> faults = {

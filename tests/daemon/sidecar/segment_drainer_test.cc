@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "daemon/wire/packed_steps.h"
+#include "shm/monotonic_clock.h"
+#include "shm/probe_ring_writer.h"
 #include "shm/ring_writer.h"
 #include "shm/slot_ownership.h"
 
@@ -130,6 +132,120 @@ TEST_CASE("drain, read ahead, commit on ack, rewind, control") {
   CHECK(h.slots(0).rank() == 5);
   CHECK(h.slots(0).records_read() == 22);  // 10, the same 10 re-read after the rewind, 2
   CHECK(h.slots(0).owner() == "alive");
+}
+
+TEST_CASE("probe intervals travel with their step; a step waits briefly for its probe") {
+  char tmpl[] = "/tmp/sf_drainer_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  shm::SegmentOptions so;
+  so.dir = dir;
+  so.job_id = "jobp";
+  so.slot_count = 1;
+  so.ring_capacity = 16;
+  so.probe_ring_capacity = 16;
+  auto seg = shm::MappedSegment::OpenOrCreate(so);
+  REQUIRE(seg.ok());
+  shm::SlotIdentity id;
+  id.stages = {{"compute", 1}, {"sync", 2}};
+  REQUIRE(shm::ClaimSlot((*seg)->view(), 0, id).ok());
+  shm::RingWriter w((*seg)->view(), 0);
+  shm::ProbeRingWriter probe;
+  REQUIRE(probe.Claim((*seg)->view(), 0, shm::v2::kProbeBackendHostClock).ok());
+  // Two steps on the real clock, 1 ms each; one all-reduce in each step's sync stage, one
+  // collective called between the steps (outside any step), and a third step whose
+  // collective the probe has not resolved yet.
+  const int64_t t0 = shm::MonotonicNowNs() - 10'000'000;
+  auto publish_interval = [&](int64_t call, uint64_t seq) {
+    shm::ProbeInterval p;
+    p.call_ns = call;
+    p.start_ns = call + 10'000;
+    p.end_ns = call + 50'000;
+    p.bytes = 4096;
+    p.collective_seq = seq;
+    p.flags = seq == 0 ? shm::v2::kProbeInGroup : 0;
+    REQUIRE(probe.TryPublish(p));
+  };
+  for (int s = 0; s < 2; ++s) {
+    const int64_t b0 = t0 + s * 2'000'000;
+    const int64_t b[] = {b0, b0 + 600'000, b0 + 1'000'000};
+    if (s == 1) publish_interval(t0 + 1'500'000, 9);  // between step 0 and step 1
+    publish_interval(b0 + 650'000, static_cast<uint64_t>(s));
+    REQUIRE(w.TryPublish(s, b[2], 0, b, 2));
+  }
+  probe.SetResolvedThrough(t0 + 3'900'000);
+  // Step 2 ends now: the probe's watermark is behind it.
+  const int64_t b2[] = {t0 + 4'000'000, t0 + 4'600'000, shm::MonotonicNowNs()};
+  REQUIRE(w.TryPublish(2, b2[2], 0, b2, 2));
+
+  DrainerOptions opts;
+  opts.dir = dir;
+  opts.probe_hold_ns = 60'000'000'000;  // long: the hold must be released by the watermark
+  SegmentDrainer drainer(opts);
+  drainer.Rescan();
+  v1::StepBatch batch;
+  std::vector<CommitPoint> commits;
+  REQUIRE(drainer.Drain(&batch, &commits, 4096) == 2);  // step 2 is held back
+  REQUIRE(batch.steps_size() == 1);
+  const v1::RankSteps& rs = batch.steps(0);
+  REQUIRE(rs.collectives_size() == 2);
+  CHECK(rs.collectives(0).step() == 0);
+  CHECK(rs.collectives(0).call_offset_ns() == 650'000);
+  CHECK(rs.collectives(0).start_offset_ns() == 660'000);
+  CHECK(rs.collectives(0).end_offset_ns() == 700'000);
+  CHECK(rs.collectives(0).bytes() == 4096);
+  CHECK(rs.collectives(0).in_group());
+  CHECK(rs.collectives(1).step() == 1);
+  CHECK(rs.collectives(1).collective_seq() == 1);
+
+  // The probe resolves step 2's collective: the step goes, with it.
+  publish_interval(b2[0] + 650'000, 3);
+  probe.SetResolvedThrough(shm::MonotonicNowNs());
+  v1::StepBatch next;
+  REQUIRE(drainer.Drain(&next, &commits, 4096) == 1);
+  REQUIRE(next.steps_size() == 1);
+  REQUIRE(next.steps(0).collectives_size() == 1);
+  CHECK(next.steps(0).collectives(0).step() == 2);
+  CHECK(next.steps(0).collectives(0).collective_seq() == 3);
+
+  v1::Health health;
+  drainer.FillHealth(&health);
+  REQUIRE(health.slots_size() == 1);
+  CHECK(health.slots(0).probe_backend() == "host_clock");
+  CHECK(health.slots(0).probe_intervals() == 3);
+  CHECK(health.slots(0).probe_unmatched() == 1);  // seq 9, called between steps 0 and 1
+}
+
+TEST_CASE("a stalled probe holds a step no longer than probe_hold_ns") {
+  char tmpl[] = "/tmp/sf_drainer_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  shm::SegmentOptions so;
+  so.dir = dir;
+  so.job_id = "jobq";
+  so.slot_count = 1;
+  so.ring_capacity = 16;
+  auto seg = shm::MappedSegment::OpenOrCreate(so);
+  REQUIRE(seg.ok());
+  shm::SlotIdentity id;
+  id.stages = {{"compute", 1}, {"sync", 2}};
+  REQUIRE(shm::ClaimSlot((*seg)->view(), 0, id).ok());
+  shm::RingWriter w((*seg)->view(), 0);
+  shm::ProbeRingWriter probe;
+  REQUIRE(probe.Claim((*seg)->view(), 0, shm::v2::kProbeBackendCuda).ok());
+  probe.SetResolvedThrough(1);  // never advances
+  const int64_t now = shm::MonotonicNowNs();
+  const int64_t b[] = {now - 2'000'000, now - 1'000'000, now};
+  REQUIRE(w.TryPublish(0, now, 0, b, 2));
+  DrainerOptions opts;
+  opts.dir = dir;
+  opts.probe_hold_ns = 20'000'000;
+  SegmentDrainer drainer(opts);
+  drainer.Rescan();
+  v1::StepBatch batch;
+  std::vector<CommitPoint> commits;
+  CHECK(drainer.Drain(&batch, &commits, 4096) == 0);
+  while (shm::MonotonicNowNs() - now < 25'000'000) {
+  }
+  CHECK(drainer.Drain(&batch, &commits, 4096) == 1);
 }
 
 }  // namespace
