@@ -14,8 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "client/launcher_environment.h"
 #include "client/probe/host_clock_backend.h"
+#include "client/probe/probe_ring_attach.h"
 #include "shm/monotonic_clock.h"
-#include "shm/segment_file.h"
 
 namespace stagefrontier::probe {
 namespace {
@@ -82,8 +82,6 @@ class Runtime {
     if (enabled != nullptr && std::string(enabled) == "0") {
       return absl::CancelledError("disabled by STAGEFRONTIER_PROBE=0");
     }
-    absl::StatusOr<LauncherIdentity> id = ResolveIdentity(ClientOptions{}, ::getenv);
-    if (!id.ok()) return id.status();
     const char* sample = std::getenv("STAGEFRONTIER_PROBE_SAMPLE");
     absl::StatusOr<SamplingPolicy> policy = ParseSamplingPolicy(sample ? sample : "all");
     if (!policy.ok()) return policy.status();
@@ -94,12 +92,6 @@ class Runtime {
             "STAGEFRONTIER_PROBE_POLL_US=\"", p, "\" is not a period in 10..1000000 us"));
       }
     }
-    absl::StatusOr<std::unique_ptr<shm::MappedSegment>> seg =
-        shm::MappedSegment::OpenOrCreate(SegmentOptionsFor(*id));
-    if (!seg.ok()) return seg.status();
-    segment_ = std::move(*seg);
-    const uint32_t local_rank = static_cast<uint32_t>(id->local_rank);
-
     const char* which = std::getenv("STAGEFRONTIER_PROBE_BACKEND");
     const std::string want = which ? which : "auto";
     if (want != "auto" && want != "cuda" && want != "host_clock") {
@@ -118,16 +110,17 @@ class Runtime {
       }
     }
     if (!backend_) backend_ = MakeHostClockBackend(2 * kMaxPending);
-    if (absl::Status s = ring_.Claim(segment_->view(), local_rank,
-                                     static_cast<shm::v2::ProbeBackend>(backend_->ring_backend()));
-        !s.ok()) {
-      return s;
-    }
+    absl::StatusOr<LauncherIdentity> id = ResolveIdentity(ClientOptions{}, ::getenv);
+    if (!id.ok()) return id.status();
+    absl::StatusOr<AttachedProbeRing> ring =
+        AttachProbeRing(*id, static_cast<shm::v2::ProbeBackend>(backend_->ring_backend()));
+    if (!ring.ok()) return ring.status();
+    ring_ = std::move(*ring);
     TrackerOptions options;
     options.max_pending = kMaxPending;
     options.sampling = *policy;
-    options.slot = &segment_->view().slot(local_rank);
-    tracker_ = std::make_unique<CollectiveTracker>(backend_.get(), &ring_, options);
+    options.slot = &ring_.segment->view().slot(ring_.local_rank);
+    tracker_ = std::make_unique<CollectiveTracker>(backend_.get(), ring_.writer.get(), options);
     running_.store(true);
     resolver_ = std::thread([this, poll_us] {
       while (running_.load(std::memory_order_relaxed)) {
@@ -139,9 +132,8 @@ class Runtime {
     return absl::OkStatus();
   }
 
-  std::unique_ptr<shm::MappedSegment> segment_;
   std::unique_ptr<EventBackend> backend_;
-  shm::ProbeRingWriter ring_;
+  AttachedProbeRing ring_;
   std::unique_ptr<CollectiveTracker> tracker_;
   std::atomic<bool> running_{false};
   std::thread resolver_;

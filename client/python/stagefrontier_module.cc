@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "client/client.h"
+#include "client/probe/probe_ring_attach.h"
 
 namespace py = pybind11;
 using stagefrontier::Client;
@@ -182,6 +183,21 @@ py::dict Stats(const PyClient& c) {
   return d;
 }
 
+// A framework hook's view of this process's probe ring (the PyTorch DDP comm hook reports
+// Gloo all-reduce intervals through it). One per process; publish/resolved_through are
+// serialized by the caller (stagefrontier.torch holds a lock).
+struct PyProbeRing {
+  stagefrontier::probe::AttachedProbeRing ring;
+};
+
+std::unique_ptr<PyProbeRing> MakeProbeRing(const PyClient& c) {
+  absl::StatusOr<stagefrontier::probe::AttachedProbeRing> r =
+      stagefrontier::probe::AttachProbeRing(c.client->identity(),
+                                            stagefrontier::shm::v2::kProbeBackendCommHook);
+  if (!r.ok()) throw std::runtime_error(std::string(r.status().message()));
+  return std::make_unique<PyProbeRing>(PyProbeRing{std::move(*r)});
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_stagefrontier, m) {
@@ -220,6 +236,10 @@ PYBIND11_MODULE(_stagefrontier, m) {
           "Stage `stage` ended at t_ns (time.monotonic_ns(), CLOCK_MONOTONIC): for boundaries "
           "known only after the fact, such as the last gradient bucket handed to all-reduce.")
       .def("exit", [](PyClient& c, const py::str& name) { c.client->Exit(c.Id(name.ptr())); })
+      .def("probe_ring", &MakeProbeRing,
+           "The collective probe ring of this client's slot, for a framework hook to report "
+           "collective intervals. Raises RuntimeError if it cannot be attached (a layout v1 "
+           "segment, or another live producer such as libsfprobe.so).")
       .def("stats", &Stats, "Counters: steps begun, recorded, dropped, not recorded, ...")
       .def("should_capture_trace",
            [](const PyClient& c) { return c.client->should_capture_trace(); })
@@ -235,6 +255,33 @@ PYBIND11_MODULE(_stagefrontier, m) {
                              [](const PyClient& c) { return c.client->current_step(); })
       .def_property_readonly("schema",
                              [](const PyClient& c) { return c.client->schema().ToString(); });
+  py::class_<PyProbeRing>(m, "ProbeRing",
+                          "This process's collective probe ring (segment layout v2), fed by a "
+                          "framework hook; from Client.probe_ring().")
+      .def(
+          "publish",
+          [](PyProbeRing& p, int op, uint64_t nbytes, int64_t call_ns, int64_t start_ns,
+             int64_t end_ns, uint64_t seq) {
+            stagefrontier::shm::ProbeInterval in;
+            in.op = static_cast<uint16_t>(op);
+            in.bytes = nbytes;
+            in.call_ns = call_ns;
+            in.start_ns = start_ns;
+            in.end_ns = end_ns;
+            in.collective_seq = seq;
+            p.ring.writer->CountSeen();
+            return p.ring.writer->TryPublish(in);
+          },
+          py::arg("op"), py::arg("nbytes"), py::arg("call_ns"), py::arg("start_ns"),
+          py::arg("end_ns"), py::arg("seq"),
+          "One collective (op 0 all_reduce ... 6 recv), times from time.monotonic_ns(). "
+          "Returns False when the ring is full (counted).")
+      .def(
+          "resolved_through",
+          [](PyProbeRing& p, int64_t t_ns) { p.ring.writer->SetResolvedThrough(t_ns); },
+          py::arg("t_ns"), "Every collective called before t_ns is published.")
+      .def("close", [](PyProbeRing& p) { p.ring.writer->Release(); });
+
   // The hot methods, installed as plain CPython method descriptors.
   cls.attr("stage") = py::reinterpret_steal<py::object>(
       PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cls.ptr()), &kStageDef));

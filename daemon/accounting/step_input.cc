@@ -58,4 +58,10 @@ absl::Status ValidateRankStep(const StageSchema& schema, int32_t world_size,
   return absl::OkStatus();
 }
 
+uint32_t StageAt(const std::vector<int64_t>& boundaries, int64_t t) {
+  uint32_t k = 0;
+  while (k + 2 < boundaries.size() && t > boundaries[k + 1]) ++k;
+  return k;
+}
+
 }  // namespace stagefrontier

@@ -44,6 +44,10 @@ struct StepInput {
   std::vector<RankStep> ranks;
 };
 
+// The stage (0-based) whose span [b[k], b[k+1]] holds time t: the first k with t <= b[k+1],
+// the last stage for times after the step. `boundaries` holds S+1 >= 2 times.
+uint32_t StageAt(const std::vector<int64_t>& boundaries, int64_t t);
+
 // Checks one rank's record against the schema: rank in [0, world_size), exactly S+1
 // boundaries, no negative stage duration, probe spans naming a stage of the schema with
 // enter <= exit, no further than a day from the step. Returns

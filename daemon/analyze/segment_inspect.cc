@@ -6,6 +6,8 @@
 #include "absl/strings/str_format.h"
 #include "daemon/accounting/stage_schema.h"
 #include "daemon/analyze/run_file.h"
+#include "shm/probe_ring_reader.h"
+#include "shm/probe_step_matcher.h"
 #include "shm/segment_file.h"
 
 namespace stagefrontier {
@@ -53,6 +55,10 @@ absl::StatusOr<SegmentSummary> InspectSegment(const std::string& path, std::ostr
   reader.RefreshSchemas();
   if (drain_to != nullptr) {
     if (absl::Status lock = (*seg)->LockForReading(); !lock.ok()) return lock;
+    // Probe intervals (layout v2) go with the step during which they were called, as the
+    // sidecar sends them, placed in the stage of the call.
+    shm::ProbeRingReader probes(view, options.on_error);
+    shm::ProbeStepMatcher matcher(view.slot_count());
     reader.Drain([&](const shm::DrainedStep& step) {
       const shm::SlotReport r = reader.Report(step.local_rank);
       absl::StatusOr<StageSchema> schema = SchemaOf(r);
@@ -64,6 +70,18 @@ absl::StatusOr<SegmentSummary> InspectSegment(const std::string& path, std::ostr
       RankStep rs;
       rs.rank = step.rank;
       rs.boundaries_ns = step.boundaries_ns;
+      matcher.Pull(probes, step.local_rank);
+      matcher.Match(step.local_rank, step.boundaries_ns.front(), step.end_ns,
+                    [&](const shm::ProbeInterval& p) {
+                      ProbeSpan span;
+                      span.stage = StageAt(step.boundaries_ns, p.call_ns);
+                      span.enter_ns = p.start_ns;
+                      span.exit_ns = p.end_ns;
+                      span.call_ns = p.call_ns;
+                      span.op = p.op;
+                      span.bytes = p.bytes;
+                      rs.probe.push_back(span);
+                    });
       *drain_to << FormatRunRecord(s.job_id, r.world_size, *schema, step.step, rs) << "\n";
       ++s.drained;
     });

@@ -75,11 +75,7 @@ StepInput StepAligner::Close(int64_t step) {
       rs.boundaries_ns[k + 1] = t;
     }
     rs.probe = std::move(p.probe[i]);
-    for (ProbeSpan& span : rs.probe) {
-      uint32_t k = 0;
-      while (k + 1 < stage_count_ && span.call_ns > rs.boundaries_ns[k + 1]) ++k;
-      span.stage = k;
-    }
+    for (ProbeSpan& span : rs.probe) span.stage = StageAt(rs.boundaries_ns, span.call_ns);
   }
   if (p.present < world_size_) {
     for (int32_t r = 0; r < world_size_; ++r) {

@@ -73,7 +73,7 @@ void SegmentDrainer::Attach(const std::string& path) {
     if (log_) log_(absl::StrCat("job ", job, ": ", message));
   };
   a.probes = std::make_unique<shm::ProbeRingReader>(a.mapped->view(), ro.on_error);
-  a.probe_state.resize(a.mapped->view().slot_count());
+  a.probe_steps = std::make_unique<shm::ProbeStepMatcher>(a.mapped->view().slot_count());
   // Wait briefly for the probe to publish a step's collectives (it resolves GPU events a
   // little after the fact); without a live probe on the slot, never wait.
   ro.hold = [probes = a.probes.get(), max_hold = options_.probe_hold_ns](uint32_t local_rank,
@@ -163,22 +163,9 @@ size_t SegmentDrainer::Drain(v1::StepBatch* batch, std::vector<CommitPoint>* com
 }
 
 void SegmentDrainer::AttachProbes(Attached& a, const shm::DrainedStep& step, v1::RankSteps* out) {
-  constexpr size_t kMaxWaiting = 65536;
-  ProbeSlotState& ps = a.probe_state[step.local_rank];
-  a.probes->Drain(step.local_rank, [&](const shm::ProbeInterval& p) {
-    if (ps.waiting.size() < kMaxWaiting) {
-      ps.waiting.push_back(p);
-    } else {
-      ++ps.unmatched;
-    }
-  });
+  a.probe_steps->Pull(*a.probes, step.local_rank);
   const int64_t b0 = step.boundaries_ns.front();
-  while (!ps.waiting.empty() && ps.waiting.front().call_ns < b0) {
-    ps.waiting.pop_front();
-    ++ps.unmatched;
-  }
-  while (!ps.waiting.empty() && ps.waiting.front().call_ns <= step.end_ns) {
-    const shm::ProbeInterval& p = ps.waiting.front();
+  a.probe_steps->Match(step.local_rank, b0, step.end_ns, [&](const shm::ProbeInterval& p) {
     v1::CollectiveInterval* c = out->add_collectives();
     c->set_step(step.step);
     c->set_op(p.op);
@@ -189,9 +176,7 @@ void SegmentDrainer::AttachProbes(Attached& a, const shm::DrainedStep& step, v1:
     c->set_start_offset_ns(p.start_ns - b0);
     c->set_end_offset_ns(p.end_ns - b0);
     c->set_in_group((p.flags & shm::v2::kProbeInGroup) != 0);
-    ps.waiting.pop_front();
-    ++ps.sent;
-  }
+  });
 }
 
 void SegmentDrainer::Commit(const std::vector<CommitPoint>& commits) {
@@ -227,10 +212,10 @@ void SegmentDrainer::FillHealth(v1::Health* out) const {
       const shm::ProbeRingReport p = a.probes->Report(r.local_rank);
       static constexpr const char* kBackends[] = {"", "host_clock", "cuda", "comm_hook"};
       h->set_probe_backend(p.producer_pid != 0 && p.backend < 4 ? kBackends[p.backend] : "");
-      h->set_probe_intervals(a.probe_state.empty() ? 0 : a.probe_state[r.local_rank].sent);
+      h->set_probe_intervals(a.probe_steps->matched(r.local_rank));
       h->set_probe_dropped(p.dropped_full + p.dropped_unresolved);
       h->set_probe_invalid(p.invalid);
-      h->set_probe_unmatched(a.probe_state.empty() ? 0 : a.probe_state[r.local_rank].unmatched);
+      h->set_probe_unmatched(a.probe_steps->unmatched(r.local_rank));
     }
   }
 }

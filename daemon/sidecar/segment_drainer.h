@@ -14,7 +14,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -25,6 +24,7 @@
 #include "absl/status/status.h"
 #include "shm/control_channel.h"
 #include "shm/probe_ring_reader.h"
+#include "shm/probe_step_matcher.h"
 #include "shm/segment_file.h"
 #include "shm/segment_reader.h"
 #include "stagefrontier/v1/ingest.pb.h"
@@ -43,13 +43,6 @@ struct DrainerOptions {
   // A step whose probe intervals may not all be published yet (the probe's resolved-through
   // time is behind the step's end) is held back at most this long.
   int64_t probe_hold_ns = 200'000'000;
-};
-
-// Probe intervals of one slot waiting for their step, and what became of the others.
-struct ProbeSlotState {
-  std::deque<shm::ProbeInterval> waiting;  // call order
-  uint64_t sent = 0;
-  uint64_t unmatched = 0;  // called outside every step sent (or buffer full)
 };
 
 // Where a batch ends in one slot's ring: committing it hands the records back to the stub.
@@ -91,7 +84,7 @@ class SegmentDrainer {
     std::unique_ptr<shm::MappedSegment> mapped;
     std::unique_ptr<shm::SegmentReader> reader;
     std::unique_ptr<shm::ProbeRingReader> probes;  // layout v2; no rings on v1
-    std::vector<ProbeSlotState> probe_state;
+    std::unique_ptr<shm::ProbeStepMatcher> probe_steps;
     // Owner generation declared on this stream, per slot (0: none yet).
     std::vector<uint64_t> declared_generation;
     // Trace window requested for each slot, kept when job-wide requests change the rest.

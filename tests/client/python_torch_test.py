@@ -4,6 +4,7 @@ optimizer.step(); the explicit API and the fallback when the stub cannot be used
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -91,6 +92,42 @@ class TorchTest(unittest.TestCase):
         for r in records:
             b = r["boundaries_ns"]
             self.assertGreaterEqual(b[6] - b[5], 4_000_000)
+
+    def test_comm_hook_intervals_reach_the_probe_ring(self):
+        # What the DDP comm hook does per bucket (launch, then completion on Gloo's future),
+        # driven directly: a Python comm hook under Gloo can hang destroy_process_group on
+        # Debian's torch 1.13 (docs/link-the-stub.md), so no process group here.
+        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        sf = sft.Instrumentation(comm_hook=True, job_id="ph", rank=0, local_rank=0, world_size=1,
+                                 local_world_size=1, shm_dir=d, quiet=True)
+        self.assertIsNotNone(sf.probe)
+        intervals = []
+        for _ in range(3):
+            sf.begin()
+            for name in ("data", "forward", "backward"):
+                sf.mark(name)
+            launch = time.monotonic_ns()
+            seq = sf._probe_launched(launch)
+            time.sleep(0.002)
+            end = time.monotonic_ns()
+            sf._probe_completed(seq, launch, 4096, end)
+            intervals.append((launch, end))
+            sf.mark("grad_sync")
+            sf.mark("optimizer")
+            sf.end()
+        records = drain(d, "ph")
+        self.assertEqual(len(records), 3)
+        for r, (launch, end) in zip(records, intervals):
+            # [stage, enter, exit]: issued in grad_sync (stage 3), on the rank's clock.
+            self.assertEqual(r["probe"], [[3, launch, end]])
+        # A second producer on the same ring is refused with a clear error.
+        with self.assertRaisesRegex(RuntimeError, "is fed by process"):
+            import subprocess as sp
+            out = sp.run([sys.executable, "-c", (
+                "import stagefrontier as s; c = s.Client([('a', 'compute')], job_id='ph', "
+                "rank=0, local_rank=0, world_size=1, local_world_size=1, shm_dir=%r, quiet=True)\n"
+                "c.probe_ring()") % d], capture_output=True, text=True)
+            raise RuntimeError(out.stderr)
 
     def test_training_goes_on_when_the_stub_cannot_be_used(self):
         sf = sft.Instrumentation(stages=[("bad name!", "io")])  # refused by the schema rules

@@ -13,6 +13,6 @@
 `stagefrontier.torch` instruments PyTorch training without code changes
 (`python -m stagefrontier.torch.run train.py`). docs/link-the-stub.md.
 """
-from stagefrontier._stagefrontier import Client, StageScope  # noqa: F401
+from stagefrontier._stagefrontier import Client, ProbeRing, StageScope  # noqa: F401
 
-__all__ = ["Client", "StageScope"]
+__all__ = ["Client", "ProbeRing", "StageScope"]

@@ -63,6 +63,20 @@ class Instrumentation:
             _warn(f"not recording ({e}); training goes on uninstrumented")
         self.in_step = False
         self.bucket_launch_ns = []  # this step's all-reduce launches
+        # With the comm hook, each bucket's all-reduce is also reported to the collective probe
+        # ring (docs/probe.md): the same intervals the NCCL probe writes, from Gloo.
+        self.probe = None
+        self._probe_lock = None
+        self._probe_pending = {}  # seq -> launch time, for the resolved-through watermark
+        self._probe_seq = 0
+        if comm_hook and self.client is not None and self.client.enabled:
+            try:
+                import threading
+
+                self.probe = self.client.probe_ring()
+                self._probe_lock = threading.Lock()
+            except Exception as e:  # the probe is evidence: never stop training for it
+                _warn(f"collective intervals not reported ({e})")
         self._forward_depth = 0
         self._backward_depth = 0
         self._patches = []
@@ -238,14 +252,46 @@ class Instrumentation:
             tensor.div_(group.size())
             launch = time.monotonic_ns()
             sf.bucket_launch_ns.append(launch)
+            seq = sf._probe_launched(launch)
             fut = dist.all_reduce(tensor, group=group, async_op=True).get_future()
-            return fut.then(lambda f: f.value()[0])
+            nbytes = tensor.numel() * tensor.element_size()
+
+            def done(f):
+                sf._probe_completed(seq, launch, nbytes, time.monotonic_ns())
+                return f.value()[0]
+
+            return fut.then(done)
 
         try:
             ddp.register_comm_hook(None, hook)
         except Exception as e:
             _warn(f"cannot register the DDP communication hook ({e}); grad_sync is then "
                   "measured as zero and the all-reduce wait counts in backward")
+
+    def _probe_launched(self, launch_ns):
+        """A bucket's all-reduce was launched: it holds the probe's watermark until done."""
+        if self.probe is None:
+            return -1
+        with self._probe_lock:
+            seq = self._probe_seq
+            self._probe_seq += 1
+            self._probe_pending[seq] = launch_ns
+            return seq
+
+    def _probe_completed(self, seq, launch_ns, nbytes, end_ns):
+        """Reports one Gloo all-reduce (op 0): launched, started (a CPU collective starts at
+        its launch) and completed, then advances the watermark past what is done."""
+        if self.probe is None or seq < 0:
+            return
+        try:
+            with self._probe_lock:
+                self._probe_pending.pop(seq, None)
+                self.probe.publish(op=0, nbytes=nbytes, call_ns=launch_ns, start_ns=launch_ns,
+                                   end_ns=end_ns, seq=seq)
+                through = min(self._probe_pending.values(), default=time.monotonic_ns())
+                self.probe.resolved_through(through)
+        except Exception as e:  # never let the probe break the all-reduce's future
+            _warn(f"collective interval not reported ({e})")
 
     def uninstall(self):
         for owner, attr, original in reversed(self._patches):
