@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # StageFrontier's one entry point. On a fresh Debian 12 machine:
 #   ./run.sh demo   install what is missing, build, and run the main demo
-#   ./run.sh test   install what is missing, build, and run every test: plain, under
-#                   ASan+UBSan, the concurrency tests under TSan, and libFuzzer on every decoder
+#   ./run.sh test   install what is missing, build, and run every test: plain, the probe's
+#                   CUDA build (and GPU check where a GPU is), under ASan+UBSan, the
+#                   concurrency tests under TSan, and libFuzzer on every decoder
 # The test command ends with the line "N passed, N failed" and exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -36,6 +37,10 @@ case "$1" in
     echo "== bazel test //... (fastbuild)"
     bazel test //... 2>&1 | tee "$log" || true
     count "$log"
+    echo "== the probe's CUDA backend and the GPU check (tests/probe/cuda_check.sh)"
+    tests/probe/cuda_check.sh 2>&1 | tee "$log" || true
+    passed=$((passed + $(grep -cE '^//[^ ]+ PASSED' "$log" || true)))
+    failed=$((failed + $(grep -cE '^//[^ ]+ FAILED' "$log" || true)))
     if [ "$full" = 1 ]; then
       echo "== bazel test --config=asan //... (AddressSanitizer + UndefinedBehaviorSanitizer)"
       bazel test --config=asan //... 2>&1 | tee "$log" || true

@@ -1,7 +1,8 @@
 // A stand-in for libnccl that exports the entry points the probe interposes, with NCCL's C
 // ABI. Each call is logged (function and every argument) so that a test can check that the
 // probe forwarded it unchanged, sleeps FAKE_NCCL_SLEEP_US (default 300) microseconds so that
-// the collective has a duration, and returns the code set by fake_nccl_set_result.
+// the collective has a duration (0: no sleep), and returns the code set by
+// fake_nccl_set_result.
 // With FAKE_NCCL_BARRIER=<file>, ncclAllReduce is a real collective between processes: it
 // waits at that process barrier (RANK of WORLD_SIZE parties) until every rank arrived, as a
 // CPU all-reduce would; the end-to-end probe test runs trainers on it.
@@ -36,8 +37,17 @@ stagefrontier::ProcessBarrier* Barrier() {
 }
 
 int SleepUs() {
-  const char* s = std::getenv("FAKE_NCCL_SLEEP_US");
-  return s ? std::atoi(s) : 300;
+  static const int us = [] {
+    const char* s = std::getenv("FAKE_NCCL_SLEEP_US");
+    return s ? std::atoi(s) : 300;
+  }();
+  return us;
+}
+
+// FAKE_NCCL_NO_LOG=1: calls are not logged (benchmarks make millions of them).
+bool Logging() {
+  static const bool on = std::getenv("FAKE_NCCL_NO_LOG") == nullptr;
+  return on;
 }
 
 ncclResult_t Log(const char* fn, const void* send, const void* recv, size_t count, int datatype,
@@ -56,9 +66,11 @@ ncclResult_t Log(const char* fn, const void* send, const void* recv, size_t coun
     Barrier()->Wait();
     return static_cast<ncclResult_t>(result);  // long runs: not logged
   }
-  if (std::strcmp(fn, "ncclGroupStart") != 0 && std::strcmp(fn, "ncclGroupEnd") != 0) {
+  if (SleepUs() > 0 && std::strcmp(fn, "ncclGroupStart") != 0 &&
+      std::strcmp(fn, "ncclGroupEnd") != 0) {
     usleep(static_cast<useconds_t>(SleepUs()));
   }
+  if (!Logging()) return static_cast<ncclResult_t>(result);
   std::lock_guard<std::mutex> lock(mu);
   calls.push_back(c);
   return static_cast<ncclResult_t>(result);
