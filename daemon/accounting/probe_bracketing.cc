@@ -28,7 +28,9 @@ ProbeBracketing::ProbeBracketing(const StageSchema& schema, int32_t world_size,
       tolerance_ns_(tolerance_ns),
       allowed_(kOps + 1, std::vector<uint8_t>(schema.size(), 0)),
       has_rule_(kOps + 1, 0),
-      cells_(schema.size() * static_cast<size_t>(std::max(world_size, 0))) {
+      cells_(schema.size() * static_cast<size_t>(std::max(world_size, 0))),
+      stage_checked_(schema.size(), 0),
+      stage_violations_(schema.size(), 0) {
   for (size_t k = 0; k < schema.size(); ++k) {
     if (schema.IsWait(k)) allowed_[kOps][k] = 1;
     for (int32_t r = 0; r < world_size; ++r) {
@@ -120,9 +122,11 @@ void ProbeBracketing::Check(int64_t step, const RankStep& record) {
     BracketFinding& f = cells_[span.stage * static_cast<size_t>(world_size_) + record.rank];
     ++f.checked;
     ++checked_;
+    ++stage_checked_[span.stage];
     if (Bracketed(record, span)) continue;
     ++f.violations;
     ++violations_;
+    ++stage_violations_[span.stage];
     f.last_violation_step = step;
     if (!Allowed(span.op, span.stage)) {
       f.stage_not_allowed = true;

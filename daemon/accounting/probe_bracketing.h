@@ -56,6 +56,9 @@ class ProbeBracketing {
 
   uint64_t checked() const { return checked_; }
   uint64_t violations() const { return violations_; }
+  // Per stage (where the collectives were issued), all ranks together.
+  uint64_t stage_checked(size_t k) const { return stage_checked_[k]; }
+  uint64_t stage_violations(size_t k) const { return stage_violations_[k]; }
   // One finding per (stage, rank) that saw a collective, violations first.
   std::vector<BracketFinding> Findings() const;
   // "all_reduce:grad_sync|backward, *:sync or mixed stages".
@@ -72,6 +75,8 @@ class ProbeBracketing {
   std::vector<std::vector<uint8_t>> allowed_;
   std::vector<uint8_t> has_rule_;
   std::vector<BracketFinding> cells_;  // stage-major: stage * world_size + rank
+  std::vector<uint64_t> stage_checked_;
+  std::vector<uint64_t> stage_violations_;
   uint64_t checked_ = 0;
   uint64_t violations_ = 0;
 };

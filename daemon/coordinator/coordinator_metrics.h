@@ -50,6 +50,9 @@ struct JobMetrics {
   prometheus::Counter* stub_torn = nullptr;
   prometheus::Counter* stub_invalid = nullptr;
   prometheus::Histogram* verdict_delay_seconds = nullptr;
+  // Collectives the probe saw, by stage where issued: inside an allowed stage, or not.
+  std::vector<prometheus::Counter*> probe_bracketed;  // by stage
+  std::vector<prometheus::Counter*> probe_violations;  // by stage
 };
 
 class CoordinatorMetrics {
@@ -84,6 +87,7 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Gauge>* ranks_;
   prometheus::Family<prometheus::Counter>* stub_records_;
   prometheus::Family<prometheus::Histogram>* verdict_delay_;
+  prometheus::Family<prometheus::Counter>* probe_collectives_;
   prometheus::Family<prometheus::Counter>* stream_errors_;
   prometheus::Family<prometheus::Counter>* rejections_;
   // The series of the known codes, created at start at 0 so that rate() and alerts see them.

@@ -160,6 +160,7 @@ absl::Status JobState::RebuildEngineLocked() {
   }
   if (!engine.ok()) return engine.status();
   engine_ = *std::move(engine);
+  probe_counted_.clear();  // the new engine counts from zero
   return absl::OkStatus();
 }
 
@@ -351,6 +352,21 @@ void JobState::AccountLocked(int64_t step, int64_t now_ns, bool replaying) {
     }
     if (!replaying && arrived > 0 && now_ns >= arrived) {
       m_.verdict_delay_seconds->Observe((now_ns - arrived) / kNsPerSecond);
+    }
+    // Counters follow the engine's running totals (which restart with a rebuilt engine).
+    const ProbeBracketing& b = engine_->bracketing();
+    probe_counted_.resize(2 * acc->stages.size(), 0);
+    for (size_t k = 0; k < acc->stages.size(); ++k) {
+      const uint64_t ok = b.stage_checked(k) - b.stage_violations(k);
+      const uint64_t bad = b.stage_violations(k);
+      if (ok > probe_counted_[2 * k]) {
+        m_.probe_bracketed[k]->Increment(static_cast<double>(ok - probe_counted_[2 * k]));
+      }
+      if (bad > probe_counted_[2 * k + 1]) {
+        m_.probe_violations[k]->Increment(static_cast<double>(bad - probe_counted_[2 * k + 1]));
+      }
+      probe_counted_[2 * k] = ok;
+      probe_counted_[2 * k + 1] = bad;
     }
   }
   bool any = false;
