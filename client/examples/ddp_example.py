@@ -70,6 +70,26 @@ class Model(torch.nn.Module):
         return self.net(x)
 
 
+def profiler(steps, directory, rank):
+    """A started torch.profiler that records steps FIRST..LAST (CPU) into
+    DIRECTORY/trace_rank<RANK>.json; None without --profile-steps."""
+    if not steps:
+        return None
+    first, last = (int(v) for v in steps.split(":"))
+    if first < 1 or last < first:
+        raise SystemExit(f"--profile-steps {steps}: want FIRST:LAST with 1 <= FIRST <= LAST")
+    path = os.path.join(directory, f"trace_rank{rank}.json")
+    # One more active step than asked: the trace ends before the last active step's
+    # ProfilerStep range closes (torch 1.13), and stop() after the loop ends a longer schedule.
+    prof = torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU],
+        schedule=torch.profiler.schedule(wait=first - 1, warmup=1, active=last - first + 2,
+                                         repeat=1),
+        on_trace_ready=lambda p: p.export_chrome_trace(path))
+    prof.start()
+    return prof
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=200)
@@ -79,6 +99,9 @@ def main():
     p.add_argument("--fault", default=os.environ.get("STAGEFRONTIER_FAULT", ""))
     p.add_argument("--fault-every", type=int, default=1)
     p.add_argument("--fault-start", type=int, default=0)
+    p.add_argument("--profile-steps", default="",
+                   help="FIRST:LAST: capture a torch.profiler trace of these steps on every rank")
+    p.add_argument("--profile-dir", default=".", help="where trace_rank<R>.json goes")
     args = p.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
@@ -89,6 +112,7 @@ def main():
     model.module.net[0].weight.register_hook(lambda g: (fault.hit("backward"), g)[1])
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     loader = DataLoader(Synthetic(fault, args.batch, args.features, args.steps), batch_size=None)
+    prof = profiler(args.profile_steps, args.profile_dir, rank)
     start = time.monotonic()
     for x, y in loader:
         opt.zero_grad()
@@ -97,6 +121,10 @@ def main():
         fault.hit("optimizer")
         opt.step()
         fault.step += 1
+        if prof is not None:
+            prof.step()  # ProfilerStep#N is iteration N, the stub's step N
+    if prof is not None:
+        prof.stop()
     elapsed = time.monotonic() - start
     if rank == 0:
         print(f"ddp_example: {fault.step} steps in {elapsed:.2f} s "

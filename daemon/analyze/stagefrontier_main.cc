@@ -1,18 +1,58 @@
 // The `stagefrontier` command line.
 //   stagefrontier analyze RUN.jsonl [--json] [--window N]   account a recorded run
 //   stagefrontier segment SEGMENT [--json] [--drain RUN.jsonl] inspect / drain a node's segment
+//   stagefrontier reduce-trace TRACE.json... [--schema S] [--json] [--out RUN.jsonl]
+//                                              reduce torch.profiler traces to the same stages
 // Exit codes: 0 done, 1 usage error, 2 bad input (nothing printed to stdout), 3 internal error.
 #include <CLI/CLI.hpp>
 #include <fstream>
+#include <iomanip>
+#include <sstream>
 #include <iostream>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/accounting/engine.h"
 #include "daemon/analyze/report_render.h"
 #include "daemon/analyze/run_file.h"
 #include "daemon/analyze/segment_inspect.h"
+#include "daemon/analyze/trace_reduce.h"
+#include "nlohmann/json.hpp"
 
 namespace stagefrontier {
 namespace {
+
+// Accounts `run` with the engine and prints the report; `extra` is appended (text) or merged
+// into the JSON object.
+int AnalyzeRun(const std::string& command, const std::string& label, const RecordedRun& run,
+               bool as_json, int window, const std::string& extra_text = "",
+               const nlohmann::json& extra_json = nullptr) {
+  JobConfig job{*run.schema, run.world_size, run.groups, EngineConfig{}, ""};
+  job.engine.window_steps = window;
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(job);
+  if (!engine.ok()) {
+    std::cerr << "stagefrontier " << command << ": " << engine.status().message() << "\n";
+    return 2;
+  }
+  std::vector<Verdict> windows;
+  for (const auto& [step, input] : run.steps) {
+    if (absl::Status s = (*engine)->AddStep(input); !s.ok()) {
+      std::cerr << "stagefrontier " << command << ": " << label << ": " << s.message() << "\n";
+      return 2;
+    }
+    for (Verdict& v : (*engine)->TakeClosedVerdicts()) windows.push_back(std::move(v));
+  }
+  RunInfo info{label, run.job, run.world_size, static_cast<int64_t>(run.steps.size()),
+               run.records};
+  const JobReport report = (*engine)->Report();
+  if (!as_json) {
+    std::cout << RenderReportText(info, *run.schema, report, windows) << extra_text;
+    return 0;
+  }
+  nlohmann::json out = nlohmann::json::parse(RenderReportJson(info, *run.schema, report, windows));
+  if (extra_json.is_object()) out.update(extra_json);
+  std::cout << out.dump(2) << "\n";
+  return 0;
+}
 
 int Analyze(const std::string& path, bool as_json, int window) {
   absl::StatusOr<RecordedRun> run = ReadRunFile(path);
@@ -20,27 +60,51 @@ int Analyze(const std::string& path, bool as_json, int window) {
     std::cerr << "stagefrontier analyze: " << run.status().message() << "\n";
     return 2;
   }
-  JobConfig job{*run->schema, run->world_size, run->groups, EngineConfig{}, ""};
-  job.engine.window_steps = window;
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(job);
-  if (!engine.ok()) {
-    std::cerr << "stagefrontier analyze: " << engine.status().message() << "\n";
+  return AnalyzeRun("analyze", path, *run, as_json, window);
+}
+
+int ReduceTrace(const std::vector<std::string>& paths, const std::string& schema_text,
+                bool as_json, const std::string& out_path) {
+  absl::StatusOr<StageSchema> schema = StageSchema::Parse(schema_text);
+  if (!schema.ok()) {
+    std::cerr << "stagefrontier reduce-trace: --schema: " << schema.status().message() << "\n";
     return 2;
   }
-  std::vector<Verdict> windows;
-  for (const auto& [step, input] : run->steps) {
-    if (absl::Status s = (*engine)->AddStep(input); !s.ok()) {
-      std::cerr << "stagefrontier analyze: " << path << ": " << s.message() << "\n";
+  absl::StatusOr<TraceReduction> r = ReduceTraceFiles(paths, *schema);
+  if (!r.ok()) {
+    std::cerr << "stagefrontier reduce-trace: " << r.status().message() << "\n";
+    return 2;
+  }
+  if (!out_path.empty()) {
+    std::ofstream out(out_path);
+    for (const auto& [step, input] : r->run.steps) {
+      for (const RankStep& rs : input.ranks) {
+        out << FormatRunRecord(r->run.job, r->run.world_size, *schema, step, rs) << "\n";
+      }
+    }
+    if (!out) {
+      std::cerr << "stagefrontier reduce-trace: cannot write " << out_path << "\n";
       return 2;
     }
-    for (Verdict& v : (*engine)->TakeClosedVerdicts()) windows.push_back(std::move(v));
   }
-  RunInfo info{path, run->job, run->world_size, static_cast<int64_t>(run->steps.size()),
-               run->records};
-  const JobReport report = (*engine)->Report();
-  std::cout << (as_json ? RenderReportJson(info, *run->schema, report, windows)
-                        : RenderReportText(info, *run->schema, report, windows));
-  return 0;
+  const double ratio =
+      static_cast<double>(r->trace_bytes) / static_cast<double>(std::max<uint64_t>(1, r->packed_bytes));
+  std::ostringstream text;
+  text << "\ntraces: " << paths.size() << " files, " << r->trace_bytes << " bytes, "
+       << r->trace_events << " events for " << r->rank_steps << " rank-steps ("
+       << r->run.steps.size() << " steps)\nStageFrontier's packed step vectors for the same "
+       << "rank-steps: " << r->packed_bytes << " bytes (" << std::fixed << std::setprecision(0)
+       << ratio << "x smaller)\n";
+  for (const std::string& n : r->notes) text << "note: " << n << "\n";
+  nlohmann::json extra = {{"trace_files", paths.size()},
+                          {"trace_bytes", r->trace_bytes},
+                          {"trace_events", r->trace_events},
+                          {"rank_steps", r->rank_steps},
+                          {"packed_bytes", r->packed_bytes},
+                          {"notes", r->notes}};
+  return AnalyzeRun("reduce-trace", absl::StrCat(paths.size(), " traces"), r->run, as_json,
+                    static_cast<int>(std::max<size_t>(2, r->run.steps.size())), text.str(),
+                    extra);
 }
 
 int Segment(const std::string& path, bool as_json, const std::string& drain_path) {
@@ -88,11 +152,29 @@ int main(int argc, char** argv) {
   segment->add_option("--drain", drain_path,
                       "Consume every pending record and append it to this run file (refused "
                       "while a sidecar drains the segment)");
+  CLI::App* reduce = app.add_subcommand(
+      "reduce-trace",
+      "Reduce torch.profiler Chrome traces (one per rank) to the stub's stages and account them "
+      "with the same engine; compares their bytes with StageFrontier's");
+  std::vector<std::string> trace_paths;
+  std::string trace_schema = "data:io,forward:compute,backward:mixed,grad_sync:sync,optimizer:compute";
+  bool reduce_json = false;
+  std::string reduce_out;
+  reduce->add_option("traces", trace_paths, "Chrome trace JSON files, one per rank")->required();
+  reduce->add_option("--schema", trace_schema,
+                     "Stages to reduce to, as the trainer declared them (default: "
+                     "stagefrontier.torch's without the comm hook)")
+      ->capture_default_str();
+  reduce->add_flag("--json", reduce_json, "Print as JSON");
+  reduce->add_option("--out", reduce_out, "Also write the reduced steps as a run file");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 1;
   }
   if (segment->parsed()) return stagefrontier::Segment(segment_path, segment_json, drain_path);
+  if (reduce->parsed()) {
+    return stagefrontier::ReduceTrace(trace_paths, trace_schema, reduce_json, reduce_out);
+  }
   return stagefrontier::Analyze(path, as_json, window);
 }

@@ -13,6 +13,11 @@ optimizer (compute).
   declared `mixed`.
 * optimizer: `Optimizer.step`; the step ends when it returns, and the next one begins.
 
+With annotate=True (STAGEFRONTIER_TORCH_ANNOTATE=1, `--annotate`), each stage is also a
+torch.profiler range named "stagefrontier:<stage>", so that a profiler trace reduces to the
+same stages (`stagefrontier reduce-trace`, docs/cli.md). It costs a record_function per stage:
+turn it on while profiling.
+
 Time outside any stage counts toward the stage entered next (docs/link-the-stub.md). The
 communication hook does what DDP's default hook does (average, then all-reduce) and records
 when each bucket was launched. It is off by default: with Debian's torch 1.13 and Gloo, a
@@ -44,10 +49,16 @@ def _warn(msg):
 class Instrumentation:
     """One per process. `install()` patches PyTorch; the methods are the explicit API."""
 
-    def __init__(self, stages=None, extra_stages=(), comm_hook=None, **client_kwargs):
+    def __init__(self, stages=None, extra_stages=(), comm_hook=None, annotate=None,
+                 **client_kwargs):
         if comm_hook is None:
             comm_hook = os.environ.get("STAGEFRONTIER_TORCH_COMM_HOOK", "0") == "1"
         self.comm_hook = comm_hook
+        # Also emit each stage as a torch.profiler range "stagefrontier:<stage>", so that a
+        # profiler trace can be reduced to the same stages (`stagefrontier reduce-trace`).
+        if annotate is None:
+            annotate = os.environ.get("STAGEFRONTIER_TORCH_ANNOTATE", "0") == "1"
+        self.annotate = annotate
         if stages is None:
             # Without the hook, backward contains the all-reduce wait: say so (mixed).
             stages = DEFAULT_STAGES if comm_hook else [
@@ -104,6 +115,8 @@ class Instrumentation:
         if self.client is None:
             return contextlib.nullcontext()
         self.begin()
+        if self.annotate:
+            return _annotated(self.client.stage(name), name)
         return self.client.stage(name)
 
     def mark(self, name, t_ns=None):
@@ -202,6 +215,9 @@ class Instrumentation:
                 sf._backward_depth += 1
                 launches_before = len(sf.bucket_launch_ns)
                 try:
+                    if sf.annotate:
+                        with _profiler_range("backward"):
+                            return orig(*args, **kwargs)
                     return orig(*args, **kwargs)
                 finally:
                     sf._backward_depth -= 1
@@ -297,6 +313,20 @@ class Instrumentation:
         for owner, attr, original in reversed(self._patches):
             setattr(owner, attr, original)
         self._patches.clear()
+
+
+def _profiler_range(name):
+    from torch.autograd.profiler import record_function
+
+    return record_function("stagefrontier:" + name)
+
+
+@contextlib.contextmanager
+def _annotated(scope, name):
+    """The stub's stage scope inside a profiler range of the same name."""
+    with _profiler_range(name):
+        with scope:
+            yield
 
 
 def instrument(model=None, **kwargs):

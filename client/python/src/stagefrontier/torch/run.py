@@ -1,6 +1,6 @@
 """Runs a training script with StageFrontier instrumentation, unchanged:
 
-    python -m stagefrontier.torch.run [--comm-hook|--no-comm-hook] train.py [args...]
+    python -m stagefrontier.torch.run [--comm-hook|--no-comm-hook] [--annotate] train.py [args...]
     torchrun --nproc_per_node 4 -m stagefrontier.torch.run train.py [args...]
 """
 import atexit
@@ -14,23 +14,26 @@ from stagefrontier.torch.instrument import _warn, instrument
 def main():
     argv = sys.argv[1:]
     comm_hook = None
+    annotate = None
     while argv and argv[0].startswith("--"):
         flag = argv.pop(0)
-        if flag == "--no-comm-hook":
+        if flag == "--annotate":
+            annotate = True
+        elif flag == "--no-comm-hook":
             comm_hook = False
         elif flag == "--comm-hook":
             comm_hook = True
         elif flag == "--":
             break
         else:
-            print(f"usage: python -m stagefrontier.torch.run [--comm-hook|--no-comm-hook] SCRIPT [ARGS...]"
+            print(f"usage: python -m stagefrontier.torch.run [--comm-hook|--no-comm-hook] [--annotate] SCRIPT [ARGS...]"
                   f"\nunknown flag {flag}", file=sys.stderr)
             return 2
     if not argv:
-        print("usage: python -m stagefrontier.torch.run [--comm-hook|--no-comm-hook] SCRIPT [ARGS...]",
+        print("usage: python -m stagefrontier.torch.run [--comm-hook|--no-comm-hook] [--annotate] SCRIPT [ARGS...]",
               file=sys.stderr)
         return 2
-    sf = instrument(comm_hook=comm_hook)
+    sf = instrument(comm_hook=comm_hook, annotate=annotate)
 
     def report():
         if os.environ.get("STAGEFRONTIER_VERBOSE") == "1" and sf.client is not None:
