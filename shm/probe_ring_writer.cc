@@ -17,8 +17,8 @@ absl::Status ProbeRingWriter::Claim(const SegmentView& view, uint32_t local_rank
         "StageFrontier that creates layout 2 (remove the old segment)");
   }
   if (local_rank >= view.slot_count()) {
-    return absl::OutOfRangeError(absl::StrCat("local rank ", local_rank, " has no slot (",
-                                              view.slot_count(), " slots)"));
+    return absl::OutOfRangeError(
+        absl::StrCat("local rank ", local_rank, " has no slot (", view.slot_count(), " slots)"));
   }
   v2::ProbeRingHeader& ring = view.probe_ring(local_rank);
   const uint32_t pid = static_cast<uint32_t>(getpid());

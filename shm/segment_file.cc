@@ -91,10 +91,10 @@ absl::StatusOr<std::unique_ptr<MappedSegment>> MappedSegment::MapExisting(const 
 
 absl::StatusOr<std::unique_ptr<MappedSegment>> MappedSegment::CreateAndPublish(
     const SegmentOptions& options, const std::string& path) {
-  const uint64_t size =
-      options.probe_ring_capacity == 0
-          ? v1::SegmentBytes(options.slot_count, options.ring_capacity)
-          : v2::SegmentBytes(options.slot_count, options.ring_capacity, options.probe_ring_capacity);
+  const uint64_t size = options.probe_ring_capacity == 0
+                            ? v1::SegmentBytes(options.slot_count, options.ring_capacity)
+                            : v2::SegmentBytes(options.slot_count, options.ring_capacity,
+                                               options.probe_ring_capacity);
   gid_t gid = static_cast<gid_t>(-1);
   if (!options.group.empty()) {
     absl::StatusOr<gid_t> g = LookupGroup(options.group);
@@ -121,9 +121,9 @@ absl::StatusOr<std::unique_ptr<MappedSegment>> MappedSegment::CreateAndPublish(
   }
   void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) return fail(errno, "cannot map");
-  absl::StatusOr<SegmentView> view = SegmentView::Initialize(
-      base, size, options.job_id, options.slot_count, options.ring_capacity,
-      options.probe_ring_capacity);
+  absl::StatusOr<SegmentView> view =
+      SegmentView::Initialize(base, size, options.job_id, options.slot_count, options.ring_capacity,
+                              options.probe_ring_capacity);
   if (!view.ok()) {
     munmap(base, size);
     close(fd);

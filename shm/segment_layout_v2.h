@@ -48,15 +48,15 @@ enum ProbeBackend : uint32_t {
 struct alignas(v1::kCacheLine) ProbeRingHeader {
   // Producer line: written by the probe only. One producer per ring: it claims the ring by
   // a compare-and-swap of producer_pid from 0 (or from a dead process) to its own pid.
-  std::atomic<uint32_t> producer_pid;         // 0   0 = none
-  std::atomic<uint32_t> backend;              // 4   ProbeBackend
-  std::atomic<uint64_t> write_cursor;         // 8   records published
-  std::atomic<uint64_t> dropped_full;         // 16  intervals dropped, ring full
-  std::atomic<int64_t> resolved_through_ns;   // 24  every collective called before this time
-                                              //     (producer's clock) is published or dropped
-  std::atomic<uint64_t> dropped_unresolved;   // 32  intervals dropped, events never completed
-  std::atomic<uint64_t> collectives_seen;     // 40  calls the probe saw, sampled or not
-  uint8_t reserved0[16];                      // 48
+  std::atomic<uint32_t> producer_pid;        // 0   0 = none
+  std::atomic<uint32_t> backend;             // 4   ProbeBackend
+  std::atomic<uint64_t> write_cursor;        // 8   records published
+  std::atomic<uint64_t> dropped_full;        // 16  intervals dropped, ring full
+  std::atomic<int64_t> resolved_through_ns;  // 24  every collective called before this time
+                                             //     (producer's clock) is published or dropped
+  std::atomic<uint64_t> dropped_unresolved;  // 32  intervals dropped, events never completed
+  std::atomic<uint64_t> collectives_seen;    // 40  calls the probe saw, sampled or not
+  uint8_t reserved0[16];                     // 48
   // Reader line: written by the sidecar only.
   alignas(v1::kCacheLine) std::atomic<uint64_t> read_cursor;  // 64
   uint8_t reserved1[56];                                      // 72
@@ -106,9 +106,8 @@ inline constexpr uint64_t SegmentBytes(uint32_t slot_count, uint32_t ring_capaci
 
 // "all_reduce", ...; "unknown" for values outside CollectiveOp.
 inline constexpr const char* CollectiveOpName(uint16_t op) {
-  constexpr const char* kNames[kOpCount] = {"all_reduce", "reduce_scatter", "all_gather",
-                                            "broadcast",  "reduce",         "send",
-                                            "recv"};
+  constexpr const char* kNames[kOpCount] = {
+      "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "send", "recv"};
   return op < kOpCount ? kNames[op] : "unknown";
 }
 

@@ -58,9 +58,9 @@ absl::Status ValidateProbeCapacity(uint32_t probe_ring_capacity) {
   if (probe_ring_capacity == 0) return absl::OkStatus();
   if (!IsPowerOfTwo(probe_ring_capacity) || probe_ring_capacity < v2::kMinProbeRingCapacity ||
       probe_ring_capacity > v2::kMaxProbeRingCapacity) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("probe ring capacity ", probe_ring_capacity, " must be 0 or a power of two in ",
-                     v2::kMinProbeRingCapacity, "..", v2::kMaxProbeRingCapacity));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "probe ring capacity ", probe_ring_capacity, " must be 0 or a power of two in ",
+        v2::kMinProbeRingCapacity, "..", v2::kMaxProbeRingCapacity));
   }
   return absl::OkStatus();
 }
@@ -137,10 +137,10 @@ absl::StatusOr<SegmentView> SegmentView::Open(void* base, size_t size) {
     }
     if (probe->probe_record_bytes != sizeof(v2::ProbeRecord) ||
         probe->probe_slot_bytes != v2::ProbeSlotBytes(cap) || probe->probe_offset != expected) {
-      return absl::DataLossError(absl::StrCat(
-          "segment probe geometry (offset ", probe->probe_offset, ", record ",
-          probe->probe_record_bytes, " bytes, slot ", probe->probe_slot_bytes,
-          " bytes) differs from layout v2's for capacity ", cap));
+      return absl::DataLossError(
+          absl::StrCat("segment probe geometry (offset ", probe->probe_offset, ", record ",
+                       probe->probe_record_bytes, " bytes, slot ", probe->probe_slot_bytes,
+                       " bytes) differs from layout v2's for capacity ", cap));
     }
     expected = v2::SegmentBytes(header->slot_count, header->ring_capacity, cap);
   }
@@ -161,10 +161,9 @@ absl::StatusOr<SegmentView> SegmentView::Initialize(void* base, size_t size,
                                                     uint32_t probe_ring_capacity) {
   if (absl::Status s = ValidateGeometry(job_id, slot_count, ring_capacity); !s.ok()) return s;
   if (absl::Status s = ValidateProbeCapacity(probe_ring_capacity); !s.ok()) return s;
-  const uint64_t total =
-      probe_ring_capacity == 0
-          ? v1::SegmentBytes(slot_count, ring_capacity)
-          : v2::SegmentBytes(slot_count, ring_capacity, probe_ring_capacity);
+  const uint64_t total = probe_ring_capacity == 0
+                             ? v1::SegmentBytes(slot_count, ring_capacity)
+                             : v2::SegmentBytes(slot_count, ring_capacity, probe_ring_capacity);
   if (size != total) {
     return absl::InvalidArgumentError(
         absl::StrCat("segment buffer is ", size, " bytes, geometry needs ", total));
@@ -172,8 +171,7 @@ absl::StatusOr<SegmentView> SegmentView::Initialize(void* base, size_t size,
   std::memset(base, 0, size);
   auto* header = new (base) v1::SegmentHeader();
   header->magic = v1::kMagic;
-  header->layout_version =
-      probe_ring_capacity == 0 ? v1::kLayoutVersion : v2::kLayoutVersion;
+  header->layout_version = probe_ring_capacity == 0 ? v1::kLayoutVersion : v2::kLayoutVersion;
   header->header_bytes = v1::kHeaderBytes;
   header->total_bytes = total;
   timespec ts{};

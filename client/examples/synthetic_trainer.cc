@@ -115,17 +115,16 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  auto client =
-      mixed_backward
-          ? stagefrontier::Client::Create({{"data", StageKind::kIo},
-                                           {"forward", StageKind::kCompute},
-                                           {"backward", StageKind::kMixed},
-                                           {"optimizer", StageKind::kCompute}})
-          : stagefrontier::Client::Create({{"data", StageKind::kIo},
-                                           {"forward", StageKind::kCompute},
-                                           {"backward", StageKind::kCompute},
-                                           {"grad_sync", StageKind::kSync},
-                                           {"optimizer", StageKind::kCompute}});
+  auto client = mixed_backward
+                    ? stagefrontier::Client::Create({{"data", StageKind::kIo},
+                                                     {"forward", StageKind::kCompute},
+                                                     {"backward", StageKind::kMixed},
+                                                     {"optimizer", StageKind::kCompute}})
+                    : stagefrontier::Client::Create({{"data", StageKind::kIo},
+                                                     {"forward", StageKind::kCompute},
+                                                     {"backward", StageKind::kCompute},
+                                                     {"grad_sync", StageKind::kSync},
+                                                     {"optimizer", StageKind::kCompute}});
   if (!client.ok()) {
     std::fprintf(stderr, "synthetic_trainer: %s\n", std::string(client.status().message()).c_str());
     return 2;
@@ -149,8 +148,8 @@ int main(int argc, char** argv) {
       (*barrier)->Wait();
       return;
     }
-    const ncclResult_t r = all_reduce(gradient, gradient, 256, ncclFloat32, ncclSum, nullptr,
-                                      nullptr);
+    const ncclResult_t r =
+        all_reduce(gradient, gradient, 256, ncclFloat32, ncclSum, nullptr, nullptr);
     if (r != ncclSuccess) std::fprintf(stderr, "synthetic_trainer: ncclAllReduce: %d\n", r);
   };
   (*barrier)->Wait();  // everyone starts together

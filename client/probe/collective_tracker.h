@@ -111,12 +111,12 @@ class CollectiveTracker {
   alignas(64) std::atomic<uint64_t> head_{0};  // written by the issuing side
   std::atomic<int64_t> entering_ns_{0};        // call time of the collective being issued
   uint64_t next_seq_ = 0;
-  uint64_t request_seen_ = 0;           // sampling on request: the request in effect
-  uint64_t request_cursor_ = 0;         // the step cursor when it was first seen
+  uint64_t request_seen_ = 0;                  // sampling on request: the request in effect
+  uint64_t request_cursor_ = 0;                // the step cursor when it was first seen
   alignas(64) std::atomic<uint64_t> tail_{0};  // written by the resolver
   // Counters: relaxed atomics, read by stats() from any thread.
-  std::atomic<uint64_t> begun_{0}, sampled_{0}, published_{0}, dropped_busy_{0},
-      dropped_queue_{0}, dropped_failed_{0}, dropped_ring_{0}, unresolved_{0};
+  std::atomic<uint64_t> begun_{0}, sampled_{0}, published_{0}, dropped_busy_{0}, dropped_queue_{0},
+      dropped_failed_{0}, dropped_ring_{0}, unresolved_{0};
 };
 
 }  // namespace stagefrontier::probe

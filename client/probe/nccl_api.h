@@ -43,11 +43,9 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
-                           ncclDataType_t datatype, int root, ncclComm_t comm,
-                           cudaStream_t stream);
-ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
-                        ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
-                        cudaStream_t stream);
+                           ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
@@ -63,11 +61,24 @@ namespace stagefrontier::probe {
 // interval is still recorded, with 0 bytes).
 inline size_t NcclTypeBytes(int datatype) {
   switch (datatype) {
-    case 0: case 1: case 10: case 11: return 1;  // int8, uint8, fp8 e4m3, fp8 e5m2
-    case 6: case 9: return 2;                    // float16, bfloat16
-    case 2: case 3: case 7: return 4;            // int32, uint32, float32
-    case 4: case 5: case 8: return 8;            // int64, uint64, float64
-    default: return 0;
+    case 0:
+    case 1:
+    case 10:
+    case 11:
+      return 1;  // int8, uint8, fp8 e4m3, fp8 e5m2
+    case 6:
+    case 9:
+      return 2;  // float16, bfloat16
+    case 2:
+    case 3:
+    case 7:
+      return 4;  // int32, uint32, float32
+    case 4:
+    case 5:
+    case 8:
+      return 8;  // int64, uint64, float64
+    default:
+      return 0;
   }
 }
 

@@ -43,12 +43,13 @@ struct GroupState {
 };
 thread_local GroupState group;
 
-uint64_t CommId(ncclComm_t comm) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(comm)); }
+uint64_t CommId(ncclComm_t comm) {
+  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(comm));
+}
 
 // Brackets one collective: `issue` performs the real call.
 template <typename Issue>
-ncclResult_t Track(uint16_t op, uint64_t bytes, ncclComm_t comm, cudaStream_t stream,
-                   Issue issue) {
+ncclResult_t Track(uint16_t op, uint64_t bytes, ncclComm_t comm, cudaStream_t stream, Issue issue) {
   CollectiveTracker* tracker = ProbeRuntime::Tracker();
   if (tracker == nullptr) return issue();
   if (group.depth > 0) {
@@ -63,9 +64,8 @@ ncclResult_t Track(uint16_t op, uint64_t bytes, ncclComm_t comm, cudaStream_t st
     tracker->AddToGroup(group.ticket, bytes);
     return issue();
   }
-  const int64_t ticket =
-      tracker->Begin(CollectiveCall{.op = op, .flags = 0, .bytes = bytes, .comm_id = CommId(comm)},
-                     stream);
+  const int64_t ticket = tracker->Begin(
+      CollectiveCall{.op = op, .flags = 0, .bytes = bytes, .comm_id = CommId(comm)}, stream);
   const ncclResult_t r = issue();
   tracker->End(ticket, stream, r == ncclSuccess);
   return r;
@@ -75,9 +75,11 @@ ncclResult_t Track(uint16_t op, uint64_t bytes, ncclComm_t comm, cudaStream_t st
 
 extern "C" {
 
-__attribute__((visibility("default"))) ncclResult_t ncclAllReduce(
-    const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-    ncclComm_t comm, cudaStream_t stream) {
+__attribute__((visibility("default"))) ncclResult_t ncclAllReduce(const void* sendbuff,
+                                                                  void* recvbuff, size_t count,
+                                                                  ncclDataType_t datatype,
+                                                                  ncclRedOp_t op, ncclComm_t comm,
+                                                                  cudaStream_t stream) {
   static auto next = Next<decltype(&ncclAllReduce)>("ncclAllReduce");
   if (next == nullptr) return ncclInternalError;
   return Track(v2::kOpAllReduce, count * NcclTypeBytes(datatype), comm, stream,
@@ -85,8 +87,8 @@ __attribute__((visibility("default"))) ncclResult_t ncclAllReduce(
 }
 
 __attribute__((visibility("default"))) ncclResult_t ncclReduceScatter(
-    const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
-    ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+    const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
+    ncclComm_t comm, cudaStream_t stream) {
   static auto next = Next<decltype(&ncclReduceScatter)>("ncclReduceScatter");
   if (next == nullptr) return ncclInternalError;
   return Track(v2::kOpReduceScatter, recvcount * NcclTypeBytes(datatype), comm, stream,
@@ -94,8 +96,7 @@ __attribute__((visibility("default"))) ncclResult_t ncclReduceScatter(
 }
 
 __attribute__((visibility("default"))) ncclResult_t ncclAllGather(const void* sendbuff,
-                                                                  void* recvbuff,
-                                                                  size_t sendcount,
+                                                                  void* recvbuff, size_t sendcount,
                                                                   ncclDataType_t datatype,
                                                                   ncclComm_t comm,
                                                                   cudaStream_t stream) {
@@ -105,9 +106,11 @@ __attribute__((visibility("default"))) ncclResult_t ncclAllGather(const void* se
                [&] { return next(sendbuff, recvbuff, sendcount, datatype, comm, stream); });
 }
 
-__attribute__((visibility("default"))) ncclResult_t ncclBroadcast(
-    const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
-    ncclComm_t comm, cudaStream_t stream) {
+__attribute__((visibility("default"))) ncclResult_t ncclBroadcast(const void* sendbuff,
+                                                                  void* recvbuff, size_t count,
+                                                                  ncclDataType_t datatype, int root,
+                                                                  ncclComm_t comm,
+                                                                  cudaStream_t stream) {
   static auto next = Next<decltype(&ncclBroadcast)>("ncclBroadcast");
   if (next == nullptr) return ncclInternalError;
   return Track(v2::kOpBroadcast, count * NcclTypeBytes(datatype), comm, stream,
@@ -125,8 +128,7 @@ __attribute__((visibility("default"))) ncclResult_t ncclReduce(
 
 __attribute__((visibility("default"))) ncclResult_t ncclSend(const void* sendbuff, size_t count,
                                                              ncclDataType_t datatype, int peer,
-                                                             ncclComm_t comm,
-                                                             cudaStream_t stream) {
+                                                             ncclComm_t comm, cudaStream_t stream) {
   static auto next = Next<decltype(&ncclSend)>("ncclSend");
   if (next == nullptr) return ncclInternalError;
   return Track(v2::kOpSend, count * NcclTypeBytes(datatype), comm, stream,
@@ -135,8 +137,7 @@ __attribute__((visibility("default"))) ncclResult_t ncclSend(const void* sendbuf
 
 __attribute__((visibility("default"))) ncclResult_t ncclRecv(void* recvbuff, size_t count,
                                                              ncclDataType_t datatype, int peer,
-                                                             ncclComm_t comm,
-                                                             cudaStream_t stream) {
+                                                             ncclComm_t comm, cudaStream_t stream) {
   static auto next = Next<decltype(&ncclRecv)>("ncclRecv");
   if (next == nullptr) return ncclInternalError;
   return Track(v2::kOpRecv, count * NcclTypeBytes(datatype), comm, stream,

@@ -1,6 +1,5 @@
 #include "client/probe/probe_ring_attach.h"
 
-
 namespace stagefrontier::probe {
 
 absl::StatusOr<AttachedProbeRing> AttachProbeRing(const LauncherIdentity& identity,

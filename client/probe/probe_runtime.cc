@@ -88,15 +88,15 @@ class Runtime {
     int64_t poll_us = 500;
     if (const char* p = std::getenv("STAGEFRONTIER_PROBE_POLL_US")) {
       if (!absl::SimpleAtoi(p, &poll_us) || poll_us < 10 || poll_us > 1'000'000) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "STAGEFRONTIER_PROBE_POLL_US=\"", p, "\" is not a period in 10..1000000 us"));
+        return absl::InvalidArgumentError(absl::StrCat("STAGEFRONTIER_PROBE_POLL_US=\"", p,
+                                                       "\" is not a period in 10..1000000 us"));
       }
     }
     const char* which = std::getenv("STAGEFRONTIER_PROBE_BACKEND");
     const std::string want = which ? which : "auto";
     if (want != "auto" && want != "cuda" && want != "host_clock") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "STAGEFRONTIER_PROBE_BACKEND=\"", want, "\" is not auto, cuda or host_clock"));
+      return absl::InvalidArgumentError(absl::StrCat("STAGEFRONTIER_PROBE_BACKEND=\"", want,
+                                                     "\" is not auto, cuda or host_clock"));
     }
     if (want != "host_clock") {
       absl::StatusOr<std::unique_ptr<EventBackend>> cuda = LoadCudaBackend(2 * kMaxPending);

@@ -191,9 +191,8 @@ struct PyProbeRing {
 };
 
 std::unique_ptr<PyProbeRing> MakeProbeRing(const PyClient& c) {
-  absl::StatusOr<stagefrontier::probe::AttachedProbeRing> r =
-      stagefrontier::probe::AttachProbeRing(c.client->identity(),
-                                            stagefrontier::shm::v2::kProbeBackendCommHook);
+  absl::StatusOr<stagefrontier::probe::AttachedProbeRing> r = stagefrontier::probe::AttachProbeRing(
+      c.client->identity(), stagefrontier::shm::v2::kProbeBackendCommHook);
   if (!r.ok()) throw std::runtime_error(std::string(r.status().message()));
   return std::make_unique<PyProbeRing>(PyProbeRing{std::move(*r)});
 }

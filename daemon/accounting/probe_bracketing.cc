@@ -59,9 +59,9 @@ absl::StatusOr<ProbeBracketing> ProbeBracketing::Create(const StageSchema& schem
     if (parts[0] != "*") {
       op = std::find(kOpNames, kOpNames + kOps, parts[0]) - kOpNames;
       if (op == kOps) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "bracketing rule \"", rule, "\": unknown operation \"", parts[0], "\" (one of ",
-            absl::StrJoin(kOpNames, ", "), ", *)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("bracketing rule \"", rule, "\": unknown operation \"", parts[0],
+                         "\" (one of ", absl::StrJoin(kOpNames, ", "), ", *)"));
       }
     }
     std::vector<uint8_t>& row = b.allowed_[op];

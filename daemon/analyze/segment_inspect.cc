@@ -96,8 +96,7 @@ std::string RenderSegmentText(const SegmentSummary& s) {
   std::string out = absl::StrFormat(
       "segment %s\n  job %s, layout v%u, %u slots x %u records%s, %u bytes, created by pid %u\n",
       s.path, s.job_id, s.layout_version, s.slot_count, s.ring_capacity,
-      s.probe_ring_capacity == 0 ? ""
-                                 : absl::StrCat(", probe rings of ", s.probe_ring_capacity),
+      s.probe_ring_capacity == 0 ? "" : absl::StrCat(", probe rings of ", s.probe_ring_capacity),
       s.total_bytes, s.creator_pid);
   if (s.slots.empty()) absl::StrAppend(&out, "  no slot has been claimed yet\n");
   for (const shm::SlotReport& r : s.slots) {

@@ -7,8 +7,8 @@
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iomanip>
-#include <sstream>
 #include <iostream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/accounting/engine.h"
@@ -41,8 +41,7 @@ int AnalyzeRun(const std::string& command, const std::string& label, const Recor
     }
     for (Verdict& v : (*engine)->TakeClosedVerdicts()) windows.push_back(std::move(v));
   }
-  RunInfo info{label, run.job, run.world_size, static_cast<int64_t>(run.steps.size()),
-               run.records};
+  RunInfo info{label, run.job, run.world_size, static_cast<int64_t>(run.steps.size()), run.records};
   const JobReport report = (*engine)->Report();
   if (!as_json) {
     std::cout << RenderReportText(info, *run.schema, report, windows) << extra_text;
@@ -63,8 +62,8 @@ int Analyze(const std::string& path, bool as_json, int window) {
   return AnalyzeRun("analyze", path, *run, as_json, window);
 }
 
-int ReduceTrace(const std::vector<std::string>& paths, const std::string& schema_text,
-                bool as_json, const std::string& out_path) {
+int ReduceTrace(const std::vector<std::string>& paths, const std::string& schema_text, bool as_json,
+                const std::string& out_path) {
   absl::StatusOr<StageSchema> schema = StageSchema::Parse(schema_text);
   if (!schema.ok()) {
     std::cerr << "stagefrontier reduce-trace: --schema: " << schema.status().message() << "\n";
@@ -87,8 +86,8 @@ int ReduceTrace(const std::vector<std::string>& paths, const std::string& schema
       return 2;
     }
   }
-  const double ratio =
-      static_cast<double>(r->trace_bytes) / static_cast<double>(std::max<uint64_t>(1, r->packed_bytes));
+  const double ratio = static_cast<double>(r->trace_bytes) /
+                       static_cast<double>(std::max<uint64_t>(1, r->packed_bytes));
   std::ostringstream text;
   text << "\ntraces: " << paths.size() << " files, " << r->trace_bytes << " bytes, "
        << r->trace_events << " events for " << r->rank_steps << " rank-steps ("
@@ -96,15 +95,11 @@ int ReduceTrace(const std::vector<std::string>& paths, const std::string& schema
        << "rank-steps: " << r->packed_bytes << " bytes (" << std::fixed << std::setprecision(0)
        << ratio << "x smaller)\n";
   for (const std::string& n : r->notes) text << "note: " << n << "\n";
-  nlohmann::json extra = {{"trace_files", paths.size()},
-                          {"trace_bytes", r->trace_bytes},
-                          {"trace_events", r->trace_events},
-                          {"rank_steps", r->rank_steps},
-                          {"packed_bytes", r->packed_bytes},
-                          {"notes", r->notes}};
+  nlohmann::json extra = {{"trace_files", paths.size()},     {"trace_bytes", r->trace_bytes},
+                          {"trace_events", r->trace_events}, {"rank_steps", r->rank_steps},
+                          {"packed_bytes", r->packed_bytes}, {"notes", r->notes}};
   return AnalyzeRun("reduce-trace", absl::StrCat(paths.size(), " traces"), r->run, as_json,
-                    static_cast<int>(std::max<size_t>(2, r->run.steps.size())), text.str(),
-                    extra);
+                    static_cast<int>(std::max<size_t>(2, r->run.steps.size())), text.str(), extra);
 }
 
 int Segment(const std::string& path, bool as_json, const std::string& drain_path) {
@@ -157,13 +152,15 @@ int main(int argc, char** argv) {
       "Reduce torch.profiler Chrome traces (one per rank) to the stub's stages and account them "
       "with the same engine; compares their bytes with StageFrontier's");
   std::vector<std::string> trace_paths;
-  std::string trace_schema = "data:io,forward:compute,backward:mixed,grad_sync:sync,optimizer:compute";
+  std::string trace_schema =
+      "data:io,forward:compute,backward:mixed,grad_sync:sync,optimizer:compute";
   bool reduce_json = false;
   std::string reduce_out;
   reduce->add_option("traces", trace_paths, "Chrome trace JSON files, one per rank")->required();
-  reduce->add_option("--schema", trace_schema,
-                     "Stages to reduce to, as the trainer declared them (default: "
-                     "stagefrontier.torch's without the comm hook)")
+  reduce
+      ->add_option("--schema", trace_schema,
+                   "Stages to reduce to, as the trainer declared them (default: "
+                   "stagefrontier.torch's without the comm hook)")
       ->capture_default_str();
   reduce->add_flag("--json", reduce_json, "Print as JSON");
   reduce->add_option("--out", reduce_out, "Also write the reduced steps as a run file");

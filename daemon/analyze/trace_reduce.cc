@@ -163,9 +163,8 @@ absl::StatusOr<RankTrace> ReduceChromeTrace(absl::string_view text, const StageS
   for (const auto& [step, r] : steps) ends[step].assign(S, INT64_MIN);
   for (size_t k = 0; k < S; ++k) {
     for (const Range& r : stage_ranges[k]) {
-      auto it = std::upper_bound(
-          by_time.begin(), by_time.end(), r.begin_ns,
-          [](int64_t t, const StepSpan& s) { return t < s.begin_ns; });
+      auto it = std::upper_bound(by_time.begin(), by_time.end(), r.begin_ns,
+                                 [](int64_t t, const StepSpan& s) { return t < s.begin_ns; });
       if (it == by_time.begin() || r.begin_ns >= std::prev(it)->end_ns) {
         ++out.ranges_outside_steps;
         continue;

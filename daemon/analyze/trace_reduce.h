@@ -34,9 +34,9 @@ struct RankTrace {
   int32_t rank = -1;        // from distributedInfo; -1 if the trace does not say
   int32_t world_size = -1;  // likewise
   std::map<int64_t, std::vector<int64_t>> steps;  // step -> boundaries b[0..S], ns
-  uint64_t events = 0;                   // events in the file
-  uint64_t unknown_stage_ranges = 0;     // "stagefrontier:x" with x not in the schema
-  uint64_t ranges_outside_steps = 0;     // stage ranges that start in no ProfilerStep
+  uint64_t events = 0;                            // events in the file
+  uint64_t unknown_stage_ranges = 0;              // "stagefrontier:x" with x not in the schema
+  uint64_t ranges_outside_steps = 0;              // stage ranges that start in no ProfilerStep
 };
 
 // Parses one trace. Fails with InvalidArgument naming `name` and what is wrong: not JSON (with
@@ -48,10 +48,10 @@ struct RankTrace {
                                                           const std::string& name);
 
 struct TraceReduction {
-  RecordedRun run;             // job "trace", the steps every rank's trace holds
-  uint64_t trace_bytes = 0;    // the files' sizes
+  RecordedRun run;           // job "trace", the steps every rank's trace holds
+  uint64_t trace_bytes = 0;  // the files' sizes
   uint64_t trace_events = 0;
-  uint64_t packed_bytes = 0;   // StageFrontier's packed step vectors for the same rank-steps
+  uint64_t packed_bytes = 0;  // StageFrontier's packed step vectors for the same rank-steps
   int64_t rank_steps = 0;
   std::vector<std::string> notes;  // what was left out, and why
 };

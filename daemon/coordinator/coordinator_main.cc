@@ -12,6 +12,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_split.h"
+#include "daemon/accounting/probe_bracketing.h"
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/termination_signals.h"
 #include "daemon/coordinator/coordinator_metrics.h"
@@ -22,7 +23,6 @@
 #include "daemon/coordinator/sidecar_sessions.h"
 #include "grpcpp/grpcpp.h"
 #include "prometheus/exposer.h"
-#include "daemon/accounting/probe_bracketing.h"
 #include "shm/monotonic_clock.h"
 #include "spdlog/spdlog.h"
 

@@ -33,12 +33,12 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<prometheus
                        .Help("Excess over baseline attributed to each stage")
                        .Register(r);
   probe_collectives_ = &BuildCounter()
-                           .Name("stagefrontier_probe_collectives_total")
-                           .Help(
-                               "Collectives seen by the probe, by the stage they were issued "
-                               "in; bracketing=violation when the stage marks do not contain "
-                               "them (docs/probe.md)")
-                           .Register(r);
+                            .Name("stagefrontier_probe_collectives_total")
+                            .Help(
+                                "Collectives seen by the probe, by the stage they were issued "
+                                "in; bracketing=violation when the stage marks do not contain "
+                                "them (docs/probe.md)")
+                            .Register(r);
   top_suspect_rank_ = &BuildGauge()
                            .Name("stagefrontier_top_suspect_rank")
                            .Help(
@@ -123,8 +123,8 @@ JobMetrics CoordinatorMetrics::ForJob(const std::string& job, const StageSchema&
         &stage_exposed_->Add({{"training_job", job}, {"stage", s.name}}));
     m.stage_excess_seconds.push_back(
         &stage_excess_->Add({{"training_job", job}, {"stage", s.name}}));
-    m.probe_bracketed.push_back(&probe_collectives_->Add(
-        {{"training_job", job}, {"stage", s.name}, {"bracketing", "ok"}}));
+    m.probe_bracketed.push_back(
+        &probe_collectives_->Add({{"training_job", job}, {"stage", s.name}, {"bracketing", "ok"}}));
     m.probe_violations.push_back(&probe_collectives_->Add(
         {{"training_job", job}, {"stage", s.name}, {"bracketing", "violation"}}));
     prometheus::Gauge* g = &top_suspect_rank_->Add({{"training_job", job}, {"stage", s.name}});

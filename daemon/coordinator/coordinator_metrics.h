@@ -51,7 +51,7 @@ struct JobMetrics {
   prometheus::Counter* stub_invalid = nullptr;
   prometheus::Histogram* verdict_delay_seconds = nullptr;
   // Collectives the probe saw, by stage where issued: inside an allowed stage, or not.
-  std::vector<prometheus::Counter*> probe_bracketed;  // by stage
+  std::vector<prometheus::Counter*> probe_bracketed;   // by stage
   std::vector<prometheus::Counter*> probe_violations;  // by stage
 };
 

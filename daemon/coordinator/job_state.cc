@@ -170,9 +170,8 @@ absl::Status JobState::DecodeCollectivesLocked(const v1::RankSteps& rs) {
   for (int i = 0; i < rs.collectives_size(); ++i) {
     const v1::CollectiveInterval& c = rs.collectives(i);
     auto bad = [&](const std::string& why) {
-      return absl::InvalidArgumentError(absl::StrCat("job ", name_, " rank ", rs.rank(),
-                                                     ": collective ", i, " (step ", c.step(),
-                                                     "): ", why));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job ", name_, " rank ", rs.rank(), ": collective ", i, " (step ", c.step(), "): ", why));
     };
     // Steps of one message are consecutive from base_step (packed_steps.h).
     const int64_t index = c.step() - rs.base_step();
@@ -554,9 +553,9 @@ void JobState::Health(v1::GetHealthReply* out) const {
   const ProbeBracketing& b = engine_->bracketing();
   out->set_probe_collectives(b.checked());
   out->set_probe_violations(b.violations());
-  out->set_probe_rules(probe_rules_note_.empty() ? b.DescribeRules()
-                                                 : absl::StrCat(b.DescribeRules(), " (",
-                                                                probe_rules_note_, ")"));
+  out->set_probe_rules(probe_rules_note_.empty()
+                           ? b.DescribeRules()
+                           : absl::StrCat(b.DescribeRules(), " (", probe_rules_note_, ")"));
   for (const BracketFinding& f : b.Findings()) {
     v1::ProbeFinding* pf = out->add_probe_findings();
     pf->set_stage(schema_.stage(f.stage).name);

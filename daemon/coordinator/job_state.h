@@ -164,9 +164,9 @@ class JobState {
   std::vector<int64_t> decoded_durations_;
   std::vector<uint32_t> decoded_flags_;
   std::vector<std::vector<ProbeSpan>> decoded_probe_;  // by index into decoded_steps_
-  std::string probe_rules_;       // the rules in effect for this job
+  std::string probe_rules_;                            // the rules in effect for this job
   std::vector<uint64_t> probe_counted_;  // per stage: bracketed, violations already in metrics
-  std::string probe_rules_note_;  // why the configured rules were not used, if so
+  std::string probe_rules_note_;         // why the configured rules were not used, if so
   int64_t steps_accounted_ = 0;
   int64_t partial_steps_ = 0;
   int64_t last_step_ = -1;

@@ -72,9 +72,9 @@ class StepAligner {
   struct Pending {
     int64_t first_arrival_ns = 0;
     int32_t present = 0;
-    std::vector<uint8_t> has;        // by rank
-    std::vector<int32_t> ranks;      // arrival order
-    std::vector<int64_t> durations;  // rank-major, arrival order
+    std::vector<uint8_t> has;                   // by rank
+    std::vector<int32_t> ranks;                 // arrival order
+    std::vector<int64_t> durations;             // rank-major, arrival order
     std::vector<std::vector<ProbeSpan>> probe;  // arrival order
   };
   bool Complete(const Pending& p) const;

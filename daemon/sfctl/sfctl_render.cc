@@ -127,10 +127,10 @@ std::string RenderHealth(const v1::GetHealthReply& r) {
     absl::StrAppend(&out, "probe: no collective data (load libsfprobe.so to check stage marks)\n");
     return out;
   }
-  absl::StrAppend(&out, absl::StrFormat("probe: %d collectives checked, %d outside their stage; "
-                                        "rules %s\n",
-                                        r.probe_collectives(), r.probe_violations(),
-                                        r.probe_rules()));
+  absl::StrAppend(&out,
+                  absl::StrFormat("probe: %d collectives checked, %d outside their stage; "
+                                  "rules %s\n",
+                                  r.probe_collectives(), r.probe_violations(), r.probe_rules()));
   if (!probed.empty()) absl::StrAppend(&out, "probe on ranks ", absl::StrJoin(probed, ", "), "\n");
   for (const v1::ProbeFinding& f : r.probe_findings()) {
     if (f.violations() == 0) continue;

@@ -16,9 +16,11 @@
 
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 200000;
-  auto all_reduce = reinterpret_cast<decltype(&ncclAllReduce)>(dlsym(RTLD_DEFAULT, "ncclAllReduce"));
+  auto all_reduce =
+      reinterpret_cast<decltype(&ncclAllReduce)>(dlsym(RTLD_DEFAULT, "ncclAllReduce"));
   if (all_reduce == nullptr) {
-    std::fprintf(stderr, "probe_overhead_harness: no ncclAllReduce loaded (LD_PRELOAD a libnccl)\n");
+    std::fprintf(stderr,
+                 "probe_overhead_harness: no ncclAllReduce loaded (LD_PRELOAD a libnccl)\n");
     return 2;
   }
   float buf[16];

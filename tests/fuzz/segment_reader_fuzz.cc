@@ -1,6 +1,7 @@
-// Fuzz target: arbitrary bytes as a mapped segment (layout v1 or v2, step and probe rings). Whatever the bytes, the view either
-// refuses them with a status or the reader drains and reports without reading outside them.
-// Built with libFuzzer by tests/fuzz/run_libfuzzer.sh; replayed in CI by fuzz_replay_test.
+// Fuzz target: arbitrary bytes as a mapped segment (layout v1 or v2, step and probe rings).
+// Whatever the bytes, the view either refuses them with a status or the reader drains and reports
+// without reading outside them. Built with libFuzzer by tests/fuzz/run_libfuzzer.sh; replayed in CI
+// by fuzz_replay_test.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>

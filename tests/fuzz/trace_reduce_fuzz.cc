@@ -9,8 +9,8 @@
 #include "daemon/analyze/trace_reduce.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const stagefrontier::StageSchema schema =
-      *stagefrontier::StageSchema::Parse("data:io,forward:compute,backward:mixed,optimizer:compute");
+  static const stagefrontier::StageSchema schema = *stagefrontier::StageSchema::Parse(
+      "data:io,forward:compute,backward:mixed,optimizer:compute");
   absl::StatusOr<stagefrontier::RankTrace> t = stagefrontier::ReduceChromeTrace(
       absl::string_view(reinterpret_cast<const char*>(data), size), schema, "fuzz");
   if (!t.ok()) return 0;

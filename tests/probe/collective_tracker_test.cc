@@ -51,8 +51,8 @@ class ScriptedBackend final : public EventBackend {
 struct Rig {
   explicit Rig(uint32_t probe_capacity = 64, TrackerOptions options = {})
       : bytes(shm::v2::SegmentBytes(1, 8, probe_capacity) / 8), backend(2 * 8) {
-    auto v = shm::SegmentView::Initialize(bytes.data(), bytes.size() * 8, "t", 1, 8,
-                                          probe_capacity);
+    auto v =
+        shm::SegmentView::Initialize(bytes.data(), bytes.size() * 8, "t", 1, 8, probe_capacity);
     REQUIRE(v.ok());
     view = std::make_unique<shm::SegmentView>(*v);
     REQUIRE(ring.Claim(*view, 0, shm::v2::kProbeBackendCuda).ok());

@@ -6,6 +6,8 @@
 // With FAKE_NCCL_BARRIER=<file>, ncclAllReduce is a real collective between processes: it
 // waits at that process barrier (RANK of WORLD_SIZE parties) until every rank arrived, as a
 // CPU all-reduce would; the end-to-end probe test runs trainers on it.
+#include "tests/probe/fake_nccl.h"
+
 #include <unistd.h>
 
 #include <cstdlib>
@@ -15,7 +17,6 @@
 
 #include "client/examples/process_barrier.h"
 #include "client/probe/nccl_api.h"
-#include "tests/probe/fake_nccl.h"
 
 namespace {
 
@@ -29,7 +30,8 @@ stagefrontier::ProcessBarrier* Barrier() {
     const char* path = std::getenv("FAKE_NCCL_BARRIER");
     const char* rank = std::getenv("RANK");
     const char* world = std::getenv("WORLD_SIZE");
-    if (path == nullptr || rank == nullptr || world == nullptr) return (stagefrontier::ProcessBarrier*)nullptr;
+    if (path == nullptr || rank == nullptr || world == nullptr)
+      return (stagefrontier::ProcessBarrier*)nullptr;
     auto b = stagefrontier::ProcessBarrier::Open(path, std::atoi(rank), std::atoi(world));
     return b.ok() ? b->release() : nullptr;
   }();

@@ -22,12 +22,12 @@
 namespace {
 
 int failures = 0;
-#define EXPECT(cond)                                                   \
-  do {                                                                 \
-    if (!(cond)) {                                                     \
-      std::fprintf(stderr, "FAILED line %d: %s\n", __LINE__, #cond);   \
-      ++failures;                                                      \
-    }                                                                  \
+#define EXPECT(cond)                                                 \
+  do {                                                               \
+    if (!(cond)) {                                                   \
+      std::fprintf(stderr, "FAILED line %d: %s\n", __LINE__, #cond); \
+      ++failures;                                                    \
+    }                                                                \
   } while (0)
 
 template <typename Fn>
@@ -59,8 +59,8 @@ int main() {
   auto group_end = Find<decltype(&ncclGroupEnd)>("ncclGroupEnd");
   auto set_result = reinterpret_cast<decltype(&fake_nccl_set_result)>(
       dlsym(RTLD_DEFAULT, "fake_nccl_set_result"));
-  auto logged = reinterpret_cast<decltype(&fake_nccl_calls)>(
-      dlsym(RTLD_DEFAULT, "fake_nccl_calls"));
+  auto logged =
+      reinterpret_cast<decltype(&fake_nccl_calls)>(dlsym(RTLD_DEFAULT, "fake_nccl_calls"));
   if (failures > 0 || set_result == nullptr || logged == nullptr) {
     std::fprintf(stderr, "FAILED: the probe or the fake libnccl is not loaded\n");
     return 1;
@@ -131,16 +131,15 @@ int main() {
     usleep(5000);
   }
   EXPECT(got.size() == 8);
-  const uint16_t ops[8] = {shm::v2::kOpAllReduce, shm::v2::kOpReduceScatter,
-                           shm::v2::kOpAllGather, shm::v2::kOpBroadcast,
-                           shm::v2::kOpReduce,    shm::v2::kOpSend,
+  const uint16_t ops[8] = {shm::v2::kOpAllReduce, shm::v2::kOpReduceScatter, shm::v2::kOpAllGather,
+                           shm::v2::kOpBroadcast, shm::v2::kOpReduce,        shm::v2::kOpSend,
                            shm::v2::kOpRecv,      shm::v2::kOpSend};
   const uint64_t bytes[8] = {4000, 20, 56, 3, 88, 16, 24, 600};
   int64_t previous_end = t0;
   for (size_t i = 0; i < got.size() && i < 8; ++i) {
     const shm::ProbeInterval& p = got[i];
-    std::printf("interval %zu: %s bytes=%llu seq=%llu call->start %lld ns, start->end %lld ns\n",
-                i, shm::v2::CollectiveOpName(p.op), static_cast<unsigned long long>(p.bytes),
+    std::printf("interval %zu: %s bytes=%llu seq=%llu call->start %lld ns, start->end %lld ns\n", i,
+                shm::v2::CollectiveOpName(p.op), static_cast<unsigned long long>(p.bytes),
                 static_cast<unsigned long long>(p.collective_seq),
                 static_cast<long long>(p.start_ns - p.call_ns),
                 static_cast<long long>(p.end_ns - p.start_ns));

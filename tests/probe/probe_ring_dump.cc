@@ -23,14 +23,17 @@ int main(int argc, char** argv) {
   const uint32_t slot = static_cast<uint32_t>(std::atoi(argv[2]));
   shm::ProbeRingReader reader((*seg)->view());
   size_t n = 0;
-  reader.Drain(slot, [&](const shm::ProbeInterval& p) {
-    std::printf("%s %llu %llu %lld %lld %lld\n", shm::v2::CollectiveOpName(p.op),
-                static_cast<unsigned long long>(p.bytes),
-                static_cast<unsigned long long>(p.collective_seq),
-                static_cast<long long>(p.call_ns), static_cast<long long>(p.start_ns),
-                static_cast<long long>(p.end_ns));
-    ++n;
-  }, 1 << 20);
+  reader.Drain(
+      slot,
+      [&](const shm::ProbeInterval& p) {
+        std::printf("%s %llu %llu %lld %lld %lld\n", shm::v2::CollectiveOpName(p.op),
+                    static_cast<unsigned long long>(p.bytes),
+                    static_cast<unsigned long long>(p.collective_seq),
+                    static_cast<long long>(p.call_ns), static_cast<long long>(p.start_ns),
+                    static_cast<long long>(p.end_ns));
+        ++n;
+      },
+      1 << 20);
   const shm::ProbeRingReport r = reader.Report(slot);
   static const char* kNames[] = {"none", "host_clock", "cuda", "comm_hook"};
   std::printf("backend %s intervals %zu invalid %llu dropped %llu\n",

@@ -115,8 +115,7 @@ TEST_CASE("probe records are validated: bad sequence, unknown op, times out of o
   seg.view->probe_record(0, 2).op = 77;
   seg.view->probe_record(0, 3).end_ns = 0;
   std::vector<std::string> errors;
-  ProbeRingReader reader(*seg.view,
-                         [&](uint32_t, const std::string& m) { errors.push_back(m); });
+  ProbeRingReader reader(*seg.view, [&](uint32_t, const std::string& m) { errors.push_back(m); });
   std::vector<uint64_t> got;
   CHECK(reader.Drain(0, [&](const ProbeInterval& p) { got.push_back(p.collective_seq); }) == 1);
   CHECK(got == std::vector<uint64_t>{0});

@@ -40,7 +40,8 @@ TEST_CASE("the first process creates the segment with mode 0600; later ones atta
   struct stat st {};
   REQUIRE(stat((*a)->path().c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);
-  CHECK(static_cast<uint64_t>(st.st_size) == v2::SegmentBytes(3, 16, v2::kDefaultProbeRingCapacity));
+  CHECK(static_cast<uint64_t>(st.st_size) ==
+        v2::SegmentBytes(3, 16, v2::kDefaultProbeRingCapacity));
   CHECK((*a)->view().job_id() == "job1");
   CHECK((*a)->view().header().creator_pid == static_cast<uint32_t>(getpid()));
 

@@ -30,12 +30,14 @@ TEST_CASE("bracketing rules: defaults, explicit rules, and clear errors") {
   auto b = ProbeBracketing::Create(Ddp(), 4, "");
   REQUIRE(b.ok());
   CHECK(b->DescribeRules() == "*:grad_sync");
-  auto custom = ProbeBracketing::Create(Ddp(), 4, "all_reduce:grad_sync|backward, all_gather:forward");
+  auto custom =
+      ProbeBracketing::Create(Ddp(), 4, "all_reduce:grad_sync|backward, all_gather:forward");
   REQUIRE(custom.ok());
   CHECK(custom->DescribeRules() ==
         "all_reduce:backward|grad_sync, all_gather:forward, *:grad_sync");
-  CHECK_THAT(std::string(ProbeBracketing::Create(Ddp(), 4, "allreduce:grad_sync").status().message()),
-             Catch::Contains("unknown operation \"allreduce\""));
+  CHECK_THAT(
+      std::string(ProbeBracketing::Create(Ddp(), 4, "allreduce:grad_sync").status().message()),
+      Catch::Contains("unknown operation \"allreduce\""));
   CHECK_THAT(std::string(ProbeBracketing::Create(Ddp(), 4, "all_reduce:sync").status().message()),
              Catch::Contains("the schema has no stage \"sync\""));
   CHECK_THAT(std::string(ProbeBracketing::Create(Ddp(), 4, "all_reduce").status().message()),

@@ -44,7 +44,12 @@ TEST_CASE("a valid run groups records by step", "[run_file]") {
 TEST_CASE("format and parse round-trip, probe and group included", "[run_file]") {
   StageSchema schema = *StageSchema::Parse("data:io,backward:mixed");
   RankStep r{1, {100, 200, 500}, {}};
-  r.probe.push_back(ProbeSpan{.stage = 1, .enter_ns = 300, .exit_ns = 450, .op = ProbeSpan::kAnyOp, .bytes = 0, .call_ns = 300});
+  r.probe.push_back(ProbeSpan{.stage = 1,
+                              .enter_ns = 300,
+                              .exit_ns = 450,
+                              .op = ProbeSpan::kAnyOp,
+                              .bytes = 0,
+                              .call_ns = 300});
   std::string text = FormatRunRecord("job-7", 2, schema, 9, r, 1) + "\n" +
                      FormatRunRecord("job-7", 2, schema, 9, RankStep{0, {5, 6, 7}, {}}, 0);
   absl::StatusOr<RecordedRun> run = Parse(text);

@@ -22,16 +22,14 @@ std::string Event(const std::string& name, double ts_us, double dur_us) {
 // Two steps of 10 ms starting at 1000 us; data 2 ms, forward 5 ms (step 8 has no forward
 // range), sync until 9 ms; an unknown stage and a range outside every step.
 std::string Trace(int rank, double data_extra_us = 0) {
-  std::string events = Event("ProfilerStep#7", 1000, 10000) + "," +
-                       Event("ProfilerStep#8", 11000, 10000) + "," +
-                       Event("stagefrontier:data", 1000, 2000 + data_extra_us) + "," +
-                       Event("stagefrontier:forward", 3000 + data_extra_us, 5000) + "," +
-                       Event("stagefrontier:sync", 8000 + data_extra_us, 1000) + "," +
-                       Event("stagefrontier:data", 11000, 2000) + "," +
-                       Event("stagefrontier:sync", 13000, 6000) + "," +
-                       Event("stagefrontier:eval", 12000, 10) + "," +
-                       Event("stagefrontier:data", 50000, 10) + "," +
-                       "{\"ph\":\"i\",\"name\":\"instant\",\"ts\":5}";
+  std::string events =
+      Event("ProfilerStep#7", 1000, 10000) + "," + Event("ProfilerStep#8", 11000, 10000) + "," +
+      Event("stagefrontier:data", 1000, 2000 + data_extra_us) + "," +
+      Event("stagefrontier:forward", 3000 + data_extra_us, 5000) + "," +
+      Event("stagefrontier:sync", 8000 + data_extra_us, 1000) + "," +
+      Event("stagefrontier:data", 11000, 2000) + "," + Event("stagefrontier:sync", 13000, 6000) +
+      "," + Event("stagefrontier:eval", 12000, 10) + "," + Event("stagefrontier:data", 50000, 10) +
+      "," + "{\"ph\":\"i\",\"name\":\"instant\",\"ts\":5}";
   return "{\"schemaVersion\":1,\"distributedInfo\":{\"backend\":\"gloo\",\"rank\":" +
          std::to_string(rank) + ",\"world_size\":2},\"traceEvents\":[" + events + "]}";
 }
@@ -49,8 +47,8 @@ TEST_CASE("a trace reduces to per-step boundaries on the stub's stages") {
   // No forward range in step 8: forward ends where data ended.
   CHECK(t->steps.at(8) == std::vector<int64_t>{11'000'000, 13'000'000, 13'000'000, 19'000'000});
   // A bare array of events is a Chrome trace too.
-  const std::string bare = "[" + Event("ProfilerStep#1", 0, 10) + "," +
-                           Event("stagefrontier:sync", 1, 2) + "]";
+  const std::string bare =
+      "[" + Event("ProfilerStep#1", 0, 10) + "," + Event("stagefrontier:sync", 1, 2) + "]";
   absl::StatusOr<RankTrace> b = ReduceChromeTrace(bare, Schema(), "b.json");
   REQUIRE(b.ok());
   CHECK(b->rank == -1);
