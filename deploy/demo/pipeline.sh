@@ -98,6 +98,38 @@ sf_fail() {
   exit 1
 }
 
+# sf_torch_env: for the tests that run real PyTorch, from the runfiles root: ends the test as
+# SKIPPED (exit 0, with the reason) without python3-torch; otherwise puts the built
+# `stagefrontier` package on PYTHONPATH and, when the package was built with ASan, preloads
+# the sanitizer runtimes into Python.
+sf_torch_env() {
+  if ! /usr/bin/python3 -c "import torch.distributed" 2>/dev/null; then
+    echo "SKIPPED: python3-torch is not installed (deploy/install-deps.sh installs it)"
+    exit 0
+  fi
+  export PYTHONPATH="$PWD/client/python"
+  local rt
+  rt=$(sf_asan_runtimes "$PWD/client/python/stagefrontier/_stagefrontier.so")
+  if [ -n "$rt" ]; then
+    export LD_PRELOAD="${rt// /:}"
+    export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
+  fi
+}
+
+# sf_asan_runtimes LIB: the sanitizer runtimes to preload (space-separated) when LIB was built
+# with ASan (--config=asan), nothing otherwise: the runtime must come first in the initial
+# library list of a process that loads an instrumented library.
+sf_asan_runtimes() {
+  if [[ "$(ldd "$1")" == *libasan* ]]; then
+    echo "$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+  fi
+}
+
+# sf_preload LIB...: the LD_PRELOAD value for LIBs, sanitizer runtimes first if needed.
+sf_preload() {
+  echo "$(sf_asan_runtimes "$1") $*"
+}
+
 sf_ctl() { "$SF_BIN/daemon/sfctl/sfctl" --coordinator "$SF_COORD" "${SF_CTL_FLAGS[@]}" "$@"; }
 
 # Stops every daemon with SIGTERM (they flush), then waits.

@@ -19,7 +19,7 @@ sf_start_sidecar node0
 run_job() {  # JOB PRELOAD [trainer flags...]
   local job=$1 preload=$2
   shift 2
-  SF_TRAINER_ENV=(LD_PRELOAD="$preload" FAKE_NCCL_BARRIER="$SF_WORK/$job.nccl"
+  SF_TRAINER_ENV=(LD_PRELOAD="$(sf_preload $preload)" FAKE_NCCL_BARRIER="$SF_WORK/$job.nccl"
                   STAGEFRONTIER_PROBE_BACKEND=host_clock)
   sf_run_trainers "$job" 4 1 260 --collective nccl "$@" || sf_fail "trainers of $job"
   sf_wait_steps "$job" 260 30 || sf_fail "steps of $job"

@@ -4,22 +4,12 @@
 # loader is slowed by 25 ms from step 40. Through the real stub, sidecar and coordinator,
 # `sfctl suspects --json` must name (data, 2) among the top two suspects.
 set -euo pipefail
-if ! /usr/bin/python3 -c "import torch.distributed" 2>/dev/null; then
-  echo "SKIPPED: python3-torch is not installed (deploy/install-deps.sh installs it)"
-  exit 0
-fi
 source deploy/demo/pipeline.sh
+sf_torch_env
 sf_init "${TEST_TMPDIR:-$(mktemp -d)}/torch" .
 # Debian 12's torch 1.13 on Python 3.11 cannot parse torchrun's default --redirects/--tee of 0
 # (IntFlag iteration changed in 3.11); any nonzero value works around it.
 trap 'sf_stop_all' EXIT
-here=$PWD
-export PYTHONPATH="$here/client/python"
-libs=$(ldd "$here/client/python/stagefrontier/_stagefrontier.so")
-if [[ "$libs" == *libasan* ]]; then
-  export LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
-  export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
-fi
 
 sf_start_coordinator 17371 17372 --step-deadline-ms 10000 || sf_fail "coordinator"
 sf_start_sidecar node0

@@ -7,20 +7,10 @@
 # suspects --window 40`), and the injected one. The traces' bytes and StageFrontier's for the
 # same rank-steps are printed. Malformed traces get clear errors (exit 2).
 set -euo pipefail
-if ! /usr/bin/python3 -c "import torch.distributed" 2>/dev/null; then
-  echo "SKIPPED: python3-torch is not installed (deploy/install-deps.sh installs it)"
-  exit 0
-fi
 source deploy/demo/pipeline.sh
+sf_torch_env
 sf_init "${TEST_TMPDIR:-$(mktemp -d)}/trace" .
 trap 'sf_stop_all' EXIT
-here=$PWD
-export PYTHONPATH="$here/client/python"
-libs=$(ldd "$here/client/python/stagefrontier/_stagefrontier.so")
-if [[ "$libs" == *libasan* ]]; then
-  export LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
-  export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
-fi
 SF=daemon/analyze/stagefrontier
 steps=${TRACE_TEST_STEPS:-100}
 first=$((steps - 39))

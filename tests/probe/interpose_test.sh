@@ -9,10 +9,14 @@ driver="$here/tests/probe/interpose_driver"
 dir="${TEST_TMPDIR:-$(mktemp -d)}"
 export STAGEFRONTIER_SHM_DIR="$dir" STAGEFRONTIER_JOB_ID="probe_interpose_$$" LOCAL_RANK=0
 export STAGEFRONTIER_PROBE_BACKEND=host_clock
-LD_PRELOAD="$probe $fake" "$driver"
+preload="$probe $fake"
+if [[ "$(ldd "$probe")" == *libasan* ]]; then  # under --config=asan: the runtime goes first
+  preload="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so) $preload"
+fi
+LD_PRELOAD="$preload" "$driver"
 
 # A bad setting: one warning, collectives still forwarded.
-out=$(STAGEFRONTIER_PROBE_SAMPLE=sometimes LD_PRELOAD="$probe $fake" "$driver" 2>&1 || true)
+out=$(STAGEFRONTIER_PROBE_SAMPLE=sometimes LD_PRELOAD="$preload" "$driver" 2>&1 || true)
 echo "$out" | grep -q 'collectives are not timed: STAGEFRONTIER_PROBE_SAMPLE="sometimes"' ||
   { echo "$out"; exit 1; }
 echo "PASS: bad settings reported, calls forwarded"

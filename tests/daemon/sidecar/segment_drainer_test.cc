@@ -134,23 +134,38 @@ TEST_CASE("drain, read ahead, commit on ack, rewind, control") {
   CHECK(h.slots(0).owner() == "alive");
 }
 
-TEST_CASE("probe intervals travel with their step; a step waits briefly for its probe") {
-  char tmpl[] = "/tmp/sf_drainer_XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
-  shm::SegmentOptions so;
-  so.dir = dir;
-  so.job_id = "jobp";
-  so.slot_count = 1;
-  so.ring_capacity = 16;
-  so.probe_ring_capacity = 16;
-  auto seg = shm::MappedSegment::OpenOrCreate(so);
-  REQUIRE(seg.ok());
-  shm::SlotIdentity id;
-  id.stages = {{"compute", 1}, {"sync", 2}};
-  REQUIRE(shm::ClaimSlot((*seg)->view(), 0, id).ok());
-  shm::RingWriter w((*seg)->view(), 0);
+// A one-slot segment (layout v2) in a fresh directory, with slot 0 claimed (stages compute,
+// sync), its step ring writer and its probe ring claimed by `backend`.
+struct ProbedSegment {
+  explicit ProbedSegment(shm::v2::ProbeBackend backend) {
+    char tmpl[] = "/tmp/sf_drainer_XXXXXX";
+    dir = mkdtemp(tmpl);
+    shm::SegmentOptions so;
+    so.dir = dir;
+    so.job_id = "jobp";
+    so.slot_count = 1;
+    so.ring_capacity = 16;
+    so.probe_ring_capacity = 16;
+    auto s = shm::MappedSegment::OpenOrCreate(so);
+    REQUIRE(s.ok());
+    seg = std::move(*s);
+    shm::SlotIdentity id;
+    id.stages = {{"compute", 1}, {"sync", 2}};
+    REQUIRE(shm::ClaimSlot(seg->view(), 0, id).ok());
+    w = shm::RingWriter(seg->view(), 0);
+    REQUIRE(probe.Claim(seg->view(), 0, backend).ok());
+  }
+  std::string dir;
+  std::unique_ptr<shm::MappedSegment> seg;
+  shm::RingWriter w;
   shm::ProbeRingWriter probe;
-  REQUIRE(probe.Claim((*seg)->view(), 0, shm::v2::kProbeBackendHostClock).ok());
+};
+
+TEST_CASE("probe intervals travel with their step; a step waits briefly for its probe") {
+  ProbedSegment ps(shm::v2::kProbeBackendHostClock);
+  const std::string& dir = ps.dir;
+  shm::RingWriter& w = ps.w;
+  shm::ProbeRingWriter& probe = ps.probe;
   // Two steps on the real clock, 1 ms each; one all-reduce in each step's sync stage, one
   // collective called between the steps (outside any step), and a third step whose
   // collective the probe has not resolved yet.
@@ -216,21 +231,10 @@ TEST_CASE("probe intervals travel with their step; a step waits briefly for its 
 }
 
 TEST_CASE("a stalled probe holds a step no longer than probe_hold_ns") {
-  char tmpl[] = "/tmp/sf_drainer_XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
-  shm::SegmentOptions so;
-  so.dir = dir;
-  so.job_id = "jobq";
-  so.slot_count = 1;
-  so.ring_capacity = 16;
-  auto seg = shm::MappedSegment::OpenOrCreate(so);
-  REQUIRE(seg.ok());
-  shm::SlotIdentity id;
-  id.stages = {{"compute", 1}, {"sync", 2}};
-  REQUIRE(shm::ClaimSlot((*seg)->view(), 0, id).ok());
-  shm::RingWriter w((*seg)->view(), 0);
-  shm::ProbeRingWriter probe;
-  REQUIRE(probe.Claim((*seg)->view(), 0, shm::v2::kProbeBackendCuda).ok());
+  ProbedSegment ps(shm::v2::kProbeBackendCuda);
+  const std::string& dir = ps.dir;
+  shm::RingWriter& w = ps.w;
+  shm::ProbeRingWriter& probe = ps.probe;
   probe.SetResolvedThrough(1);  // never advances
   const int64_t now = shm::MonotonicNowNs();
   const int64_t b[] = {now - 2'000'000, now - 1'000'000, now};
