@@ -59,8 +59,9 @@ size_t ProbeRingReader::Drain(uint32_t local_rank,
       fail(absl::StrCat("record ", r, " has unknown operation ", p.op));
       continue;
     }
-    if (p.call_ns > p.start_ns || p.start_ns > p.end_ns ||
-        p.end_ns - p.call_ns > kMaxCollectiveNs || p.call_ns < 0) {
+    // call_ns >= 0 first, so that end - call cannot overflow.
+    if (p.call_ns < 0 || p.call_ns > p.start_ns || p.start_ns > p.end_ns ||
+        p.end_ns - p.call_ns > kMaxCollectiveNs) {
       fail(absl::StrCat("record ", r, " has times out of order or implausible: call ", p.call_ns,
                         ", start ", p.start_ns, ", end ", p.end_ns));
       continue;

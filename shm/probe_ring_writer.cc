@@ -61,7 +61,6 @@ bool ProbeRingWriter::TryPublish(const ProbeInterval& in) noexcept {
   }
   v2::ProbeRecord& rec = records_[w & mask_];
   rec.seq.store(2 * w + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
   rec.call_ns = in.call_ns;
   rec.start_ns = in.start_ns;
   rec.end_ns = in.end_ns;

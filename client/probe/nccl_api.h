@@ -17,7 +17,14 @@ extern "C" {
 typedef struct ncclComm* ncclComm_t;
 typedef struct CUstream_st* cudaStream_t;
 // Enumerations are passed as int by the C ABI; only the values the probe reads are named.
-typedef enum { ncclSuccess = 0, ncclInternalError = 3 } ncclResult_t;
+// Each ends with a sentinel as large as NCCL's own (ncclMaxRedOp is 0x7fffffff), so that
+// every value NCCL may pass (ncclMax, a user-defined reduction, a newer data type) is a
+// valid value of the type here too.
+typedef enum {
+  ncclSuccess = 0,
+  ncclInternalError = 3,
+  ncclResultSentinel_ = 0x7fffffff
+} ncclResult_t;
 typedef enum {
   ncclInt8 = 0,
   ncclUint8 = 1,
@@ -31,8 +38,9 @@ typedef enum {
   ncclBfloat16 = 9,
   ncclFloat8e4m3 = 10,
   ncclFloat8e5m2 = 11,
+  ncclDataTypeSentinel_ = 0x7fffffff
 } ncclDataType_t;
-typedef enum { ncclSum = 0 } ncclRedOp_t;
+typedef enum { ncclSum = 0, ncclRedOpSentinel_ = 0x7fffffff } ncclRedOp_t;
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,

@@ -110,24 +110,27 @@ TEST_CASE("probe records are validated: bad sequence, unknown op, times out of o
   Segment seg(1, 8, 8);
   ProbeRingWriter w;
   REQUIRE(w.Claim(*seg.view, 0, v2::kProbeBackendHostClock).ok());
-  for (uint64_t i = 0; i < 4; ++i) REQUIRE(w.TryPublish(Interval(i)));
+  for (uint64_t i = 0; i < 5; ++i) REQUIRE(w.TryPublish(Interval(i)));
   seg.view->probe_record(0, 1).seq.store(99);
   seg.view->probe_record(0, 2).op = 77;
   seg.view->probe_record(0, 3).end_ns = 0;
+  // Regression (libFuzzer, UBSan): end - call overflowed for a hugely negative call time.
+  seg.view->probe_record(0, 4).call_ns = -9223372036854773777;
   std::vector<std::string> errors;
   ProbeRingReader reader(*seg.view, [&](uint32_t, const std::string& m) { errors.push_back(m); });
   std::vector<uint64_t> got;
   CHECK(reader.Drain(0, [&](const ProbeInterval& p) { got.push_back(p.collective_seq); }) == 1);
   CHECK(got == std::vector<uint64_t>{0});
-  REQUIRE(errors.size() == 3);
+  REQUIRE(errors.size() == 4);
   CHECK_THAT(errors[0], Catch::Contains("sequence 99"));
   CHECK_THAT(errors[1], Catch::Contains("unknown operation 77"));
   CHECK_THAT(errors[2], Catch::Contains("out of order"));
-  CHECK(reader.Report(0).invalid == 3);
+  CHECK_THAT(errors[3], Catch::Contains("call -9223372036854773777"));
+  CHECK(reader.Report(0).invalid == 4);
   // Corrupt cursors are skipped, counted, and the ring keeps working.
   seg.view->probe_ring(0).write_cursor.store(1'000'000);
   CHECK(reader.Drain(0, [](const ProbeInterval&) {}) == 0);
-  CHECK(reader.Report(0).invalid == 4);
+  CHECK(reader.Report(0).invalid == 5);
 }
 
 TEST_CASE("full probe ring drops and counts; the watermark and counters reach the report") {
