@@ -184,6 +184,11 @@ Verdict GroupAccountant::DecideVerdict() const {
     const int winner = ProbeLastArriver(k1, members, &steps, &probe_steps, &at);
     if (winner < 0) return false;
     const int32_t rank = ranks_[winner];
+    // The probe's rank leads the suspects (the marks may have ranked a co-leader first).
+    auto it = std::find_if(v.suspects.begin(), v.suspects.end(), [&](const Suspect& s) {
+      return s.stage == k1 && s.rank == rank;
+    });
+    if (it != v.suspects.end()) std::rotate(v.suspects.begin(), it, it + 1);
     v.label = VerdictLabel::kClear;
     v.reason = AmbiguityReason::kNone;
     v.candidate_ranks = {rank};

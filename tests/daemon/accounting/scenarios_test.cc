@@ -183,6 +183,8 @@ TEST_CASE("row 9 with the probe: one last arriver settles the tie; a true tie st
   CHECK(LabelText(v) == "CLEAR");
   CHECK(v.candidate_ranks == std::vector<int32_t>{13});
   CHECK_THAT(v.explanation, Catch::Contains("the collective probe shows rank 13 arriving last"));
+  REQUIRE_FALSE(v.suspects.empty());
+  CHECK(v.suspects[0].rank == 13);  // the probe's rank leads the suspects
 
   // Equally slow: each is the last arriver about half the time; the probe does not decide.
   SimConfig same = Ddp();
