@@ -71,6 +71,47 @@ class TorchTest(unittest.TestCase):
         # Uninstalled: PyTorch is back to itself.
         self.assertFalse(getattr(torch.Tensor.backward, "_stagefrontier", False))
 
+    def test_ddp_backward_ends_when_the_last_gradient_is_ready(self):
+        # One-rank Gloo DDP (no comm hook: no Python runs on Gloo's threads). A gradient hook
+        # on the first layer sleeps 20 ms inside backward: that is local work, so it must land
+        # in `backward`, and `grad_sync` (the all-reduce wait after the last gradient) stays
+        # short.
+        import socket
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        sf = sft.Instrumentation(job_id="gr", rank=0, local_rank=0, world_size=1,
+                                 local_world_size=1, shm_dir=d, quiet=True)
+        self.assertIn(("backward", "compute"), sf.stages)
+        sf.install()
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0,
+                                world_size=1)
+        try:
+            model = DDP(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 1)))
+            model.module[0].weight.register_hook(lambda g: (time.sleep(0.02), g)[1])
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            for _ in range(3):
+                opt.zero_grad()
+                model(torch.ones(2, 4)).sum().backward()
+                opt.step()
+        finally:
+            sf.uninstall()
+            dist.destroy_process_group()
+        records = drain(d, "gr")
+        self.assertEqual(len(records), 3)
+        for r in records:
+            b = r["boundaries_ns"]  # start, data, forward, backward, grad_sync, optimizer
+            self.assertGreaterEqual(b[3] - b[2], 20_000_000)  # the sleep is in backward
+            self.assertLess(b[4] - b[3], 10_000_000)  # not in grad_sync
+        # Asked not to look at gradients (and no comm hook): backward holds the wait, mixed.
+        plain = sft.Instrumentation(grad_ready=False, job_id="gr2", rank=0, local_rank=0,
+                                    world_size=1, local_world_size=1, shm_dir=d, quiet=True)
+        self.assertIn(("backward", "mixed"), plain.stages)
+
     def test_explicit_api_and_custom_stage(self):
         d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
         sf = sft.Instrumentation(extra_stages=[("eval", "compute")], job_id="ex", rank=0,

@@ -10,6 +10,7 @@ persistent or every 4th step, from step 40. The verdict is read over steps 100-1
 
     bazel build -c opt //daemon/... //client/examples:synthetic_trainer //client/python:package
     /usr/bin/python3 tests/eval/hidden_rank_eval.py --rows 50 --seed 20261122 --out out/eval
+    # only the PyTorch rows of the same draw:  ... --kinds ddp --out out/eval_ddp
 """
 import argparse
 import json
@@ -138,6 +139,9 @@ def main():
     ap.add_argument("--out", default="out/eval")
     ap.add_argument("--port", type=int, default=18311)
     ap.add_argument("--bin", default="bazel-bin", help="where the built binaries are")
+    ap.add_argument("--kinds", default="ddp,synthetic",
+                    help="run only rows of these kinds (the others are drawn, not run), e.g. "
+                         "ddp to re-run the PyTorch rows after a change to stagefrontier.torch")
     args = ap.parse_args()
     global BIN
     BIN = args.bin
@@ -155,6 +159,8 @@ def main():
         row = dict(index=i, kind=kind, world=world, nodes=1 if kind == "ddp" else world // 16,
                    stage=rng.choice(STAGES), rank=rng.randrange(world),
                    fault_ms=round(frac * nominal, 3), every=rng.choice([1, 4]))
+        if kind not in args.kinds.split(","):
+            continue
         t0 = time.time()
         res = run_row(row, os.path.join(args.out, f"row{i:02d}"), args.port + 2 * (i % 20))
         res["seconds"] = round(time.time() - t0, 1)

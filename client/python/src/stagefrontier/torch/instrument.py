@@ -5,12 +5,13 @@ optimizer (compute).
 
 * data: each DataLoader iterator `__next__`.
 * forward: `DistributedDataParallel.forward` (or the model passed to `instrument`).
-* backward: `Tensor.backward` / `torch.autograd.backward`. With the DDP communication hook
-  (comm_hook=True, STAGEFRONTIER_TORCH_COMM_HOOK=1, `--comm-hook`), up to the moment the last
-  gradient bucket was handed to the all-reduce, and
-* grad_sync: from there until backward returns, i.e. the wait for the all-reduce. Without the
-  hook (the default), grad_sync is empty and backward, which then contains the wait, is
-  declared `mixed`.
+* backward: `Tensor.backward` / `torch.autograd.backward`, up to the moment the last gradient
+  was ready for DDP's all-reduce: by default a hook after each parameter's gradient
+  accumulator (where DDP's reducer launches its buckets), with the DDP communication hook
+  (comm_hook=True, STAGEFRONTIER_TORCH_COMM_HOOK=1, `--comm-hook`) the last bucket's launch;
+* grad_sync: from there until backward returns, i.e. the wait for the all-reduce. With
+  grad_ready=False (STAGEFRONTIER_TORCH_GRAD_READY=0) and no comm hook, grad_sync is empty
+  and backward, which then contains the wait, is declared `mixed`.
 * optimizer: `Optimizer.step`; the step ends when it returns, and the next one begins.
 
 With annotate=True (STAGEFRONTIER_TORCH_ANNOTATE=1, `--annotate`), each stage is also a
@@ -50,18 +51,25 @@ class Instrumentation:
     """One per process. `install()` patches PyTorch; the methods are the explicit API."""
 
     def __init__(self, stages=None, extra_stages=(), comm_hook=None, annotate=None,
-                 **client_kwargs):
+                 grad_ready=None, **client_kwargs):
         if comm_hook is None:
             comm_hook = os.environ.get("STAGEFRONTIER_TORCH_COMM_HOOK", "0") == "1"
         self.comm_hook = comm_hook
+        # Without the comm hook, the end of local backward work is the last gradient ready
+        # for the reducer (no Python runs on Gloo's threads, so no teardown hang).
+        if grad_ready is None:
+            grad_ready = os.environ.get("STAGEFRONTIER_TORCH_GRAD_READY", "1") == "1"
+        self.grad_ready = grad_ready and not comm_hook
+        self.grad_ready_ns = None  # the last gradient accumulated in this backward
         # Also emit each stage as a torch.profiler range "stagefrontier:<stage>", so that a
         # profiler trace can be reduced to the same stages (`stagefrontier reduce-trace`).
         if annotate is None:
             annotate = os.environ.get("STAGEFRONTIER_TORCH_ANNOTATE", "0") == "1"
         self.annotate = annotate
         if stages is None:
-            # Without the hook, backward contains the all-reduce wait: say so (mixed).
-            stages = DEFAULT_STAGES if comm_hook else [
+            # Without a way to see the end of local work, backward contains the all-reduce
+            # wait: say so (mixed).
+            stages = DEFAULT_STAGES if comm_hook or self.grad_ready else [
                 (n, "mixed" if n == "backward" else k) for n, k in DEFAULT_STAGES]
         self.stages = list(stages) + list(extra_stages)
         self.names = {name for name, _ in self.stages}
@@ -202,6 +210,8 @@ class Instrumentation:
                 orig(ddp, *args, **kwargs)
                 if sf.comm_hook:
                     sf._register_comm_hook(ddp)
+                elif sf.grad_ready:
+                    sf._register_grad_ready_hooks(ddp)
 
             return __init__
 
@@ -214,6 +224,7 @@ class Instrumentation:
                 sf.begin()
                 sf._backward_depth += 1
                 launches_before = len(sf.bucket_launch_ns)
+                sf.grad_ready_ns = None
                 try:
                     if sf.annotate:
                         with _profiler_range("backward"):
@@ -223,9 +234,15 @@ class Instrumentation:
                     sf._backward_depth -= 1
                     end = time.monotonic_ns()
                     launches = sf.bucket_launch_ns[launches_before:]
-                    # backward: until the last bucket was handed to the all-reduce;
+                    # backward: until the last gradient was handed to the all-reduce;
                     # grad_sync: the wait for it to finish.
-                    sf.mark("backward", max(launches) if launches else end)
+                    if launches:
+                        local_end = max(launches)
+                    elif sf.grad_ready_ns is not None:
+                        local_end = min(sf.grad_ready_ns, end)
+                    else:
+                        local_end = end
+                    sf.mark("backward", local_end)
                     sf.mark("grad_sync", end)
 
             return backward
@@ -256,6 +273,26 @@ class Instrumentation:
         self._patch(torch.optim.Optimizer, "__init__", make_opt_init)
 
         return self
+
+    def _register_grad_ready_hooks(self, ddp):
+        """A post-hook on each parameter's gradient accumulator, registered after DDP's own
+        (which launches the buckets): the last to run marks the end of local backward work."""
+        sf = self
+
+        def ready(*_):
+            sf.grad_ready_ns = time.monotonic_ns()
+
+        try:
+            accumulators = []
+            for p in ddp.module.parameters():
+                if p.requires_grad:
+                    acc = p.expand_as(p).grad_fn.next_functions[0][0]
+                    acc.register_hook(ready)
+                    accumulators.append(acc)  # the hooks live as long as their nodes
+            ddp._stagefrontier_accumulators = accumulators
+        except Exception as e:
+            _warn(f"cannot see when gradients are ready ({e}); backward then holds the "
+                  "all-reduce wait and grad_sync is measured as zero")
 
     def _register_comm_hook(self, ddp):
         import torch.distributed as dist
