@@ -1,11 +1,9 @@
 #include "shm/probe_ring_reader.h"
 
-#include <errno.h>
-#include <signal.h>
-
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "shm/slot_ownership.h"
 
 namespace stagefrontier::shm {
 namespace {
@@ -76,9 +74,7 @@ size_t ProbeRingReader::Drain(uint32_t local_rank,
 
 bool ProbeRingReader::Fed(uint32_t local_rank) const {
   if (local_rank >= rings_.size()) return false;
-  const uint32_t pid = view_.probe_ring(local_rank).producer_pid.load(std::memory_order_acquire);
-  if (pid == 0) return false;
-  return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  return ProcessExists(view_.probe_ring(local_rank).producer_pid.load(std::memory_order_acquire));
 }
 
 int64_t ProbeRingReader::ResolvedThrough(uint32_t local_rank) const {

@@ -1,10 +1,9 @@
 #include "shm/probe_ring_writer.h"
 
-#include <errno.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "shm/slot_ownership.h"
 
 namespace stagefrontier::shm {
 
@@ -25,8 +24,7 @@ absl::Status ProbeRingWriter::Claim(const SegmentView& view, uint32_t local_rank
   uint32_t current = ring.producer_pid.load(std::memory_order_acquire);
   while (true) {
     if (current != 0 && current != pid) {
-      const bool alive = kill(static_cast<pid_t>(current), 0) == 0 || errno == EPERM;
-      if (alive) {
+      if (ProcessExists(current)) {
         return absl::AlreadyExistsError(absl::StrCat("the probe ring of local rank ", local_rank,
                                                      " is fed by process ", current));
       }

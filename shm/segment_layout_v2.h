@@ -104,11 +104,17 @@ inline constexpr uint64_t SegmentBytes(uint32_t slot_count, uint32_t ring_capaci
          uint64_t{slot_count} * ProbeSlotBytes(probe_ring_capacity);
 }
 
+// Names of CollectiveOp values (the same numbers travel on the wire and in run files).
+inline constexpr const char* kCollectiveOpNames[kOpCount] = {
+    "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "send", "recv"};
 // "all_reduce", ...; "unknown" for values outside CollectiveOp.
 inline constexpr const char* CollectiveOpName(uint16_t op) {
-  constexpr const char* kNames[kOpCount] = {
-      "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "send", "recv"};
-  return op < kOpCount ? kNames[op] : "unknown";
+  return op < kOpCount ? kCollectiveOpNames[op] : "unknown";
+}
+// "none", "host_clock", "cuda", "comm_hook"; "unknown" for values outside ProbeBackend.
+inline constexpr const char* ProbeBackendName(uint32_t backend) {
+  constexpr const char* kNames[] = {"none", "host_clock", "cuda", "comm_hook"};
+  return backend < 4 ? kNames[backend] : "unknown";
 }
 
 }  // namespace stagefrontier::shm::v2

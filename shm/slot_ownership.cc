@@ -60,8 +60,7 @@ OwnerHealth JudgeOwner(const v1::SlotHeader& slot, int64_t now_ns, int64_t stale
   if (pid == 0) return OwnerHealth::kNone;
   const uint64_t ns = slot.owner_pid_ns.load(std::memory_order_relaxed);
   if (ns != 0 && ns == CurrentPidNamespace()) {
-    if (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) return OwnerHealth::kAlive;
-    return OwnerHealth::kDead;
+    return ProcessExists(pid) ? OwnerHealth::kAlive : OwnerHealth::kDead;
   }
   const int64_t age = HeartbeatAgeNs(now_ns, slot.heartbeat_ns.load(std::memory_order_relaxed));
   return age > stale_after_ns ? OwnerHealth::kSilent : OwnerHealth::kAlive;
@@ -150,6 +149,10 @@ absl::StatusOr<ClaimResult> ClaimSlot(const SegmentView& view, uint32_t local_ra
 void ReleaseSlot(v1::SlotHeader& slot) {
   slot.state.store(v1::kSlotReleased, std::memory_order_release);
   slot.owner_pid.store(0, std::memory_order_release);
+}
+
+bool ProcessExists(uint32_t pid) {
+  return pid != 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
 }
 
 }  // namespace stagefrontier::shm

@@ -56,6 +56,10 @@ uint64_t SchemaHash(const std::vector<std::pair<std::string, uint8_t>>& stages);
 // Inode of this process's PID namespace (/proc/self/ns/pid), 0 if it cannot be read.
 uint64_t CurrentPidNamespace();
 
+// Whether process `pid` exists in this PID namespace: kill(pid, 0) succeeds or says EPERM
+// (it exists, owned by another user). 0 is no process.
+bool ProcessExists(uint32_t pid);
+
 // now - heartbeat, saturated to [0, INT64_MAX]: heartbeats are read from shared memory and
 // may be anything.
 int64_t HeartbeatAgeNs(int64_t now_ns, int64_t heartbeat_ns);

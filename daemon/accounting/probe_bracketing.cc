@@ -7,15 +7,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "shm/segment_layout_v2.h"
 
 namespace stagefrontier {
 namespace {
 
-// Operation names, in shm::v2::CollectiveOp order (the accounting library does not depend on
-// the segment layout; proto_convert and the run file pass these numbers through).
-constexpr const char* kOpNames[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
-                                    "reduce",     "send",           "recv"};
-constexpr size_t kOps = sizeof(kOpNames) / sizeof(kOpNames[0]);
+using shm::v2::kCollectiveOpNames;
+constexpr size_t kOps = shm::v2::kOpCount;
 
 std::string Ms(int64_t ns) { return absl::StrFormat("%.2f ms", static_cast<double>(ns) / 1e6); }
 
@@ -57,11 +55,11 @@ absl::StatusOr<ProbeBracketing> ProbeBracketing::Create(const StageSchema& schem
     }
     size_t op = kOps;
     if (parts[0] != "*") {
-      op = std::find(kOpNames, kOpNames + kOps, parts[0]) - kOpNames;
+      op = std::find(kCollectiveOpNames, kCollectiveOpNames + kOps, parts[0]) - kCollectiveOpNames;
       if (op == kOps) {
         return absl::InvalidArgumentError(
             absl::StrCat("bracketing rule \"", rule, "\": unknown operation \"", parts[0],
-                         "\" (one of ", absl::StrJoin(kOpNames, ", "), ", *)"));
+                         "\" (one of ", absl::StrJoin(kCollectiveOpNames, ", "), ", *)"));
       }
     }
     std::vector<uint8_t>& row = b.allowed_[op];
@@ -175,7 +173,7 @@ std::string ProbeBracketing::DescribeRules() const {
     return names.empty() ? std::string("no stage") : absl::StrJoin(names, "|");
   };
   for (size_t op = 0; op < kOps; ++op) {
-    if (has_rule_[op]) parts.push_back(absl::StrCat(kOpNames[op], ":", stages_of(op)));
+    if (has_rule_[op]) parts.push_back(absl::StrCat(kCollectiveOpNames[op], ":", stages_of(op)));
   }
   parts.push_back(absl::StrCat("*:", stages_of(kOps)));
   return absl::StrJoin(parts, ", ");

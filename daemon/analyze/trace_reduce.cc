@@ -104,10 +104,8 @@ absl::StatusOr<RankTrace> ReduceChromeTrace(absl::string_view text, const StageS
   }
   std::map<int64_t, Range> steps;
   std::vector<std::vector<Range>> stage_ranges(schema.size());
-  size_t index = 0;
   for (const json& e : *events) {
-    ++out.events;
-    const size_t i = index++;
+    const size_t i = out.events++;
     if (!e.is_object()) return Bad(name, absl::StrCat("event ", i, " is not an object"));
     const auto ph = e.find("ph");
     const auto nm = e.find("name");
@@ -150,34 +148,38 @@ absl::StatusOr<RankTrace> ReduceChromeTrace(absl::string_view text, const StageS
                                   ": run the trainer with stagefrontier.torch --annotate (or "
                                   "STAGEFRONTIER_TORCH_ANNOTATE=1) while profiling"));
   }
-  // Each stage range belongs to the step it starts in (steps sorted by start time).
+  // Each stage range belongs to the step it starts in (steps sorted by start time); a stage
+  // ends where its last range in the step ends.
   const size_t S = schema.size();
   struct StepSpan {
-    int64_t begin_ns, end_ns, step;
+    int64_t step;
+    Range range;
+    std::vector<int64_t> stage_end;  // INT64_MIN: no range of that stage in this step
   };
   std::vector<StepSpan> by_time;
-  for (const auto& [step, r] : steps) by_time.push_back({r.begin_ns, r.end_ns, step});
-  std::sort(by_time.begin(), by_time.end(),
-            [](const StepSpan& a, const StepSpan& b) { return a.begin_ns < b.begin_ns; });
-  std::map<int64_t, std::vector<int64_t>> ends;  // step -> end of stage k, or INT64_MIN
-  for (const auto& [step, r] : steps) ends[step].assign(S, INT64_MIN);
+  for (const auto& [step, r] : steps) {
+    by_time.push_back({step, r, std::vector<int64_t>(S, INT64_MIN)});
+  }
+  std::sort(by_time.begin(), by_time.end(), [](const StepSpan& a, const StepSpan& b) {
+    return a.range.begin_ns < b.range.begin_ns;
+  });
   for (size_t k = 0; k < S; ++k) {
     for (const Range& r : stage_ranges[k]) {
       auto it = std::upper_bound(by_time.begin(), by_time.end(), r.begin_ns,
-                                 [](int64_t t, const StepSpan& s) { return t < s.begin_ns; });
-      if (it == by_time.begin() || r.begin_ns >= std::prev(it)->end_ns) {
+                                 [](int64_t t, const StepSpan& s) { return t < s.range.begin_ns; });
+      if (it == by_time.begin() || r.begin_ns >= std::prev(it)->range.end_ns) {
         ++out.ranges_outside_steps;
         continue;
       }
-      int64_t& e = ends[std::prev(it)->step][k];
+      int64_t& e = std::prev(it)->stage_end[k];
       e = std::max(e, r.end_ns);
     }
   }
-  for (const auto& [step, sr] : steps) {
+  for (const StepSpan& s : by_time) {
     std::vector<int64_t> b(S + 1);
-    b[0] = sr.begin_ns;
-    for (size_t k = 0; k < S; ++k) b[k + 1] = std::max(b[k], ends[step][k]);
-    out.steps[step] = std::move(b);
+    b[0] = s.range.begin_ns;
+    for (size_t k = 0; k < S; ++k) b[k + 1] = std::max(b[k], s.stage_end[k]);
+    out.steps[s.step] = std::move(b);
   }
   return out;
 }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/coordinator/proto_convert.h"
 #include "daemon/wire/packed_steps.h"
+#include "shm/segment_layout_v2.h"
 
 namespace stagefrontier {
 namespace {
@@ -179,7 +180,7 @@ absl::Status JobState::DecodeCollectivesLocked(const v1::RankSteps& rs) {
         decoded_steps_[static_cast<size_t>(index)] != c.step()) {
       return bad("names a step this message does not carry");
     }
-    if (c.op() > 6) return bad(absl::StrCat("unknown operation ", c.op()));
+    if (c.op() >= shm::v2::kOpCount) return bad(absl::StrCat("unknown operation ", c.op()));
     if (c.call_offset_ns() < 0 || c.call_offset_ns() > c.start_offset_ns() ||
         c.start_offset_ns() > c.end_offset_ns() || c.end_offset_ns() > kDay) {
       return bad(absl::StrCat("times out of order or implausible: call ", c.call_offset_ns(),

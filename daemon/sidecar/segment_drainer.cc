@@ -210,8 +210,7 @@ void SegmentDrainer::FillHealth(v1::Health* out) const {
       h->set_pending(r.pending);
       h->set_last_error(r.last_error);
       const shm::ProbeRingReport p = a.probes->Report(r.local_rank);
-      static constexpr const char* kBackends[] = {"", "host_clock", "cuda", "comm_hook"};
-      h->set_probe_backend(p.producer_pid != 0 && p.backend < 4 ? kBackends[p.backend] : "");
+      h->set_probe_backend(p.producer_pid != 0 ? shm::v2::ProbeBackendName(p.backend) : "");
       h->set_probe_intervals(a.probe_steps->matched(r.local_rank));
       h->set_probe_dropped(p.dropped_full + p.dropped_unresolved);
       h->set_probe_invalid(p.invalid);

@@ -35,10 +35,8 @@ int main(int argc, char** argv) {
       },
       1 << 20);
   const shm::ProbeRingReport r = reader.Report(slot);
-  static const char* kNames[] = {"none", "host_clock", "cuda", "comm_hook"};
   std::printf("backend %s intervals %zu invalid %llu dropped %llu\n",
-              r.backend < 4 ? kNames[r.backend] : "unknown", n,
-              static_cast<unsigned long long>(r.invalid),
+              shm::v2::ProbeBackendName(r.backend), n, static_cast<unsigned long long>(r.invalid),
               static_cast<unsigned long long>(r.dropped_full + r.dropped_unresolved));
   return 0;
 }
