@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "shm/record_limits.h"
 #include "shm/segment_file.h"
 #include "shm/slot_ownership.h"
 
@@ -83,6 +84,10 @@ void Client::Attach(bool quiet) {
   absl::StatusOr<std::unique_ptr<shm::MappedSegment>> seg =
       shm::MappedSegment::OpenOrCreate(SegmentOptionsFor(identity_));
   if (!seg.ok()) return Disable(std::string(seg.status().message()), quiet);
+  if (!(*seg)->warning().empty() && !quiet) {
+    std::fprintf(stderr, "stagefrontier: rank %d: warning: %s\n", identity_.rank,
+                 (*seg)->warning().c_str());
+  }
   shm::SlotIdentity id;
   id.rank = identity_.rank;
   id.world_size = identity_.world_size;
@@ -127,6 +132,11 @@ void Client::EndStep() noexcept {
   }
   const int64_t t = shm::MonotonicNowNs();
   uint32_t flags = recorder_.Finish(t, boundaries_);
+  if (enabled_ && segment_->lost()) {
+    // Someone truncated the segment file: our pages are private zeros now (mapping_guard.h).
+    Disable(absl::StrCat("segment ", segment_->path(), " was truncated while in use"),
+            /*quiet=*/false);
+  }
   if (!enabled_ || InForkedChild()) {
     ++stats_.steps_not_recorded;
     return;
@@ -141,6 +151,12 @@ void Client::EndStep() noexcept {
     return;
   }
   if (control_.CapturesTrace(current_step_)) flags |= shm::v1::kRecordTraceCaptured;
+  // What the sidecar would refuse is not published (it would be counted invalid there).
+  if (shm::CheckStepRecord(current_step_, boundaries_, recorder_.stage_count(), t) !=
+      shm::RecordProblem::kNone) {
+    ++stats_.steps_invalid;
+    return;
+  }
   if (writer_.TryPublish(current_step_, t, flags, boundaries_, recorder_.stage_count())) {
     ++stats_.steps_recorded;
   } else {

@@ -4,7 +4,9 @@
 // A mark costs about one clock read. Marks and steps never block, never allocate, never make
 // a system call and never throw. If the segment cannot be used (no permission, a newer
 // layout, a damaged file, another live process owns this local rank) the client says why once
-// on stderr and goes on as a no-op that counts the steps it could not record.
+// on stderr and goes on as a no-op that counts the steps it could not record. If the segment
+// file is truncated while in use, the process survives (shm/mapping_guard.h) and the client
+// stops recording the same way.
 //
 // Threading: a Client is driven by one thread at a time (the training loop). Control reads
 // (`should_capture_trace`) are safe from that same thread. After fork() (a DataLoader worker,
@@ -34,10 +36,10 @@
 #include "absl/status/statusor.h"
 #include "client/launcher_environment.h"
 #include "client/step_recorder.h"
-#include "daemon/accounting/stage_schema.h"
 #include "shm/control_channel.h"
 #include "shm/monotonic_clock.h"
 #include "shm/ring_writer.h"
+#include "shm/stage_schema.h"
 
 namespace stagefrontier {
 
@@ -54,6 +56,9 @@ struct ClientStats {
   uint64_t steps_sampled_out = 0;   // a control request asked for one step in N
   uint64_t misuse = 0;              // calls that made no sense, ignored
   uint64_t control_updates = 0;     // control requests applied
+  // Steps the sidecar and coordinator would refuse (shm/record_limits.h: a step number outside
+  // [0, 2^40), a stage longer than a day): counted here, never published.
+  uint64_t steps_invalid = 0;
 };
 
 class Client {

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "shm/record_limits.h"
 
 namespace stagefrontier {
 namespace {
@@ -56,9 +57,8 @@ std::string SanitizeJobId(const std::string& raw) {
   std::string out;
   for (char c : raw) {
     if (out.size() == 63) break;
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '.' || c == '-';
-    out.push_back(ok ? c : '_');
+    // A leading '.' would hide the journal file: the coordinator refuses such ids.
+    out.push_back(shm::ValidNameChar(c) && !(out.empty() && c == '.') ? c : '_');
   }
   return out.empty() ? "local" : out;
 }
@@ -108,6 +108,7 @@ absl::StatusOr<LauncherIdentity> ResolveIdentity(const ClientOptions& options,
   id.ring_capacity = cap;
   id.shm_dir = FirstString(options.shm_dir, getenv, {"STAGEFRONTIER_SHM_DIR"}, "/dev/shm");
   id.shm_group = FirstString(options.shm_group, getenv, {"STAGEFRONTIER_SHM_GROUP"}, "");
+  id.guard_sigbus = FirstString("", getenv, {"STAGEFRONTIER_SIGBUS_GUARD"}, "1") != "0";
   return id;
 }
 
@@ -118,6 +119,7 @@ shm::SegmentOptions SegmentOptionsFor(const LauncherIdentity& identity) {
   o.slot_count = static_cast<uint32_t>(std::max(identity.local_world_size, 8));
   o.ring_capacity = identity.ring_capacity;
   o.group = identity.shm_group;
+  o.guard_sigbus = identity.guard_sigbus;
   return o;
 }
 

@@ -46,6 +46,9 @@ struct LauncherIdentity {
   std::string shm_dir;
   std::string shm_group;
   uint32_t ring_capacity = 1024;
+  // Survive a truncated segment file (shm/mapping_guard.h); STAGEFRONTIER_SIGBUS_GUARD=0
+  // turns it off for trainers that must own SIGBUS.
+  bool guard_sigbus = true;
 };
 
 using GetEnv = std::function<const char*(const char*)>;

@@ -3,13 +3,10 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "shm/record_limits.h"
 #include "shm/slot_ownership.h"
 
 namespace stagefrontier::shm {
-namespace {
-constexpr int64_t kMaxCollectiveNs = 86'400'000'000'000;
-}  // namespace
-
 ProbeRingReader::ProbeRingReader(const SegmentView& view,
                                  std::function<void(uint32_t, const std::string&)> on_error)
     : view_(view),
@@ -59,7 +56,7 @@ size_t ProbeRingReader::Drain(uint32_t local_rank,
     }
     // call_ns >= 0 first, so that end - call cannot overflow.
     if (p.call_ns < 0 || p.call_ns > p.start_ns || p.start_ns > p.end_ns ||
-        p.end_ns - p.call_ns > kMaxCollectiveNs) {
+        p.end_ns - p.call_ns > kMaxStageNs) {
       fail(absl::StrCat("record ", r, " has times out of order or implausible: call ", p.call_ns,
                         ", start ", p.start_ns, ", end ", p.end_ns));
       continue;

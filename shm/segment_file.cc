@@ -55,18 +55,67 @@ std::string SegmentPath(const std::string& dir, const std::string& job_id) {
 }
 
 MappedSegment::~MappedSegment() {
+  guard_.Release();  // before the range is unmapped
   if (base_ != nullptr) munmap(base_, size_);
   if (fd_ >= 0) close(fd_);
 }
 
-absl::StatusOr<std::unique_ptr<MappedSegment>> MappedSegment::MapExisting(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+void MappedSegment::Describe() {
+  struct stat st {};
+  if (fstat(fd_, &st) != 0) return;
+  dev_ = st.st_dev;
+  ino_ = st.st_ino;
+  if (st.st_uid != geteuid() && (st.st_mode & S_IWOTH) != 0) {
+    warning_ = absl::StrCat("segment ", path_, " is writable by every user and owned by uid ",
+                            st.st_uid, " (not this process's ", geteuid(),
+                            "): anyone on this machine can forge or damage its records; create "
+                            "segments with a group (--group / STAGEFRONTIER_SHM_GROUP) instead");
+  }
+}
+
+absl::Status MappedSegment::CheckIntact() const {
+  if (lost()) {
+    return absl::DataLossError(
+        absl::StrCat("segment ", path_, " was truncated while in use (its pages are gone)"));
+  }
+  struct stat st {};
+  if (fstat(fd_, &st) != 0) return ErrnoStatus(errno, "cannot stat segment", path_);
+  if (static_cast<uint64_t>(st.st_size) < size_) {
+    return absl::DataLossError(absl::StrCat("segment ", path_, " shrank from ", size_, " to ",
+                                            st.st_size, " bytes while in use: truncated"));
+  }
+  if (!view_.HeaderUnchanged()) {
+    return absl::DataLossError(absl::StrCat(
+        "segment ", path_,
+        " had its header overwritten while in use (magic, version, geometry or job id changed)"));
+  }
+  struct stat at_path {};
+  if (stat(path_.c_str(), &at_path) != 0 || at_path.st_ino != st.st_ino ||
+      at_path.st_dev != st.st_dev) {
+    return absl::DataLossError(
+        absl::StrCat("segment ", path_, " was removed or replaced by another file"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<MappedSegment>> MappedSegment::MapExisting(const std::string& path,
+                                                                          bool guard_sigbus) {
+  // O_NOFOLLOW: a symbolic link planted in a shared directory must not redirect us.
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 && errno == ELOOP) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("segment ", path, " is a symbolic link; segments are never followed"));
+  }
   if (fd < 0) return ErrnoStatus(errno, "cannot open segment", path);
   struct stat st {};
   if (fstat(fd, &st) != 0) {
     const int err = errno;
     close(fd);
     return ErrnoStatus(err, "cannot stat segment", path);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::FailedPreconditionError(absl::StrCat("segment ", path, " is not a regular file"));
   }
   const size_t size = static_cast<size_t>(st.st_size);
   if (size == 0) {
@@ -79,14 +128,23 @@ absl::StatusOr<std::unique_ptr<MappedSegment>> MappedSegment::MapExisting(const 
     close(fd);
     return ErrnoStatus(err, "cannot map segment", path);
   }
+  // Guard before the first access: the file may be truncated between fstat and here.
+  MappingGuard guard = guard_sigbus ? MappingGuard::Watch(base, size) : MappingGuard();
   absl::StatusOr<SegmentView> view = SegmentView::Open(base, size);
+  if (view.ok() && guard.lost()) {
+    view = absl::DataLossError("the file was truncated while being opened");
+  }
   if (!view.ok()) {
+    guard.Release();
     munmap(base, size);
     close(fd);
     return absl::Status(view.status().code(),
                         absl::StrCat("segment ", path, ": ", view.status().message()));
   }
-  return std::unique_ptr<MappedSegment>(new MappedSegment(path, fd, base, size, *view, false));
+  std::unique_ptr<MappedSegment> seg(new MappedSegment(path, fd, base, size, *view, false));
+  seg->guard_ = std::move(guard);
+  seg->Describe();
+  return seg;
 }
 
 absl::StatusOr<std::unique_ptr<MappedSegment>> MappedSegment::CreateAndPublish(
@@ -140,7 +198,10 @@ absl::StatusOr<std::unique_ptr<MappedSegment>> MappedSegment::CreateAndPublish(
     if (err == EEXIST) return absl::AlreadyExistsError(path);
     return ErrnoStatus(err, "cannot publish segment", path);
   }
-  return std::unique_ptr<MappedSegment>(new MappedSegment(path, fd, base, size, *view, true));
+  std::unique_ptr<MappedSegment> seg(new MappedSegment(path, fd, base, size, *view, true));
+  if (options.guard_sigbus) seg->guard_ = MappingGuard::Watch(base, size);
+  seg->Describe();
+  return seg;
 }
 
 absl::StatusOr<std::unique_ptr<MappedSegment>> MappedSegment::OpenOrCreate(
@@ -153,7 +214,8 @@ absl::StatusOr<std::unique_ptr<MappedSegment>> MappedSegment::OpenOrCreate(
   const std::string path = SegmentPath(options.dir, options.job_id);
   // Attach, or create; a lost creation race means the winner's segment exists now.
   for (int attempt = 0; attempt < 3; ++attempt) {
-    absl::StatusOr<std::unique_ptr<MappedSegment>> existing = MapExisting(path);
+    absl::StatusOr<std::unique_ptr<MappedSegment>> existing =
+        MapExisting(path, options.guard_sigbus);
     if (existing.ok() || !absl::IsNotFound(existing.status())) return existing;
     absl::StatusOr<std::unique_ptr<MappedSegment>> created = CreateAndPublish(options, path);
     if (!absl::IsAlreadyExists(created.status())) return created;
@@ -162,8 +224,9 @@ absl::StatusOr<std::unique_ptr<MappedSegment>> MappedSegment::OpenOrCreate(
       absl::StrCat("segment ", path, " kept appearing and disappearing while attaching"));
 }
 
-absl::StatusOr<std::unique_ptr<MappedSegment>> MappedSegment::Attach(const std::string& path) {
-  return MapExisting(path);
+absl::StatusOr<std::unique_ptr<MappedSegment>> MappedSegment::Attach(const std::string& path,
+                                                                     bool guard_sigbus) {
+  return MapExisting(path, guard_sigbus);
 }
 
 absl::Status MappedSegment::LockForReading() {

@@ -45,11 +45,13 @@ void SegmentReader::RefreshSchema(uint32_t local_rank, SlotState& st) {
   const v1::SlotHeader& slot = view_.slot(local_rank);
   const uint32_t state = slot.state.load(std::memory_order_acquire);
   const uint64_t generation = slot.generation.load(std::memory_order_relaxed);
-  if (st.schema_ok && generation == st.generation) return;
+  // Judged once per owner generation: a bad schema is counted and said once, not every poll.
+  if ((st.schema_ok || st.schema_failed) && generation == st.generation) return;
   if (state != v1::kSlotActive && state != v1::kSlotReleased) return;
   st.generation = generation;
   st.stages.clear();
   st.schema_ok = false;
+  st.schema_failed = true;  // until it passes below
   const uint32_t count = slot.stage_count;
   if (count == 0 || count > v1::kMaxStages) {
     Fail(local_rank, st, &st.invalid, absl::StrCat("slot schema has ", count, " stages"));
@@ -74,6 +76,7 @@ void SegmentReader::RefreshSchema(uint32_t local_rank, SlotState& st) {
     return;
   }
   st.schema_ok = true;
+  st.schema_failed = false;
 }
 
 bool SegmentReader::Decode(uint32_t local_rank, SlotState& st, uint64_t cursor) {
@@ -109,29 +112,19 @@ bool SegmentReader::Decode(uint32_t local_rank, SlotState& st, uint64_t cursor) 
     return false;
   }
   const int64_t step = rec.step;
-  if (step < 0) {
-    Fail(local_rank, st, &st.invalid, absl::StrCat("record ", cursor, " has step ", step));
-    return false;
-  }
+  // Copied out first: the writer (or anyone with write access) may change the record under us.
   scratch_.boundaries_ns.assign(rec.boundaries_ns, rec.boundaries_ns + count + 1);
-  if (scratch_.boundaries_ns[0] < 0) {
+  const int64_t end_ns = rec.end_ns;
+  uint32_t bad_stage = 0;
+  if (const RecordProblem p =
+          CheckStepRecord(step, scratch_.boundaries_ns.data(), count, end_ns, &bad_stage);
+      p != RecordProblem::kNone) {
+    const bool stage_problem =
+        p == RecordProblem::kStageBackwards || p == RecordProblem::kStageTooLong;
     Fail(local_rank, st, &st.invalid,
-         absl::StrCat("step ", step, " starts at negative time ", scratch_.boundaries_ns[0]));
-    return false;
-  }
-  for (uint32_t k = 1; k <= count; ++k) {
-    const int64_t a = scratch_.boundaries_ns[k - 1];
-    const int64_t b = scratch_.boundaries_ns[k];
-    // b - a computed only when b >= a, so it cannot overflow.
-    if (b < a || b - a > kMaxStageNs) {
-      Fail(local_rank, st, &st.invalid,
-           absl::StrCat("step ", step, " stage \"", st.stages[k - 1].first, "\" ",
-                        b < a ? "ends before it starts" : "lasts more than a day"));
-      return false;
-    }
-  }
-  if (rec.end_ns < scratch_.boundaries_ns[count]) {
-    Fail(local_rank, st, &st.invalid, absl::StrCat("step ", step, " ends before its last stage"));
+         absl::StrCat(
+             "record ", cursor, " (step ", step, "): ", RecordProblemText(p),
+             stage_problem ? absl::StrCat(" (stage \"", st.stages[bad_stage].first, "\")") : ""));
     return false;
   }
   if (rec.generation != st.step_generation) {
@@ -152,7 +145,7 @@ bool SegmentReader::Decode(uint32_t local_rank, SlotState& st, uint64_t cursor) 
   scratch_.rank = slot.rank;
   scratch_.generation = rec.generation;
   scratch_.step = step;
-  scratch_.end_ns = rec.end_ns;
+  scratch_.end_ns = end_ns;
   scratch_.flags = rec.flags;
   return true;
 }

@@ -3,8 +3,9 @@
 //
 // A record is delivered only if its sequence number is the one its position implies (else it
 // is counted `torn` when its writer died mid-record, `invalid` otherwise), its stage count
-// matches the slot's schema, its step number goes forward, and its boundaries are monotonic
-// with every stage shorter than a day. Missing step numbers are counted as `gap_steps`; with
+// matches the slot's schema, its step number goes forward, and it passes CheckStepRecord
+// (shm/record_limits.h: the same rules the stub applies before publishing and the coordinator
+// after receiving). Missing step numbers are counted as `gap_steps`; with
 // every step recorded they equal the writer's `dropped_by_writer`.
 //
 // Threading contract: one reader per segment (MappedSegment::LockForReading enforces it
@@ -24,13 +25,11 @@
 #include <utility>
 #include <vector>
 
+#include "shm/record_limits.h"
 #include "shm/segment_view.h"
 #include "shm/slot_ownership.h"
 
 namespace stagefrontier::shm {
-
-// Longest plausible stage: anything longer is a corrupt record.
-inline constexpr int64_t kMaxStageNs = 86'400'000'000'000;
 
 struct DrainedStep {
   uint32_t local_rank = 0;
@@ -113,6 +112,7 @@ class SegmentReader {
   struct SlotState {
     uint64_t generation = 0;
     bool schema_ok = false;
+    bool schema_failed = false;  // this generation's schema was judged bad
     std::vector<std::pair<std::string, uint8_t>> stages;
     uint64_t schema_hash = 0;
     uint32_t step_generation = 0;  // the owner whose steps last_step counts

@@ -7,17 +7,14 @@
 #include <new>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "shm/record_limits.h"
 
 namespace stagefrontier::shm {
 namespace {
 
 bool IsPowerOfTwo(uint32_t x) { return x != 0 && (x & (x - 1)) == 0; }
-
-bool ValidJobIdChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '.' || c == '-';
-}
 
 // Layout fields are read from untrusted bytes: copy each out once, then check it.
 template <typename T>
@@ -31,15 +28,10 @@ T Load(const void* p) {
 
 absl::Status ValidateGeometry(const std::string& job_id, uint32_t slot_count,
                               uint32_t ring_capacity) {
-  if (job_id.empty() || job_id.size() >= v1::kJobIdBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("job id \"", job_id, "\" must have 1 to ",
-                                                   v1::kJobIdBytes - 1, " characters"));
-  }
-  for (char c : job_id) {
-    if (!ValidJobIdChar(c)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "job id \"", job_id, "\" may only contain letters, digits, '_', '.' and '-'"));
-    }
+  if (!ValidJobId(job_id)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job id \"", absl::CHexEscape(job_id.substr(0, 80)), "\" must have 1 to ",
+                     kMaxJobIdChars, " characters from [A-Za-z0-9_.-], not starting with '.'"));
   }
   if (slot_count == 0 || slot_count > v1::kMaxSlots) {
     return absl::InvalidArgumentError(
@@ -101,58 +93,93 @@ absl::StatusOr<SegmentView> SegmentView::Open(void* base, size_t size) {
     return absl::FailedPreconditionError(
         "segment initialization is not complete (its creator crashed or is still writing)");
   }
-  if (header->header_bytes != v1::kHeaderBytes || header->slots_offset != v1::kHeaderBytes) {
-    return absl::DataLossError(absl::StrCat("segment header size ", header->header_bytes,
-                                            " / slots offset ", header->slots_offset,
+  // Every geometry field is copied out once and judged on the copy: the bytes may change
+  // while we look at them.
+  SegmentView view(header, static_cast<char*>(base));
+  view.version_ = version;
+  const uint32_t header_bytes = Load<uint32_t>(bytes + offsetof(v1::SegmentHeader, header_bytes));
+  const uint64_t slots_offset = Load<uint64_t>(bytes + offsetof(v1::SegmentHeader, slots_offset));
+  if (header_bytes != v1::kHeaderBytes || slots_offset != v1::kHeaderBytes) {
+    return absl::DataLossError(absl::StrCat("segment header size ", header_bytes,
+                                            " / slots offset ", slots_offset,
                                             " differ from layout v1's 4096"));
   }
-  if (header->record_bytes != sizeof(v1::StepRecord) || header->max_stages != v1::kMaxStages) {
-    return absl::DataLossError(absl::StrCat("segment record size ", header->record_bytes,
-                                            " / max stages ", header->max_stages,
-                                            " differ from layout v1's 320 / 32"));
+  const uint32_t record_bytes = Load<uint32_t>(bytes + offsetof(v1::SegmentHeader, record_bytes));
+  const uint32_t max_stages = Load<uint32_t>(bytes + offsetof(v1::SegmentHeader, max_stages));
+  if (record_bytes != sizeof(v1::StepRecord) || max_stages != v1::kMaxStages) {
+    return absl::DataLossError(absl::StrCat("segment record size ", record_bytes, " / max stages ",
+                                            max_stages, " differ from layout v1's 320 / 32"));
   }
-  char job[v1::kJobIdBytes];
-  std::memcpy(job, header->job_id, sizeof(job));
-  const size_t job_len = strnlen(job, sizeof(job));
-  if (job_len == sizeof(job)) return absl::DataLossError("segment job id is not NUL-terminated");
-  if (absl::Status s =
-          ValidateGeometry(std::string(job, job_len), header->slot_count, header->ring_capacity);
+  std::memcpy(view.job_id_, bytes + offsetof(v1::SegmentHeader, job_id), sizeof(view.job_id_));
+  const size_t job_len = strnlen(view.job_id_, sizeof(view.job_id_));
+  if (job_len == sizeof(view.job_id_)) {
+    return absl::DataLossError("segment job id is not NUL-terminated");
+  }
+  view.slot_count_ = Load<uint32_t>(bytes + offsetof(v1::SegmentHeader, slot_count));
+  view.ring_capacity_ = Load<uint32_t>(bytes + offsetof(v1::SegmentHeader, ring_capacity));
+  if (absl::Status s = ValidateGeometry(std::string(view.job_id_, job_len), view.slot_count_,
+                                        view.ring_capacity_);
       !s.ok()) {
     return absl::DataLossError(absl::StrCat("segment header is corrupt: ", s.message()));
   }
-  if (header->slot_bytes != v1::SlotBytes(header->ring_capacity)) {
-    return absl::DataLossError(absl::StrCat("segment slot size ", header->slot_bytes,
+  view.slot_bytes_ = Load<uint64_t>(bytes + offsetof(v1::SegmentHeader, slot_bytes));
+  if (view.slot_bytes_ != v1::SlotBytes(view.ring_capacity_)) {
+    return absl::DataLossError(absl::StrCat("segment slot size ", view.slot_bytes_,
                                             " does not match its ring capacity ",
-                                            header->ring_capacity));
+                                            view.ring_capacity_));
   }
-  uint64_t expected = v1::SegmentBytes(header->slot_count, header->ring_capacity);
-  const v2::ProbeGeometry* probe = nullptr;
+  uint64_t expected = v1::SegmentBytes(view.slot_count_, view.ring_capacity_);
   if (version == v2::kLayoutVersion) {
-    probe = reinterpret_cast<const v2::ProbeGeometry*>(bytes + v2::kProbeGeometryOffset);
-    const uint32_t cap = probe->probe_ring_capacity;
+    const char* g = bytes + v2::kProbeGeometryOffset;
+    const uint32_t cap = Load<uint32_t>(g + offsetof(v2::ProbeGeometry, probe_ring_capacity));
     if (cap == 0 || !ValidateProbeCapacity(cap).ok()) {
       return absl::DataLossError(
           absl::StrCat("segment probe ring capacity ", cap, " is not a power of two in ",
                        v2::kMinProbeRingCapacity, "..", v2::kMaxProbeRingCapacity));
     }
-    if (probe->probe_record_bytes != sizeof(v2::ProbeRecord) ||
-        probe->probe_slot_bytes != v2::ProbeSlotBytes(cap) || probe->probe_offset != expected) {
+    const uint32_t probe_record_bytes =
+        Load<uint32_t>(g + offsetof(v2::ProbeGeometry, probe_record_bytes));
+    view.probe_slot_bytes_ = Load<uint64_t>(g + offsetof(v2::ProbeGeometry, probe_slot_bytes));
+    view.probe_offset_ = Load<uint64_t>(g + offsetof(v2::ProbeGeometry, probe_offset));
+    if (probe_record_bytes != sizeof(v2::ProbeRecord) ||
+        view.probe_slot_bytes_ != v2::ProbeSlotBytes(cap) || view.probe_offset_ != expected) {
       return absl::DataLossError(
-          absl::StrCat("segment probe geometry (offset ", probe->probe_offset, ", record ",
-                       probe->probe_record_bytes, " bytes, slot ", probe->probe_slot_bytes,
+          absl::StrCat("segment probe geometry (offset ", view.probe_offset_, ", record ",
+                       probe_record_bytes, " bytes, slot ", view.probe_slot_bytes_,
                        " bytes) differs from layout v2's for capacity ", cap));
     }
-    expected = v2::SegmentBytes(header->slot_count, header->ring_capacity, cap);
+    view.probe_ring_capacity_ = cap;
+    expected = v2::SegmentBytes(view.slot_count_, view.ring_capacity_, cap);
   }
-  if (header->total_bytes != expected) {
-    return absl::DataLossError(absl::StrCat("segment header says ", header->total_bytes,
+  view.total_bytes_ = Load<uint64_t>(bytes + offsetof(v1::SegmentHeader, total_bytes));
+  if (view.total_bytes_ != expected) {
+    return absl::DataLossError(absl::StrCat("segment header says ", view.total_bytes_,
                                             " bytes but its geometry needs ", expected));
   }
   if (size < expected) {
     return absl::DataLossError(
         absl::StrCat("segment is ", size, " bytes but its header says ", expected, ": truncated"));
   }
-  return SegmentView(header, static_cast<char*>(base), probe);
+  return view;
+}
+
+bool SegmentView::HeaderUnchanged() const {
+  const char* bytes = base_;
+  if (Load<uint64_t>(bytes + offsetof(v1::SegmentHeader, magic)) != v1::kMagic ||
+      Load<uint32_t>(bytes + offsetof(v1::SegmentHeader, layout_version)) != version_ ||
+      Load<uint32_t>(bytes + offsetof(v1::SegmentHeader, slot_count)) != slot_count_ ||
+      Load<uint32_t>(bytes + offsetof(v1::SegmentHeader, ring_capacity)) != ring_capacity_ ||
+      Load<uint64_t>(bytes + offsetof(v1::SegmentHeader, slot_bytes)) != slot_bytes_ ||
+      Load<uint64_t>(bytes + offsetof(v1::SegmentHeader, total_bytes)) != total_bytes_ ||
+      std::memcmp(bytes + offsetof(v1::SegmentHeader, job_id), job_id_, sizeof(job_id_)) != 0) {
+    return false;
+  }
+  if (probe_ring_capacity_ == 0) return true;
+  const char* g = bytes + v2::kProbeGeometryOffset;
+  return Load<uint32_t>(g + offsetof(v2::ProbeGeometry, probe_ring_capacity)) ==
+             probe_ring_capacity_ &&
+         Load<uint64_t>(g + offsetof(v2::ProbeGeometry, probe_offset)) == probe_offset_ &&
+         Load<uint64_t>(g + offsetof(v2::ProbeGeometry, probe_slot_bytes)) == probe_slot_bytes_;
 }
 
 absl::StatusOr<SegmentView> SegmentView::Initialize(void* base, size_t size,
@@ -193,11 +220,22 @@ absl::StatusOr<SegmentView> SegmentView::Initialize(void* base, size_t size,
     probe->probe_record_bytes = sizeof(v2::ProbeRecord);
     probe->probe_slot_bytes = v2::ProbeSlotBytes(probe_ring_capacity);
   }
-  SegmentView view(header, static_cast<char*>(base), probe);
+  SegmentView view(header, static_cast<char*>(base));
+  view.version_ = header->layout_version;
+  view.slot_count_ = slot_count;
+  view.ring_capacity_ = ring_capacity;
+  view.slot_bytes_ = header->slot_bytes;
+  view.total_bytes_ = total;
+  std::memcpy(view.job_id_, header->job_id, sizeof(view.job_id_));
+  if (probe != nullptr) {
+    view.probe_offset_ = probe->probe_offset;
+    view.probe_ring_capacity_ = probe_ring_capacity;
+    view.probe_slot_bytes_ = probe->probe_slot_bytes;
+  }
   for (uint32_t i = 0; i < slot_count; ++i) {
     new (&view.slot(i)) v1::SlotHeader();
     for (uint32_t r = 0; r < ring_capacity; ++r) new (&view.record(i, r)) v1::StepRecord();
-    if (probe == nullptr) continue;
+    if (probe_ring_capacity == 0) continue;
     new (&view.probe_ring(i)) v2::ProbeRingHeader();
     for (uint32_t r = 0; r < probe_ring_capacity; ++r) {
       new (&view.probe_record(i, r)) v2::ProbeRecord();
@@ -207,27 +245,22 @@ absl::StatusOr<SegmentView> SegmentView::Initialize(void* base, size_t size,
   return view;
 }
 
-std::string SegmentView::job_id() const {
-  return std::string(header_->job_id, strnlen(header_->job_id, v1::kJobIdBytes));
-}
-
 v1::SlotHeader& SegmentView::slot(uint32_t i) const {
-  return *reinterpret_cast<v1::SlotHeader*>(base_ + v1::kHeaderBytes + i * header_->slot_bytes);
+  return *reinterpret_cast<v1::SlotHeader*>(base_ + v1::kHeaderBytes + i * slot_bytes_);
 }
 
 v1::StepRecord& SegmentView::record(uint32_t i, uint64_t cursor) const {
   char* ring = reinterpret_cast<char*>(&slot(i)) + sizeof(v1::SlotHeader);
-  return reinterpret_cast<v1::StepRecord*>(ring)[cursor & (header_->ring_capacity - 1)];
+  return reinterpret_cast<v1::StepRecord*>(ring)[cursor & (ring_capacity_ - 1)];
 }
 
 v2::ProbeRingHeader& SegmentView::probe_ring(uint32_t i) const {
-  return *reinterpret_cast<v2::ProbeRingHeader*>(base_ + probe_->probe_offset +
-                                                 i * probe_->probe_slot_bytes);
+  return *reinterpret_cast<v2::ProbeRingHeader*>(base_ + probe_offset_ + i * probe_slot_bytes_);
 }
 
 v2::ProbeRecord& SegmentView::probe_record(uint32_t i, uint64_t cursor) const {
   char* ring = reinterpret_cast<char*>(&probe_ring(i)) + sizeof(v2::ProbeRingHeader);
-  return reinterpret_cast<v2::ProbeRecord*>(ring)[cursor & (probe_->probe_ring_capacity - 1)];
+  return reinterpret_cast<v2::ProbeRecord*>(ring)[cursor & (probe_ring_capacity_ - 1)];
 }
 
 }  // namespace stagefrontier::shm

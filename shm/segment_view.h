@@ -2,6 +2,11 @@
 // from a file or a fuzzer) before anything inside it is touched, and gives typed access to
 // its slots and records. No I/O; segment_file.h maps files.
 //
+// The geometry (version, slot count, ring capacities, offsets, job id) is copied out of the
+// header once, when the view is opened, and never read from the shared bytes again: another
+// process with write access may scribble over the header at any time, and every address this
+// view computes must stay inside the bytes it validated.
+//
 //   absl::StatusOr<SegmentView> view = SegmentView::Open(base, size);
 //   if (!view.ok()) return view.status();  // names what is wrong with the bytes
 //   v1::SlotHeader& slot = view->slot(local_rank);
@@ -43,10 +48,18 @@ class SegmentView {
                                                               uint32_t ring_capacity,
                                                               uint32_t probe_ring_capacity = 0);
 
+  // The live header, for fields that are information only (creator pid, creation time): its
+  // geometry fields may have changed since the view was opened; use the accessors below.
   const v1::SegmentHeader& header() const { return *header_; }
-  uint32_t slot_count() const { return header_->slot_count; }
-  uint32_t ring_capacity() const { return header_->ring_capacity; }
-  std::string job_id() const;
+  uint32_t layout_version() const { return version_; }
+  uint32_t slot_count() const { return slot_count_; }
+  uint32_t ring_capacity() const { return ring_capacity_; }
+  // Bytes the geometry covers (the header's total_bytes when the view was opened).
+  uint64_t total_bytes() const { return total_bytes_; }
+  std::string job_id() const { return std::string(job_id_); }
+  // True if the live header still holds the magic, version, geometry and job id this view was
+  // opened with. False means someone wrote over it: the segment is not to be trusted.
+  bool HeaderUnchanged() const;
 
   // Requires i < slot_count().
   v1::SlotHeader& slot(uint32_t i) const;
@@ -54,18 +67,26 @@ class SegmentView {
   v1::StepRecord& record(uint32_t i, uint64_t cursor) const;
 
   // Layout v2 only: whether the segment has probe rings, and slot i's ring (i < slot_count()).
-  bool has_probe_rings() const { return probe_ != nullptr; }
-  uint32_t probe_ring_capacity() const { return probe_ ? probe_->probe_ring_capacity : 0; }
+  bool has_probe_rings() const { return probe_ring_capacity_ != 0; }
+  uint32_t probe_ring_capacity() const { return probe_ring_capacity_; }
   v2::ProbeRingHeader& probe_ring(uint32_t i) const;
   // Probe record `cursor` (reduced modulo the probe capacity) of slot i.
   v2::ProbeRecord& probe_record(uint32_t i, uint64_t cursor) const;
 
  private:
-  SegmentView(v1::SegmentHeader* header, char* base, const v2::ProbeGeometry* probe)
-      : header_(header), base_(base), probe_(probe) {}
+  SegmentView(v1::SegmentHeader* header, char* base) : header_(header), base_(base) {}
   v1::SegmentHeader* header_;
   char* base_;
-  const v2::ProbeGeometry* probe_;  // null for layout v1
+  // Copied from the header once (see the comment at the top).
+  uint32_t version_ = 0;
+  uint32_t slot_count_ = 0;
+  uint32_t ring_capacity_ = 0;
+  uint64_t slot_bytes_ = 0;
+  uint64_t total_bytes_ = 0;
+  uint64_t probe_offset_ = 0;
+  uint32_t probe_ring_capacity_ = 0;  // 0 for layout v1
+  uint64_t probe_slot_bytes_ = 0;
+  char job_id_[v1::kJobIdBytes] = {};
 };
 
 // Checks the geometry a creator asks for: 1..kMaxSlots slots, a power-of-two capacity in

@@ -155,6 +155,7 @@ int sf_client_get_stats(const sf_client* client, sf_client_stats* stats) {
   full.steps_sampled_out = s.steps_sampled_out;
   full.misuse = s.misuse;
   full.control_updates = s.control_updates;
+  full.steps_invalid = s.steps_invalid;
   // Write only the fields the caller's struct has.
   const size_t n = std::min<size_t>(stats->struct_size, sizeof(full));
   if (n > sizeof(uint32_t)) {

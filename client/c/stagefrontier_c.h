@@ -78,6 +78,7 @@ typedef struct sf_client_stats {
   uint64_t steps_sampled_out;
   uint64_t misuse;
   uint64_t control_updates;
+  uint64_t steps_invalid; /* appended later (struct_size tells): steps refused unpublished */
 } sf_client_stats;
 
 /* Returns SF_ABI_VERSION of the library actually loaded. */

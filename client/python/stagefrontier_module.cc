@@ -180,6 +180,7 @@ py::dict Stats(const PyClient& c) {
   d["steps_sampled_out"] = s.steps_sampled_out;
   d["misuse"] = s.misuse;
   d["control_updates"] = s.control_updates;
+  d["steps_invalid"] = s.steps_invalid;
   return d;
 }
 

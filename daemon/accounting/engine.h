@@ -24,10 +24,10 @@
 #include "daemon/accounting/group_accountant.h"
 #include "daemon/accounting/group_report.h"
 #include "daemon/accounting/probe_bracketing.h"
-#include "daemon/accounting/stage_schema.h"
 #include "daemon/accounting/step_accounting.h"
 #include "daemon/accounting/step_input.h"
 #include "daemon/accounting/verdict.h"
+#include "shm/stage_schema.h"
 
 namespace stagefrontier {
 

@@ -1,6 +1,7 @@
 #include "daemon/accounting/step_input.h"
 
 #include "absl/strings/str_cat.h"
+#include "shm/record_limits.h"
 
 namespace stagefrontier {
 
@@ -45,7 +46,7 @@ absl::Status ValidateRankStep(const StageSchema& schema, int32_t world_size,
     }
     // Spans may leave their stage (that is what bracketing validation reports), but not by
     // more than a day, so that later arithmetic cannot overflow.
-    constexpr int64_t kDay = 86'400'000'000'000;
+    constexpr int64_t kDay = shm::kMaxStageNs;
     const int64_t lo = record.boundaries_ns.front();
     const int64_t hi = record.boundaries_ns.back();
     if (span.exit_ns < span.enter_ns || span.enter_ns < lo - kDay || span.exit_ns > hi + kDay) {

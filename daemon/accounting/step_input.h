@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "daemon/accounting/stage_schema.h"
+#include "shm/stage_schema.h"
 
 namespace stagefrontier {
 

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "daemon/accounting/stage_schema.h"
 #include "daemon/accounting/step_input.h"
+#include "shm/stage_schema.h"
 
 namespace stagefrontier {
 

@@ -4,11 +4,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "daemon/accounting/stage_schema.h"
 #include "daemon/analyze/run_file.h"
 #include "shm/probe_ring_reader.h"
 #include "shm/probe_step_matcher.h"
 #include "shm/segment_file.h"
+#include "shm/stage_schema.h"
 
 namespace stagefrontier {
 namespace {
@@ -42,13 +42,13 @@ absl::StatusOr<SegmentSummary> InspectSegment(const std::string& path, std::ostr
   SegmentSummary s;
   s.path = path;
   s.job_id = view.job_id();
-  s.layout_version = view.header().layout_version;
+  s.layout_version = view.layout_version();
   s.creation_time_unix_ns = view.header().creation_time_unix_ns;
   s.creator_pid = view.header().creator_pid;
   s.slot_count = view.slot_count();
   s.ring_capacity = view.ring_capacity();
   s.probe_ring_capacity = view.probe_ring_capacity();
-  s.total_bytes = view.header().total_bytes;
+  s.total_bytes = view.total_bytes();
   shm::ReaderOptions options;
   options.on_error = [&s](uint32_t, const std::string& m) { s.errors.push_back(m); };
   shm::SegmentReader reader(view, options);

@@ -22,8 +22,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "daemon/accounting/stage_schema.h"
 #include "daemon/analyze/run_file.h"
+#include "shm/stage_schema.h"
 
 namespace stagefrontier {
 

@@ -17,12 +17,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "daemon/accounting/stage_schema.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "shm/stage_schema.h"
 
 namespace stagefrontier {
 

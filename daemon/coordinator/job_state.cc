@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/coordinator/proto_convert.h"
 #include "daemon/wire/packed_steps.h"
+#include "shm/record_limits.h"
 #include "shm/segment_layout_v2.h"
 
 namespace stagefrontier {
@@ -41,16 +42,6 @@ std::string JournalPath(const std::string& data_dir, const std::string& job) {
   return absl::StrCat(data_dir, "/", job, ".journal");
 }
 
-bool ValidJobId(const std::string& job) {
-  if (job.empty() || job.size() > 63 || job[0] == '.') return false;
-  for (char c : job) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '.' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 JobState::JobState(std::string name, int32_t world_size, StageSchema schema,
                    const JobOptions& options, CoordinatorMetrics* metrics)
     : name_(std::move(name)),
@@ -66,7 +57,7 @@ JobState::JobState(std::string name, int32_t world_size, StageSchema schema,
 absl::StatusOr<std::unique_ptr<JobState>> JobState::Create(const v1::RankDeclaration& decl,
                                                            const JobOptions& options,
                                                            CoordinatorMetrics* metrics) {
-  if (!ValidJobId(decl.job())) {
+  if (!shm::ValidJobId(decl.job())) {
     return absl::InvalidArgumentError(
         absl::StrCat("job id \"", decl.job(), "\" is not 1..63 characters of [A-Za-z0-9_.-]"));
   }
@@ -115,7 +106,7 @@ absl::StatusOr<std::unique_ptr<JobState>> JobState::Restore(const std::string& p
           }
           const v1::JobDeclared& d = rec.declared();
           absl::StatusOr<StageSchema> schema = SchemaFromProto(d.stages());
-          if (!schema.ok() || !ValidJobId(d.job()) || d.world_size() <= 0 ||
+          if (!schema.ok() || !shm::ValidJobId(d.job()) || d.world_size() <= 0 ||
               d.world_size() > (1 << 20)) {
             return absl::DataLossError("the journal's JobDeclared record is not a valid job");
           }
@@ -167,7 +158,6 @@ absl::Status JobState::RebuildEngineLocked() {
 
 absl::Status JobState::DecodeCollectivesLocked(const v1::RankSteps& rs) {
   decoded_probe_.assign(decoded_steps_.size(), {});
-  constexpr int64_t kDay = 86'400'000'000'000;
   for (int i = 0; i < rs.collectives_size(); ++i) {
     const v1::CollectiveInterval& c = rs.collectives(i);
     auto bad = [&](const std::string& why) {
@@ -182,7 +172,7 @@ absl::Status JobState::DecodeCollectivesLocked(const v1::RankSteps& rs) {
     }
     if (c.op() >= shm::v2::kOpCount) return bad(absl::StrCat("unknown operation ", c.op()));
     if (c.call_offset_ns() < 0 || c.call_offset_ns() > c.start_offset_ns() ||
-        c.start_offset_ns() > c.end_offset_ns() || c.end_offset_ns() > kDay) {
+        c.start_offset_ns() > c.end_offset_ns() || c.end_offset_ns() > shm::kMaxStageNs) {
       return bad(absl::StrCat("times out of order or implausible: call ", c.call_offset_ns(),
                               ", start ", c.start_offset_ns(), ", end ", c.end_offset_ns(),
                               " ns after the step start"));

@@ -52,10 +52,8 @@ struct IngestCounts {
   uint32_t late = 0;
 };
 
-// "<data_dir>/<job>.journal". Job ids are restricted (see ValidJobId) so this is a plain name.
+// "<data_dir>/<job>.journal". Job ids are restricted (shm::ValidJobId) so this is a plain name.
 std::string JournalPath(const std::string& data_dir, const std::string& job);
-// A job id: 1..63 characters of [A-Za-z0-9_.-], not starting with '.'.
-bool ValidJobId(const std::string& job);
 
 class JobState {
  public:

@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/accounting/engine.h"
-#include "daemon/accounting/stage_schema.h"
+#include "shm/stage_schema.h"
 #include "stagefrontier/v1/ingest.pb.h"
 #include "stagefrontier/v1/query.pb.h"
 

@@ -1,8 +1,12 @@
 #include "daemon/sidecar/segment_drainer.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -31,14 +35,76 @@ absl::Status SegmentDrainer::Start() {
   return absl::OkStatus();
 }
 
-void SegmentDrainer::Rescan() {
-  DIR* dir = ::opendir(options_.dir.c_str());
-  if (dir == nullptr) {
-    if (refused_paths_.insert(options_.dir).second && log_) {
-      log_(absl::StrCat("cannot open segment directory ", options_.dir));
+size_t SegmentDrainer::segment_count() const {
+  size_t n = 0;
+  for (const auto& a : segments_) n += a->quarantined ? 0 : 1;
+  return n;
+}
+
+void SegmentDrainer::QuarantineDamaged() {
+  for (auto& a : segments_) {
+    if (a->quarantined) continue;
+    const absl::Status s = a->mapped->CheckIntact();
+    if (s.ok()) continue;
+    // Detach: what it holds cannot be trusted, and a truncated file is already gone. A file
+    // still at its path is renamed aside (kept for inspection; the name no longer matches
+    // segments), so that the trainers' next start creates a fresh one there.
+    const std::string& path = a->mapped->path();
+    struct stat st {};
+    std::string aside;
+    if (::lstat(path.c_str(), &st) == 0 && FileId{st.st_dev, st.st_ino} == a->mapped->file_id()) {
+      aside = absl::StrCat(path, ".quarantined-", ::time(nullptr));
+      if (::rename(path.c_str(), aside.c_str()) != 0) aside.clear();
     }
+    if (log_) {
+      log_(absl::StrCat("quarantined segment of job ", a->job, ": ", s.message(),
+                        "; its records are no longer read",
+                        aside.empty() ? "" : absl::StrCat(" (moved aside to ", aside, ")")));
+    }
+    quarantined_files_.insert(a->mapped->file_id());
+    known_paths_.erase(a->mapped->path());
+    a->quarantined = true;
+    a->probe_steps.reset();
+    a->probes.reset();
+    a->reader.reset();
+    a->mapped.reset();
+    ++quarantined_;
+  }
+}
+
+void SegmentDrainer::OnReaderError(Attached& a, uint32_t local_rank, const std::string& message) {
+  ++reader_errors_;
+  if (local_rank >= a.error_logged_ns.size()) return;
+  const int64_t now = shm::MonotonicNowNs();
+  if (a.error_logged_ns[local_rank] != 0 &&
+      now - a.error_logged_ns[local_rank] < options_.error_log_interval_ns) {
+    ++a.errors_unlogged[local_rank];
     return;
   }
+  if (log_) {
+    std::string line = absl::StrCat("job ", a.job, ": ", message);
+    if (a.errors_unlogged[local_rank] > 0) {
+      absl::StrAppend(&line, " (and ", a.errors_unlogged[local_rank],
+                      " more errors on this slot since the last line)");
+    }
+    log_(line);
+  }
+  a.error_logged_ns[local_rank] = now;
+  a.errors_unlogged[local_rank] = 0;
+}
+
+void SegmentDrainer::Rescan() {
+  QuarantineDamaged();
+  DIR* dir = ::opendir(options_.dir.c_str());
+  if (dir == nullptr) {
+    if (!dir_refused_ && log_) {
+      log_(
+          absl::StrCat("cannot open segment directory ", options_.dir, ": ", std::strerror(errno)));
+    }
+    dir_refused_ = true;
+    return;
+  }
+  dir_refused_ = false;
   std::vector<std::string> found;
   while (const dirent* e = ::readdir(dir)) {
     const std::string name = e->d_name;
@@ -53,24 +119,34 @@ void SegmentDrainer::Rescan() {
 }
 
 void SegmentDrainer::Attach(const std::string& path) {
+  struct stat st {};
+  const FileId id = ::lstat(path.c_str(), &st) == 0 ? FileId{st.st_dev, st.st_ino} : FileId{};
+  if (quarantined_files_.count(id) > 0) return;  // said when it was quarantined
   absl::StatusOr<std::unique_ptr<shm::MappedSegment>> seg = shm::MappedSegment::Attach(path);
   absl::Status s = seg.ok() ? (*seg)->LockForReading() : seg.status();
   if (!s.ok()) {
-    // A segment still being created is retried; anything else is said once.
-    if (refused_paths_.insert(absl::StrCat(path, "|", s.message())).second && log_) {
+    // Retried every rescan (a segment may still be being created), said once per file.
+    auto it = refused_.find(path);
+    if ((it == refused_.end() || it->second != id) && log_) {
       log_(absl::StrCat("not draining ", path, ": ", s.message()));
     }
+    refused_[path] = id;
     return;
   }
+  refused_.erase(path);
+  if (!(*seg)->warning().empty() && log_) log_(absl::StrCat("warning: ", (*seg)->warning()));
   known_paths_.insert(path);
-  Attached a;
+  segments_.push_back(std::make_unique<Attached>());
+  Attached& a = *segments_.back();
   a.job = (*seg)->view().job_id();
   a.mapped = *std::move(seg);
+  a.error_logged_ns.assign(a.mapped->view().slot_count(), 0);
+  a.errors_unlogged.assign(a.mapped->view().slot_count(), 0);
   shm::ReaderOptions ro;
   ro.stale_after_ns = options_.stale_after_ns;
   ro.commit_on_drain = false;
-  ro.on_error = [this, job = a.job](uint32_t, const std::string& message) {
-    if (log_) log_(absl::StrCat("job ", job, ": ", message));
+  ro.on_error = [this, &a](uint32_t local_rank, const std::string& message) {
+    OnReaderError(a, local_rank, message);
   };
   a.probes = std::make_unique<shm::ProbeRingReader>(a.mapped->view(), ro.on_error);
   a.probe_steps = std::make_unique<shm::ProbeStepMatcher>(a.mapped->view().slot_count());
@@ -89,14 +165,14 @@ void SegmentDrainer::Attach(const std::string& path) {
     log_(absl::StrCat("draining job ", a.job, " from ", path, " (", a.mapped->view().slot_count(),
                       " slots of ", a.mapped->view().ring_capacity(), " records)"));
   }
-  segments_.push_back(std::move(a));
 }
 
 size_t SegmentDrainer::Drain(v1::StepBatch* batch, std::vector<CommitPoint>* commits,
                              size_t max_records) {
   size_t taken = 0;
   for (size_t si = 0; si < segments_.size() && taken < max_records; ++si) {
-    Attached& a = segments_[si];
+    Attached& a = *segments_[si];
+    if (a.quarantined) continue;
     // Per slot: the RankSteps being filled and its encoder.
     std::map<uint32_t, std::pair<v1::RankSteps*, wire::PackedStepsEncoder>> open;
     std::vector<uint64_t> before(a.mapped->view().slot_count());
@@ -181,19 +257,25 @@ void SegmentDrainer::AttachProbes(Attached& a, const shm::DrainedStep& step, v1:
 
 void SegmentDrainer::Commit(const std::vector<CommitPoint>& commits) {
   for (const CommitPoint& c : commits) {
-    if (c.segment < segments_.size()) segments_[c.segment].reader->Commit(c.local_rank, c.cursor);
+    if (c.segment < segments_.size() && !segments_[c.segment]->quarantined) {
+      segments_[c.segment]->reader->Commit(c.local_rank, c.cursor);
+    }
   }
 }
 
 void SegmentDrainer::Rewind() {
-  for (Attached& a : segments_) {
+  for (auto& seg : segments_) {
+    if (seg->quarantined) continue;
+    Attached& a = *seg;
     a.reader->Rewind();
     std::fill(a.declared_generation.begin(), a.declared_generation.end(), 0);
   }
 }
 
 void SegmentDrainer::FillHealth(v1::Health* out) const {
-  for (const Attached& a : segments_) {
+  for (const auto& seg : segments_) {
+    if (seg->quarantined) continue;
+    const Attached& a = *seg;
     for (const shm::SlotReport& r : a.reader->Reports()) {
       if (r.state == shm::v1::kSlotFree) continue;
       v1::SlotHealth* h = out->add_slots();
@@ -225,8 +307,9 @@ v1::ControlAck SegmentDrainer::ApplyControl(const v1::ControlRequest& request) {
   ack.set_job(request.job());
   ack.set_rank(request.rank());
   int matched = 0;
-  for (Attached& a : segments_) {
-    if (a.job != request.job()) continue;
+  for (auto& seg : segments_) {
+    if (seg->quarantined || seg->job != request.job()) continue;
+    Attached& a = *seg;
     for (uint32_t i = 0; i < a.mapped->view().slot_count(); ++i) {
       shm::v1::SlotHeader& slot = a.mapped->view().slot(i);
       const uint32_t state = slot.state.load(std::memory_order_acquire);

@@ -43,6 +43,8 @@ struct DrainerOptions {
   // A step whose probe intervals may not all be published yet (the probe's resolved-through
   // time is behind the step's end) is held back at most this long.
   int64_t probe_hold_ns = 200'000'000;
+  // At most one reader error line per slot in this interval (the rest are counted).
+  int64_t error_log_interval_ns = 10'000'000'000;
 };
 
 // Where a batch ends in one slot's ring: committing it hands the records back to the stub.
@@ -60,7 +62,10 @@ class SegmentDrainer {
   // Creates options.create_job's segment if asked. Fails as MappedSegment::OpenOrCreate.
   [[nodiscard]] absl::Status Start();
   // Attaches segments that appeared in the directory since the last call. Segments that
-  // cannot be used (another sidecar holds them, a newer layout, damage) are logged once.
+  // cannot be used (another sidecar holds them, a newer layout, damage) are logged once per
+  // file. Attached segments that were truncated, overwritten or replaced since are
+  // quarantined: detached with one log line, counted, and never read again (a new file at
+  // the same path is attached afresh).
   void Rescan();
 
   // Moves up to `max_records` new records into `batch` (with a declaration before a rank's
@@ -76,10 +81,17 @@ class SegmentDrainer {
   // Posts a control request into the slots it names. The ack says whether any slot matched.
   v1::ControlAck ApplyControl(const v1::ControlRequest& request);
 
-  size_t segment_count() const { return segments_.size(); }
+  // Segments being drained (quarantined ones not counted).
+  size_t segment_count() const;
+  // Segments quarantined since start.
+  uint64_t quarantined() const { return quarantined_; }
+  // Record and slot errors of the readers, all counted; only the first per slot in each
+  // error_log_interval_ns is logged (a corrupt ring must not flood the log).
+  uint64_t reader_errors() const { return reader_errors_; }
 
  private:
   struct Attached {
+    bool quarantined = false;  // kept in place: in-flight CommitPoints index segments_
     std::string job;
     std::unique_ptr<shm::MappedSegment> mapped;
     std::unique_ptr<shm::SegmentReader> reader;
@@ -89,16 +101,28 @@ class SegmentDrainer {
     std::vector<uint64_t> declared_generation;
     // Trace window requested for each slot, kept when job-wide requests change the rest.
     std::vector<shm::ControlRequest> control;
+    // Error logging per slot: when the last line was logged and how many were not since.
+    std::vector<int64_t> error_logged_ns;
+    std::vector<uint64_t> errors_unlogged;
   };
+  using FileId = std::pair<uint64_t, uint64_t>;  // (device, inode)
   void Attach(const std::string& path);
+  // Detaches segments that are no longer what was attached (MappedSegment::CheckIntact).
+  void QuarantineDamaged();
+  void OnReaderError(Attached& a, uint32_t local_rank, const std::string& message);
   // Moves slot `local_rank`'s probe intervals called during `step` into `out`.
   void AttachProbes(Attached& a, const shm::DrainedStep& step, v1::RankSteps* out);
 
   DrainerOptions options_;
   Log log_;
-  std::vector<Attached> segments_;
-  std::set<std::string> known_paths_;
-  std::set<std::string> refused_paths_;
+  std::vector<std::unique_ptr<Attached>> segments_;
+  std::set<std::string> known_paths_;  // paths of segments being drained
+  // Files refused at attach, by path: logged again only when another file appears there.
+  std::map<std::string, FileId> refused_;
+  std::set<FileId> quarantined_files_;
+  uint64_t quarantined_ = 0;
+  uint64_t reader_errors_ = 0;
+  bool dir_refused_ = false;
 };
 
 }  // namespace stagefrontier

@@ -20,8 +20,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "daemon/accounting/stage_schema.h"
 #include "daemon/accounting/step_input.h"
+#include "shm/stage_schema.h"
 
 namespace stagefrontier {
 

@@ -1,6 +1,7 @@
 #include "daemon/wire/packed_steps.h"
 
 #include "absl/strings/str_cat.h"
+#include "shm/record_limits.h"
 #include "shm/segment_layout_v1.h"
 
 namespace stagefrontier::wire {
@@ -66,8 +67,9 @@ absl::Status DecodePackedSteps(
     return absl::InvalidArgumentError(
         absl::StrCat("packed steps: count ", count, " is above ", kMaxPackedCount));
   }
-  if (base_step < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("packed steps: base step ", base_step));
+  if (!shm::ValidStepNumber(base_step)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("packed steps: base step ", base_step, " is outside [0, 2^40)"));
   }
   const char* p = bytes.data();
   const char* end = p + bytes.size();
@@ -80,10 +82,15 @@ absl::Status DecodePackedSteps(
           absl::StrCat("packed steps: step ", i, ": truncated step number"));
     }
     const int64_t delta = UnZigZag(v);
-    if ((i == 0 && delta != 0) || (i > 0 && (delta <= 0 || delta > (int64_t{1} << 40)))) {
+    if ((i == 0 && delta != 0) || (i > 0 && delta <= 0)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "packed steps: step ", i, ": step delta ", delta,
           i == 0 ? " (the first step must equal base_step)" : " (steps must increase)"));
+    }
+    // step is within [0, 2^40) here, so only a delta that keeps it there can be added.
+    if (delta > shm::kMaxStepNumber - step) {
+      return absl::InvalidArgumentError(absl::StrCat("packed steps: step ", i, ": step delta ",
+                                                     delta, " leads outside [0, 2^40)"));
     }
     step += delta;
     for (uint32_t k = 0; k < stage_count; ++k) {
@@ -91,7 +98,7 @@ absl::Status DecodePackedSteps(
         return absl::InvalidArgumentError(
             absl::StrCat("packed steps: step ", i, ": truncated duration of stage ", k));
       }
-      if (v > static_cast<uint64_t>(kMaxPackedStageNs)) {
+      if (v > static_cast<uint64_t>(shm::kMaxStageNs)) {
         return absl::InvalidArgumentError(
             absl::StrCat("packed steps: step ", i, ": stage ", k, " lasts ", v, " ns, over a day"));
       }

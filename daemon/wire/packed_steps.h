@@ -21,8 +21,6 @@
 
 namespace stagefrontier::wire {
 
-// Longest stage the decoder accepts (one day), as the shm reader.
-inline constexpr int64_t kMaxPackedStageNs = 86'400'000'000'000;
 // Most steps in one RankSteps message.
 inline constexpr uint32_t kMaxPackedCount = 1 << 16;
 

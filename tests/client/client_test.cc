@@ -274,3 +274,48 @@ TEST_CASE("step bookkeeping: explicit numbers, implicit ends, misuse") {
 
 }  // namespace
 }  // namespace stagefrontier
+
+namespace stagefrontier {
+namespace {
+
+// Regression (hostile input): a step number the coordinator refuses (a jump past 2^40) was
+// published by the stub, accepted by the sidecar and then re-sent forever. The stub now
+// refuses what the next layers would, and counts it.
+TEST_CASE("steps the sidecar or coordinator would refuse are counted, not published") {
+  const std::string dir = MakeTempDir();
+  auto c = Client::Create(kStages, Options(dir), kNoEnv);
+  REQUIRE(c.ok());
+  (*c)->BeginStep(0);
+  (*c)->EndStep();
+  (*c)->BeginStep(shm::kMaxStepNumber + 1);
+  (*c)->EndStep();
+  (*c)->BeginStep(-5);
+  (*c)->EndStep();
+  (*c)->BeginStep(7);
+  (*c)->EndStep();
+  CHECK((*c)->stats().steps_invalid == 2);
+  CHECK((*c)->stats().steps_recorded == 2);
+  const auto got = DrainAll(dir);
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].step == 0);
+  CHECK(got[1].step == 7);
+}
+
+// Regression (hostile input): truncating the segment file killed every trainer on the node
+// with SIGBUS at its next step.
+TEST_CASE("a trainer survives its segment being truncated and stops recording") {
+  const std::string dir = MakeTempDir();
+  auto c = Client::Create(kStages, Options(dir), kNoEnv);
+  REQUIRE(c.ok());
+  RunStep(**c);
+  REQUIRE(truncate(shm::SegmentPath(dir, "test").c_str(), 0) == 0);
+  for (int i = 0; i < 5; ++i) RunStep(**c);  // the first publish faults: guarded
+  CHECK_FALSE((*c)->enabled());
+  CHECK_THAT((*c)->disabled_reason(), Catch::Contains("truncated while in use"));
+  const ClientStats s = (*c)->stats();
+  CHECK(s.steps_recorded + s.steps_not_recorded + s.steps_dropped_full == 6);
+  CHECK(s.steps_not_recorded >= 4);
+}
+
+}  // namespace
+}  // namespace stagefrontier

@@ -88,7 +88,9 @@ TEST_CASE("bad options are refused before touching the file system") {
   const std::string dir = MakeTempDir();
   auto s = MappedSegment::OpenOrCreate(Options(dir, "a/b"));
   CHECK(absl::IsInvalidArgument(s.status()));
-  CHECK(Message(s.status()).find("may only contain") != std::string::npos);
+  CHECK(Message(s.status()).find("characters from [A-Za-z0-9_.-]") != std::string::npos);
+  s = MappedSegment::OpenOrCreate(Options(dir, ".hidden"));  // the coordinator refuses it too
+  CHECK(absl::IsInvalidArgument(s.status()));
   s = MappedSegment::OpenOrCreate(Options(dir, "ok", 2, 3));
   CHECK(Message(s.status()) == "ring capacity 3 must be a power of two in 2..1048576");
   s = MappedSegment::OpenOrCreate(Options(dir, "ok", 0, 8));

@@ -86,23 +86,31 @@ TEST_CASE("each kind of bad record is counted and skipped") {
   REQUIRE(f.Publish(0, {40, 41, 42, 43}));             // step goes backwards
   REQUIRE(f.Publish(5, {50, 51, 51 + kMaxStageNs + 1, 51 + kMaxStageNs + 2}));  // > a day
   REQUIRE(f.Publish(6, {-5, 1, 2, 3}));                                         // negative start
+  // Regression: a step number the coordinator refuses (beyond 2^40) was accepted here and then
+  // re-sent forever by the sidecar.
+  REQUIRE(f.Publish(kMaxStepNumber + 1, {60, 61, 62, 63}));
+  auto got = f.Drain();  // the ring holds 8
   REQUIRE(f.Publish(7, {70, 71, 72, 73}));
-  auto got = f.Drain();
+  for (const DrainedStep& s : f.Drain()) got.push_back(s);
   REQUIRE(got.size() == 2);
   CHECK(got[0].step == 0);
   CHECK(got[1].step == 7);
   const SlotReport r = f.reader->Report(0);
-  CHECK(r.invalid == 6);
+  CHECK(r.invalid == 7);
   CHECK(r.torn == 0);
   CHECK(r.gap_steps == 6);
-  REQUIRE(f.errors.size() == 6);
-  CHECK(f.errors[0] == "local rank 0: step 1 stage \"a\" ends before it starts");
-  CHECK(f.errors[1] == "local rank 0: step 2 ends before its last stage");
+  REQUIRE(f.errors.size() == 7);
+  CHECK(f.errors[0] ==
+        "local rank 0: record 1 (step 1): a stage ends before it starts (stage \"a\")");
+  CHECK(f.errors[1] == "local rank 0: record 2 (step 2): the step ends before its last stage");
   CHECK(f.errors[2] == "local rank 0: record 3 has 4 stages, the schema has 3");
   CHECK(f.errors[3] == "local rank 0: step 0 is not after step 0 (duplicated or out of order)");
-  CHECK(f.errors[4] == "local rank 0: step 5 stage \"b\" lasts more than a day");
-  CHECK(f.errors[5] == "local rank 0: step 6 starts at negative time -5");
-  CHECK(r.last_error == f.errors[5]);
+  CHECK(f.errors[4] ==
+        "local rank 0: record 5 (step 5): a stage lasts more than a day (stage \"b\")");
+  CHECK(f.errors[5] == "local rank 0: record 6 (step 6): step starts at a negative time");
+  CHECK(f.errors[6] ==
+        "local rank 0: record 7 (step 1099511627776): step number outside [0, 2^40)");
+  CHECK(r.last_error == f.errors[6]);
 }
 
 TEST_CASE("overwritten records and corrupt cursors are detected") {
@@ -179,6 +187,37 @@ TEST_CASE("records in a slot without a valid schema are refused") {
   CHECK(f.Drain().empty());
   CHECK(f.errors.at(0) == "local rank 1: slot schema has 40 stages");
   CHECK(f.errors.at(1) == "local rank 1: record 0 arrived in a slot without a valid schema");
+  // Regression: the bad schema was counted and logged again on every poll.
+  for (int poll = 0; poll < 5; ++poll) f.Drain();
+  CHECK(f.errors.size() == 2);
+  CHECK(f.reader->Report(1).invalid == 2);
+  // A new owner (generation) is judged afresh.
+  s.generation.fetch_add(1);
+  f.Drain();
+  CHECK(f.errors.size() == 3);
+}
+
+// Regression (hostile input): random bytes over a live segment's header (a slot count of
+// 2^32 - 1, a huge ring capacity) made the sidecar index past the mapping (SIGSEGV) or
+// allocate gigabytes. The view keeps the geometry it validated when it was opened.
+TEST_CASE("a header overwritten after opening changes nothing the reader computes") {
+  Fixture f;
+  REQUIRE(f.Publish(0, {0, 1, 2, 3}));
+  CHECK(f.view->HeaderUnchanged());
+  v1::SegmentHeader& h = const_cast<v1::SegmentHeader&>(f.view->header());
+  h.slot_count = 0xFFFFFFFFu;
+  h.ring_capacity = 1u << 31;
+  h.slot_bytes = 1ull << 60;
+  CHECK_FALSE(f.view->HeaderUnchanged());
+  CHECK(f.view->slot_count() == 2);
+  CHECK(f.view->ring_capacity() == 8);
+  const auto got = f.Drain();
+  REQUIRE(got.size() == 1);
+  CHECK(f.reader->Reports().size() == 2);
+  // Opening the scribbled bytes again is refused, naming the field.
+  auto again = SegmentView::Open(f.bytes.data(), f.bytes.size() * 8);
+  CHECK(absl::IsDataLoss(again.status()));
+  CHECK_THAT(std::string(again.status().message()), Catch::Contains("slot count"));
 }
 
 }  // namespace

@@ -254,3 +254,116 @@ TEST_CASE("a stalled probe holds a step no longer than probe_hold_ns") {
 
 }  // namespace
 }  // namespace stagefrontier
+
+namespace stagefrontier {
+namespace {
+
+size_t CountContaining(const std::vector<std::string>& log, const std::string& what) {
+  size_t n = 0;
+  for (const std::string& line : log) n += line.find(what) != std::string::npos ? 1 : 0;
+  return n;
+}
+
+// Regression (hostile input): a segment truncated or overwritten under the sidecar crashed it
+// (SIGBUS, SIGSEGV) or sent it to gigabytes of RSS; a damaged file was logged on every poll.
+TEST_CASE("damaged segments are quarantined with one line; other segments go on") {
+  char tmpl[] = "/tmp/sf_quarantine_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  auto make = [&](const std::string& job) {
+    shm::SegmentOptions so;
+    so.dir = dir;
+    so.job_id = job;
+    so.slot_count = 2;
+    so.ring_capacity = 16;
+    auto seg = shm::MappedSegment::OpenOrCreate(so);
+    REQUIRE(seg.ok());
+    shm::SlotIdentity id;
+    id.rank = 0;
+    id.world_size = 2;
+    id.stages = {{"data", 0}, {"sync", 2}};
+    REQUIRE(shm::ClaimSlot((*seg)->view(), 0, id).ok());
+    return *std::move(seg);
+  };
+  auto good = make("good");
+  auto truncated = make("truncated");
+  auto scribbled = make("scribbled");
+  std::vector<std::string> log;
+  DrainerOptions opts;
+  opts.dir = dir;
+  SegmentDrainer drainer(opts, [&](const std::string& l) { log.push_back(l); });
+  drainer.Rescan();
+  REQUIRE(drainer.segment_count() == 3);
+
+  REQUIRE(truncate(truncated->path().c_str(), 100) == 0);
+  shm::v1::SegmentHeader& h = const_cast<shm::v1::SegmentHeader&>(scribbled->view().header());
+  h.slot_count = 0xFFFFFFFFu;  // the sidecar would have allocated 32 GB for it
+  // A file that never was a segment, and a symbolic link: refused, said once each.
+  {
+    FILE* f = std::fopen((dir + "/stagefrontier.garbage.seg").c_str(), "w");
+    std::fputs("not a segment at all", f);
+    std::fclose(f);
+  }
+  REQUIRE(symlink(good->path().c_str(), (dir + "/stagefrontier.link.seg").c_str()) == 0);
+  for (int i = 0; i < 5; ++i) drainer.Rescan();
+  CHECK(drainer.segment_count() == 1);
+  CHECK(drainer.quarantined() == 2);
+  CHECK(CountContaining(log, "quarantined segment of job truncated: segment") == 1);
+  CHECK(CountContaining(
+            log, "moved aside to " + dir + "/stagefrontier.truncated.seg.quarantined-") == 1);
+  CHECK(CountContaining(log, "quarantined segment of job scribbled") == 1);
+  CHECK(CountContaining(log, "header overwritten") == 1);
+  CHECK(CountContaining(log, "stagefrontier.garbage.seg: ") == 1);
+  CHECK(CountContaining(log, "symbolic link") == 1);
+
+  // The good segment still drains.
+  shm::RingWriter w(good->view(), 0);
+  const int64_t b[] = {0, 5, 9};
+  REQUIRE(w.TryPublish(0, 9, 0, b, 2));
+  v1::StepBatch batch;
+  std::vector<CommitPoint> commits;
+  CHECK(drainer.Drain(&batch, &commits, 100) == 1);
+  drainer.Commit(commits);
+  v1::Health health;
+  drainer.FillHealth(&health);
+  CHECK(health.slots_size() == 1);
+
+  // A new file at a quarantined path is attached afresh.
+  truncated.reset();
+  auto fresh = make("truncated");
+  drainer.Rescan();
+  CHECK(drainer.segment_count() == 2);
+}
+
+// The reader's per-record errors are all counted, but one line per slot per interval is logged.
+TEST_CASE("a flood of bad records is counted, not logged line by line") {
+  char tmpl[] = "/tmp/sf_flood_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  shm::SegmentOptions so;
+  so.dir = dir;
+  so.job_id = "flood";
+  so.slot_count = 1;
+  so.ring_capacity = 64;
+  auto seg = shm::MappedSegment::OpenOrCreate(so);
+  REQUIRE(seg.ok());
+  shm::SlotIdentity id;
+  id.stages = {{"a", 0}, {"b", 2}};
+  REQUIRE(shm::ClaimSlot((*seg)->view(), 0, id).ok());
+  shm::RingWriter w((*seg)->view(), 0);
+  for (int s = 0; s < 50; ++s) {
+    const int64_t b[] = {10, 5, 20};  // stage a ends before it starts
+    REQUIRE(w.TryPublish(s, 20, 0, b, 2));
+  }
+  std::vector<std::string> log;
+  DrainerOptions opts;
+  opts.dir = dir;
+  SegmentDrainer drainer(opts, [&](const std::string& l) { log.push_back(l); });
+  drainer.Rescan();
+  v1::StepBatch batch;
+  std::vector<CommitPoint> commits;
+  CHECK(drainer.Drain(&batch, &commits, 100) == 0);
+  CHECK(drainer.reader_errors() == 50);
+  CHECK(CountContaining(log, "ends before it starts") == 1);
+}
+
+}  // namespace
+}  // namespace stagefrontier

@@ -1,10 +1,12 @@
-#include "daemon/accounting/stage_schema.h"
+#include "shm/stage_schema.h"
 
 #include <set>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "shm/record_limits.h"
 
 namespace stagefrontier {
 
@@ -27,16 +29,10 @@ absl::StatusOr<StageKind> ParseStageKind(absl::string_view text) {
        {StageKind::kIo, StageKind::kCompute, StageKind::kSync, StageKind::kMixed}) {
     if (text == StageKindName(kind)) return kind;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown stage kind \"", text, "\" (expected io, compute, sync or mixed)"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown stage kind \"",
+                                                 absl::CHexEscape(text.substr(0, 40)),
+                                                 "\" (expected io, compute, sync or mixed)"));
 }
-
-namespace {
-bool ValidNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '.' || c == '-';
-}
-}  // namespace
 
 StageSchema::StageSchema(std::vector<Stage> stages) : stages_(std::move(stages)) {
   for (size_t k = 0; k < stages_.size(); ++k) {
@@ -54,11 +50,14 @@ absl::StatusOr<StageSchema> StageSchema::Create(std::vector<Stage> stages) {
   for (size_t k = 0; k < stages.size(); ++k) {
     const std::string& name = stages[k].name;
     if (name.empty()) return absl::InvalidArgumentError(absl::StrCat("stage ", k, " has no name"));
-    for (char c : name) {
-      if (!ValidNameChar(c)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("stage name \"", name, "\" has a character outside [A-Za-z0-9_.-]"));
-      }
+    if (name.size() > shm::kMaxStageNameChars) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "stage ", k, " has a name of ", name.size(), " characters; at most ",
+          shm::kMaxStageNameChars, " (\"", absl::CHexEscape(name.substr(0, 20)), "...\")"));
+    }
+    if (!shm::ValidStageName(name)) {
+      return absl::InvalidArgumentError(absl::StrCat("stage name \"", absl::CHexEscape(name),
+                                                     "\" has a character outside [A-Za-z0-9_.-]"));
     }
     if (!seen.insert(name).second) {
       return absl::InvalidArgumentError(absl::StrCat("stage \"", name, "\" is declared twice"));
@@ -73,12 +72,12 @@ absl::StatusOr<StageSchema> StageSchema::Parse(absl::string_view text) {
     std::vector<absl::string_view> parts = absl::StrSplit(entry, ':');
     if (parts.size() != 2) {
       return absl::InvalidArgumentError(
-          absl::StrCat("schema entry \"", entry, "\" is not name:kind"));
+          absl::StrCat("schema entry \"", absl::CHexEscape(entry), "\" is not name:kind"));
     }
     absl::StatusOr<StageKind> kind = ParseStageKind(parts[1]);
     if (!kind.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("schema entry \"", entry, "\": ", kind.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat("schema entry \"", absl::CHexEscape(entry),
+                                                     "\": ", kind.status().message()));
     }
     stages.push_back(Stage{std::string(parts[0]), *kind});
   }

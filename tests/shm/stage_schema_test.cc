@@ -1,4 +1,4 @@
-#include "daemon/accounting/stage_schema.h"
+#include "shm/stage_schema.h"
 
 #include <catch2/catch.hpp>
 
@@ -34,6 +34,30 @@ TEST_CASE("schema errors name what is wrong", "[stage_schema]") {
   std::string many;
   for (int i = 0; i < 33; ++i) many += (i ? ",s" : "s") + std::to_string(i) + ":compute";
   CHECK_THAT(error(many.c_str()), Catch::Contains("at most 32"));
+}
+
+}  // namespace
+}  // namespace stagefrontier
+
+namespace stagefrontier {
+namespace {
+
+// Regression (hostile input): a 10,000-character stage name was accepted by the coordinator
+// (it becomes a metric label), and newlines or NUL bytes went raw into messages and logs.
+TEST_CASE("stage names are bounded and escaped in errors", "[stage_schema]") {
+  std::vector<Stage> stages = {{std::string(10'000, 'x'), StageKind::kIo}};
+  absl::Status s = StageSchema::Create(stages).status();
+  CHECK_THAT(std::string(s.message()), Catch::Contains("10000 characters; at most 39"));
+  CHECK(s.message().size() < 200);
+  CHECK(StageSchema::Create({{std::string(39, 'a'), StageKind::kIo}}).ok());
+  CHECK_FALSE(StageSchema::Create({{std::string(40, 'a'), StageKind::kIo}}).ok());
+
+  const std::string forged = std::string("data\n[error] forged", 19) + std::string(1, '\0');
+  s = StageSchema::Create({{forged, StageKind::kIo}}).status();
+  const std::string message(s.message());
+  CHECK(message.find('\n') == std::string::npos);
+  CHECK(message.find('\0') == std::string::npos);
+  CHECK_THAT(message, Catch::Contains("data\\n[error] forged\\x00"));
 }
 
 }  // namespace

@@ -6,8 +6,8 @@
 //       StageSchema::Parse("data:io,forward:compute,backward:compute,grad_sync:sync,optimizer:compute");
 //   if (!schema.ok()) { /* schema.status() names the offending entry */ }
 //   schema->NextWaitStage(0);  // -> 3 (grad_sync)
-#ifndef STAGEFRONTIER_DAEMON_ACCOUNTING_STAGE_SCHEMA_H_
-#define STAGEFRONTIER_DAEMON_ACCOUNTING_STAGE_SCHEMA_H_
+#ifndef STAGEFRONTIER_SHM_STAGE_SCHEMA_H_
+#define STAGEFRONTIER_SHM_STAGE_SCHEMA_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -40,8 +40,9 @@ class StageSchema {
  public:
   static constexpr size_t kMaxStages = 32;
 
-  // Validates and builds a schema: 1..kMaxStages stages, non-empty unique names made of
-  // [A-Za-z0-9_.-]. Fails with InvalidArgument naming the offending stage.
+  // Validates and builds a schema: 1..kMaxStages stages, unique names of 1..39 characters
+  // from [A-Za-z0-9_.-] (shm/record_limits.h). Fails with InvalidArgument naming the
+  // offending stage (escaped: names may come from untrusted input).
   [[nodiscard]] static absl::StatusOr<StageSchema> Create(std::vector<Stage> stages);
 
   // Parses "name:kind,name:kind,...". Fails with InvalidArgument naming the bad entry.
@@ -76,4 +77,4 @@ class StageSchema {
 
 }  // namespace stagefrontier
 
-#endif  // STAGEFRONTIER_DAEMON_ACCOUNTING_STAGE_SCHEMA_H_
+#endif  // STAGEFRONTIER_SHM_STAGE_SCHEMA_H_
