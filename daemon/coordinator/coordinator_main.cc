@@ -114,9 +114,9 @@ int main(int argc, char** argv) {
   for (absl::string_view j : absl::StrSplit(jobs_csv, ',', absl::SkipEmpty())) {
     allowed.insert(std::string(j));
   }
-  JobRegistry jobs(options, &metrics, allowed);
-  if (absl::Status s = jobs.RestoreAll([](const std::string& line) { spdlog::info("{}", line); });
-      !s.ok()) {
+  JobRegistry jobs(options, &metrics, allowed,
+                   [](const std::string& line) { spdlog::info("{}", line); });
+  if (absl::Status s = jobs.RestoreAll(); !s.ok()) {
     spdlog::error("some journals could not be restored (the others serve): {}",
                   std::string(s.message()));
   }

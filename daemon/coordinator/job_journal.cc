@@ -2,12 +2,15 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "daemon/coordinator/crc32c.h"
 
 namespace stagefrontier {
@@ -21,65 +24,292 @@ uint32_t LoadLe32(const char* p) {
 
 void PutLe32(std::string& out, uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); }
 
-absl::Status ErrnoStatus(const std::string& what, const std::string& path) {
-  const int e = errno;
-  return absl::Status(e == ENOENT ? absl::StatusCode::kNotFound : absl::StatusCode::kInternal,
-                      absl::StrCat(what, " ", path, ": ", std::strerror(e)));
+absl::Status ErrnoStatus(int e, const std::string& what, const std::string& path) {
+  const std::string msg = absl::StrCat(what, " ", path, ": ", std::strerror(e));
+  switch (e) {
+    case ENOENT:
+      return absl::NotFoundError(msg);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(msg);
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:  // a file-size limit (RLIMIT_FSIZE) or quota
+    case EIO:
+    case EROFS:
+      // The data directory cannot take it now: callers hold acknowledgements and retry.
+      return absl::UnavailableError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
 }
 
-}  // namespace
+std::string DirOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+std::string BaseOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
 
-JournalScan ScanJournal(absl::string_view data,
-                        absl::FunctionRef<absl::Status(const v1::JournalRecord&)> sink) {
+// Makes a rename or link in `dir` durable.
+void SyncDir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)::fsync(fd);
+  ::close(fd);
+}
+
+absl::Status WriteAll(int fd, const std::string& bytes, const std::string& path) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return ErrnoStatus(n < 0 ? errno : ENOSPC, "cannot write", path);
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+// A unique name for a file beside `path`: "<path><tag>-<unix seconds>[-n]".
+std::string AsideName(const std::string& path, const char* tag) {
+  const std::string base = absl::StrCat(path, tag, "-", ::time(nullptr));
+  std::string name = base;
+  struct stat st {};
+  for (int n = 1; ::lstat(name.c_str(), &st) == 0; ++n) name = absl::StrCat(base, "-", n);
+  return name;
+}
+
+// Writes `bytes` to a new hidden file beside `path`, synced; returns its name.
+absl::StatusOr<std::string> WriteHiddenFile(const std::string& path, const char* tag,
+                                            const std::string& bytes, bool fsync) {
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp = absl::StrCat(DirOf(path), "/.", BaseOf(path), tag, "-", ::getpid(), "-",
+                                       counter.fetch_add(1));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return ErrnoStatus(errno, "cannot create", tmp);
+  absl::Status s = WriteAll(fd, bytes, tmp);
+  if (s.ok() && fsync && ::fdatasync(fd) != 0) s = ErrnoStatus(errno, "cannot fsync", tmp);
+  ::close(fd);
+  if (!s.ok()) {
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  return tmp;
+}
+
+std::string FileHeader() {
+  std::string h(kJournalMagic, sizeof(kJournalMagic));
+  PutLe32(h, kJournalFormat);
+  PutLe32(h, 0);
+  return h;
+}
+
+// One intact frame found by the scan.
+struct Frame {
+  uint64_t offset = 0;
+  absl::string_view payload;
+};
+
+// Tries to read one frame at `off`. Returns the frame's total size, or 0 with *why set.
+size_t TryFrame(absl::string_view data, size_t off, uint32_t format, v1::JournalRecord* record,
+                std::string* why) {
+  const size_t header = format == 2 ? kJournalRecordHeaderBytes : 8;
+  const size_t left = data.size() - off;
+  if (left < header) {
+    *why = "an incomplete record header";
+    return 0;
+  }
+  const char* p = data.data() + off;
+  uint32_t len = 0;
+  uint32_t crc = 0;
+  if (format == 2) {
+    if (LoadLe32(p) != kJournalRecordSync) {
+      *why = "no record sync word";
+      return 0;
+    }
+    crc = LoadLe32(p + 4);
+    len = LoadLe32(p + 8);
+  } else {
+    len = LoadLe32(p);
+    crc = LoadLe32(p + 4);
+  }
+  if (len == 0 || len > kMaxJournalRecordBytes) {
+    *why = absl::StrCat("a record claiming ", len, " bytes");
+    return 0;
+  }
+  if (left - header < len) {
+    *why = absl::StrCat("a record cut short (", len, " bytes wanted, ", left - header, " there)");
+    return 0;
+  }
+  // Format 2 checks the length too (it sits right before the payload).
+  const uint32_t actual =
+      format == 2 ? Crc32c(p + 8, 4 + static_cast<size_t>(len)) : Crc32c(p + header, len);
+  if (actual != crc) {
+    *why = "a record failing its checksum";
+    return 0;
+  }
+  if (!record->ParseFromArray(p + header, static_cast<int>(len)) ||
+      record->body_case() == v1::JournalRecord::BODY_NOT_SET) {
+    *why = "a record that is not a JournalRecord";
+    return 0;
+  }
+  return header + len;
+}
+
+// The scan behind ScanJournal, also handing each intact frame to `frames`.
+JournalScan Scan(absl::string_view data,
+                 absl::FunctionRef<absl::Status(const v1::JournalRecord&)> sink,
+                 std::vector<Frame>* frames) {
   JournalScan scan;
-  v1::JournalRecord record;
   size_t off = 0;
+  if (data.size() >= sizeof(kJournalMagic) &&
+      std::memcmp(data.data(), kJournalMagic, sizeof(kJournalMagic)) == 0) {
+    if (data.size() < kJournalHeaderBytes) {
+      scan.error = "the journal's file header is cut short";
+      return scan;
+    }
+    const uint32_t format = LoadLe32(data.data() + 8);
+    if (format != kJournalFormat) {
+      scan.error = absl::StrCat(
+          "journal format ", format, " is ", format > kJournalFormat ? "newer than" : "not one of",
+          " the formats this coordinator reads (1..", kJournalFormat, "): upgrade the coordinator");
+      return scan;
+    }
+    scan.format = 2;
+    off = kJournalHeaderBytes;
+  } else {
+    scan.format = 1;
+  }
+  scan.valid_end = off;
+  v1::JournalRecord record;
+  std::string why;
   while (off < data.size()) {
-    if (data.size() - off < 8) {
-      scan.error = absl::StrCat("incomplete record header at offset ", off);
-      break;
+    size_t n = TryFrame(data, off, scan.format, &record, &why);
+    if (n == 0) {
+      // Damage: resynchronize on the next intact frame (format 2: at a sync word).
+      JournalRegion region{off, 0, why};
+      size_t next = off + 1;
+      std::string ignored;
+      for (; next < data.size(); ++next) {
+        if (scan.format == 2) {
+          const void* hit = std::memchr(data.data() + next, 0x53, data.size() - next);  // 'S'
+          if (hit == nullptr) {
+            next = data.size();
+            break;
+          }
+          next = static_cast<size_t>(static_cast<const char*>(hit) - data.data());
+        }
+        if ((n = TryFrame(data, next, scan.format, &record, &ignored)) != 0) break;
+      }
+      region.bytes = next - off;
+      scan.skipped.push_back(std::move(region));
+      if (n == 0) break;
+      off = next;
     }
-    const uint32_t len = LoadLe32(data.data() + off);
-    const uint32_t crc = LoadLe32(data.data() + off + 4);
-    if (len > kMaxJournalRecordBytes) {
-      scan.error = absl::StrCat("record at offset ", off, " claims ", len, " bytes");
-      break;
-    }
-    if (data.size() - off - 8 < len) {
-      scan.error = absl::StrCat("record at offset ", off, " is cut short (", len, " bytes wanted, ",
-                                data.size() - off - 8, " there)");
-      break;
-    }
-    const char* payload = data.data() + off + 8;
-    if (Crc32c(payload, len) != crc) {
-      scan.error = absl::StrCat("record at offset ", off, " fails its checksum");
-      break;
-    }
-    if (!record.ParseFromArray(payload, static_cast<int>(len))) {
-      scan.error = absl::StrCat("record at offset ", off, " is not a JournalRecord");
-      break;
+    if (frames != nullptr) {
+      const size_t header = scan.format == 2 ? kJournalRecordHeaderBytes : 8;
+      frames->push_back(Frame{off, data.substr(off + header, n - header)});
     }
     if (absl::Status s = sink(record); !s.ok()) {
       scan.error = absl::StrCat("record at offset ", off, ": ", s.message());
-      break;
+      return scan;
     }
-    off += 8 + len;
-    scan.valid_bytes = off;
+    off += n;
+    scan.valid_end = off;
     ++scan.records;
   }
   return scan;
 }
 
+}  // namespace
+
+bool JournalScan::TailOnly() const {
+  for (const JournalRegion& r : skipped) {
+    if (r.offset < valid_end) return false;
+  }
+  return true;
+}
+
+JournalScan ScanJournal(absl::string_view data,
+                        absl::FunctionRef<absl::Status(const v1::JournalRecord&)> sink) {
+  return Scan(data, sink, nullptr);
+}
+
+void AppendJournalFrame(absl::string_view payload, std::string* out) {
+  PutLe32(*out, kJournalRecordSync);
+  std::string len;
+  PutLe32(len, static_cast<uint32_t>(payload.size()));
+  // CRC over the length bytes then the payload, without copying the payload.
+  std::string covered = len;
+  covered.append(payload.data(), payload.size());
+  PutLe32(*out, Crc32c(covered.data(), covered.size()));
+  out->append(len);
+  out->append(payload.data(), payload.size());
+}
+
+std::string JournalOpenInfo::Describe() const {
+  std::string out = absl::StrCat(records, " records");
+  if (format == 1) absl::StrAppend(&out, "; converted from journal format 1");
+  if (!skipped.empty()) {
+    std::vector<std::string> parts;
+    for (const JournalRegion& r : skipped) {
+      parts.push_back(absl::StrCat(r.bytes, " bytes at offset ", r.offset, " (", r.reason, ")"));
+    }
+    absl::StrAppend(&out, "; skipped damaged bytes: ", absl::StrJoin(parts, ", "));
+  }
+  if (!saved_tail.empty()) absl::StrAppend(&out, "; the damaged tail was saved to ", saved_tail);
+  if (!kept_original.empty()) absl::StrAppend(&out, "; the original is kept at ", kept_original);
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<JobJournal>> JobJournal::Create(
+    const std::string& path, bool fsync, std::span<const v1::JournalRecord> records) {
+  std::string bytes = FileHeader();
+  std::string payload;
+  for (const v1::JournalRecord& r : records) {
+    payload.clear();
+    r.SerializeToString(&payload);
+    AppendJournalFrame(payload, &bytes);
+  }
+  absl::StatusOr<std::string> tmp = WriteHiddenFile(path, ".creating", bytes, fsync);
+  if (!tmp.ok()) {
+    return absl::Status(tmp.status().code(), absl::StrCat("cannot create the journal ", path, ": ",
+                                                          tmp.status().message()));
+  }
+  // link(2) publishes the whole file at once and refuses to replace an existing one.
+  const int rc = ::link(tmp->c_str(), path.c_str());
+  const int err = errno;
+  ::unlink(tmp->c_str());
+  if (rc != 0) {
+    if (err == EEXIST) return absl::AlreadyExistsError(absl::StrCat("journal ", path, " exists"));
+    return ErrnoStatus(err, "cannot create the journal", path);
+  }
+  if (fsync) SyncDir(DirOf(path));
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return ErrnoStatus(errno, "cannot open journal", path);
+  return std::unique_ptr<JobJournal>(new JobJournal(path, fd, bytes.size(), fsync));
+}
+
 absl::StatusOr<std::unique_ptr<JobJournal>> JobJournal::Open(
     const std::string& path, bool fsync,
     absl::FunctionRef<absl::Status(const v1::JournalRecord&)> replay, JournalOpenInfo* info) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return ErrnoStatus("cannot open journal", path);
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 && errno == ELOOP) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("journal ", path, " is a symbolic link: journals are never followed"));
+  }
+  if (fd < 0) return ErrnoStatus(errno, "cannot open journal", path);
   struct stat st {};
   if (fstat(fd, &st) != 0) {
-    absl::Status s = ErrnoStatus("cannot stat journal", path);
+    absl::Status s = ErrnoStatus(errno, "cannot stat journal", path);
     ::close(fd);
     return s;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrCat("journal ", path, " is not a regular file"));
   }
   std::string data(static_cast<size_t>(st.st_size), '\0');
   size_t got = 0;
@@ -87,34 +317,179 @@ absl::StatusOr<std::unique_ptr<JobJournal>> JobJournal::Open(
     const ssize_t n = ::pread(fd, data.data() + got, data.size() - got, static_cast<off_t>(got));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      absl::Status s = ErrnoStatus("cannot read journal", path);
+      absl::Status s = ErrnoStatus(n < 0 ? errno : EIO, "cannot read journal", path);
       ::close(fd);
       return s;
     }
     got += static_cast<size_t>(n);
   }
+  std::vector<Frame> frames;
   absl::Status replay_status;
-  const JournalScan scan = ScanJournal(data, [&](const v1::JournalRecord& r) {
-    replay_status = replay(r);
-    return replay_status;
-  });
+  const JournalScan scan = Scan(
+      data,
+      [&](const v1::JournalRecord& r) {
+        replay_status = replay(r);
+        return replay_status;
+      },
+      &frames);
+  // Anything we do not understand is left exactly as it is.
   if (!replay_status.ok()) {
     ::close(fd);
     return replay_status;
   }
+  if (!scan.error.empty()) {
+    ::close(fd);
+    return absl::FailedPreconditionError(
+        absl::StrCat("journal ", path, ": ", scan.error, "; left untouched"));
+  }
+  if (scan.records == 0 && !data.empty() && !scan.skipped.empty()) {
+    ::close(fd);
+    return absl::FailedPreconditionError(
+        absl::StrCat("journal ", path, " is not a StageFrontier journal (no intact record in ",
+                     data.size(), " bytes); left untouched"));
+  }
   JournalOpenInfo local;
   JournalOpenInfo& out = info != nullptr ? *info : local;
+  out = JournalOpenInfo{};
+  out.format = scan.format;
   out.records = scan.records;
-  out.truncated_bytes = data.size() - scan.valid_bytes;
-  out.truncation_reason = scan.error;
-  if (out.truncated_bytes > 0) {
-    if (::ftruncate(fd, static_cast<off_t>(scan.valid_bytes)) != 0) {
-      absl::Status s = ErrnoStatus("cannot truncate the damaged tail of journal", path);
+  out.skipped = scan.skipped;
+  for (const JournalRegion& r : scan.skipped) out.skipped_bytes += r.bytes;
+
+  uint64_t size = data.size();
+  if (scan.format == 1 || !scan.TailOnly()) {
+    // Rewrite every intact record into a new file that takes the journal's name; a damaged
+    // original is kept under another name first (an undamaged format-1 one holds nothing
+    // the new file lacks).
+    std::string bytes = FileHeader();
+    for (const Frame& f : frames) AppendJournalFrame(f.payload, &bytes);
+    absl::StatusOr<std::string> tmp = WriteHiddenFile(path, ".recovering", bytes, fsync);
+    if (!tmp.ok()) {
+      ::close(fd);
+      return tmp.status();
+    }
+    if (!scan.skipped.empty()) {
+      out.kept_original = AsideName(path, ".damaged");
+      if (::link(path.c_str(), out.kept_original.c_str()) != 0) {
+        absl::Status s =
+            ErrnoStatus(errno, "cannot keep the damaged journal as", out.kept_original);
+        ::unlink(tmp->c_str());
+        ::close(fd);
+        return s;
+      }
+    }
+    if (::rename(tmp->c_str(), path.c_str()) != 0) {
+      absl::Status s = ErrnoStatus(errno, "cannot replace journal", path);
+      ::unlink(tmp->c_str());
       ::close(fd);
       return s;
     }
+    if (fsync) SyncDir(DirOf(path));
+    ::close(fd);
+    fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return ErrnoStatus(errno, "cannot open journal", path);
+    size = bytes.size();
+  } else if (!scan.skipped.empty()) {
+    // A damaged tail (most often a crash mid-append): saved beside the journal, then cut off
+    // so that appending resumes after the last intact record.
+    const std::string tail = data.substr(scan.valid_end);
+    absl::StatusOr<std::string> tmp = WriteHiddenFile(path, ".tail", tail, fsync);
+    if (!tmp.ok()) {
+      ::close(fd);
+      return tmp.status();
+    }
+    out.saved_tail = AsideName(path, ".tail");
+    if (::rename(tmp->c_str(), out.saved_tail.c_str()) != 0) {
+      absl::Status s = ErrnoStatus(errno, "cannot keep the damaged tail as", out.saved_tail);
+      ::unlink(tmp->c_str());
+      ::close(fd);
+      return s;
+    }
+    if (fsync) SyncDir(DirOf(path));
+    if (::ftruncate(fd, static_cast<off_t>(scan.valid_end)) != 0) {
+      absl::Status s = ErrnoStatus(errno, "cannot cut the damaged tail of journal", path);
+      ::close(fd);
+      return s;
+    }
+    size = scan.valid_end;
   }
-  return std::unique_ptr<JobJournal>(new JobJournal(path, fd, scan.valid_bytes, fsync));
+  return std::unique_ptr<JobJournal>(new JobJournal(path, fd, size, fsync));
+}
+
+absl::Status JobJournal::Salvage(const std::string& path, bool fsync,
+                                 const v1::JournalRecord& declaration, JournalOpenInfo* info) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return ErrnoStatus(errno, "cannot open journal", path);
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrCat("journal ", path, " is not a regular file"));
+  }
+  std::string data(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < data.size()) {
+    const ssize_t n = ::pread(fd, data.data() + got, data.size() - got, static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      absl::Status s = ErrnoStatus(n < 0 ? errno : EIO, "cannot read journal", path);
+      ::close(fd);
+      return s;
+    }
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  std::vector<Frame> frames;
+  std::vector<bool> keep;
+  const JournalScan scan = Scan(
+      data,
+      [&](const v1::JournalRecord& r) {
+        keep.push_back(r.body_case() != v1::JournalRecord::kDeclared);
+        return absl::OkStatus();
+      },
+      &frames);
+  if (!scan.error.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("journal ", path, ": ", scan.error, "; left untouched"));
+  }
+  if (scan.records == 0 && !scan.skipped.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("journal ", path, " is not a StageFrontier journal (no intact record in ",
+                     data.size(), " bytes); left untouched"));
+  }
+  std::string bytes = FileHeader();
+  std::string payload;
+  declaration.SerializeToString(&payload);
+  AppendJournalFrame(payload, &bytes);
+  uint64_t kept = 1;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (!keep[i]) continue;
+    AppendJournalFrame(frames[i].payload, &bytes);
+    ++kept;
+  }
+  absl::StatusOr<std::string> tmp = WriteHiddenFile(path, ".salvaging", bytes, fsync);
+  if (!tmp.ok()) return tmp.status();
+  JournalOpenInfo local;
+  JournalOpenInfo& out = info != nullptr ? *info : local;
+  out = JournalOpenInfo{};
+  out.format = scan.format;
+  out.records = kept;
+  out.skipped = scan.skipped;
+  for (const JournalRegion& r : scan.skipped) out.skipped_bytes += r.bytes;
+  if (!data.empty()) {
+    out.kept_original = AsideName(path, ".damaged");
+    if (::link(path.c_str(), out.kept_original.c_str()) != 0) {
+      absl::Status s = ErrnoStatus(errno, "cannot keep the damaged journal as", out.kept_original);
+      ::unlink(tmp->c_str());
+      return s;
+    }
+  }
+  if (::rename(tmp->c_str(), path.c_str()) != 0) {
+    absl::Status s = ErrnoStatus(errno, "cannot replace journal", path);
+    ::unlink(tmp->c_str());
+    return s;
+  }
+  if (fsync) SyncDir(DirOf(path));
+  return absl::OkStatus();
 }
 
 JobJournal::~JobJournal() {
@@ -126,10 +501,9 @@ void JobJournal::Append(const v1::JournalRecord& record) {
   std::lock_guard<std::mutex> lock(mu_);
   scratch_.clear();
   record.SerializeToString(&scratch_);
-  PutLe32(pending_, static_cast<uint32_t>(scratch_.size()));
-  PutLe32(pending_, Crc32c(scratch_.data(), scratch_.size()));
-  pending_.append(scratch_);
-  appended_ += 8 + scratch_.size();
+  const size_t before = pending_.size();
+  AppendJournalFrame(scratch_, &pending_);
+  appended_ += pending_.size() - before;
 }
 
 uint64_t JobJournal::appended_bytes() const {
@@ -144,17 +518,23 @@ absl::Status JobJournal::Flush() {
     std::lock_guard<std::mutex> lock(mu_);
     buf.swap(pending_);
   }
-  if (buf.empty()) return absl::OkStatus();
+  if (buf.empty()) {
+    // Nothing new; but a sync that failed before must be retried, or acks wait forever.
+    if (durable_.load(std::memory_order_acquire) == size_) return absl::OkStatus();
+    if (fsync_ && ::fdatasync(fd_) != 0) return ErrnoStatus(errno, "cannot fsync journal", path_);
+    durable_.store(size_, std::memory_order_release);
+    return absl::OkStatus();
+  }
   size_t done = 0;
   while (done < buf.size()) {
     const ssize_t n =
         ::pwrite(fd_, buf.data() + done, buf.size() - done, static_cast<off_t>(size_ + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      absl::Status s = ErrnoStatus("cannot write journal", path_);
+      absl::Status s = ErrnoStatus(n < 0 ? errno : ENOSPC, "cannot write journal", path_);
       // Keep the file a whole number of records, and the records for the next try.
       if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
-        // The next open truncates the torn tail.
+        // The next open saves and cuts the torn tail.
       }
       std::lock_guard<std::mutex> lock(mu_);
       pending_.insert(0, buf);
@@ -163,7 +543,7 @@ absl::Status JobJournal::Flush() {
     done += static_cast<size_t>(n);
   }
   size_ += buf.size();
-  if (fsync_ && ::fdatasync(fd_) != 0) return ErrnoStatus("cannot fsync journal", path_);
+  if (fsync_ && ::fdatasync(fd_) != 0) return ErrnoStatus(errno, "cannot fsync journal", path_);
   durable_.store(size_, std::memory_order_release);
   return absl::OkStatus();
 }

@@ -1,8 +1,18 @@
 // The coordinator's durable record of one job: an append-only file of framed records
-// `[u32 length LE][u32 CRC-32C LE][JournalRecord protobuf]` (docs/journal-format.md).
-// Replaying it rebuilds exactly what was accounted. A torn tail (a crash mid-append) or a
-// damaged record is detected by length and checksum; opening truncates the file there and
-// says how many bytes were dropped.
+// (docs/journal-format.md, format 2):
+//
+//   file   := "SFJOURNL" | format:u32 LE = 2 | reserved:u32 | record*
+//   record := sync:u32 LE = 0x4A524653 | crc:u32 LE | length:u32 LE | JournalRecord[length]
+//
+// `crc` is CRC-32C over the length bytes and the payload. The sync word makes every record
+// findable: a damaged region is skipped by resynchronizing on the next record whose length
+// and checksum hold, so one bad byte never costs the records after it. Format 1 (no file
+// header, [length][crc of payload][payload]) is still read, and rewritten as format 2.
+//
+// Recovery never shortens or rewrites a damaged file in place: a damaged tail is first saved
+// to a side file and only then cut off; damage with intact records after it makes the file
+// move aside (kept, never deleted) and a new file with every intact record take its place.
+// Files that are not journals, or of a newer format, are left untouched.
 //
 //   JournalOpenInfo info;
 //   auto journal = JobJournal::Open(path, /*fsync=*/true,
@@ -20,7 +30,9 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -32,22 +44,44 @@ namespace stagefrontier {
 
 // Largest record accepted (a corrupt length beyond it means damage, not a huge record).
 inline constexpr uint32_t kMaxJournalRecordBytes = 64 << 20;
+inline constexpr char kJournalMagic[8] = {'S', 'F', 'J', 'O', 'U', 'R', 'N', 'L'};
+inline constexpr uint32_t kJournalFormat = 2;
+inline constexpr size_t kJournalHeaderBytes = 16;
+inline constexpr uint32_t kJournalRecordSync = 0x4A524653;  // "SFRJ" little-endian
+inline constexpr size_t kJournalRecordHeaderBytes = 12;
 
-struct JournalScan {
-  size_t valid_bytes = 0;  // bytes of whole, checksummed, parsed records
-  uint64_t records = 0;
-  std::string error;  // why scanning stopped before the end; empty if it reached it
+// Bytes the scan could not use: [offset, offset + bytes), and why.
+struct JournalRegion {
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  std::string reason;
 };
 
-// Scans framed records in `data`, calling `sink` for each; stops at the first damaged or
-// incomplete record, or when `sink` fails (its message goes into `error`).
+struct JournalScan {
+  uint32_t format = 0;  // 1 or 2; 0 when the bytes are not a journal of a known format
+  uint64_t records = 0;
+  std::vector<JournalRegion> skipped;  // damaged regions, in file order
+  uint64_t valid_end = 0;              // just past the last intact record (or the header)
+  std::string error;  // why scanning stopped early (unknown format, a sink failure)
+  // True when every skipped region lies after the last intact record (a torn tail).
+  bool TailOnly() const;
+};
+
+// Scans `data`, calling `sink` for each intact record in order and skipping damaged regions
+// by resynchronizing on the next intact record. Stops (setting `error`) on an unknown format
+// or when `sink` fails. Never reads outside `data`.
 JournalScan ScanJournal(absl::string_view data,
                         absl::FunctionRef<absl::Status(const v1::JournalRecord&)> sink);
 
 struct JournalOpenInfo {
+  uint32_t format = 0;  // the format the file had
   uint64_t records = 0;
-  uint64_t truncated_bytes = 0;  // a torn or damaged tail that was cut off
-  std::string truncation_reason;
+  std::vector<JournalRegion> skipped;
+  uint64_t skipped_bytes = 0;
+  std::string kept_original;  // where the damaged or format-1 original was kept
+  std::string saved_tail;     // where a damaged tail was saved before it was cut off
+  // One line for the log: records, what was skipped (offsets), where the originals went.
+  std::string Describe() const;
 };
 
 class JobJournal {
@@ -56,17 +90,37 @@ class JobJournal {
   JobJournal(const JobJournal&) = delete;
   JobJournal& operator=(const JobJournal&) = delete;
 
-  // Opens `path` (creating it, mode 0600), replays every whole record through `replay`,
-  // truncates a damaged tail. Fails with the errno-derived status naming the path, or with
-  // the status `replay` returned.
+  // Creates a new journal at `path` holding `records`, atomically: written to a hidden
+  // temporary file in the same directory, synced (with fsync), then linked into place, so that
+  // a crash or a full disk leaves either no journal or a whole one. AlreadyExists if `path`
+  // exists; Unavailable (naming the path and the errno) when the data directory cannot take
+  // it, with nothing left behind.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<JobJournal>> Create(
+      const std::string& path, bool fsync, std::span<const v1::JournalRecord> records);
+
+  // Opens an existing journal (never through a symbolic link), replays every intact record
+  // through `replay` and repairs damage as described at the top. Fails, leaving the file as it
+  // was, with FailedPrecondition when it is not a regular file, not a journal or of a newer
+  // format; with the status `replay` returned; or with the errno-derived status of a failed
+  // system call, naming the path.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<JobJournal>> Open(
       const std::string& path, bool fsync,
       absl::FunctionRef<absl::Status(const v1::JournalRecord&)> replay, JournalOpenInfo* info);
 
+  // Rewrites the journal at `path`, whose declaration was lost, as a new journal holding
+  // `declaration` then every other intact record of the old one (any declarations in it are
+  // dropped); the old file is kept under another name (info->kept_original). Fails as Open
+  // (a file that is not a journal is left untouched), or with the errno-derived status of a
+  // failed write.
+  [[nodiscard]] static absl::Status Salvage(const std::string& path, bool fsync,
+                                            const v1::JournalRecord& declaration,
+                                            JournalOpenInfo* info);
+
   // Buffers one record; written by Flush.
   void Append(const v1::JournalRecord& record);
   // Writes what was appended before the call and, with fsync, waits until it is on stable
-  // storage. Fails with the errno-derived status; the records are kept for the next try.
+  // storage. Fails with the errno-derived status (Unavailable for a full disk); the records are
+  // kept for the next try.
   [[nodiscard]] absl::Status Flush();
 
   // File offset just past everything appended so far.
@@ -95,6 +149,9 @@ class JobJournal {
   std::atomic<uint64_t> durable_;
   const bool fsync_;
 };
+
+// Appends one format-2 frame holding `payload` (a serialized JournalRecord) to `out`.
+void AppendJournalFrame(absl::string_view payload, std::string* out);
 
 }  // namespace stagefrontier
 

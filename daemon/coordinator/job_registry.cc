@@ -1,50 +1,94 @@
 #include "daemon/coordinator/job_registry.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/common/log_safe.h"
 #include "shm/monotonic_clock.h"
+#include "shm/record_limits.h"
 
 namespace stagefrontier {
 
 JobRegistry::JobRegistry(JobOptions options, CoordinatorMetrics* metrics,
-                         std::set<std::string> allowed)
-    : options_(std::move(options)), metrics_(metrics), allowed_(std::move(allowed)) {}
+                         std::set<std::string> allowed, Log log)
+    : options_(std::move(options)),
+      metrics_(metrics),
+      allowed_(std::move(allowed)),
+      log_(std::move(log)) {}
 
-absl::Status JobRegistry::RestoreAll(const std::function<void(const std::string&)>& log) {
+absl::Status JobRegistry::RestoreAll() {
   DIR* dir = ::opendir(options_.data_dir.c_str());
   if (dir == nullptr) {
     return absl::NotFoundError(absl::StrCat("cannot open data directory ", options_.data_dir));
   }
   std::vector<std::string> names;
+  std::vector<std::string> leftovers;
   while (const dirent* e = ::readdir(dir)) {
     const std::string name = e->d_name;
-    if (absl::EndsWith(name, ".journal") && name[0] != '.') names.push_back(name);
+    if (name[0] == '.') {
+      // Temporaries of an interrupted creation or recovery: never acknowledged, never the
+      // only copy of anything.
+      if (absl::StrContains(name, ".journal.creating-") ||
+          absl::StrContains(name, ".journal.recovering-") ||
+          absl::StrContains(name, ".journal.salvaging-") ||
+          absl::StrContains(name, ".journal.tail-")) {
+        leftovers.push_back(name);
+      }
+      continue;
+    }
+    if (absl::EndsWith(name, ".journal")) names.push_back(name);
   }
   ::closedir(dir);
+  for (const std::string& name : leftovers) {
+    ::unlink(absl::StrCat(options_.data_dir, "/", name).c_str());
+  }
   std::sort(names.begin(), names.end());
   absl::Status first;
+  auto refuse = [&](const std::string& path, const absl::Status& s) {
+    if (first.ok()) first = s;
+    if (log_) log_(absl::StrCat("cannot restore ", path, ": ", s.message()));
+  };
   for (const std::string& name : names) {
     const std::string path = absl::StrCat(options_.data_dir, "/", name);
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      refuse(path, absl::FailedPreconditionError(
+                       S_ISLNK(st.st_mode)
+                           ? "a symbolic link: journals are never followed out of the data "
+                             "directory; left untouched"
+                           : "not a regular file; left untouched"));
+      continue;
+    }
     JournalOpenInfo info;
     absl::StatusOr<std::unique_ptr<JobState>> job =
         JobState::Restore(path, options_, metrics_, &info, shm::MonotonicNowNs());
     if (!job.ok()) {
-      if (first.ok()) first = job.status();
-      if (log) log(absl::StrCat("cannot restore ", path, ": ", job.status().message()));
+      const std::string id = name.substr(0, name.size() - sizeof(".journal") + 1);
+      if (absl::IsDataLoss(job.status()) && shm::ValidJobId(id)) {
+        // Nothing is lost yet: the records wait in the file for the job's next declaration.
+        std::lock_guard<std::mutex> lock(mu_);
+        salvage_[id] = path;
+        if (log_) {
+          log_(absl::StrCat(job.status().message(), "; its intact records will be restored when a ",
+                            "rank of job ", id, " declares itself"));
+        }
+        continue;
+      }
+      refuse(path, job.status());
       continue;
     }
-    if (log) {
-      std::string line = absl::StrCat("restored job ", (*job)->name(), " from ", path, ": ",
-                                      info.records, " records");
-      if (info.truncated_bytes > 0) {
-        absl::StrAppend(&line, "; cut off a damaged tail of ", info.truncated_bytes, " bytes (",
-                        info.truncation_reason, ")");
+    if (log_) {
+      std::string line =
+          absl::StrCat("restored job ", (*job)->name(), " from ", path, ": ", info.Describe());
+      if ((*job)->replay_skipped() > 0) {
+        absl::StrAppend(&line, "; ", (*job)->replay_skipped(), " records could not be applied");
       }
-      log(line);
+      log_(line);
     }
     // Take the name first: in `a = b`, b (which moves the job out) is evaluated before a.
     std::shared_ptr<JobState> restored(*std::move(job));
@@ -59,10 +103,30 @@ absl::StatusOr<std::shared_ptr<JobState>> JobRegistry::Declare(const v1::RankDec
   auto it = jobs_.find(decl.job());
   if (it == jobs_.end()) {
     if (!allowed_.empty() && allowed_.count(decl.job()) == 0) {
-      return absl::NotFoundError(
-          absl::StrCat("job \"", decl.job(), "\" is not one this coordinator accepts (--jobs)"));
+      return absl::NotFoundError(absl::StrCat("job \"", LogSafe(decl.job()),
+                                              "\" is not one this coordinator accepts (--jobs)"));
     }
-    absl::StatusOr<std::unique_ptr<JobState>> job = JobState::Create(decl, options_, metrics_);
+    if (static_cast<int32_t>(jobs_.size()) >= options_.limits.max_jobs) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("job \"", LogSafe(decl.job()), "\" refused: this coordinator already holds ",
+                       jobs_.size(), " jobs (--max-jobs)"));
+    }
+    absl::StatusOr<std::unique_ptr<JobState>> job;
+    auto salvage = salvage_.find(decl.job());
+    if (salvage != salvage_.end()) {
+      JournalOpenInfo info;
+      job = JobState::Salvage(salvage->second, decl, options_, metrics_, &info,
+                              shm::MonotonicNowNs());
+      if (job.ok()) {
+        if (log_) {
+          log_(absl::StrCat("salvaged job ", decl.job(), " from ", salvage->second,
+                            " under the declaration of rank ", decl.rank(), ": ", info.Describe()));
+        }
+        salvage_.erase(salvage);
+      }
+    } else {
+      job = JobState::Create(decl, options_, metrics_);
+    }
     if (!job.ok()) return job.status();
     it = jobs_.emplace(decl.job(), std::shared_ptr<JobState>(*std::move(job))).first;
   }
@@ -80,6 +144,13 @@ std::vector<std::shared_ptr<JobState>> JobRegistry::All() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::shared_ptr<JobState>> out;
   for (const auto& [name, job] : jobs_) out.push_back(job);
+  return out;
+}
+
+std::vector<std::string> JobRegistry::PendingSalvage() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [job, path] : salvage_) out.push_back(job);
   return out;
 }
 

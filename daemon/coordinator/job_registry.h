@@ -2,11 +2,12 @@
 // (or only for the ids in an allowlist), restored from the data directory at startup.
 //
 //   JobRegistry jobs(options, &metrics, /*allowed=*/{});
-//   absl::Status s = jobs.RestoreAll();                       // replays <data_dir>/*.journal
+//   absl::Status s = jobs.RestoreAll(log);                    // replays <data_dir>/*.journal
 //   absl::StatusOr<std::shared_ptr<JobState>> job = jobs.Declare(declaration);
 #ifndef STAGEFRONTIER_DAEMON_COORDINATOR_JOB_REGISTRY_H_
 #define STAGEFRONTIER_DAEMON_COORDINATOR_JOB_REGISTRY_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,28 +24,40 @@ namespace stagefrontier {
 
 class JobRegistry {
  public:
-  // `allowed` empty: any job may declare itself; otherwise only these ids.
-  JobRegistry(JobOptions options, CoordinatorMetrics* metrics, std::set<std::string> allowed);
+  using Log = std::function<void(const std::string&)>;
+  // `allowed` empty: any job may declare itself; otherwise only these ids. `log` receives one
+  // line per restored, salvaged or refused journal.
+  JobRegistry(JobOptions options, CoordinatorMetrics* metrics, std::set<std::string> allowed,
+              Log log = nullptr);
 
-  // Replays every `<data_dir>/*.journal`. Returns the first failure (naming the file); the
-  // jobs that restored stay registered. `log` receives one line per job.
-  [[nodiscard]] absl::Status RestoreAll(const std::function<void(const std::string&)>& log);
+  // Replays every regular `<data_dir>/<job>.journal` (symbolic links and other files are
+  // skipped, each with a line), and removes the hidden temporaries an interrupted creation or
+  // recovery left. A journal whose declaration was lost is held until the job declares
+  // itself again (Declare salvages it). Returns the first failure (naming the file); the jobs
+  // that restored stay registered.
+  [[nodiscard]] absl::Status RestoreAll();
 
-  // The job a rank declares itself for, created on first sight. NOT_FOUND for a job outside
-  // the allowlist; the job's CheckDeclaration status for a mismatching rank; Create's errors.
+  // The job a rank declares itself for, created on first sight. NotFound for a job outside
+  // the allowlist; ResourceExhausted past --max-jobs; the job's CheckDeclaration status for a
+  // mismatching rank; JobState::Create's (or Salvage's) errors, Unavailable among them when
+  // the data directory cannot take a new journal now.
   [[nodiscard]] absl::StatusOr<std::shared_ptr<JobState>> Declare(
       const v1::RankDeclaration& declaration);
 
   // The job called `job`, or null.
   std::shared_ptr<JobState> Find(const std::string& job) const;
   std::vector<std::shared_ptr<JobState>> All() const;
+  // Journals waiting for their job to declare itself (declaration lost), by job id.
+  std::vector<std::string> PendingSalvage() const;
 
  private:
   JobOptions options_;
   CoordinatorMetrics* metrics_;
   std::set<std::string> allowed_;
+  Log log_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<JobState>> jobs_;
+  std::map<std::string, std::string> salvage_;  // job id -> journal path
 };
 
 }  // namespace stagefrontier

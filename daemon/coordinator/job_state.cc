@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/common/log_safe.h"
 #include "daemon/coordinator/proto_convert.h"
 #include "daemon/wire/packed_steps.h"
 #include "shm/record_limits.h"
@@ -54,40 +55,82 @@ JobState::JobState(std::string name, int32_t world_size, StageSchema schema,
   if (metrics_ != nullptr) m_ = metrics_->ForJob(name_, schema_);
 }
 
-absl::StatusOr<std::unique_ptr<JobState>> JobState::Create(const v1::RankDeclaration& decl,
-                                                           const JobOptions& options,
-                                                           CoordinatorMetrics* metrics) {
+absl::StatusOr<StageSchema> JobState::CheckNewJob(const v1::RankDeclaration& decl,
+                                                  const JobOptions& options) {
   if (!shm::ValidJobId(decl.job())) {
     return absl::InvalidArgumentError(
-        absl::StrCat("job id \"", decl.job(), "\" is not 1..63 characters of [A-Za-z0-9_.-]"));
+        absl::StrCat("job id \"", LogSafe(decl.job()),
+                     "\" is not 1..63 characters of [A-Za-z0-9_.-] (not starting with '.')"));
   }
-  if (decl.world_size() <= 0 || decl.world_size() > (1 << 20)) {
+  if (decl.world_size() <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("job ", decl.job(), ": world size ", decl.world_size(), " is out of range"));
+  }
+  if (decl.world_size() > options.limits.max_world_size) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("job ", decl.job(), ": world size ", decl.world_size(),
+                     " is above this coordinator's limit of ", options.limits.max_world_size,
+                     " (--max-world-size)"));
   }
   absl::StatusOr<StageSchema> schema = SchemaFromProto(decl.stages());
   if (!schema.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("job ", decl.job(), ": bad schema: ", schema.status().message()));
   }
-  const std::string path = JournalPath(options.data_dir, decl.job());
-  if (::access(path.c_str(), F_OK) == 0) {
-    return absl::AlreadyExistsError(absl::StrCat("journal ", path, " already exists"));
+  return schema;
+}
+
+JobShape JobState::ShapeLocked(int64_t window_steps) const {
+  return JobShape{.world_size = world_size_,
+                  .stages = static_cast<int64_t>(schema_.size()),
+                  .window_steps = window_steps,
+                  .pending_steps = options_.aligner.max_pending_steps,
+                  .history_steps = options_.history_steps,
+                  .history_rank_steps = options_.history_rank_steps};
+}
+
+absl::Status JobState::ReserveMemory(bool restoring) {
+  const int64_t bytes = EstimateJobBytes(ShapeLocked(options_.engine.window_steps));
+  if (!restoring && bytes > options_.limits.max_job_memory_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("job ", name_, " (world size ", world_size_, ", ", schema_.size(),
+                     " stages, window ", options_.engine.window_steps, ") needs about ",
+                     bytes >> 20, " MB; one job may use at most ",
+                     options_.limits.max_job_memory_bytes >> 20, " MB (--max-job-memory-mb)"));
   }
+  if (options_.budget == nullptr) return absl::OkStatus();
+  if (restoring) {
+    bool over = false;
+    memory_ = options_.budget->ReserveAnyway(bytes, &over);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<MemoryBudget::Reservation> r =
+      options_.budget->Reserve(absl::StrCat("job ", name_), bytes);
+  if (!r.ok()) return r.status();
+  memory_ = *std::move(r);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<JobState>> JobState::Create(const v1::RankDeclaration& decl,
+                                                           const JobOptions& options,
+                                                           CoordinatorMetrics* metrics) {
+  absl::StatusOr<StageSchema> schema = CheckNewJob(decl, options);
+  if (!schema.ok()) return schema.status();
   std::unique_ptr<JobState> job(
       new JobState(decl.job(), decl.world_size(), *std::move(schema), options, metrics));
+  if (absl::Status s = job->ReserveMemory(/*restoring=*/false); !s.ok()) return s;
   if (absl::Status s = job->RebuildEngineLocked(); !s.ok()) return s;
-  absl::StatusOr<std::unique_ptr<JobJournal>> journal = JobJournal::Open(
-      path, options.fsync, [](const v1::JournalRecord&) { return absl::OkStatus(); }, nullptr);
-  if (!journal.ok()) return journal.status();
-  job->journal_ = *std::move(journal);
   v1::JournalRecord rec;
   v1::JobDeclared* d = rec.mutable_declared();
   d->set_job(job->name_);
   d->set_world_size(job->world_size_);
   SchemaToProto(job->schema_, d->mutable_stages());
-  job->journal_->Append(rec);
-  if (absl::Status s = job->journal_->Flush(); !s.ok()) return s;
+  // Atomic: either a whole journal holding the declaration, or none (a full disk must not
+  // leave an empty journal that refuses the job for good).
+  absl::StatusOr<std::unique_ptr<JobJournal>> journal = JobJournal::Create(
+      JournalPath(options.data_dir, decl.job()), options.fsync, std::span(&rec, 1));
+  if (!journal.ok()) return journal.status();
+  job->journal_ = *std::move(journal);
   return job;
 }
 
@@ -97,37 +140,66 @@ absl::StatusOr<std::unique_ptr<JobState>> JobState::Restore(const std::string& p
                                                             JournalOpenInfo* info, int64_t now_ns) {
   std::unique_ptr<JobState> job;
   const int64_t now = 0;  // replay never closes steps by deadline: StepClosed records do
+  JournalOpenInfo local;
+  JournalOpenInfo& opened = info != nullptr ? *info : local;
   absl::StatusOr<std::unique_ptr<JobJournal>> journal = JobJournal::Open(
       path, options.fsync,
       [&](const v1::JournalRecord& rec) -> absl::Status {
         if (!job) {
           if (rec.body_case() != v1::JournalRecord::kDeclared) {
-            return absl::DataLossError("the journal does not start with JobDeclared");
+            return absl::DataLossError("its declaration (the first record) is lost");
           }
           const v1::JobDeclared& d = rec.declared();
           absl::StatusOr<StageSchema> schema = SchemaFromProto(d.stages());
           if (!schema.ok() || !shm::ValidJobId(d.job()) || d.world_size() <= 0 ||
-              d.world_size() > (1 << 20)) {
-            return absl::DataLossError("the journal's JobDeclared record is not a valid job");
+              d.world_size() > (1 << 24)) {
+            return absl::DataLossError("its declaration (the first record) is not a valid job");
           }
           job.reset(new JobState(d.job(), d.world_size(), *std::move(schema), options, metrics));
           return job->RebuildEngineLocked();
         }
-        return job->Apply(rec, now, /*replaying=*/true);
+        // One record that cannot be applied (damage that passed the checksum, a setting a
+        // newer build refuses) costs that record, not the job.
+        if (!job->Apply(rec, now, /*replaying=*/true).ok()) ++job->replay_skipped_;
+        return absl::OkStatus();
       },
-      info);
+      &opened);
   if (!journal.ok()) {
     return absl::Status(journal.status().code(),
                         absl::StrCat("journal ", path, ": ", journal.status().message()));
   }
-  if (!job) return absl::DataLossError(absl::StrCat("journal ", path, " is empty"));
-  if (metrics != nullptr && info != nullptr) {
-    metrics->journal_truncated_bytes().Increment(static_cast<double>(info->truncated_bytes));
+  if (!job) {
+    return absl::DataLossError(
+        absl::StrCat("journal ", path, ": its declaration (the first record) is lost"));
   }
+  if (metrics != nullptr) {
+    metrics->journal_truncated_bytes().Increment(static_cast<double>(opened.skipped_bytes));
+  }
+  (void)job->ReserveMemory(/*restoring=*/true);
   job->journal_ = *std::move(journal);
   // Regression: replayed steps kept arrival time 0, so the first deadline check after a
   // restart closed them as partial at once.
   job->aligner_.RestartDeadlines(now_ns);
+  return job;
+}
+
+absl::StatusOr<std::unique_ptr<JobState>> JobState::Salvage(const std::string& path,
+                                                            const v1::RankDeclaration& decl,
+                                                            const JobOptions& options,
+                                                            CoordinatorMetrics* metrics,
+                                                            JournalOpenInfo* info, int64_t now_ns) {
+  absl::StatusOr<StageSchema> schema = CheckNewJob(decl, options);
+  if (!schema.ok()) return schema.status();
+  v1::JournalRecord rec;
+  v1::JobDeclared* d = rec.mutable_declared();
+  d->set_job(decl.job());
+  d->set_world_size(decl.world_size());
+  SchemaToProto(*schema, d->mutable_stages());
+  if (absl::Status s = JobJournal::Salvage(path, options.fsync, rec, info); !s.ok()) return s;
+  JournalOpenInfo reopened;
+  absl::StatusOr<std::unique_ptr<JobState>> job =
+      Restore(path, options, metrics, &reopened, now_ns);
+  if (job.ok() && info != nullptr) info->records = reopened.records;
   return job;
 }
 
@@ -193,20 +265,25 @@ absl::Status JobState::Apply(const v1::JournalRecord& rec, int64_t now_ns, bool 
     case v1::JournalRecord::kRanks:
       for (const v1::RankSteps& rs : rec.ranks().steps()) {
         // Journaled records were valid when logged; a failure here is damage: skip it.
-        (void)AlignLocked(rs, "", now_ns);
+        if (!AlignLocked(rs, "", now_ns).ok()) ++replay_skipped_;
       }
       return absl::OkStatus();
     case v1::JournalRecord::kClosed:
       AccountLocked(rec.closed().step(), now_ns, replaying);
       return absl::OkStatus();
-    case v1::JournalRecord::kConfig:
-      options_.engine = Merge(options_.engine, ToChange(rec.config()));
+    case v1::JournalRecord::kConfig: {
+      // A setting this build refuses (journals written before thresholds were checked may
+      // hold inf) is skipped, keeping the job's current settings.
+      const EngineConfig merged = Merge(options_.engine, ToChange(rec.config()));
+      if (absl::Status s = merged.Validate(); !s.ok()) return s;
+      options_.engine = merged;
       return RebuildEngineLocked();
+    }
     case v1::JournalRecord::kPause:
       paused_ = rec.pause().paused();
       return absl::OkStatus();
     case v1::JournalRecord::kDeclared:
-      return absl::DataLossError("a second JobDeclared record");
+      return absl::DataLossError("a second JobDeclared record");  // skipped by Restore
     default:
       return absl::DataLossError("an unknown journal record");
   }

@@ -25,6 +25,7 @@
 #include "daemon/accounting/engine.h"
 #include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/coordinator/job_journal.h"
+#include "daemon/coordinator/resource_limits.h"
 #include "daemon/coordinator/step_aligner.h"
 #include "stagefrontier/v1/ingest.pb.h"
 #include "stagefrontier/v1/journal.pb.h"
@@ -44,6 +45,9 @@ struct JobOptions {
   // whose schema lacks a stage they name falls back to the default (sync and mixed stages).
   std::string probe_bracket_rules;
   size_t verdicts_kept = 1000;
+  ResourceLimits limits;
+  // Where jobs reserve their estimated memory (resource_limits.h); null: not accounted.
+  MemoryBudget* budget = nullptr;
 };
 
 struct IngestCounts {
@@ -57,19 +61,32 @@ std::string JournalPath(const std::string& data_dir, const std::string& job);
 
 class JobState {
  public:
-  // A new job declared by its first rank: validates the declaration, writes JobDeclared to a
-  // new journal. InvalidArgument for a bad job id, world size or schema; AlreadyExists if a
-  // journal is there (restore it instead); file errors as JobJournal::Open.
+  // A new job declared by its first rank: validates the declaration, reserves its memory and
+  // creates its journal atomically (JobJournal::Create). InvalidArgument for a bad job id,
+  // world size or schema; ResourceExhausted for a world size or memory estimate over the
+  // limits (resource_limits.h); AlreadyExists if a journal is there (restore it instead);
+  // Unavailable when the data directory cannot take the journal now (nothing is left behind:
+  // the same declaration succeeds later).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<JobState>> Create(
       const v1::RankDeclaration& declaration, const JobOptions& options,
       CoordinatorMetrics* metrics);
 
-  // Rebuilds a job from its journal (truncating a torn tail). Steps still waiting for ranks get
-  // a fresh deadline from `now_ns` (monotonic). DataLoss if the journal does not start with a
-  // valid JobDeclared.
+  // Rebuilds a job from its journal (JobJournal::Open repairs damage, keeping what it
+  // skips). Steps still waiting for ranks get a fresh deadline from `now_ns` (monotonic).
+  // Records that cannot be applied are skipped and counted (replay_skipped()). DataLoss if
+  // the journal's first intact record is not a valid JobDeclared (see Salvage); other
+  // errors as JobJournal::Open.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<JobState>> Restore(
       const std::string& path, const JobOptions& options, CoordinatorMetrics* metrics,
       JournalOpenInfo* info, int64_t now_ns);
+
+  // A journal whose declaration was lost (Restore said DataLoss), restored once a rank of the
+  // job declares itself again: the damaged file is kept aside, a new journal holds
+  // `declaration` and every intact record of the old one, and the job is restored from it.
+  // Fails as Create's checks, then as JobJournal::Open.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<JobState>> Salvage(
+      const std::string& path, const v1::RankDeclaration& declaration, const JobOptions& options,
+      CoordinatorMetrics* metrics, JournalOpenInfo* info, int64_t now_ns);
 
   // FailedPrecondition naming the difference if a rank's declaration does not match the job
   // (schema, world size); OutOfRange for a rank outside [0, world_size).
@@ -110,6 +127,10 @@ class JobState {
   const std::string& name() const { return name_; }
   const StageSchema& schema() const { return schema_; }
   int32_t world_size() const { return world_size_; }
+  // Journal records a restore could not apply (skipped, not fatal).
+  int64_t replay_skipped() const { return replay_skipped_; }
+  // The memory this job reserved (its estimate).
+  int64_t reserved_bytes() const { return memory_.bytes(); }
   // Wakes verdict watchers (at shutdown).
   void WakeWatchers() const { verdict_cv_.notify_all(); }
 
@@ -126,6 +147,13 @@ class JobState {
 
   JobState(std::string name, int32_t world_size, StageSchema schema, const JobOptions& options,
            CoordinatorMetrics* metrics);
+  // Checks a new job's declaration against the limits and returns its schema.
+  static absl::StatusOr<StageSchema> CheckNewJob(const v1::RankDeclaration& declaration,
+                                                 const JobOptions& options);
+  // The memory model's shape of this job with `window_steps`.
+  JobShape ShapeLocked(int64_t window_steps) const;
+  // Reserves this job's memory (Create: refused over the limits; restore: reserved anyway).
+  absl::Status ReserveMemory(bool restoring);
   absl::Status Apply(const v1::JournalRecord& record, int64_t now_ns, bool replaying);
   absl::StatusOr<IngestCounts> AlignLocked(const v1::RankSteps& steps, const std::string& node,
                                            int64_t now_ns);
@@ -178,6 +206,8 @@ class JobState {
   std::vector<RankHealthState> ranks_;
   bool paused_ = false;
   uint32_t sample_every_ = 1;
+  int64_t replay_skipped_ = 0;
+  MemoryBudget::Reservation memory_;
 };
 
 }  // namespace stagefrontier

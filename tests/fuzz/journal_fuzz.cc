@@ -1,40 +1,78 @@
 // Fuzz target: arbitrary bytes as a coordinator journal (docs/journal-format.md), restored
-// the way the coordinator restores one at startup: framing, checksums, records, then replay
-// into a job (decoding packed steps, aligning, accounting). Restore must succeed (cutting a
-// damaged tail) or fail with a clear status, never crash.
-#include <sys/mman.h>
+// the way the coordinator restores one at startup: framing, resynchronization past damage,
+// checksums, records, then replay into a job (decoding packed steps, aligning, accounting),
+// and the files recovery keeps aside. Restore must succeed (keeping what it skips) or fail
+// with a clear status, never crash; a file it refuses is left byte for byte as it was.
+#include <dirent.h>
 #include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "daemon/coordinator/job_journal.h"
 #include "daemon/coordinator/job_state.h"
 
+namespace {
+
+const std::string& WorkDir() {
+  static const std::string dir = [] {
+    std::string tmpl = "/tmp/sf_journal_fuzz_XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) std::abort();
+    return tmpl;
+  }();
+  return dir;
+}
+
+void Clear(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (const dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") unlink((dir + "/" + name).c_str());
+  }
+  closedir(d);
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string bytes(reinterpret_cast<const char*>(data), size);
   (void)stagefrontier::ScanJournal(
-      absl::string_view(reinterpret_cast<const char*>(data), size),
-      [](const stagefrontier::v1::JournalRecord&) { return absl::OkStatus(); });
-  const int fd = memfd_create("journal", MFD_CLOEXEC);
-  if (fd < 0) return 0;
-  size_t done = 0;
-  while (done < size) {
-    const ssize_t n = write(fd, data + done, size - done);
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
+      bytes, [](const stagefrontier::v1::JournalRecord&) { return absl::OkStatus(); });
+  const std::string dir = WorkDir();
+  Clear(dir);
+  const std::string path = dir + "/fuzz.journal";
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << bytes;
   }
   stagefrontier::JobOptions o;
+  o.data_dir = dir;
   o.fsync = false;
   o.history_steps = 64;
   o.history_rank_steps = 4096;
-  const std::string path = "/proc/self/fd/" + std::to_string(fd);
-  auto job = stagefrontier::JobState::Restore(path, o, nullptr, nullptr, 0);
+  stagefrontier::JournalOpenInfo info;
+  auto job = stagefrontier::JobState::Restore(path, o, nullptr, &info, 0);
   if (job.ok()) {
-    stagefrontier::v1::JobInfo info;
-    (*job)->Info(&info);
+    stagefrontier::v1::JobInfo ji;
+    (*job)->Info(&ji);
+    // What recovery kept aside is exactly what was there.
+    if (!info.kept_original.empty() && ReadAll(info.kept_original) != bytes) std::abort();
+  } else if (absl::IsFailedPrecondition(job.status()) && ReadAll(path) != bytes) {
+    std::abort();  // a refused file must be left untouched
   }
   job = absl::StatusOr<std::unique_ptr<stagefrontier::JobState>>(absl::UnknownError("done"));
-  close(fd);
   return 0;
 }

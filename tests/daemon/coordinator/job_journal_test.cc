@@ -1,8 +1,12 @@
-// The journal: records come back in order; a torn tail, a flipped byte and a bogus length are
-// detected, cut off at open, and appending goes on after the last whole record.
+// The journal: records come back in order; damage anywhere costs only the damaged bytes,
+// which are kept on disk; files that are not journals (or of a newer format) are left
+// untouched; creation is atomic.
 #include "daemon/coordinator/job_journal.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -16,10 +20,10 @@
 namespace stagefrontier {
 namespace {
 
-std::string TempPath() {
+std::string TempDir() {
   char dir[] = "/tmp/sf_journal_XXXXXX";
   REQUIRE(mkdtemp(dir) != nullptr);
-  return std::string(dir) + "/job.journal";
+  return dir;
 }
 
 v1::JournalRecord Closed(int64_t step) {
@@ -53,43 +57,48 @@ void WriteAll(const std::string& path, const std::string& data) {
   out << data;
 }
 
+std::vector<std::string> Files(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  while (const dirent* e = readdir(d)) {
+    if (e->d_name[0] != '.' || (std::string(e->d_name) != "." && std::string(e->d_name) != "..")) {
+      out.push_back(e->d_name);
+    }
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A journal of steps 0..4, and where each record starts.
+std::string MakeFive(const std::string& path, std::vector<size_t>* starts) {
+  std::vector<v1::JournalRecord> recs;
+  for (int s = 0; s < 5; ++s) recs.push_back(Closed(s));
+  auto j = JobJournal::Create(path, true, recs);
+  REQUIRE(j.ok());
+  const std::string whole = ReadAll(path);
+  size_t off = kJournalHeaderBytes;
+  while (off < whole.size()) {
+    starts->push_back(off);
+    uint32_t len;
+    std::memcpy(&len, whole.data() + off + 8, 4);
+    off += kJournalRecordHeaderBytes + len;
+  }
+  REQUIRE(starts->size() == 5);
+  return whole;
+}
+
 TEST_CASE("CRC-32C known answer") { CHECK(Crc32c("123456789", 9) == 0xE3069283U); }
 
-TEST_CASE("journal records replay in order; damage is cut off and appending resumes") {
-  const std::string path = TempPath();
-  {
-    auto j = JobJournal::Open(
-        path, true, [](const v1::JournalRecord&) { return absl::OkStatus(); }, nullptr);
-    REQUIRE(j.ok());
-    for (int s = 0; s < 5; ++s) (*j)->Append(Closed(s));
-    REQUIRE((*j)->Flush().ok());
-  }
+TEST_CASE("journal records replay in order, and appending goes on") {
+  const std::string path = TempDir() + "/job.journal";
+  std::vector<size_t> starts;
+  const std::string whole = MakeFive(path, &starts);
+  CHECK(whole.substr(0, 8) == "SFJOURNL");
   JournalOpenInfo info;
   CHECK(Reopen(path, &info) == std::vector<int64_t>{0, 1, 2, 3, 4});
-  CHECK(info.truncated_bytes == 0);
-  const std::string whole = ReadAll(path);
-
-  SECTION("a torn tail") {
-    WriteAll(path, whole.substr(0, whole.size() - 3));
-    CHECK(Reopen(path, &info) == std::vector<int64_t>{0, 1, 2, 3});
-    CHECK(info.truncated_bytes > 0);
-    CHECK_THAT(info.truncation_reason, Catch::Contains("cut short"));
-  }
-  SECTION("a flipped byte in the third record") {
-    std::string bad = whole;
-    const size_t rec = whole.size() / 5;
-    bad[2 * rec + 9] ^= 0x40;
-    WriteAll(path, bad);
-    CHECK(Reopen(path, &info) == std::vector<int64_t>{0, 1});
-    CHECK_THAT(info.truncation_reason, Catch::Contains("checksum"));
-  }
-  SECTION("a bogus length") {
-    std::string bad = whole + std::string("\xff\xff\xff\x7f\0\0\0\0", 8);
-    WriteAll(path, bad);
-    CHECK(Reopen(path, &info).size() == 5);
-    CHECK_THAT(info.truncation_reason, Catch::Contains("claims"));
-  }
-  // After the cut, appending continues from the last whole record.
+  CHECK(info.format == 2);
+  CHECK(info.skipped.empty());
   {
     auto j = JobJournal::Open(
         path, false, [](const v1::JournalRecord&) { return absl::OkStatus(); }, nullptr);
@@ -97,23 +106,143 @@ TEST_CASE("journal records replay in order; damage is cut off and appending resu
     (*j)->Append(Closed(99));
     REQUIRE((*j)->Flush().ok());
   }
-  std::vector<int64_t> after = Reopen(path, &info);
-  CHECK(info.truncated_bytes == 0);
-  CHECK(after.back() == 99);
+  CHECK(Reopen(path, &info).back() == 99);
 }
 
-TEST_CASE("a replay error stops the open and names the record") {
-  const std::string path = TempPath();
-  {
-    auto j = JobJournal::Open(
-        path, false, [](const v1::JournalRecord&) { return absl::OkStatus(); }, nullptr);
-    REQUIRE(j.ok());
-    (*j)->Append(Closed(1));
+TEST_CASE("a torn tail is saved beside the journal before it is cut off") {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/job.journal";
+  std::vector<size_t> starts;
+  const std::string whole = MakeFive(path, &starts);
+  WriteAll(path, whole.substr(0, whole.size() - 3));
+  JournalOpenInfo info;
+  CHECK(Reopen(path, &info) == std::vector<int64_t>{0, 1, 2, 3});
+  REQUIRE(info.skipped.size() == 1);
+  CHECK(info.skipped[0].offset == starts[4]);
+  CHECK_THAT(info.skipped[0].reason, Catch::Contains("cut short"));
+  REQUIRE(!info.saved_tail.empty());
+  CHECK(ReadAll(info.saved_tail) == whole.substr(starts[4], whole.size() - 3 - starts[4]));
+  CHECK(ReadAll(path) == whole.substr(0, starts[4]));
+  CHECK_THAT(info.Describe(), Catch::Contains("saved to"));
+}
+
+// Regression (hostile input): recovery truncated the file at the first bad record, so intact
+// records after a damaged one were lost on disk.
+TEST_CASE("damage in the middle skips only the damaged record and keeps the original") {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/job.journal";
+  std::vector<size_t> starts;
+  const std::string whole = MakeFive(path, &starts);
+  std::string bad = whole;
+  SECTION("a flipped byte in the payload") {
+    bad[starts[2] + kJournalRecordHeaderBytes + 1] ^= 0x40;
   }
+  SECTION("a bogus length") { bad[starts[2] + 10] = '\x7f'; }
+  SECTION("garbage over the sync word and beyond") {
+    for (size_t i = starts[2]; i < starts[2] + 6; ++i) bad[i] = '\xAA';
+  }
+  WriteAll(path, bad);
+  JournalOpenInfo info;
+  CHECK(Reopen(path, &info) == std::vector<int64_t>{0, 1, 3, 4});
+  REQUIRE(info.skipped.size() == 1);
+  CHECK(info.skipped[0].offset == starts[2]);
+  CHECK(info.skipped[0].bytes == starts[3] - starts[2]);
+  REQUIRE(!info.kept_original.empty());
+  CHECK(ReadAll(info.kept_original) == bad);  // kept byte for byte
+  // The journal itself now holds the four intact records and nothing damaged.
+  JournalOpenInfo again;
+  CHECK(Reopen(path, &again) == std::vector<int64_t>{0, 1, 3, 4});
+  CHECK(again.skipped.empty());
+  CHECK(again.kept_original.empty());
+  CHECK_THAT(info.Describe(), Catch::Contains("bytes at offset " + std::to_string(starts[2])));
+}
+
+TEST_CASE("format 1 journals are still read, and rewritten as format 2") {
+  const std::string path = TempDir() + "/job.journal";
+  std::string v1_bytes;
+  for (int s = 0; s < 3; ++s) {
+    std::string payload;
+    Closed(s).SerializeToString(&payload);
+    const uint32_t len = static_cast<uint32_t>(payload.size());
+    const uint32_t crc = Crc32c(payload.data(), payload.size());
+    v1_bytes.append(reinterpret_cast<const char*>(&len), 4);
+    v1_bytes.append(reinterpret_cast<const char*>(&crc), 4);
+    v1_bytes += payload;
+  }
+  std::string damaged = v1_bytes;
+  damaged[10 + 8 + 1] ^= 0x01;  // second record's payload (the first is 8 + 2 bytes)
+  SECTION("intact") {
+    WriteAll(path, v1_bytes);
+    JournalOpenInfo info;
+    CHECK(Reopen(path, &info) == std::vector<int64_t>{0, 1, 2});
+    CHECK(info.format == 1);
+    CHECK(ReadAll(path).substr(0, 8) == "SFJOURNL");
+  }
+  SECTION("damaged: format 1 resynchronizes too") {
+    WriteAll(path, damaged);
+    JournalOpenInfo info;
+    CHECK(Reopen(path, &info) == std::vector<int64_t>{0, 2});
+    CHECK(ReadAll(info.kept_original) == damaged);
+  }
+  JournalOpenInfo info;
+  Reopen(path, &info);
+  CHECK(info.format == 2);
+}
+
+TEST_CASE("what is not a journal, or of a newer format, is left untouched") {
+  const std::string path = TempDir() + "/job.journal";
+  const auto open = [&] {
+    return JobJournal::Open(
+               path, false, [](const v1::JournalRecord&) { return absl::OkStatus(); }, nullptr)
+        .status();
+  };
+  WriteAll(path, "hello, this is somebody's notes file, not a journal\n");
+  absl::Status s = open();
+  CHECK(absl::IsFailedPrecondition(s));
+  CHECK_THAT(std::string(s.message()), Catch::Contains("not a StageFrontier journal"));
+  CHECK(ReadAll(path) == "hello, this is somebody's notes file, not a journal\n");
+  std::string newer = std::string("SFJOURNL\x03\0\0\0\0\0\0\0", 16) + "whatever";
+  WriteAll(path, newer);
+  s = open();
+  CHECK(absl::IsFailedPrecondition(s));
+  CHECK_THAT(std::string(s.message()), Catch::Contains("format 3 is newer"));
+  CHECK(ReadAll(path) == newer);
+}
+
+// Regression (hostile input): a full disk when a job first appeared left an empty journal
+// behind, and the job was refused for good.
+TEST_CASE("creation is atomic: a full disk leaves nothing behind, and a retry succeeds") {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/job.journal";
+  signal(SIGXFSZ, SIG_IGN);  // writes past the limit fail with EFBIG instead of killing us
+  rlimit old{};
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
+  rlimit tiny = old;
+  tiny.rlim_cur = 10;
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &tiny) == 0);
+  std::vector<v1::JournalRecord> recs = {Closed(1)};
+  auto j = JobJournal::Create(path, true, recs);
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &old) == 0);
+  REQUIRE(!j.ok());
+  CHECK(absl::IsUnavailable(j.status()));
+  CHECK(Files(dir).empty());
+  j = JobJournal::Create(path, true, recs);
+  REQUIRE(j.ok());
+  CHECK(absl::IsAlreadyExists(JobJournal::Create(path, true, recs).status()));
+  JournalOpenInfo info;
+  CHECK(Reopen(path, &info) == std::vector<int64_t>{1});
+}
+
+TEST_CASE("a replay error stops the open, names the record and changes nothing") {
+  const std::string path = TempDir() + "/job.journal";
+  std::vector<v1::JournalRecord> recs = {Closed(1)};
+  REQUIRE(JobJournal::Create(path, false, recs).ok());
+  const std::string before = ReadAll(path);
   auto j = JobJournal::Open(
       path, false, [](const v1::JournalRecord&) { return absl::DataLossError("nope"); }, nullptr);
   REQUIRE(!j.ok());
   CHECK(j.status().message() == "nope");
+  CHECK(ReadAll(path) == before);
 }
 
 }  // namespace

@@ -1,19 +1,23 @@
-// The job registry: jobs declare themselves (or only allowlisted ones), and a restart
-// restores every journal in the data directory.
+// The job registry: jobs declare themselves (or only allowlisted ones), a restart restores
+// every journal in the data directory, and damaged journals keep every intact record.
 #include "daemon/coordinator/job_registry.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 
 namespace stagefrontier {
 namespace {
 
-v1::RankDeclaration Decl(const std::string& job, int rank) {
+v1::RankDeclaration Decl(const std::string& job, int rank, int world = 4) {
   v1::RankDeclaration d;
   d.set_job(job);
   d.set_rank(rank);
-  d.set_world_size(4);
+  d.set_world_size(world);
   for (const char* n : {"data", "grad_sync"}) {
     v1::Stage* s = d.add_stages();
     s->set_name(n);
@@ -22,27 +26,72 @@ v1::RankDeclaration Decl(const std::string& job, int rank) {
   return d;
 }
 
-TEST_CASE("jobs declared, found, and restored after a restart (regression: restore crashed)") {
+std::string TempDir() {
   char dir[] = "/tmp/sf_registry_XXXXXX";
   REQUIRE(mkdtemp(dir) != nullptr);
+  return dir;
+}
+
+JobOptions Options(const std::string& dir) {
   JobOptions o;
   o.data_dir = dir;
   o.fsync = false;
+  return o;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Steps 0..n-1 of ranks 0..3 through the real ingest path, each closed.
+void Feed(JobState& job, int n) {
+  for (int step = 0; step < n; ++step) {
+    for (int rank = 0; rank < 4; ++rank) {
+      v1::RankSteps rs;
+      rs.set_job(job.name());
+      rs.set_rank(rank);
+      rs.set_base_step(step);
+      rs.set_count(1);
+      // zigzag delta 0, durations 1000 and 2000 ns (varints), flags 0.
+      rs.set_packed(std::string("\x00\xe8\x07\xd0\x0f\x00", 6));
+      REQUIRE(job.Ingest(rs, "n", 1).ok());
+    }
+    job.CloseDue(1);
+  }
+  REQUIRE(job.Flush().ok());
+}
+
+int64_t Accounted(const JobState& job) {
+  v1::JobInfo info;
+  job.Info(&info);
+  return info.steps_accounted();
+}
+
+TEST_CASE("jobs declared, found, and restored after a restart (regression: restore crashed)") {
+  const std::string dir = TempDir();
+  JobOptions o = Options(dir);
   {
     JobRegistry jobs(o, nullptr, {});
-    REQUIRE(jobs.RestoreAll(nullptr).ok());
+    REQUIRE(jobs.RestoreAll().ok());
     REQUIRE(jobs.Declare(Decl("a", 0)).ok());
     REQUIRE(jobs.Declare(Decl("b", 3)).ok());
     REQUIRE(jobs.Declare(Decl("a", 1)).ok());
     CHECK(jobs.All().size() == 2);
   }
-  // A file that is not a journal is reported, the others restore.
-  std::ofstream(std::string(dir) + "/broken.journal") << "not a journal";
-  JobRegistry again(o, nullptr, {});
+  // A file that is not a journal is reported and left as it was; the others restore.
+  const std::string broken = dir + "/broken.journal";
+  std::ofstream(broken) << "not a journal";
   std::vector<std::string> lines;
-  absl::Status s = again.RestoreAll([&](const std::string& l) { lines.push_back(l); });
+  JobRegistry again(o, nullptr, {}, [&](const std::string& l) { lines.push_back(l); });
+  absl::Status s = again.RestoreAll();
   CHECK(!s.ok());
   CHECK_THAT(std::string(s.message()), Catch::Contains("broken.journal"));
+  CHECK_THAT(std::string(s.message()), Catch::Contains("not a StageFrontier journal"));
+  // Regression: recovery truncated a non-journal *.journal file.
+  CHECK(ReadAll(broken) == "not a journal");
   REQUIRE(again.Find("a") != nullptr);
   REQUIRE(again.Find("b") != nullptr);
   CHECK(again.Find("a")->world_size() == 4);
@@ -51,18 +100,103 @@ TEST_CASE("jobs declared, found, and restored after a restart (regression: resto
 }
 
 TEST_CASE("an allowlist refuses other jobs with NOT_FOUND") {
-  char dir[] = "/tmp/sf_registry_XXXXXX";
-  REQUIRE(mkdtemp(dir) != nullptr);
-  JobOptions o;
-  o.data_dir = dir;
-  o.fsync = false;
-  JobRegistry jobs(o, nullptr, {"only"});
+  JobRegistry jobs(Options(TempDir()), nullptr, {"only"});
   CHECK(jobs.Declare(Decl("only", 0)).ok());
   auto other = jobs.Declare(Decl("other", 0));
   REQUIRE(!other.ok());
   CHECK(other.status().code() == absl::StatusCode::kNotFound);
   auto mismatch = jobs.Declare(Decl("only", 9));
   CHECK(mismatch.status().code() == absl::StatusCode::kOutOfRange);
+}
+
+// Regression (hostile input): recovery followed a symbolic link out of the data directory.
+TEST_CASE("a journal that is a symbolic link is never followed") {
+  const std::string dir = TempDir();
+  const std::string outside = TempDir() + "/victim";
+  std::ofstream(outside) << "precious bytes outside the data directory";
+  REQUIRE(symlink(outside.c_str(), (dir + "/evil.journal").c_str()) == 0);
+  std::vector<std::string> lines;
+  JobRegistry jobs(Options(dir), nullptr, {}, [&](const std::string& l) { lines.push_back(l); });
+  CHECK(!jobs.RestoreAll().ok());
+  CHECK(ReadAll(outside) == "precious bytes outside the data directory");
+  REQUIRE(lines.size() == 1);
+  CHECK_THAT(lines[0], Catch::Contains("symbolic link"));
+}
+
+// Regression (hostile input): one flipped bit in the first record emptied the journal, and
+// the job's ranks were refused for good. Now the file is kept, and the intact records come
+// back in the job as soon as a rank declares it again.
+TEST_CASE("a journal whose declaration is damaged is salvaged at the next declaration") {
+  const std::string dir = TempDir();
+  JobOptions o = Options(dir);
+  {
+    JobRegistry jobs(o, nullptr, {});
+    auto job = jobs.Declare(Decl("j", 0));
+    REQUIRE(job.ok());
+    Feed(**job, 20);
+    CHECK(Accounted(**job) == 20);
+  }
+  const std::string path = dir + "/j.journal";
+  std::string bytes = ReadAll(path);
+  const std::string before = bytes;
+  bytes[kJournalHeaderBytes + kJournalRecordHeaderBytes + 3] ^= 0x10;  // inside JobDeclared
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+
+  std::vector<std::string> lines;
+  JobRegistry jobs(o, nullptr, {}, [&](const std::string& l) { lines.push_back(l); });
+  CHECK(jobs.RestoreAll().ok());
+  CHECK(jobs.Find("j") == nullptr);
+  CHECK(jobs.PendingSalvage() == std::vector<std::string>{"j"});
+  CHECK(ReadAll(path) == bytes);  // untouched until then
+  auto job = jobs.Declare(Decl("j", 2));
+  REQUIRE(job.ok());
+  CHECK(Accounted(**job) == 20);  // every intact record is back in the job
+  CHECK(jobs.PendingSalvage().empty());
+  bool kept = false;
+  for (const std::string& l : lines) {
+    if (l.find("salvaged job j") != std::string::npos) {
+      kept = true;
+      const size_t at = l.find("the original is kept at ");
+      REQUIRE(at != std::string::npos);
+      CHECK(ReadAll(l.substr(at + 24)) == bytes);  // the damaged file, byte for byte
+    }
+  }
+  CHECK(kept);
+  // And the rebuilt journal restores on its own after another restart.
+  JobRegistry third(o, nullptr, {});
+  CHECK(third.RestoreAll().ok());
+  REQUIRE(third.Find("j") != nullptr);
+  CHECK(Accounted(*third.Find("j")) == 20);
+}
+
+TEST_CASE("limits: world size, memory per job, number of jobs") {
+  JobOptions o = Options(TempDir());
+  o.limits.max_world_size = 1000;
+  o.limits.max_jobs = 2;
+  o.limits.max_job_memory_bytes = int64_t{64} << 20;
+  MemoryBudget budget(int64_t{100} << 20);
+  o.budget = &budget;
+  JobRegistry jobs(o, nullptr, {});
+  // Regression (hostile input): a Hello with a world size near 2^20 was accepted, and every
+  // partial step then held memory in proportion to it.
+  auto huge = jobs.Declare(Decl("huge", 0, 1 << 20));
+  REQUIRE(absl::IsResourceExhausted(huge.status()));
+  CHECK_THAT(std::string(huge.status().message()), Catch::Contains("--max-world-size"));
+  auto big = jobs.Declare(Decl("big", 0, 1000));  // within the world limit, not in 64 MB
+  REQUIRE(absl::IsResourceExhausted(big.status()));
+  CHECK_THAT(std::string(big.status().message()), Catch::Contains("--max-job-memory-mb"));
+  CHECK(budget.used() == 0);
+  auto a = jobs.Declare(Decl("a", 0, 4));
+  REQUIRE(a.ok());
+  CHECK(budget.used() == (*a)->reserved_bytes());
+  CHECK(budget.used() > 0);
+  REQUIRE(jobs.Declare(Decl("b", 0, 4)).ok());
+  auto c = jobs.Declare(Decl("c", 0, 4));
+  REQUIRE(absl::IsResourceExhausted(c.status()));
+  CHECK_THAT(std::string(c.status().message()), Catch::Contains("--max-jobs"));
+  // Nothing was left behind for the refused jobs: no journal files.
+  CHECK(access((o.data_dir + "/huge.journal").c_str(), F_OK) != 0);
+  CHECK(access((o.data_dir + "/big.journal").c_str(), F_OK) != 0);
 }
 
 }  // namespace
