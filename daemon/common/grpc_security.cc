@@ -71,7 +71,7 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
   return token;
 }
 
-bool TokenMatches(const grpc::ServerContext& context, const std::string& token) {
+bool TokenMatches(const grpc::ServerContextBase& context, const std::string& token) {
   if (token.empty()) return true;
   const auto& md = context.client_metadata();
   auto it = md.find("authorization");

@@ -36,7 +36,7 @@ struct TlsFiles {
 [[nodiscard]] absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
 
 // True if `token` is empty or the call carries it (constant-time comparison).
-bool TokenMatches(const grpc::ServerContext& context, const std::string& token);
+bool TokenMatches(const grpc::ServerContextBase& context, const std::string& token);
 
 // Adds the token to an outgoing call (nothing if empty).
 void AttachToken(grpc::ClientContext* context, const std::string& token);

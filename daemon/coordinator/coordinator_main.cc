@@ -13,6 +13,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_split.h"
 #include "daemon/accounting/probe_bracketing.h"
+#include "daemon/common/command_line.h"
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/termination_signals.h"
 #include "daemon/coordinator/coordinator_metrics.h"
@@ -20,6 +21,7 @@
 #include "daemon/coordinator/ingest_service.h"
 #include "daemon/coordinator/job_registry.h"
 #include "daemon/coordinator/query_service.h"
+#include "daemon/coordinator/resource_limits.h"
 #include "daemon/coordinator/sidecar_sessions.h"
 #include "grpcpp/grpcpp.h"
 #include "prometheus/exposer.h"
@@ -28,7 +30,8 @@
 
 int main(int argc, char** argv) {
   using namespace stagefrontier;
-  CLI::App app{"stagefrontier-coordinator: frontier accounting, verdicts and queries"};
+  CLI::App app{"stagefrontier-coordinator: frontier accounting, verdicts and queries",
+               "stagefrontier-coordinator"};
   std::string listen = "127.0.0.1:7311";
   std::string metrics_listen = "127.0.0.1:7312";
   std::string health_listen;
@@ -41,7 +44,10 @@ int main(int argc, char** argv) {
   std::string token_file;
   TlsFiles tls;
   int max_message_bytes = 16 << 20;
-  std::string log_level = "info";
+  std::string log_level;
+  ResourceLimits limits;
+  int64_t max_job_memory_mb = limits.max_job_memory_bytes >> 20;
+  int64_t max_memory_mb = 0;
   app.add_option("--listen", listen, "gRPC address (ingest and query)")->capture_default_str();
   app.add_option("--metrics-listen", metrics_listen, "Prometheus /metrics address; empty disables")
       ->capture_default_str();
@@ -71,11 +77,43 @@ int main(int argc, char** argv) {
   app.add_option("--max-message-bytes", max_message_bytes, "largest message accepted")
       ->check(CLI::Range(1024, 1 << 30))
       ->capture_default_str();
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+  // Resource limits (docs/operations.md, "Resource model").
+  app.add_option("--max-world-size", limits.max_world_size, "largest world size a job may declare")
+      ->check(CLI::Range(1, 1 << 24))
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
-  spdlog::set_level(spdlog::level::from_str(log_level));
+  app.add_option("--max-job-memory-mb", max_job_memory_mb,
+                 "largest estimated memory of one job (world size x stages x window)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->capture_default_str();
+  app.add_option("--max-memory-mb", max_memory_mb,
+                 "memory all jobs together may reserve; 0: three quarters of this machine's")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
+      ->capture_default_str();
+  app.add_option("--max-jobs", limits.max_jobs, "jobs this coordinator holds at most")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-jobs-per-stream", limits.max_jobs_per_stream,
+                 "jobs one sidecar stream may declare ranks of")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--max-streams", limits.max_streams, "concurrent sidecar streams")
+      ->check(CLI::Range(1, 1 << 24))
+      ->capture_default_str();
+  app.add_option("--hello-timeout-ms", limits.hello_timeout_ms,
+                 "a stream must say Hello this soon after opening")
+      ->check(CLI::Range(int64_t{10}, int64_t{3'600'000}))
+      ->capture_default_str();
+  app.add_option("--max-stream-queue", limits.max_stream_queue,
+                 "messages queued for a stream that does not read them before it is cut off")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  AddLogLevelFlag(app, &log_level);
+  if (int rc = ParseCommandLine(app, argc, argv); rc >= 0) return rc;
+  ApplyLogLevel(log_level);
+  limits.max_job_memory_bytes = max_job_memory_mb << 20;
+  limits.max_memory_bytes = max_memory_mb << 20;
+  // A file-size limit must make journal writes fail (and acks wait), not kill us.
+  signal(SIGXFSZ, SIG_IGN);
 
   // Signals are taken by the main thread; block them before any thread starts.
   BlockTerminationSignals();
@@ -102,6 +140,9 @@ int main(int argc, char** argv) {
   options.aligner.deadline_ns = deadline_ms * 1'000'000;
   options.engine.window_steps = window_steps;
   options.probe_bracket_rules = probe_bracket;
+  options.limits = limits;
+  MemoryBudget budget(limits.max_memory_bytes);
+  options.budget = &budget;
   if (absl::Status s = ProbeBracketing::CheckRules(probe_bracket); !s.ok()) {
     spdlog::error("--probe-bracket: {}", std::string(s.message()));
     return 2;
@@ -133,7 +174,7 @@ int main(int argc, char** argv) {
   }
 
   SidecarSessions sessions;
-  IngestService ingest(&jobs, &sessions, &metrics, *token,
+  IngestService ingest(&jobs, &sessions, &metrics, *token, limits,
                        [](const std::string& line) { spdlog::info("{}", line); });
   QueryService query(&jobs, &sessions, &metrics, *token);
   HealthService health;
@@ -176,6 +217,8 @@ int main(int argc, char** argv) {
         job->CloseDue(now);
         if (absl::Status s = job->Flush(); !s.ok()) spdlog::error("{}", std::string(s.message()));
       }
+      metrics.memory_reserved().Set(static_cast<double>(budget.used()));
+      metrics.memory_budget().Set(static_cast<double>(budget.total()));
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   });

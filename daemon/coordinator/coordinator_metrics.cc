@@ -78,14 +78,35 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<prometheus
   using absl::StatusCode;
   for (StatusCode code :
        {StatusCode::kUnauthenticated, StatusCode::kFailedPrecondition, StatusCode::kInvalidArgument,
-        StatusCode::kUnavailable, StatusCode::kInternal}) {
+        StatusCode::kUnavailable, StatusCode::kResourceExhausted, StatusCode::kDeadlineExceeded,
+        StatusCode::kInternal}) {
     stream_errors_by_code_[code] = &stream_errors_->Add({{"code", absl::StatusCodeToString(code)}});
   }
   for (StatusCode code :
        {StatusCode::kNotFound, StatusCode::kFailedPrecondition, StatusCode::kOutOfRange,
-        StatusCode::kInvalidArgument, StatusCode::kAlreadyExists, StatusCode::kInternal}) {
+        StatusCode::kInvalidArgument, StatusCode::kAlreadyExists, StatusCode::kResourceExhausted,
+        StatusCode::kInternal}) {
     rejections_by_code_[code] = &rejections_->Add({{"reason", absl::StatusCodeToString(code)}});
   }
+  auto& cut = BuildCounter()
+                  .Name("stagefrontier_ingest_streams_cut_total")
+                  .Help(
+                      "Ingest streams the coordinator refused or cut off to protect the others, "
+                      "by reason (too_many_streams, hello_timeout, slow_reader, "
+                      "malformed_message)")
+                  .Register(r);
+  for (const char* reason :
+       {"too_many_streams", "hello_timeout", "slow_reader", "malformed_message"}) {
+    streams_cut_[reason] = &cut.Add({{"reason", reason}});
+  }
+  auto& memory = BuildGauge()
+                     .Name("stagefrontier_job_memory_bytes")
+                     .Help(
+                         "Estimated memory of all jobs (reserved) and what may be reserved "
+                         "(budget, --max-memory-mb)")
+                     .Register(r);
+  memory_reserved_ = &memory.Add({{"kind", "reserved"}});
+  memory_budget_ = &memory.Add({{"kind", "budget"}});
   sidecar_streams_ = &BuildGauge()
                           .Name("stagefrontier_sidecar_streams")
                           .Help("Sidecar ingest streams connected now")
@@ -171,6 +192,10 @@ prometheus::Counter& CoordinatorMetrics::stream_errors(absl::StatusCode code) {
 
 prometheus::Counter& CoordinatorMetrics::rejections(absl::StatusCode code) {
   return KnownOrInternal(rejections_by_code_, code);
+}
+
+prometheus::Counter& CoordinatorMetrics::streams_cut(const std::string& reason) {
+  return *streams_cut_.at(reason);
 }
 
 }  // namespace stagefrontier

@@ -72,6 +72,11 @@ class CoordinatorMetrics {
   // (schema mismatch), OUT_OF_RANGE (rank), INVALID_ARGUMENT, ALREADY_EXISTS; others INTERNAL.
   prometheus::Counter& rejections(absl::StatusCode code);
   prometheus::Counter& unauthenticated() { return *unauthenticated_; }
+  // Streams refused or cut off: "too_many_streams", "hello_timeout", "slow_reader",
+  // "malformed_message".
+  prometheus::Counter& streams_cut(const std::string& reason);
+  prometheus::Gauge& memory_reserved() { return *memory_reserved_; }
+  prometheus::Gauge& memory_budget() { return *memory_budget_; }
   prometheus::Counter& journal_truncated_bytes() { return *journal_truncated_bytes_; }
 
  private:
@@ -93,6 +98,9 @@ class CoordinatorMetrics {
   // The series of the known codes, created at start at 0 so that rate() and alerts see them.
   std::map<absl::StatusCode, prometheus::Counter*> stream_errors_by_code_;
   std::map<absl::StatusCode, prometheus::Counter*> rejections_by_code_;
+  std::map<std::string, prometheus::Counter*> streams_cut_;
+  prometheus::Gauge* memory_reserved_;
+  prometheus::Gauge* memory_budget_;
   prometheus::Gauge* sidecar_streams_;
   prometheus::Counter* ingest_batches_;
   prometheus::Counter* unauthenticated_;

@@ -1,45 +1,56 @@
 // The coordinator's side of the ingest contract (proto/stagefrontier/v1/ingest.proto): one
-// stream per sidecar; declarations register ranks (and create jobs), batches are decoded,
-// journaled, aligned and acknowledged once durable (group commit:
-// durable_acker.h); control requests go back down the same
-// stream. Bad input ends only the stream that sent it, with a specific status, or is refused
-// per rank in the acknowledgement; every other stream goes on.
+// stream per sidecar, served with gRPC's callback API by IngestStream (ingest_stream.h), so the
+// number of threads does not grow with the number of sidecars. Streams beyond --max-streams
+// are refused, streams that do not say Hello in time are ended, and acknowledgements are sent
+// once durable by one DurableAcker that never blocks on a stream.
 //
-//   IngestService ingest(&jobs, &sessions, &metrics, token);
+//   IngestService ingest(&jobs, &sessions, &metrics, token, limits, log);
 //   builder.RegisterService(&ingest);
 #ifndef STAGEFRONTIER_DAEMON_COORDINATOR_INGEST_SERVICE_H_
 #define STAGEFRONTIER_DAEMON_COORDINATOR_INGEST_SERVICE_H_
 
+#include <condition_variable>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/coordinator/durable_acker.h"
+#include "daemon/coordinator/ingest_stream.h"
 #include "daemon/coordinator/job_registry.h"
+#include "daemon/coordinator/resource_limits.h"
 #include "daemon/coordinator/sidecar_sessions.h"
 #include "stagefrontier/v1/ingest.grpc.pb.h"
 
 namespace stagefrontier {
 
-class IngestService final : public v1::Ingest::Service {
+class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::Ingest::Service> {
  public:
   using Log = std::function<void(const std::string&)>;
   IngestService(JobRegistry* jobs, SidecarSessions* sessions, CoordinatorMetrics* metrics,
-                std::string token, Log log = nullptr);
+                std::string token, ResourceLimits limits = {}, Log log = nullptr);
+  // Stops the Hello watchdog. Destroy after the server has shut down.
+  ~IngestService() override;
 
-  grpc::Status Stream(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::SidecarMessage>* stream) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Stream(
+      grpc::CallbackServerContext* context) override;
+
+  // Streams open now (with or without their Hello).
+  size_t live_streams() const;
 
  private:
-  grpc::Status Fail(grpc::StatusCode code, const std::string& node, const std::string& message);
+  void WatchHellos();
 
-  JobRegistry* jobs_;
-  SidecarSessions* sessions_;
-  CoordinatorMetrics* metrics_;
-  std::string token_;
-  Log log_;
-  DurableAcker acker_;  // last: its thread stops first
+  IngestDeps deps_;
+  DurableAcker acker_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, IngestStream*> live_;
+  std::thread watchdog_;
 };
 
 }  // namespace stagefrontier

@@ -5,15 +5,15 @@
 namespace stagefrontier {
 
 bool SidecarSessions::Session::Write(const v1::CoordinatorMessage& msg) {
-  std::lock_guard<std::mutex> lock(write_mu);
-  return stream != nullptr && stream->Write(msg);
+  std::lock_guard<std::mutex> lock(mu);
+  return writer != nullptr && writer->Send(msg);
 }
 
 std::shared_ptr<SidecarSessions::Session> SidecarSessions::Add(std::string node,
-                                                               IngestStream* stream) {
+                                                               SessionWriter* writer) {
   auto s = std::make_shared<Session>();
   s->node = std::move(node);
-  s->stream = stream;
+  s->writer = writer;
   std::lock_guard<std::mutex> lock(mu_);
   s->id = next_id_++;
   sessions_[s->id] = s;
@@ -29,8 +29,8 @@ void SidecarSessions::Remove(const std::shared_ptr<Session>& session) {
       it = (!held || held == session) ? by_rank_.erase(it) : std::next(it);
     }
   }
-  std::lock_guard<std::mutex> lock(session->write_mu);
-  session->stream = nullptr;
+  std::lock_guard<std::mutex> lock(session->mu);
+  session->writer = nullptr;
 }
 
 bool SidecarSessions::Bind(const std::shared_ptr<Session>& session, const std::string& job,

@@ -1,10 +1,10 @@
 // The sidecars connected to the coordinator right now, and which (job, rank) each serves, so
 // that a control request reaches the node whose segment holds that rank's slot.
 //
-//   auto session = sessions.Add("node-a", stream);      // in the ingest handler
-//   sessions.Bind(*session, "run42", 3);                // rank 3 declared on that stream
+//   auto session = sessions.Add("node-a", writer);      // when an ingest stream says Hello
+//   sessions.Bind(session, "run42", 3);                 // rank 3 declared on that stream
 //   int reached = sessions.Send(request);               // from a Control call
-//   sessions.Remove(session);                           // before the handler returns
+//   sessions.Remove(session);                           // before the stream is freed
 #ifndef STAGEFRONTIER_DAEMON_COORDINATOR_SIDECAR_SESSIONS_H_
 #define STAGEFRONTIER_DAEMON_COORDINATOR_SIDECAR_SESSIONS_H_
 
@@ -16,27 +16,35 @@
 #include <string>
 #include <utility>
 
-#include "grpcpp/grpcpp.h"
-#include "grpcpp/support/sync_stream.h"
 #include "stagefrontier/v1/ingest.pb.h"
 
 namespace stagefrontier {
 
-using IngestStream = grpc::ServerReaderWriterInterface<v1::CoordinatorMessage, v1::SidecarMessage>;
+// Where a session's messages go: the ingest stream's bounded outbound queue. Send never
+// blocks; it returns false when the stream is gone, or when the stream does not read what it
+// is sent and was cut off for it.
+class SessionWriter {
+ public:
+  virtual ~SessionWriter() = default;
+  virtual bool Send(const v1::CoordinatorMessage& message) = 0;
+};
 
 class SidecarSessions {
  public:
   struct Session {
     uint64_t id = 0;
     std::string node;
-    std::mutex write_mu;  // one writer at a time on the stream; guards `stream`
-    IngestStream* stream = nullptr;
-    // Writes one message; false once the stream is gone or broken.
+    // Queues one message for the stream; false once the stream is gone. Never blocks.
     bool Write(const v1::CoordinatorMessage& msg);
+
+   private:
+    friend class SidecarSessions;
+    std::mutex mu;  // guards writer: Remove waits for a Send in progress
+    SessionWriter* writer = nullptr;
   };
 
-  std::shared_ptr<Session> Add(std::string node, IngestStream* stream);
-  // Forgets the session and waits for any write in flight: the stream may be freed after.
+  std::shared_ptr<Session> Add(std::string node, SessionWriter* writer);
+  // Forgets the session and waits for any Send in flight: the writer may be freed after.
   void Remove(const std::shared_ptr<Session>& session);
   // Records that `session` serves (job, rank); returns true if it did not already.
   bool Bind(const std::shared_ptr<Session>& session, const std::string& job, int32_t rank);

@@ -8,6 +8,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "daemon/common/command_line.h"
 #include "daemon/common/grpc_security.h"
 #include "daemon/sfctl/sfctl_render.h"
 #include "grpcpp/grpcpp.h"
@@ -39,7 +40,8 @@ int Report(const grpc::Status& s, const Common& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"sfctl: ask the StageFrontier coordinator which stage on which rank to look at"};
+  CLI::App app{"sfctl: ask the StageFrontier coordinator which stage on which rank to look at",
+               "sfctl"};
   app.require_subcommand(1);
   app.fallthrough();  // global flags (--json, --coordinator...) also after the subcommand
   Common c;
@@ -48,7 +50,9 @@ int main(int argc, char** argv) {
   app.add_option("--tls-ca", c.tls.ca, "verify the coordinator with this CA (enables TLS)");
   app.add_option("--tls-cert", c.tls.cert, "client certificate (mutual TLS)");
   app.add_option("--tls-key", c.tls.key, "client key (mutual TLS)");
-  app.add_option("--timeout", c.timeout_s, "seconds to wait for an answer")->capture_default_str();
+  app.add_option("--timeout", c.timeout_s, "seconds to wait for an answer (1..86400)")
+      ->check(CLI::Range(1, 86'400))
+      ->capture_default_str();
   app.add_flag("--json", c.json, "print the reply as JSON (proto3 mapping)");
 
   std::string job;
@@ -88,7 +92,8 @@ int main(int argc, char** argv) {
   control->add_option("--window-steps", window_steps, "new verdict window");
   control->add_option("--excess-z", excess_z, "new excess threshold in noise scales");
   control->add_option("--clear-share", clear_share, "new CLEAR share");
-  CLI11_PARSE(app, argc, argv);
+  // Usage errors exit 2, as documented (CLI11's own codes are 100 and up).
+  if (int rc = ParseCommandLine(app, argc, argv); rc >= 0) return rc;
 
   absl::StatusOr<std::string> token = ReadTokenFile(c.token_file);
   if (!token.ok()) {

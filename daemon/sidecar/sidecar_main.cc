@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "daemon/common/command_line.h"
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/termination_signals.h"
 #include "daemon/sidecar/ingest_streamer.h"
@@ -16,12 +17,13 @@
 
 int main(int argc, char** argv) {
   using namespace stagefrontier;
-  CLI::App app{"stagefrontier-sidecar: drains this node's stage rings to the coordinator"};
+  CLI::App app{"stagefrontier-sidecar: drains this node's stage rings to the coordinator",
+               "stagefrontier-sidecar"};
   StreamerOptions so;
   DrainerOptions dro;
   std::string token_file;
   int poll_max_ms = 10;
-  std::string log_level = "info";
+  std::string log_level;
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
   so.node = host;
@@ -47,11 +49,9 @@ int main(int argc, char** argv) {
   app.add_option("--poll-max-ms", poll_max_ms, "longest idle poll interval")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
-      ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
-  spdlog::set_level(spdlog::level::from_str(log_level));
+  AddLogLevelFlag(app, &log_level);
+  if (int rc = ParseCommandLine(app, argc, argv); rc >= 0) return rc;
+  ApplyLogLevel(log_level);
   so.poll_max = std::chrono::milliseconds(poll_max_ms);
 
   // Signals are taken by the main thread; block them before any thread starts.

@@ -1,6 +1,8 @@
 #include "daemon/accounting/engine.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
 
 namespace stagefrontier {
 namespace {
@@ -100,6 +102,31 @@ TEST_CASE("closed windows produce one verdict per window and group", "[engine]")
   CHECK(v[0].label == VerdictLabel::kHealthy);
   CHECK(engine->TakeClosedVerdicts().empty());
   CHECK(engine->Report().groups.size() == 2);
+}
+
+}  // namespace
+}  // namespace stagefrontier
+
+namespace stagefrontier {
+namespace {
+
+// Regression (hostile input): thresholds of inf or 1e308 were accepted over Control and
+// silently turned the detector off.
+TEST_CASE("thresholds must be finite and in range", "[engine]") {
+  const auto refused = [](auto set) {
+    EngineConfig c;
+    set(c);
+    return !c.Validate().ok();
+  };
+  CHECK(refused([](EngineConfig& c) { c.excess_z = std::numeric_limits<double>::infinity(); }));
+  CHECK(refused([](EngineConfig& c) { c.excess_z = 1e308; }));
+  CHECK(refused([](EngineConfig& c) { c.tie_z = std::nan(""); }));
+  CHECK(refused([](EngineConfig& c) { c.clear_share = std::numeric_limits<double>::infinity(); }));
+  CHECK(refused([](EngineConfig& c) { c.noise_floor_ns = int64_t{1} << 62; }));
+  CHECK_FALSE(refused([](EngineConfig& c) { c.excess_z = 6; }));
+  EngineConfig c;
+  c.excess_z = 1e308;
+  CHECK_THAT(std::string(c.Validate().message()), Catch::Contains("excess_z"));
 }
 
 }  // namespace

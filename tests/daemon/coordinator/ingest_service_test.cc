@@ -3,6 +3,9 @@
 // good stream keeps being served throughout.
 #include "daemon/coordinator/ingest_service.h"
 
+#include <signal.h>
+#include <sys/resource.h>
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
@@ -10,6 +13,7 @@
 #include "daemon/coordinator/query_service.h"
 #include "daemon/wire/packed_steps.h"
 #include "daemon/wire/rank_steps.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 
 namespace stagefrontier {
@@ -18,13 +22,14 @@ namespace {
 constexpr char kToken[] = "s3cret";
 
 struct Server {
-  Server() {
+  explicit Server(ResourceLimits limits = {}) {
     char dir[] = "/tmp/sf_ingest_XXXXXX";
     REQUIRE(mkdtemp(dir) != nullptr);
     options.data_dir = dir;
     options.fsync = false;
+    options.limits = limits;
     jobs = std::make_unique<JobRegistry>(options, &metrics, std::set<std::string>{});
-    ingest = std::make_unique<IngestService>(jobs.get(), &sessions, &metrics, kToken);
+    ingest = std::make_unique<IngestService>(jobs.get(), &sessions, &metrics, kToken, limits);
     query = std::make_unique<QueryService>(jobs.get(), &sessions, &metrics, kToken);
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -152,19 +157,35 @@ TEST_CASE("bad streams end with specific codes; the good stream goes on") {
     grpc::Status st = s.End();
     CHECK(st.error_code() == grpc::RESOURCE_EXHAUSTED);
   }
-  SECTION("a malformed batch") {
+  SECTION("a malformed batch: refused for that rank, the stream goes on") {
+    // Regression: ending the stream made the sidecar re-send the same batch forever.
+    Stream s(srv);
+    s.rw->Write(Hello());
+    v1::StepBatch bad;
+    Declare(&bad, 1, "m");
+    AddSteps(&bad, 1, 10, 12, "m");
+    bad.mutable_steps(0)->set_count(5);  // more steps than the bytes hold
+    v1::BatchAck a = SendBatch(s, bad);
+    REQUIRE(a.rejections_size() == 1);
+    CHECK(a.rejections(0).code() == static_cast<int>(absl::StatusCode::kInvalidArgument));
+    CHECK_THAT(a.rejections(0).message(), Catch::Contains("truncated"));
+    CHECK(a.rejections(0).records() == 5);
+    v1::StepBatch fine;
+    AddSteps(&fine, 1, 10, 12, "m");
+    CHECK(SendBatch(s, fine).accepted() == 3);
+    CHECK(s.End().ok());
+  }
+  SECTION("a step number past 2^40 (a legal int64) is refused for that rank") {
     Stream s(srv);
     s.rw->Write(Hello());
     v1::StepBatch bad;
     Declare(&bad, 1);
-    AddSteps(&bad, 1, 10, 12);
-    bad.mutable_steps(0)->set_count(5);  // more steps than the bytes hold
-    v1::SidecarMessage m;
-    *m.mutable_batch() = bad;
-    s.rw->Write(m);
-    grpc::Status st = s.End();
-    CHECK(st.error_code() == grpc::INVALID_ARGUMENT);
-    CHECK_THAT(st.error_message(), Catch::Contains("truncated"));
+    AddSteps(&bad, 1, 20, 20);
+    bad.mutable_steps(0)->set_base_step(int64_t{1} << 41);
+    v1::BatchAck a = SendBatch(s, bad);
+    REQUIRE(a.rejections_size() == 1);
+    CHECK_THAT(a.rejections(0).message(), Catch::Contains("outside [0, 2^40)"));
+    CHECK(s.End().ok());
   }
   SECTION("per-rank refusals come back in the ack") {
     Stream s(srv);
@@ -238,6 +259,215 @@ TEST_CASE("queries: token, unknown job, bad arguments") {
     CHECK(stub->Control(&ctx, cmd, &r).error_code() == grpc::INVALID_ARGUMENT);
   }
   CHECK(good.End().ok());
+}
+
+}  // namespace
+}  // namespace stagefrontier
+
+namespace stagefrontier {
+namespace {
+
+// Drives the ingest method with raw bytes (what a hostile or broken client can send).
+struct RawStream {
+  RawStream(const std::shared_ptr<grpc::Channel>& channel) : stub(channel) {
+    AttachToken(&ctx, kToken);
+    call = stub.PrepareCall(&ctx, "/stagefrontier.v1.Ingest/Stream", &cq);
+    call->StartCall(Tag(1));
+    Wait();
+  }
+  void* Tag(intptr_t t) { return reinterpret_cast<void*>(t); }
+  bool Wait() {
+    void* tag = nullptr;
+    bool ok = false;
+    REQUIRE(cq.Next(&tag, &ok));
+    return ok;
+  }
+  bool WriteBytes(const std::string& bytes) {
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer buf(&slice, 1);
+    call->Write(buf, Tag(2));
+    return Wait();
+  }
+  bool WriteMessage(const google::protobuf::Message& m) {
+    return WriteBytes(m.SerializeAsString());
+  }
+  grpc::Status Finish() {
+    grpc::Status status;
+    call->Finish(&status, Tag(3));
+    Wait();
+    return status;
+  }
+  ~RawStream() {
+    cq.Shutdown();
+    void* tag;
+    bool ok;
+    while (cq.Next(&tag, &ok)) {
+    }
+  }
+  grpc::GenericStub stub;
+  grpc::ClientContext ctx;
+  grpc::CompletionQueue cq;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call;
+};
+
+double CounterValue(CoordinatorMetrics& m, const std::string& name, const std::string& label) {
+  for (const auto& family : m.registry()->Collect()) {
+    if (family.name != name) continue;
+    for (const auto& metric : family.metric) {
+      for (const auto& l : metric.label) {
+        if (l.value == label) return metric.counter.value;
+      }
+    }
+  }
+  return -1;
+}
+
+// Regression (hostile input): garbage bytes ended the stream with OK and no metric.
+TEST_CASE("garbage bytes end the stream with INVALID_ARGUMENT, said and counted") {
+  Server srv;
+  RawStream raw(srv.channel);
+  REQUIRE(raw.WriteMessage(Hello()));
+  raw.WriteBytes(std::string("\xff\xff\xff\xff\x0f garbage", 12));
+  grpc::Status st = raw.Finish();
+  CHECK(st.error_code() == grpc::INVALID_ARGUMENT);
+  CHECK_THAT(st.error_message(), Catch::Contains("is not a stagefrontier.v1.SidecarMessage"));
+  CHECK(CounterValue(srv.metrics, "stagefrontier_ingest_streams_cut_total", "malformed_message") ==
+        1);
+}
+
+// Regression (hostile input): one stream that never read its acknowledgements blocked the one
+// acknowledging thread, and every other sidecar's acks with it.
+TEST_CASE("a stream that never reads its acks is cut off; others are acknowledged throughout") {
+  ResourceLimits limits;
+  limits.max_stream_queue = 8;
+  Server srv(limits);
+  // The hostile client: a tiny receive window, and it never reads.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 1024);
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  auto hostile_channel = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(srv.port),
+                                                   grpc::InsecureChannelCredentials(), args);
+  RawStream hostile(hostile_channel);
+  REQUIRE(hostile.WriteMessage(Hello()));
+  v1::SidecarMessage m;
+  Declare(m.mutable_batch(), 0, "slow");
+  REQUIRE(hostile.WriteMessage(m));
+  Stream good(srv);
+  REQUIRE(good.rw->Write(Hello()));
+  v1::StepBatch b;
+  Declare(&b, 0);
+  REQUIRE(SendBatch(good, b).rejections_size() == 0);
+  int good_acks = 0;
+  int sent = 0;
+  bool cut = false;
+  for (int i = 0; i < 400 && !cut; ++i) {
+    v1::SidecarMessage batch;
+    batch.mutable_batch()->set_batch_seq(i + 2);
+    AddSteps(batch.mutable_batch(), 0, i, i, "slow");
+    // Ranks never declared: each is refused in the ack, which makes the acks big enough to
+    // fill the unread window fast.
+    for (int r = 1; r <= 30; ++r) AddSteps(batch.mutable_batch(), r, i, i, "slow");
+    cut = !hostile.WriteMessage(batch);
+    // Meanwhile the good stream is acknowledged every time (it used to wait forever behind
+    // the one acknowledging thread, blocked on the hostile stream).
+    v1::StepBatch g;
+    g.set_batch_seq(i + 2);
+    AddSteps(&g, 0, i, i);
+    ++sent;
+    if (SendBatch(good, g).accepted() == 1) ++good_acks;
+  }
+  CHECK(cut);
+  CHECK(good_acks == sent);
+  CHECK(CounterValue(srv.metrics, "stagefrontier_ingest_streams_cut_total", "slow_reader") == 1);
+  hostile.ctx.TryCancel();  // its status sits behind the data it never read
+  hostile.Finish();
+  v1::StepBatch g;
+  AddSteps(&g, 0, 1000, 1000);
+  CHECK(SendBatch(good, g).accepted() == 1);
+  CHECK(good.End().ok());
+}
+
+TEST_CASE("limits: Hello timeout, streams, jobs per stream, world size") {
+  ResourceLimits limits;
+  limits.hello_timeout_ms = 100;
+  limits.max_streams = 2;
+  limits.max_jobs_per_stream = 1;
+  limits.max_world_size = 64;
+  Server srv(limits);
+  {
+    // A stream that never says Hello is ended: it would hold a slot forever.
+    Stream silent(srv);
+    v1::CoordinatorMessage m;
+    CHECK_FALSE(silent.rw->Read(&m));
+    grpc::Status st = silent.rw->Finish();
+    CHECK(st.error_code() == grpc::DEADLINE_EXCEEDED);
+    CHECK_THAT(st.error_message(), Catch::Contains("--hello-timeout-ms"));
+  }
+  Stream a(srv);
+  REQUIRE(a.rw->Write(Hello()));
+  v1::StepBatch b;
+  Declare(&b, 0, "one");
+  Declare(&b, 0, "two");           // a second job on this stream
+  Declare(&b, 1, "one", 1 << 20);  // a huge world (refused as a mismatch: the job exists)
+  v1::BatchAck ack = SendBatch(a, b);
+  REQUIRE(ack.rejections_size() == 2);
+  CHECK(ack.rejections(0).code() == static_cast<int>(absl::StatusCode::kResourceExhausted));
+  CHECK_THAT(ack.rejections(0).message(), Catch::Contains("--max-jobs-per-stream"));
+  Stream c(srv);
+  REQUIRE(c.rw->Write(Hello()));
+  v1::StepBatch huge;
+  Declare(&huge, 0, "huge", 1 << 20);
+  ack = SendBatch(c, huge);
+  REQUIRE(ack.rejections_size() == 1);
+  CHECK(ack.rejections(0).code() == static_cast<int>(absl::StatusCode::kResourceExhausted));
+  CHECK_THAT(ack.rejections(0).message(), Catch::Contains("--max-world-size"));
+  // A third stream is refused while two are open.
+  Stream third(srv);
+  third.rw->Write(Hello());
+  grpc::Status st = third.End();
+  CHECK(st.error_code() == grpc::RESOURCE_EXHAUSTED);
+  CHECK_THAT(st.error_message(), Catch::Contains("--max-streams"));
+  CHECK(a.End().ok());
+  CHECK(c.End().ok());
+}
+
+// Regression (hostile input): a full disk when a job first appeared acknowledged the refusal,
+// discarded the steps and left an empty journal that refused the job for good.
+TEST_CASE("a job that cannot be journaled yet is not acknowledged, and arrives whole later") {
+  Server srv;
+  signal(SIGXFSZ, SIG_IGN);
+  rlimit old{};
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
+  rlimit none = old;
+  none.rlim_cur = 0;  // no file may grow: as full as a disk gets
+  v1::StepBatch b;
+  b.set_batch_seq(1);
+  Declare(&b, 0);
+  AddSteps(&b, 0, 0, 9);
+  {
+    Stream s(srv);
+    REQUIRE(s.rw->Write(Hello()));
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &none) == 0);
+    v1::SidecarMessage m;
+    *m.mutable_batch() = b;
+    s.rw->Write(m);
+    v1::CoordinatorMessage reply;
+    bool acked = false;
+    while (s.rw->Read(&reply)) acked = acked || reply.has_ack();
+    grpc::Status st = s.rw->Finish();
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    CHECK_FALSE(acked);
+    CHECK(st.error_code() == grpc::UNAVAILABLE);
+    CHECK_THAT(st.error_message(), Catch::Contains("cannot persist job j now"));
+  }
+  CHECK(srv.jobs->Find("j") == nullptr);
+  // The sidecar sends the same batch again once the disk has room: nothing was lost.
+  Stream s(srv);
+  REQUIRE(s.rw->Write(Hello()));
+  v1::BatchAck ack = SendBatch(s, b);
+  CHECK(ack.rejections_size() == 0);
+  CHECK(ack.accepted() == 10);
+  CHECK(s.End().ok());
 }
 
 }  // namespace

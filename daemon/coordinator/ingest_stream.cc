@@ -1,0 +1,288 @@
+#include "daemon/coordinator/ingest_stream.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/grpc_security.h"
+#include "daemon/common/log_safe.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
+#include "shm/monotonic_clock.h"
+
+namespace stagefrontier {
+namespace {
+
+// Storage errors of the data directory (a full disk): nothing was kept, so the batch must not
+// be acknowledged; the sidecar sends it again after its backoff.
+bool StorageUnavailable(const absl::Status& s) { return absl::IsUnavailable(s); }
+
+}  // namespace
+
+IngestStream::IngestStream(const IngestDeps& deps, grpc::CallbackServerContext* context,
+                           uint64_t id, int64_t created_ns, std::function<void(uint64_t)> on_done)
+    : deps_(deps),
+      context_(context),
+      id_(id),
+      created_ns_(created_ns),
+      on_done_(std::move(on_done)) {}
+
+std::string IngestStream::Who() const {
+  return node_.empty() ? LogSafe(context_->peer()) : LogSafe(node_);
+}
+
+void IngestStream::Start() {
+  if (!TokenMatches(*context_, deps_.token)) {
+    deps_.metrics->unauthenticated().Increment();
+    End(grpc::UNAUTHENTICATED, "missing or wrong token (authorization: Bearer ...)");
+    return;
+  }
+  StartRead(&read_buf_);
+}
+
+void IngestStream::End(grpc::StatusCode code, const std::string& message, const char* cut_reason,
+                       bool cancel) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return;
+    finished_ = true;
+    queue_.clear();
+  }
+  if (code != grpc::OK && code != grpc::CANCELLED) {
+    const auto status_code = static_cast<absl::StatusCode>(code);  // the same numbering
+    deps_.metrics->stream_errors(status_code).Increment();
+    if (cut_reason != nullptr) deps_.metrics->streams_cut(cut_reason).Increment();
+    if (deps_.log) {
+      deps_.log(absl::StrCat("ingest stream from ", Who(),
+                             " ended: ", absl::StatusCodeToString(status_code), ": ", message));
+    }
+  }
+  if (cancel) context_->TryCancel();  // a write stuck behind flow control completes now
+  Finish(grpc::Status(code, message));
+}
+
+bool IngestStream::Send(const v1::CoordinatorMessage& message) {
+  grpc::ByteBuffer buf;
+  bool own = false;
+  if (!grpc::SerializationTraits<v1::CoordinatorMessage>::Serialize(message, &buf, &own).ok()) {
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return false;
+    if (static_cast<int32_t>(queue_.size()) < deps_.limits.max_stream_queue) {
+      queue_.push_back(std::move(buf));
+      buf.Clear();
+    }
+  }
+  if (buf.Valid()) {
+    // The sidecar does not read what it is sent: cut it off rather than let it hold memory,
+    // or hold up anything else (acks of every other stream go out regardless).
+    End(grpc::RESOURCE_EXHAUSTED,
+        absl::StrCat(
+            "the stream does not read its acknowledgements: ", deps_.limits.max_stream_queue,
+            " messages were waiting for it (--max-stream-queue); reconnect"),
+        "slow_reader", /*cancel=*/true);
+    return false;
+  }
+  MaybeWrite();
+  return true;
+}
+
+void IngestStream::MaybeWrite() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (writing_ || finished_ || queue_.empty()) return;
+    writing_ = true;
+    writing_buf_ = std::move(queue_.front());
+    queue_.pop_front();
+  }
+  StartWrite(&writing_buf_);
+}
+
+void IngestStream::OnWriteDone(bool ok) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    writing_ = false;
+    writing_buf_.Clear();
+  }
+  if (!ok) {
+    End(grpc::CANCELLED, "the stream broke while writing");
+    return;
+  }
+  MaybeWrite();
+}
+
+void IngestStream::CheckHelloDeadline(int64_t now_ns) {
+  if (hello_.load(std::memory_order_acquire)) return;
+  if (now_ns - created_ns_ < deps_.limits.hello_timeout_ms * 1'000'000) return;
+  End(grpc::DEADLINE_EXCEEDED,
+      absl::StrCat("no Hello within ", deps_.limits.hello_timeout_ms,
+                   " ms of opening the stream (--hello-timeout-ms)"),
+      "hello_timeout");
+}
+
+void IngestStream::OnCancel() { End(grpc::CANCELLED, "cancelled"); }
+
+void IngestStream::OnDone() {
+  if (session_ != nullptr) {
+    deps_.sessions->Remove(session_);  // waits for a Send in progress
+    deps_.metrics->sidecar_streams().Decrement();
+    if (deps_.log) deps_.log(absl::StrCat("sidecar ", Who(), " disconnected"));
+  }
+  on_done_(id_);
+  delete this;
+}
+
+void IngestStream::OnReadDone(bool ok) {
+  if (!ok) {
+    End(grpc::OK, "");  // the sidecar closed its side, or the stream broke
+    return;
+  }
+  ++messages_read_;
+  const size_t bytes = read_buf_.Length();
+  v1::SidecarMessage msg;
+  if (!grpc::SerializationTraits<v1::SidecarMessage>::Deserialize(&read_buf_, &msg).ok()) {
+    End(grpc::INVALID_ARGUMENT,
+        absl::StrCat("message ", messages_read_, " (", bytes,
+                     " bytes) is not a stagefrontier.v1.SidecarMessage"),
+        "malformed_message");
+    return;
+  }
+  bool go_on = true;
+  if (!hello_.load(std::memory_order_relaxed)) {
+    if (!msg.has_hello()) {
+      End(grpc::FAILED_PRECONDITION, "the first message of an ingest stream must be Hello");
+      return;
+    }
+    go_on = OnHello(msg.hello());
+  } else if (msg.has_batch()) {
+    go_on = OnBatch(msg.batch());
+  } else if (msg.has_health()) {
+    OnHealth(msg.health());
+  } else if (msg.has_control_ack()) {
+    OnControlAck(msg.control_ack());
+  } else {
+    End(grpc::INVALID_ARGUMENT, "an empty or unknown ingest message");
+    return;
+  }
+  if (go_on) StartRead(&read_buf_);
+}
+
+bool IngestStream::OnHello(const v1::Hello& hello) {
+  if (hello.protocol_version() != v1::PROTOCOL_VERSION_1) {
+    End(grpc::FAILED_PRECONDITION,
+        absl::StrCat("protocol version ", hello.protocol_version(),
+                     " is not supported; this coordinator speaks version 1"));
+    return false;
+  }
+  node_ = hello.node().substr(0, 256);
+  session_ = deps_.sessions->Add(node_, this);
+  hello_.store(true, std::memory_order_release);
+  deps_.metrics->sidecar_streams().Increment();
+  if (deps_.log) {
+    deps_.log(absl::StrCat("sidecar ", Who(), " (", LogSafe(hello.sidecar_id()), ") connected"));
+  }
+  return true;
+}
+
+bool IngestStream::OnBatch(const v1::StepBatch& batch) {
+  deps_.metrics->ingest_batches().Increment();
+  v1::CoordinatorMessage reply;
+  v1::BatchAck* ack = reply.mutable_ack();
+  ack->set_batch_seq(batch.batch_seq());
+  std::vector<v1::ControlRequest> to_send;
+  const auto reject = [&](const std::string& job, int32_t rank, const absl::Status& s,
+                          uint32_t records) {
+    v1::Rejection* r = ack->add_rejections();
+    r->set_job(job.substr(0, 128));
+    r->set_rank(rank);
+    r->set_code(static_cast<int32_t>(s.code()));
+    r->set_message(std::string(s.message()));
+    r->set_records(records);
+    deps_.metrics->rejections(s.code()).Increment();
+  };
+  for (const v1::RankDeclaration& d : batch.declarations()) {
+    const auto key = std::make_pair(d.job(), d.rank());
+    if (declared_jobs_.count(d.job()) == 0 &&
+        static_cast<int32_t>(declared_jobs_.size()) >= deps_.limits.max_jobs_per_stream) {
+      const absl::Status s = absl::ResourceExhaustedError(absl::StrCat(
+          "job \"", LogSafe(d.job()), "\" refused: this stream already declared ranks of ",
+          declared_jobs_.size(), " jobs (--max-jobs-per-stream)"));
+      declared_[key] = {nullptr, s};
+      reject(d.job(), d.rank(), s, 0);
+      continue;
+    }
+    absl::StatusOr<std::shared_ptr<JobState>> job = deps_.jobs->Declare(d);
+    if (!job.ok()) {
+      if (StorageUnavailable(job.status())) {
+        // Not acknowledged: the sidecar keeps the records and sends them again.
+        End(grpc::UNAVAILABLE, absl::StrCat("cannot persist job ", LogSafe(d.job()), " now: ",
+                                            job.status().message(), "; send again later"));
+        return false;
+      }
+      declared_[key] = {nullptr, job.status()};
+      reject(d.job(), d.rank(), job.status(), 0);
+      if (deps_.log) deps_.log(absl::StrCat("sidecar ", Who(), ": ", job.status().message()));
+      continue;
+    }
+    declared_jobs_.insert(d.job());
+    declared_[key] = {*job, absl::OkStatus()};
+    if (deps_.sessions->Bind(session_, d.job(), d.rank())) {
+      v1::ControlRequest c = (*job)->JobControl();
+      if (c.paused() || c.sample_every() > 1) to_send.push_back(std::move(c));
+    }
+  }
+  std::set<JobState*> touched;
+  std::vector<std::shared_ptr<JobState>> touched_jobs;
+  const int64_t now = shm::MonotonicNowNs();
+  for (const v1::RankSteps& rs : batch.steps()) {
+    auto it = declared_.find({rs.job(), rs.rank()});
+    if (it == declared_.end()) {
+      reject(
+          rs.job(), rs.rank(),
+          absl::FailedPreconditionError(absl::StrCat("job ", LogSafe(rs.job()), " rank ", rs.rank(),
+                                                     " was not declared on this stream")),
+          rs.count());
+      continue;
+    }
+    if (!it->second.status.ok()) {
+      reject(rs.job(), rs.rank(), it->second.status, rs.count());
+      continue;
+    }
+    absl::StatusOr<IngestCounts> c = it->second.job->Ingest(rs, node_, now);
+    if (!c.ok()) {
+      // Malformed records of one rank are refused in the ack and dropped by the sidecar; the
+      // stream goes on (ending it made the sidecar re-send the same batch forever).
+      reject(rs.job(), rs.rank(), c.status(), rs.count());
+      continue;
+    }
+    ack->set_accepted(ack->accepted() + c->accepted);
+    ack->set_duplicates(ack->duplicates() + c->duplicates);
+    ack->set_late(ack->late() + c->late);
+    if (touched.insert(it->second.job.get()).second) touched_jobs.push_back(it->second.job);
+  }
+  // Account what is complete now; acknowledge once durable (group commit, off this thread).
+  for (const auto& job : touched_jobs) job->CloseDue(now);
+  deps_.acker->Enqueue(session_, std::move(reply), std::move(touched_jobs));
+  for (const v1::ControlRequest& c : to_send) {
+    v1::CoordinatorMessage m;
+    *m.mutable_control() = c;
+    if (!Send(m)) return false;
+  }
+  return true;
+}
+
+void IngestStream::OnHealth(const v1::Health& health) {
+  for (const v1::SlotHealth& h : health.slots()) {
+    if (auto job = deps_.jobs->Find(h.job())) job->UpdateStubHealth(h, node_);
+  }
+}
+
+void IngestStream::OnControlAck(const v1::ControlAck& a) {
+  if (!a.applied() && deps_.log) {
+    deps_.log(absl::StrCat("sidecar ", Who(), " could not apply control request ", a.request_id(),
+                           " for job ", LogSafe(a.job()), ": ", LogSafe(a.error())));
+  }
+}
+
+}  // namespace stagefrontier

@@ -1,0 +1,117 @@
+// One sidecar's ingest stream on the coordinator (proto/stagefrontier/v1/ingest.proto), served
+// with gRPC's callback API: no thread of its own, a bounded outbound queue, and every way a
+// stream can go wrong ends only that stream, with a specific status, a log line and a counter.
+//
+// The stream parses its messages itself (raw bytes in, so that garbage is told apart from a
+// clean end of stream), registers the sidecar's session at Hello, declares ranks (creating
+// jobs), decodes, journals and aligns batches, and hands each batch's acknowledgement to the
+// DurableAcker, which sends it once durable. Control requests go down the same stream.
+// Problems with one rank's records are refused in the acknowledgement (counted; the sidecar
+// drops them); the stream goes on.
+//
+//   IngestStream* s = new IngestStream(deps, context, id, on_done);   // by IngestService
+//   s->Start();                                                      // deletes itself at end
+#ifndef STAGEFRONTIER_DAEMON_COORDINATOR_INGEST_STREAM_H_
+#define STAGEFRONTIER_DAEMON_COORDINATOR_INGEST_STREAM_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "daemon/coordinator/coordinator_metrics.h"
+#include "daemon/coordinator/durable_acker.h"
+#include "daemon/coordinator/job_registry.h"
+#include "daemon/coordinator/resource_limits.h"
+#include "daemon/coordinator/sidecar_sessions.h"
+#include "grpcpp/grpcpp.h"
+#include "stagefrontier/v1/ingest.pb.h"
+
+namespace stagefrontier {
+
+// What every ingest stream of a coordinator shares.
+struct IngestDeps {
+  JobRegistry* jobs = nullptr;
+  SidecarSessions* sessions = nullptr;
+  CoordinatorMetrics* metrics = nullptr;
+  DurableAcker* acker = nullptr;
+  std::string token;
+  ResourceLimits limits;
+  std::function<void(const std::string&)> log;
+};
+
+class IngestStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
+                           public SessionWriter {
+ public:
+  // `on_done(id)` runs when the stream has ended, right before it deletes itself.
+  IngestStream(const IngestDeps& deps, grpc::CallbackServerContext* context, uint64_t id,
+               int64_t created_ns, std::function<void(uint64_t)> on_done);
+
+  // Checks the token and starts reading. Call once, after registering the stream.
+  void Start();
+
+  // SessionWriter: queues a message for the sidecar. Never blocks. A stream that lets more
+  // than limits.max_stream_queue messages pile up (it does not read them) is cut off, so that
+  // it cannot hold up anything else; returns false then, and once the stream has ended.
+  bool Send(const v1::CoordinatorMessage& message) override;
+
+  // Ends the stream (DEADLINE_EXCEEDED, counted) if no Hello came within
+  // limits.hello_timeout_ms of its creation. Thread-safe.
+  void CheckHelloDeadline(int64_t now_ns);
+
+ private:
+  struct Declared {
+    std::shared_ptr<JobState> job;
+    absl::Status status;
+  };
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+  // Finishes the stream once; a non-OK code is logged and counted (and `cut_reason`, if any,
+  // in stagefrontier_ingest_streams_cut_total). With `cancel`, pending writes are abandoned.
+  void End(grpc::StatusCode code, const std::string& message, const char* cut_reason = nullptr,
+           bool cancel = false);
+  // Message handlers; false when the stream ended.
+  bool OnHello(const v1::Hello& hello);
+  bool OnBatch(const v1::StepBatch& batch);
+  void OnHealth(const v1::Health& health);
+  void OnControlAck(const v1::ControlAck& ack);
+  // Starts the next queued write if none is in flight.
+  void MaybeWrite();
+  std::string Who() const;
+
+  const IngestDeps& deps_;
+  grpc::CallbackServerContext* const context_;
+  const uint64_t id_;
+  const int64_t created_ns_;
+  std::function<void(uint64_t)> on_done_;
+
+  // Read side: touched by read reactions only (serialized by gRPC).
+  grpc::ByteBuffer read_buf_;
+  uint64_t messages_read_ = 0;
+  std::string node_;
+  std::shared_ptr<SidecarSessions::Session> session_;
+  std::map<std::pair<std::string, int32_t>, Declared> declared_;
+  std::set<std::string> declared_jobs_;
+
+  std::atomic<bool> hello_{false};
+  // Write side and the end of the stream.
+  std::mutex mu_;
+  std::deque<grpc::ByteBuffer> queue_;
+  grpc::ByteBuffer writing_buf_;
+  bool writing_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_COORDINATOR_INGEST_STREAM_H_
