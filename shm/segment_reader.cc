@@ -130,14 +130,28 @@ bool SegmentReader::Decode(uint32_t local_rank, SlotState& st, uint64_t cursor) 
   if (rec.generation != st.step_generation) {
     st.step_generation = rec.generation;
     st.have_step = false;  // a new owner may restart its step numbering (elastic restart)
+    st.have_previous = false;
   }
   if (st.have_step && step <= st.last_step) {
-    Fail(local_rank, st, &st.invalid,
-         absl::StrCat("step ", step, " is not after step ", st.last_step,
-                      " (duplicated or out of order)"));
-    return false;
+    if (!st.have_previous || step <= st.previous_step) {
+      Fail(local_rank, st, &st.invalid,
+           absl::StrCat("step ", step, " is not after step ", st.last_step,
+                        " (duplicated or out of order)"));
+      return false;
+    }
+    // The stream goes on from the step before the last one: that last step number was the
+    // odd one out (corrupt). Resynchronize instead of refusing the rest of the rank's steps.
+    Fail(
+        local_rank, st, &st.resynced,
+        absl::StrCat("step ", step, " follows step ", st.previous_step, ", not step ", st.last_step,
+                     ": step ", st.last_step, " was out of sequence; resynchronized"));
+    st.gap_steps -= std::min<uint64_t>(st.gap_steps,
+                                       static_cast<uint64_t>(st.last_step - st.previous_step - 1));
+    st.last_step = st.previous_step;
   }
   if (st.have_step) st.gap_steps += static_cast<uint64_t>(step - st.last_step - 1);
+  st.have_previous = st.have_step;
+  st.previous_step = st.last_step;
   st.have_step = true;
   st.last_step = step;
   const v1::SlotHeader& slot = view_.slot(local_rank);
@@ -224,6 +238,7 @@ void SegmentReader::Rewind() {
   for (SlotState& st : slots_) {
     st.reading_ahead = false;
     st.have_step = false;
+    st.have_previous = false;
   }
 }
 
@@ -250,6 +265,7 @@ SlotReport SegmentReader::Report(uint32_t local_rank) const {
   r.torn = st.torn;
   r.invalid = st.invalid;
   r.gap_steps = st.gap_steps;
+  r.resynced = st.resynced;
   r.pending = slot.write_cursor.load(std::memory_order_acquire) -
               slot.read_cursor.load(std::memory_order_relaxed);
   r.last_error = st.last_error;

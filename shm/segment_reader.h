@@ -60,6 +60,7 @@ struct SlotReport {
   uint64_t torn = 0;               // a writer died mid-record
   uint64_t invalid = 0;            // failed validation (including corrupt cursors)
   uint64_t gap_steps = 0;          // step numbers never seen
+  uint64_t resynced = 0;           // a step number out of sequence was skipped over
   uint64_t pending = 0;            // published, not yet read
   std::string last_error;          // the most recent problem, empty if none
 };
@@ -118,6 +119,9 @@ class SegmentReader {
     uint32_t step_generation = 0;  // the owner whose steps last_step counts
     bool have_step = false;
     int64_t last_step = 0;
+    bool have_previous = false;  // previous_step holds the step delivered before last_step
+    int64_t previous_step = 0;
+    uint64_t resynced = 0;
     bool reading_ahead = false;
     uint64_t next = 0;  // read-ahead cursor (commit_on_drain = false)
     uint64_t records_read = 0;

@@ -256,6 +256,14 @@ bool IngestStream::OnBatch(const v1::StepBatch& batch) {
       reject(rs.job(), rs.rank(), c.status(), rs.count());
       continue;
     }
+    if (c->far_ahead > 0) {
+      reject(rs.job(), rs.rank(),
+             absl::OutOfRangeError(absl::StrCat(
+                 "job ", rs.job(), " rank ", rs.rank(), ": ", c->far_ahead, " records from step ",
+                 c->far_ahead_step, " lie implausibly far ahead of the job (at step ", c->job_step,
+                 "): refused as corrupt step numbers")),
+             c->far_ahead);
+    }
     ack->set_accepted(ack->accepted() + c->accepted);
     ack->set_duplicates(ack->duplicates() + c->duplicates);
     ack->set_late(ack->late() + c->late);

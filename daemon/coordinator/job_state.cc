@@ -43,14 +43,28 @@ std::string JournalPath(const std::string& data_dir, const std::string& job) {
   return absl::StrCat(data_dir, "/", job, ".journal");
 }
 
+namespace {
+
+// Open steps hold memory in proportion to the world size: bound the rank-steps they may hold
+// (a few seconds of steps for the largest jobs; 1024 steps for jobs up to 4096 ranks).
+JobOptions BoundPending(JobOptions o, int32_t world_size) {
+  constexpr int64_t kPendingRankSteps = 4 << 20;
+  o.aligner.max_pending_steps =
+      std::min<int64_t>(o.aligner.max_pending_steps,
+                        std::max<int64_t>(8, kPendingRankSteps / std::max<int32_t>(1, world_size)));
+  return o;
+}
+
+}  // namespace
+
 JobState::JobState(std::string name, int32_t world_size, StageSchema schema,
                    const JobOptions& options, CoordinatorMetrics* metrics)
     : name_(std::move(name)),
       world_size_(world_size),
       schema_(std::move(schema)),
-      options_(options),
+      options_(BoundPending(options, world_size)),
       metrics_(metrics),
-      aligner_(world_size, static_cast<uint32_t>(schema_.size()), options.aligner),
+      aligner_(world_size, static_cast<uint32_t>(schema_.size()), options_.aligner),
       ranks_(static_cast<size_t>(world_size)) {
   if (metrics_ != nullptr) m_ = metrics_->ForJob(name_, schema_);
 }
@@ -282,6 +296,9 @@ absl::Status JobState::Apply(const v1::JournalRecord& rec, int64_t now_ns, bool 
     case v1::JournalRecord::kPause:
       paused_ = rec.pause().paused();
       return absl::OkStatus();
+    case v1::JournalRecord::kDropped:
+      aligner_.Drop(rec.dropped().step());
+      return absl::OkStatus();
     case v1::JournalRecord::kDeclared:
       return absl::DataLossError("a second JobDeclared record");  // skipped by Restore
     default:
@@ -343,7 +360,6 @@ absl::StatusOr<IngestCounts> JobState::AlignLocked(const v1::RankSteps& rs, cons
                          now_ns, std::move(decoded_probe_[i]))) {
       case AlignOutcome::kAccepted:
         ++c.accepted;
-        newest_seen_step_ = std::max(newest_seen_step_, step);
         break;
       case AlignOutcome::kDuplicate:
         ++c.duplicates;
@@ -351,17 +367,25 @@ absl::StatusOr<IngestCounts> JobState::AlignLocked(const v1::RankSteps& rs, cons
       case AlignOutcome::kLate:
         ++c.late;
         break;
+      case AlignOutcome::kFarAhead:
+        if (c.far_ahead++ == 0) {
+          c.far_ahead_step = step;
+          c.job_step = std::max(aligner_.last_closed(), aligner_.newest_step());
+        }
+        break;
     }
   }
   RankHealthState& h = ranks_[rs.rank()];
-  if (!node.empty()) h.node = node;
+  if (!node.empty()) h.node = node.substr(0, 256);
   h.accepted += c.accepted;
   h.duplicates += c.duplicates;
   h.late += c.late;
+  h.rejected += c.far_ahead;
   if (m_.rank_steps_accepted != nullptr) {
     m_.rank_steps_accepted->Increment(c.accepted);
     m_.rank_steps_duplicate->Increment(c.duplicates);
     m_.rank_steps_late->Increment(c.late);
+    m_.rank_steps_rejected->Increment(c.far_ahead);
   }
   return c;
 }
@@ -375,8 +399,9 @@ absl::StatusOr<IngestCounts> JobState::Ingest(const v1::RankSteps& rs, const std
     if (m_.rank_steps_rejected != nullptr) m_.rank_steps_rejected->Increment(rs.count());
     return c;
   }
-  // Logged as received, duplicates included: replay makes the same decisions again.
-  if (c->accepted > 0 || c->late > 0) {
+  // Logged as received, duplicates included: replay makes the same decisions again (records
+  // refused as far ahead are logged too, so that replay refuses them again).
+  if (c->accepted > 0 || c->late > 0 || c->far_ahead > 0) {
     v1::JournalRecord rec;
     *rec.mutable_ranks()->add_steps() = rs;
     journal_->Append(rec);
@@ -468,6 +493,17 @@ void JobState::AccountLocked(int64_t step, int64_t now_ns, bool replaying) {
 int JobState::CloseDue(int64_t now_ns) {
   std::lock_guard<std::mutex> lock(mu_);
   int closed = 0;
+  // A step far ahead of the job's own numbering that stays open while the job goes on came
+  // from a corrupt step number: drop it so it stops making every rank look behind.
+  for (int64_t orphan : aligner_.Orphans()) {
+    v1::JournalRecord rec;
+    rec.mutable_dropped()->set_step(orphan);  // so that replay drops it at the same point
+    journal_->Append(rec);
+    const int64_t rank_steps = aligner_.Drop(orphan);
+    if (m_.rank_steps_rejected != nullptr) {
+      m_.rank_steps_rejected->Increment(static_cast<double>(rank_steps));
+    }
+  }
   while (std::optional<int64_t> step = aligner_.NextClosable(now_ns)) {
     v1::JournalRecord rec;
     rec.mutable_closed()->set_step(*step);
@@ -483,7 +519,7 @@ absl::Status JobState::Flush() { return journal_->Flush(); }
 
 int64_t JobState::StepsBehindLocked(int32_t rank) const {
   const int64_t last = aligner_.last_step(rank);
-  return last < 0 ? 0 : std::max<int64_t>(0, newest_seen_step_ - last);
+  return last < 0 ? 0 : std::max<int64_t>(0, aligner_.newest_step() - last);
 }
 
 const char* JobState::ConditionLocked(int32_t rank) const {
@@ -651,6 +687,17 @@ absl::Status JobState::ApplyConfig(const v1::ConfigChange& change) {
   std::lock_guard<std::mutex> lock(mu_);
   const EngineConfig merged = Merge(options_.engine, change);
   if (absl::Status s = merged.Validate(); !s.ok()) return s;
+  // A longer window holds more memory: it must fit the job's limit and the budget.
+  const int64_t bytes = EstimateJobBytes(ShapeLocked(merged.window_steps));
+  if (merged.window_steps > options_.engine.window_steps) {
+    if (bytes > options_.limits.max_job_memory_bytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("job ", name_, ": a window of ", merged.window_steps, " steps needs about ",
+                       bytes >> 20, " MB; one job may use at most ",
+                       options_.limits.max_job_memory_bytes >> 20, " MB (--max-job-memory-mb)"));
+    }
+  }
+  if (absl::Status s = memory_.Resize(bytes, absl::StrCat("job ", name_)); !s.ok()) return s;
   v1::JournalRecord rec;
   v1::ConfigChanged* c = rec.mutable_config();
   c->set_window_steps(change.window_steps());

@@ -54,6 +54,9 @@ struct IngestCounts {
   uint32_t accepted = 0;
   uint32_t duplicates = 0;
   uint32_t late = 0;
+  uint32_t far_ahead = 0;       // refused: implausibly far ahead of the job (a corrupt step)
+  int64_t far_ahead_step = -1;  // the first of them
+  int64_t job_step = -1;        // where the job was then
 };
 
 // "<data_dir>/<job>.journal". Job ids are restricted (shm::ValidJobId) so this is a plain name.
@@ -196,7 +199,6 @@ class JobState {
   int64_t steps_accounted_ = 0;
   int64_t partial_steps_ = 0;
   int64_t last_step_ = -1;
-  int64_t newest_seen_step_ = -1;
   std::deque<v1::StepSummary> history_;
   std::deque<StepInput> inputs_;  // recent raw steps, for Suspects(window > 0)
   int64_t inputs_rank_steps_ = 0;

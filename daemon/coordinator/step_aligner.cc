@@ -1,5 +1,6 @@
 #include "daemon/coordinator/step_aligner.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace stagefrontier {
@@ -9,28 +10,50 @@ StepAligner::StepAligner(int32_t world_size, uint32_t stage_count, AlignerOption
       stage_count_(stage_count),
       options_(options),
       state_(static_cast<size_t>(world_size), RankState::kUnseen),
-      last_accepted_(static_cast<size_t>(world_size), -1) {}
+      last_accepted_(static_cast<size_t>(world_size), -1),
+      claimed_(static_cast<size_t>(world_size), -1) {}
+
+int64_t StepAligner::Reference() {
+  std::vector<int64_t> seen;
+  for (int64_t c : claimed_) {
+    if (c >= 0) seen.push_back(c);
+  }
+  if (seen.empty()) return last_closed_;
+  // The lower median: with two ranks, one of them alone cannot move it.
+  auto mid = seen.begin() + static_cast<std::ptrdiff_t>((seen.size() - 1) / 2);
+  std::nth_element(seen.begin(), mid, seen.end());
+  return std::max(last_closed_, *mid);
+}
 
 AlignOutcome StepAligner::Add(int32_t rank, int64_t step, const int64_t* durations_ns,
                               uint32_t flags, int64_t now_ns, std::vector<ProbeSpan> probe) {
   (void)flags;
-  // Records of one rank arrive in step order, so anything at or before its newest accepted
-  // step is a re-send.
-  if (step <= last_accepted_[rank]) return AlignOutcome::kDuplicate;
-  if (step <= last_closed_) return AlignOutcome::kLate;
-  auto [it, inserted] = pending_.try_emplace(step);
-  Pending& p = it->second;
-  if (inserted) {
-    p.first_arrival_ns = now_ns;
-    p.has.assign(static_cast<size_t>(world_size_), 0);
+  if (step <= last_closed_) {
+    // Records of one rank arrive in step order: at or before its newest accepted step, a
+    // re-send; otherwise its step closed without it.
+    return step <= last_accepted_[rank] ? AlignOutcome::kDuplicate : AlignOutcome::kLate;
   }
-  if (p.has[rank]) return AlignOutcome::kDuplicate;
-  p.has[rank] = 1;
+  auto it = pending_.find(step);
+  if (it != pending_.end() && Has(it->second, rank)) return AlignOutcome::kDuplicate;
+  claimed_[rank] = std::max(claimed_[rank], step);
+  // The median is computed only for a record that looks far ahead of the last closed step.
+  if (step - std::max<int64_t>(last_closed_, 0) > options_.max_step_lead &&
+      step - Reference() > options_.max_step_lead) {
+    return AlignOutcome::kFarAhead;
+  }
+  if (it == pending_.end()) {
+    it = pending_.try_emplace(step).first;
+    it->second.first_arrival_ns = now_ns;
+    it->second.has.assign((static_cast<size_t>(world_size_) + 63) / 64, 0);
+  }
+  Pending& p = it->second;
+  p.has[rank >> 6] |= uint64_t{1} << (rank & 63);
   ++p.present;
   p.ranks.push_back(rank);
   p.durations.insert(p.durations.end(), durations_ns, durations_ns + stage_count_);
   p.probe.push_back(std::move(probe));
-  last_accepted_[rank] = step;
+  last_accepted_[rank] = std::max(last_accepted_[rank], step);
+  newest_ = std::max(newest_, step);
   if (state_[rank] == RankState::kMissing) --missing_;
   state_[rank] = RankState::kReporting;
   return AlignOutcome::kAccepted;
@@ -40,7 +63,7 @@ bool StepAligner::Complete(const Pending& p) const {
   if (p.present == world_size_) return true;
   if (p.present < world_size_ - missing_) return false;
   for (int32_t r = 0; r < world_size_; ++r) {
-    if (!p.has[r] && state_[r] != RankState::kMissing) return false;
+    if (!Has(p, r) && state_[r] != RankState::kMissing) return false;
   }
   return true;
 }
@@ -53,6 +76,39 @@ std::optional<int64_t> StepAligner::NextClosable(int64_t now_ns) const {
     return step;
   }
   return std::nullopt;
+}
+
+void StepAligner::RecomputeNewest(int32_t rank) {
+  int64_t newest = -1;
+  for (const auto& [step, p] : pending_) {
+    if (Has(p, rank)) newest = step;
+  }
+  // Without a pending step of its own, the rank is at most where the job closed.
+  last_accepted_[rank] = newest >= 0 ? newest : std::min(last_accepted_[rank], last_closed_);
+  claimed_[rank] = last_accepted_[rank];
+}
+
+std::vector<int64_t> StepAligner::Orphans() const {
+  std::vector<int64_t> out;
+  if (pending_.size() < 2) return out;
+  const int64_t oldest_arrival = pending_.begin()->second.first_arrival_ns;
+  for (auto it = std::next(pending_.begin()); it != pending_.end(); ++it) {
+    if (it->second.first_arrival_ns + options_.deadline_ns < oldest_arrival) {
+      out.push_back(it->first);
+    }
+  }
+  return out;
+}
+
+int64_t StepAligner::Drop(int64_t step) {
+  auto it = pending_.find(step);
+  if (it == pending_.end()) return 0;
+  std::vector<int32_t> ranks = std::move(it->second.ranks);
+  pending_.erase(it);
+  for (int32_t r : ranks) RecomputeNewest(r);
+  newest_ = last_closed_;
+  for (int64_t s : last_accepted_) newest_ = std::max(newest_, s);
+  return static_cast<int64_t>(ranks.size());
 }
 
 StepInput StepAligner::Close(int64_t step) {
@@ -80,7 +136,7 @@ StepInput StepAligner::Close(int64_t step) {
   if (p.present < world_size_) {
     for (int32_t r = 0; r < world_size_; ++r) {
       // A rank that already reported a later step is behind, not gone.
-      if (!p.has[r] && state_[r] != RankState::kMissing && last_accepted_[r] < step) {
+      if (!Has(p, r) && state_[r] != RankState::kMissing && last_accepted_[r] < step) {
         state_[r] = RankState::kMissing;
         ++missing_;
       }

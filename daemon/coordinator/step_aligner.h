@@ -6,6 +6,12 @@
 // closed are recognized and counted, never accounted twice. No I/O, no threads, no clock:
 // callers pass `now_ns`, so that a journal replay makes exactly the same decisions.
 //
+// One corrupt step number cannot ruin a rank's stream: a record far ahead of where the job is
+// (more than max_step_lead beyond the median of the ranks' newest steps) is refused, a step a
+// rank has not reported yet is accepted even after a later one of that rank (resynchronizing
+// after a bogus jump), and a step that stays open far ahead of the job while the job goes on
+// is dropped as orphaned.
+//
 //   StepAligner aligner(/*world_size=*/16, /*stage_count=*/5, {.deadline_ns = 5'000'000'000});
 //   aligner.Add(rank, step, durations, flags, now_ns);
 //   while (auto step = aligner.NextClosable(now_ns)) engine->AddStep(aligner.Close(*step));
@@ -26,9 +32,13 @@ struct AlignerOptions {
   int64_t deadline_ns = 5'000'000'000;
   // At most this many steps wait; the oldest is closed when one more arrives.
   int64_t max_pending_steps = 1024;
+  // A record more than this many steps beyond where the job is (the median of the ranks'
+  // newest steps) is refused as implausible. When every rank jumps (a restart with other step
+  // numbers), the median follows after the first records.
+  int64_t max_step_lead = 100'000;
 };
 
-enum class AlignOutcome { kAccepted, kDuplicate, kLate };
+enum class AlignOutcome { kAccepted, kDuplicate, kLate, kFarAhead };
 
 enum class RankState : uint8_t { kUnseen, kReporting, kMissing };
 
@@ -38,7 +48,8 @@ class StepAligner {
 
   // Offers one rank-step (rank in [0, world_size), stage_count durations, checked by the
   // caller). Returns kDuplicate if this (rank, step) is already held or was accounted, kLate
-  // if its step closed without it.
+  // if its step closed without it, kFarAhead (not kept) if it lies more than max_step_lead
+  // beyond where the job is.
   // `probe` holds the rank's probe spans for this step, times relative to the step's start
   // (they follow the step into Close; their `stage` is set there from the boundaries).
   AlignOutcome Add(int32_t rank, int64_t step, const int64_t* durations_ns, uint32_t flags,
@@ -47,6 +58,12 @@ class StepAligner {
   // The oldest pending step if it can close now: every expected rank reported it, its
   // deadline passed, or too many steps wait. nullopt otherwise.
   std::optional<int64_t> NextClosable(int64_t now_ns) const;
+  // Pending steps that are orphans: their first record arrived more than a deadline before the
+  // first record of an older pending step, so they lie ahead of the job's own numbering (a
+  // corrupt step number). Oldest first.
+  std::vector<int64_t> Orphans() const;
+  // Forgets pending step `step` and its records (an orphan). Returns the rank-steps dropped.
+  int64_t Drop(int64_t step);
   // Removes step `step` (must be the oldest pending) and returns its input, ranks in arrival
   // order, boundaries rebuilt from durations with the step starting at 0, each probe span
   // placed in the stage where the rank called its collective. Ranks absent from it become missing.
@@ -55,6 +72,8 @@ class StepAligner {
   RankState rank_state(int32_t rank) const { return state_[rank]; }
   // The newest step accepted from `rank`, -1 if none.
   int64_t last_step(int32_t rank) const { return last_accepted_[rank]; }
+  // The newest step accepted from any rank, -1 if none.
+  int64_t newest_step() const { return newest_; }
   int64_t last_closed() const { return last_closed_; }
   size_t pending_steps() const { return pending_.size(); }
   // Restarts every pending step's deadline at `now_ns` (after a journal replay, whose
@@ -72,12 +91,17 @@ class StepAligner {
   struct Pending {
     int64_t first_arrival_ns = 0;
     int32_t present = 0;
-    std::vector<uint8_t> has;                   // by rank
+    std::vector<uint64_t> has;                  // bit per rank (memory: world/8 per step)
     std::vector<int32_t> ranks;                 // arrival order
     std::vector<int64_t> durations;             // rank-major, arrival order
     std::vector<std::vector<ProbeSpan>> probe;  // arrival order
   };
   bool Complete(const Pending& p) const;
+  static bool Has(const Pending& p, int32_t rank) { return (p.has[rank >> 6] >> (rank & 63)) & 1; }
+  // Where the job is: the median of the ranks' newest claimed steps (records refused as far
+  // ahead count as claims, so that a job-wide jump is followed), at least the last closed.
+  int64_t Reference();
+  void RecomputeNewest(int32_t rank);
 
   int32_t world_size_;
   uint32_t stage_count_;
@@ -85,8 +109,10 @@ class StepAligner {
   std::map<int64_t, Pending> pending_;
   std::vector<RankState> state_;
   std::vector<int64_t> last_accepted_;
+  std::vector<int64_t> claimed_;  // newest step each rank sent, kept or not
   int32_t missing_ = 0;
   int64_t last_closed_ = -1;
+  int64_t newest_ = -1;
 };
 
 }  // namespace stagefrontier

@@ -5,7 +5,9 @@
 #include <set>
 #include <thread>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/common/log_safe.h"
 
 namespace stagefrontier {
 namespace {
@@ -39,10 +41,12 @@ void IngestStreamer::Run() {
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.backoff_max.count()));
   auto channel = grpc::CreateCustomChannel(options_.coordinator, *creds, args);
   auto backoff = options_.backoff_min;
+  batch_limit_ = options_.max_batch_records;
   while (!stop_) {
-    const bool progressed = RunStream(channel);
+    const StreamOutcome outcome = RunStream(channel);
     if (stop_) break;
-    if (progressed) backoff = options_.backoff_min;
+    OnStreamEnded(outcome);
+    if (outcome.progressed) backoff = options_.backoff_min;
     ++counters_.reconnects;
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, backoff, [&] { return stop_.load(); });
@@ -50,7 +54,32 @@ void IngestStreamer::Run() {
   }
 }
 
-bool IngestStreamer::RunStream(std::shared_ptr<grpc::Channel> channel) {
+void IngestStreamer::OnStreamEnded(const StreamOutcome& o) {
+  const grpc::StatusCode code = o.status.error_code();
+  const bool batch_refused =
+      code == grpc::INVALID_ARGUMENT ||
+      (code == grpc::RESOURCE_EXHAUSTED &&
+       o.status.error_message().find("larger than max") != std::string::npos);
+  if (!batch_refused || o.progressed || o.first_unacked.empty()) return;
+  if (batch_limit_ > 1) {
+    batch_limit_ = std::max<size_t>(1, batch_limit_ / 2);
+    if (log_) {
+      log_(absl::StrCat("the coordinator refused a batch (", o.status.error_message(),
+                        "); sending at most ", batch_limit_, " records per batch"));
+    }
+    return;
+  }
+  // One record per batch and still refused: it will never be accepted. Drop it, say so.
+  drainer_->Commit(o.first_unacked);
+  counters_.records_dropped_poison += o.first_unacked_records;
+  if (log_) {
+    log_(absl::StrCat(
+        "dropped ", o.first_unacked_records,
+        " record(s) the coordinator refuses on every try: ", o.status.error_message()));
+  }
+}
+
+IngestStreamer::StreamOutcome IngestStreamer::RunStream(std::shared_ptr<grpc::Channel> channel) {
   auto stub = v1::Ingest::NewStub(channel);
   grpc::ClientContext context;
   AttachToken(&context, options_.token);
@@ -65,7 +94,9 @@ bool IngestStreamer::RunStream(std::shared_ptr<grpc::Channel> channel) {
   hello.mutable_hello()->set_protocol_version(v1::PROTOCOL_VERSION_1);
   hello.mutable_hello()->set_node(options_.node);
   hello.mutable_hello()->set_sidecar_id(absl::StrCat(options_.node, "/", ::getpid()));
-  bool progressed = false;
+  StreamOutcome outcome;
+  bool& progressed = outcome.progressed;
+  bool broken_by_server = false;
   if (stream->Write(hello)) {
     // Everything not acknowledged goes again on this stream.
     drainer_->Rewind();
@@ -107,10 +138,17 @@ bool IngestStreamer::RunStream(std::shared_ptr<grpc::Channel> channel) {
             inflight.pop_front();
           }
           progressed = true;
+          // Acknowledged batches earn back their size.
+          batch_limit_ = std::min(options_.max_batch_records, batch_limit_ * 2);
           for (const v1::Rejection& r : ack.rejections()) {
+            // Refused records are committed with the batch: dropped, counted, said once.
             ++counters_.rejections;
-            const std::string line = absl::StrCat("coordinator refused job ", r.job(), " rank ",
-                                                  r.rank(), ": ", r.message());
+            counters_.records_refused += r.records();
+            const std::string line = absl::StrCat(
+                "coordinator refused ", r.records(), " records of job ", LogSafe(r.job()), " rank ",
+                r.rank(), " (", absl::StatusCodeToString(static_cast<absl::StatusCode>(r.code())),
+                "): ", LogSafe(r.message(), 300));
+            if (said.size() > 1000) said.clear();
             if (said.insert(line).second && log_) log_(line);
           }
         } else if (m.has_control()) {
@@ -140,9 +178,8 @@ bool IngestStreamer::RunStream(std::shared_ptr<grpc::Channel> channel) {
       if (unacked < options_.max_unacked_records) {
         v1::SidecarMessage msg;
         InFlight f;
-        n = drainer_->Drain(
-            msg.mutable_batch(), &f.commits,
-            std::min(options_.max_batch_records, options_.max_unacked_records - unacked));
+        n = drainer_->Drain(msg.mutable_batch(), &f.commits,
+                            std::min(batch_limit_, options_.max_unacked_records - unacked));
         if (n > 0 || !f.commits.empty()) {
           f.seq = ++seq;
           f.records = n;
@@ -169,17 +206,33 @@ bool IngestStreamer::RunStream(std::shared_ptr<grpc::Channel> channel) {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_for(lock, poll, [&] { return !inbox_.empty() || stream_broken_; });
     }
+    if (!inflight.empty()) {
+      outcome.first_unacked = inflight.front().commits;
+      outcome.first_unacked_records = inflight.front().records;
+    }
     stream->WritesDone();
-    context.TryCancel();
+    {
+      // Let the coordinator finish the stream with its own status (a refusal, a wrong
+      // token); cancel only if it does not within a second.
+      std::unique_lock<std::mutex> lock(mu_);
+      broken_by_server =
+          cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stream_broken_; });
+    }
+    if (!broken_by_server) context.TryCancel();
     reader.join();
   }
-  const grpc::Status status = stream->Finish();
+  outcome.status = stream->Finish();
   if (!stop_ && log_) {
-    log_(absl::StrCat("stream to coordinator ", options_.coordinator,
-                      " ended: ", status.ok() ? "closed" : status.error_message(), " (code ",
-                      static_cast<int>(status.error_code()), "); reconnecting"));
+    const grpc::Status& status = outcome.status;
+    log_(absl::StrCat("stream to coordinator ", options_.coordinator, " ended: ",
+                      status.ok()
+                          ? "closed by the coordinator"
+                          : absl::StrCat(absl::StatusCodeToString(
+                                             static_cast<absl::StatusCode>(status.error_code())),
+                                         ": ", LogSafe(status.error_message(), 300)),
+                      "; reconnecting"));
   }
-  return progressed;
+  return outcome;
 }
 
 }  // namespace stagefrontier

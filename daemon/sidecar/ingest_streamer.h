@@ -4,6 +4,13 @@
 // records are still in the rings: see segment_drainer.h). On Stop it drains what is left,
 // waits a bounded time for the last acknowledgements and closes the stream.
 //
+// Nothing the coordinator refuses is re-sent forever: records refused in an acknowledgement
+// are dropped (committed) and counted; a stream the coordinator ends because of a batch
+// (INVALID_ARGUMENT, or RESOURCE_EXHAUSTED for a message too large) before anything was
+// acknowledged makes the next batches smaller, down to one record, and a single record that
+// is still refused is dropped with a log line. The log says the coordinator's own status
+// (a wrong token, a refused batch), not CANCELLED.
+//
 //   IngestStreamer streamer(options, &drainer, log);
 //   std::thread t([&] { streamer.Run(); });
 //   ... on SIGTERM: streamer.Stop(); t.join();
@@ -19,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "daemon/common/grpc_security.h"
 #include "daemon/sidecar/segment_drainer.h"
@@ -47,7 +55,9 @@ struct StreamerCounters {
   std::atomic<uint64_t> records_sent{0};
   std::atomic<uint64_t> records_acked{0};
   std::atomic<uint64_t> reconnects{0};
-  std::atomic<uint64_t> rejections{0};
+  std::atomic<uint64_t> rejections{0};              // per-rank refusals in acknowledgements
+  std::atomic<uint64_t> records_refused{0};         // records those refusals dropped
+  std::atomic<uint64_t> records_dropped_poison{0};  // single records whose batch kept failing
 };
 
 class IngestStreamer {
@@ -67,13 +77,23 @@ class IngestStreamer {
     size_t records = 0;
     std::vector<CommitPoint> commits;
   };
-  // One connection's life. Returns true if the stream made progress (resets the backoff).
-  bool RunStream(std::shared_ptr<grpc::Channel> channel);
+  struct StreamOutcome {
+    bool progressed = false;                 // something was acknowledged (resets the backoff)
+    grpc::Status status;                     // how the coordinator ended it
+    std::vector<CommitPoint> first_unacked;  // the oldest batch still unacknowledged
+    size_t first_unacked_records = 0;
+  };
+  // One connection's life.
+  StreamOutcome RunStream(std::shared_ptr<grpc::Channel> channel);
+  // After a stream ended: shrinks batches, or drops a lone record, when the coordinator keeps
+  // refusing the same batch.
+  void OnStreamEnded(const StreamOutcome& outcome);
 
   StreamerOptions options_;
   SegmentDrainer* drainer_;
   Log log_;
   std::atomic<bool> stop_{false};
+  size_t batch_limit_ = 0;  // current records per batch (shrinks on refused batches)
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<v1::CoordinatorMessage> inbox_;

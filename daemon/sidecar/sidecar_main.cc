@@ -76,7 +76,11 @@ int main(int argc, char** argv) {
   spdlog::info("signal {}: flushing and exiting", sig);
   streamer.Stop();
   run.join();
-  spdlog::info("sidecar stopped: {} records sent, {} acknowledged",
-               streamer.counters().records_sent.load(), streamer.counters().records_acked.load());
+  const StreamerCounters& c = streamer.counters();
+  spdlog::info(
+      "sidecar stopped: {} records sent, {} acknowledged, {} refused by the coordinator, {} "
+      "dropped as never acceptable; {} segments quarantined, {} reader errors",
+      c.records_sent.load(), c.records_acked.load(), c.records_refused.load(),
+      c.records_dropped_poison.load(), drainer.quarantined(), drainer.reader_errors());
   return 0;
 }

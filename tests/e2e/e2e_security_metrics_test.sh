@@ -41,6 +41,14 @@ sf_ctl --timeout 3 jobs 2>"$SF_WORK/err"; rc=$?
 [ $rc = 3 ] || sf_fail "plaintext against TLS should not connect: rc $rc"
 set -e
 SF_CTL_FLAGS=(--tls-ca "$tls/ca.pem" --token-file "$tls/token")
+# Regression: a sidecar with the wrong token logged only CANCELLED; it must say why.
+sf_start_sidecar node1 --tls-ca "$tls/ca.pem" --token-file "$tls/bad-token"
+for i in $(seq 50); do
+  grep -q "UNAUTHENTICATED: missing or wrong token" "$SF_WORK/sidecar-node1.log" && break
+  sleep 0.1
+done
+grep -q "UNAUTHENTICATED: missing or wrong token" "$SF_WORK/sidecar-node1.log" \
+  || sf_fail "the sidecar does not say its token was refused"
 
 # A real Prometheus scrapes /metrics.
 cat >"$SF_WORK/prometheus.yml" <<YAML

@@ -268,3 +268,30 @@ TEST_CASE("read-ahead: records stay in the ring until committed; a new reader re
 
 }  // namespace
 }  // namespace stagefrontier::shm
+
+namespace stagefrontier::shm {
+namespace {
+
+// Regression (hostile input): after one record with a step number far ahead, every later
+// record of the slot was refused as "not after" it.
+TEST_CASE("one out-of-sequence step number is skipped over, not the rest of the stream") {
+  Fixture f;
+  REQUIRE(f.Publish(10, {0, 1, 2, 3}));
+  REQUIRE(f.Publish(11, {0, 1, 2, 3}));
+  REQUIRE(f.Publish(900'000, {0, 1, 2, 3}));  // corrupt
+  REQUIRE(f.Publish(12, {0, 1, 2, 3}));
+  REQUIRE(f.Publish(13, {0, 1, 2, 3}));
+  REQUIRE(f.Publish(11, {0, 1, 2, 3}));  // a real duplicate is still refused
+  auto got = f.Drain();
+  std::vector<int64_t> steps;
+  for (const DrainedStep& s : got) steps.push_back(s.step);
+  CHECK(steps == std::vector<int64_t>{10, 11, 900'000, 12, 13});
+  const SlotReport r = f.reader->Report(0);
+  CHECK(r.resynced == 1);
+  CHECK(r.invalid == 1);
+  CHECK(r.gap_steps == 0);
+  CHECK_THAT(f.errors.at(0), Catch::Contains("step 900000 was out of sequence; resynchronized"));
+}
+
+}  // namespace
+}  // namespace stagefrontier::shm

@@ -17,9 +17,8 @@ TEST_CASE("complete steps close in order with rebuilt boundaries") {
   // Step 1 complete, step 0 not: nothing closes out of order.
   for (int r : {0, 1, 2}) CHECK(a.Add(r, 1, kD, 0, 5) == AlignOutcome::kAccepted);
   CHECK(!a.NextClosable(10).has_value());
-  CHECK(a.Add(1, 0, kD, 0, 6) == AlignOutcome::kDuplicate);  // rank 1 already sent step 1
-  // Rank 1's records arrive in step order, so its step 0 after step 1 can only be a re-send.
-  REQUIRE(a.NextClosable(1'000).value() == 0);  // deadline
+  CHECK(a.Add(0, 0, kD, 0, 6) == AlignOutcome::kDuplicate);  // held already
+  REQUIRE(a.NextClosable(1'000).value() == 0);               // deadline
   StepInput in = a.Close(0);
   CHECK(in.step == 0);
   REQUIRE(in.ranks.size() == 2);
@@ -63,6 +62,57 @@ TEST_CASE("too many pending steps close the oldest") {
   a.Close(0);
   CHECK(a.rank_state(2) == RankState::kMissing);
   CHECK(a.rank_state(0) == RankState::kReporting);
+}
+
+}  // namespace
+}  // namespace stagefrontier
+
+namespace stagefrontier {
+namespace {
+
+// Regression (hostile input): after one record with a step number far ahead, every later
+// record of that rank was refused (as a duplicate of the bogus step), and the rank went
+// missing for the rest of the job.
+TEST_CASE("a corrupt step number does not ruin the rest of a rank's stream") {
+  StepAligner a(4, 2, {.deadline_ns = 100, .max_pending_steps = 100, .max_step_lead = 1000});
+  int64_t now = 0;
+  auto step_all = [&](int64_t s) {
+    for (int r = 0; r < 4; ++r) CHECK(a.Add(r, s, kD, 0, now) == AlignOutcome::kAccepted);
+    REQUIRE(a.NextClosable(now).value() == s);
+    CHECK(a.Close(s).ranks.size() == 4);
+  };
+  for (int64_t s = 0; s < 10; ++s) step_all(s);
+  // Far beyond where the job is: refused, not kept.
+  CHECK(a.Add(2, int64_t{1} << 39, kD, 0, now) == AlignOutcome::kFarAhead);
+  CHECK(a.last_step(2) == 9);
+  // Within the lead: kept, but it must not make rank 2's next real steps "duplicates".
+  CHECK(a.Add(2, 500, kD, 0, now) == AlignOutcome::kAccepted);
+  for (int64_t s = 10; s < 20; ++s) {
+    now += 50;
+    step_all(s);
+  }
+  CHECK(a.rank_state(2) == RankState::kReporting);
+  // The bogus step 500 stays open ahead of the job; once it is more than a deadline older
+  // than the oldest open step, it is an orphan and dropped.
+  CHECK(a.newest_step() == 500);
+  now += 200;
+  CHECK(a.Add(0, 20, kD, 0, now) == AlignOutcome::kAccepted);
+  REQUIRE(a.Orphans() == std::vector<int64_t>{500});
+  CHECK(a.Drop(500) == 1);
+  CHECK(a.newest_step() == 20);
+  CHECK(a.last_step(2) == 19);
+}
+
+TEST_CASE("a job-wide jump in step numbers is followed") {
+  StepAligner a(2, 2, {.deadline_ns = 100, .max_pending_steps = 100, .max_step_lead = 1000});
+  for (int r = 0; r < 2; ++r) CHECK(a.Add(r, 0, kD, 0, 0) == AlignOutcome::kAccepted);
+  a.Close(a.NextClosable(0).value());
+  // Both ranks restart from a checkpoint numbered 1,000,000: the first record is refused (one
+  // rank alone cannot move where the job is), then the job has moved.
+  CHECK(a.Add(0, 1'000'000, kD, 0, 1) == AlignOutcome::kFarAhead);
+  CHECK(a.Add(1, 1'000'000, kD, 0, 1) == AlignOutcome::kAccepted);
+  CHECK(a.Add(0, 1'000'001, kD, 0, 2) == AlignOutcome::kAccepted);
+  CHECK(a.Add(1, 1'000'001, kD, 0, 2) == AlignOutcome::kAccepted);
 }
 
 }  // namespace
