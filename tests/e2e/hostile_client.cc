@@ -92,7 +92,8 @@ int Typed(const std::shared_ptr<grpc::Channel>& channel, const std::string& mode
   }
   if (mode == "forged-name") {
     b.set_batch_seq(1);
-    Declare(&b, std::string("x\n[2026-11-23 00:00:00] [error] forged\0z", 41), 0, 1);
+    static const char kForged[] = "x\n[2026-11-23 00:00:00] [error] forged\0z";
+    Declare(&b, std::string(kForged, sizeof(kForged) - 1), 0, 1);
     if (!Exchange(rw.get(), b, &ack) || ack.rejections_size() == 0) return 1;
     std::printf("forged-name: refused: %s\n", ack.rejections(0).message().c_str());
     rw->WritesDone();
@@ -150,9 +151,9 @@ int Garbage(const std::shared_ptr<grpc::Channel>& channel) {
   bool ok = false;
   call->StartCall(reinterpret_cast<void*>(1));
   cq.Next(&tag, &ok);
+  static const char kGarbage[] = "\xff\xff\xff\xff\x0f garbage\n[error] forged";
   for (const std::string& bytes :
-       {Hello().SerializeAsString(),
-        std::string("\xff\xff\xff\xff\x0f garbage\n[error] forged", 30)}) {
+       {Hello().SerializeAsString(), std::string(kGarbage, sizeof(kGarbage) - 1)}) {
     grpc::Slice slice(bytes);
     grpc::ByteBuffer buf(&slice, 1);
     call->Write(buf, reinterpret_cast<void*>(2));
