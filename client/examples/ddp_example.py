@@ -6,9 +6,9 @@ run it under the launcher to instrument it.
     torchrun --nproc_per_node 4 -m stagefrontier.torch.run client/examples/ddp_example.py \
         --steps 300 --fault data:2:20 --fault-start 50
 
-Faults (flags, or STAGEFRONTIER_FAULT="STAGE:RANK:MS[:EVERY[:START]]"): data (the loader),
-forward, backward (a gradient hook), optimizer (the step) slowed by MS milliseconds on RANK,
-every EVERY steps from step START.
+Faults (flags, or STAGEFRONTIER_FAULT="STAGE:RANK:MS[:EVERY[:START[:STOP]]]"): data (the
+loader), forward, backward (a gradient hook), optimizer (the step) slowed by MS milliseconds on
+RANK, every EVERY steps from step START until step STOP (never stops when omitted).
 """
 import argparse
 import os
@@ -21,18 +21,21 @@ from torch.utils.data import DataLoader, IterableDataset
 
 
 class Fault:
-    def __init__(self, spec, every, start, rank):
+    def __init__(self, spec, every, start, rank, stop=-1):
         self.stage, self.rank, self.ms = None, -1, 0.0
-        self.every, self.start = every, start
+        self.every, self.start, self.stop = every, start, stop
         if spec:
             parts = spec.split(":")
-            if len(parts) not in (3, 4, 5):
-                raise SystemExit(f"--fault wants STAGE:RANK:MS[:EVERY[:START]], got {spec!r}")
+            if len(parts) not in (3, 4, 5, 6):
+                raise SystemExit(
+                    f"--fault wants STAGE:RANK:MS[:EVERY[:START[:STOP]]], got {spec!r}")
             self.stage, self.rank, self.ms = parts[0], int(parts[1]), float(parts[2])
             if len(parts) > 3:
                 self.every = int(parts[3])
             if len(parts) > 4:
                 self.start = int(parts[4])
+            if len(parts) > 5:
+                self.stop = int(parts[5])
             if self.stage not in ("data", "forward", "backward", "optimizer"):
                 raise SystemExit(f"unknown fault stage {self.stage!r}")
         self.my_rank = rank
@@ -40,6 +43,8 @@ class Fault:
 
     def hit(self, stage):
         if stage != self.stage or self.my_rank != self.rank or self.step < self.start:
+            return
+        if 0 <= self.stop <= self.step:
             return
         if self.every <= 1 or (self.step - self.start) % self.every == 0:
             time.sleep(self.ms / 1000)
@@ -99,6 +104,7 @@ def main():
     p.add_argument("--fault", default=os.environ.get("STAGEFRONTIER_FAULT", ""))
     p.add_argument("--fault-every", type=int, default=1)
     p.add_argument("--fault-start", type=int, default=0)
+    p.add_argument("--fault-stop", type=int, default=-1, help="first step without the fault")
     p.add_argument("--profile-steps", default="",
                    help="FIRST:LAST: capture a torch.profiler trace of these steps on every rank")
     p.add_argument("--profile-dir", default=".", help="where trace_rank<R>.json goes")
@@ -106,7 +112,7 @@ def main():
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    fault = Fault(args.fault, args.fault_every, args.fault_start, rank)
+    fault = Fault(args.fault, args.fault_every, args.fault_start, rank, args.fault_stop)
     model = DDP(Model(fault, args.features, args.hidden))
     # The backward fault: a hook on the first layer's weight gradient (inside backward).
     model.module.net[0].weight.register_hook(lambda g: (fault.hit("backward"), g)[1])

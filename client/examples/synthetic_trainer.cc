@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   std::string fault;
   int fault_every = 1;
   int fault_start = 0;
+  int fault_stop = -1;
   uint32_t seed = 1;
   std::string collective = "barrier";
   bool mixed_backward = false;
@@ -63,6 +64,7 @@ int main(int argc, char** argv) {
   app.add_option("--fault", fault, "STAGE:RANK:MS slow STAGE on RANK by MS milliseconds");
   app.add_option("--fault-every", fault_every, "inject every N steps (1: every step)");
   app.add_option("--fault-start", fault_start, "first step with the fault");
+  app.add_option("--fault-stop", fault_stop, "first step without it again (-1: never stops)");
   app.add_option("--seed", seed, "jitter seed (mixed with the rank)");
   app.add_option("--collective", collective,
                  "barrier: wait at --barrier; nccl: ncclAllReduce from the loaded libnccl")
@@ -158,6 +160,7 @@ int main(int argc, char** argv) {
     for (size_t k = 0; k < local.size(); ++k) {
       double d = ms[k] * noise(rng);
       if (rank == fault_rank && local[k] == fault_stage && step >= fault_start &&
+          (fault_stop < 0 || step < fault_stop) &&
           (fault_every <= 1 || (step - fault_start) % fault_every == 0)) {
         d += fault_ms;
       }
