@@ -24,7 +24,7 @@ declare -A sources=(
   [run_file]="tests/fuzz/run_file_fuzz.cc daemon/analyze/run_file.cc shm/stage_schema.cc daemon/accounting/step_input.cc"
   [trace_reduce]="tests/fuzz/trace_reduce_fuzz.cc daemon/analyze/trace_reduce.cc daemon/analyze/run_file.cc daemon/wire/packed_steps.cc shm/stage_schema.cc daemon/accounting/step_input.cc"
   [ingest_batch]="tests/fuzz/ingest_batch_fuzz.cc daemon/wire/packed_steps.cc $gen/ingest.pb.cc"
-  [journal]="tests/fuzz/journal_fuzz.cc shm/stage_schema.cc daemon/coordinator/job_journal.cc daemon/coordinator/job_state.cc daemon/coordinator/crc32c.cc daemon/coordinator/proto_convert.cc daemon/coordinator/step_aligner.cc daemon/coordinator/coordinator_metrics.cc daemon/wire/packed_steps.cc $accounting $gen/ingest.pb.cc $gen/query.pb.cc $gen/journal.pb.cc"
+  [journal]="tests/fuzz/journal_fuzz.cc shm/stage_schema.cc daemon/coordinator/job_journal.cc daemon/coordinator/job_state.cc daemon/coordinator/resource_limits.cc daemon/common/log_safe.cc daemon/coordinator/crc32c.cc daemon/coordinator/proto_convert.cc daemon/coordinator/step_aligner.cc daemon/coordinator/coordinator_metrics.cc daemon/wire/packed_steps.cc $accounting $gen/ingest.pb.cc $gen/query.pb.cc $gen/journal.pb.cc"
 )
 declare -A libs=(
   [ingest_batch]="-lprotobuf"
@@ -32,7 +32,8 @@ declare -A libs=(
 )
 
 status=0
-for target in segment_reader segment_live run_file ingest_batch journal trace_reduce; do
+# FUZZ_TARGETS picks a subset (space-separated); default: every target.
+for target in ${FUZZ_TARGETS:-segment_reader segment_live run_file ingest_batch journal trace_reduce}; do
   work=out/fuzz/$target
   mkdir -p "$work/corpus"
   cp -n tests/fuzz/corpus/$target/* "$work/corpus/" 2>/dev/null || true
