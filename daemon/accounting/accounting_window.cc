@@ -18,6 +18,7 @@ void AccountingWindow::Push(const StepAccounting& accounting, const StepMatrix& 
   WindowStep& w = ring_[slot];
   w.accounting.step = accounting.step;
   w.accounting.exposed_ns = accounting.exposed_ns;
+  w.accounting.exposed_baseline_ns = accounting.exposed_baseline_ns;
   w.accounting.partial = accounting.partial;
   w.accounting.missing_ranks = accounting.missing_ranks;
   w.accounting.first_excess_stage = accounting.first_excess_stage;

@@ -37,6 +37,14 @@ absl::Status EngineConfig::Validate() const {
     return Bad("clear_share", clear_share, "must be in (0, 1]");
   if (!(split_share > 0 && split_share <= 1))
     return Bad("split_share", split_share, "must be in (0, 1]");
+  if (!(rank_z_support >= 0 && rank_z_support <= 100))
+    return Bad("rank_z_support", rank_z_support, "must be in [0, 100]");
+  if (!(rank_z_strong >= rank_z_support && rank_z_strong <= 100))
+    return Bad("rank_z_strong", rank_z_strong, "must be in [rank_z_support, 100]");
+  if (!(rank_material_fraction >= 0 && rank_material_fraction < 1))
+    return Bad("rank_material_fraction", rank_material_fraction, "must be in [0, 1)");
+  if (!(group_material_fraction >= 0 && group_material_fraction < 1))
+    return Bad("group_material_fraction", group_material_fraction, "must be in [0, 1)");
   if (!(tie_ratio > 0 && tie_ratio <= 1)) return Bad("tie_ratio", tie_ratio, "must be in (0, 1]");
   if (ks_max_peers < 1 || ks_max_peers > 100000)
     return Bad("ks_max_peers", ks_max_peers, "must be in [1, 100000]");

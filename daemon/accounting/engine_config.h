@@ -35,12 +35,25 @@ struct EngineConfig {
   // is below healthy_fraction of the window's exposed time.
   int min_flagged_steps = 3;
   double healthy_fraction = 0.002;
-  // CLEAR needs the top (stage, rank) to hold at least clear_share of the excess; any other
-  // candidate holding split_share makes it SPLIT; a co-leader in the same stage holding
-  // tie_ratio of the top cell makes it a TIE.
+  // Any other supported candidate (see rank_z_support) holding split_share makes a verdict
+  // SPLIT; a supported co-leader in the same stage holding tie_ratio of the top cell makes it
+  // a TIE. clear_share is accepted and validated for configuration compatibility but no
+  // longer decides: on real runs the rest of the excess is noise spread over many cells, so
+  // the rank evidence, not the top cell's share, tells a single fault from several.
   double clear_share = 0.5;
   double split_share = 0.2;
   double tie_ratio = 0.5;
+  // Rank evidence (rank_evidence.h) a rank-targeted verdict needs: a (stage, rank) whose
+  // window shift against its peers is at least rank_z_support standard errors and
+  // rank_material_fraction of the median exposed step backs the frontier's suspect; one at
+  // rank_z_strong standard errors names the rank on its own (the frontier charged the
+  // ranks that waited for it). Without support the excess is group-wide: an AMBIGUOUS TIE
+  // marked group_wide when the window's median exposed step is group_material_fraction above
+  // the baseline, else HEALTHY.
+  double rank_z_support = 3.0;
+  double rank_z_strong = 5.0;
+  double rank_material_fraction = 0.02;
+  double group_material_fraction = 0.05;
   // KS divergence compares each rank with at most this many peers (evenly spread).
   int ks_max_peers = 32;
   // KS divergence is computed for every rank up to this world size, above it only for the

@@ -19,6 +19,7 @@ GroupAccountant::GroupAccountant(std::string name, const StageSchema& schema,
       matrix_(static_cast<int>(ranks_.size()), stages_),
       window_(static_cast<size_t>(config.window_steps), static_cast<int>(ranks_.size()), stages_),
       exposed_history_(static_cast<size_t>(config.baseline_steps)),
+      exposed_baseline_(static_cast<size_t>(config.baseline_steps)),
       baseline_(stages_, RollingSamples(static_cast<size_t>(config.baseline_steps))),
       peer_spread_(stages_, RollingSamples(static_cast<size_t>(config.baseline_steps))),
       mean_dashboard_(stages_, RollingSamples(static_cast<size_t>(config.baseline_steps))),
@@ -258,6 +259,21 @@ const StepAccounting& GroupAccountant::Account(int64_t step,
         if (acc.first_excess_stage < 0) acc.first_excess_stage = k;
       } else {
         baseline_[k].Add(f.increment_ns);
+      }
+    }
+    if (exposed_baseline_.size() < static_cast<size_t>(config_.warmup_steps)) {
+      acc.exposed_baseline_ns = -1;
+      exposed_baseline_.Add(acc.exposed_ns);
+    } else {
+      const int64_t median = exposed_baseline_.Median();
+      acc.exposed_baseline_ns = median;
+      const double noise =
+          std::max(static_cast<double>(config_.noise_floor_ns), exposed_baseline_.NoiseScale());
+      // Unlike the stage baselines, a step above the threshold is left out: a group-wide
+      // slowdown must stay visible against the level the group had before it.
+      if (static_cast<double>(acc.exposed_ns) <=
+          static_cast<double>(median) + config_.excess_z * noise) {
+        exposed_baseline_.Add(acc.exposed_ns);
       }
     }
     // The dashboards' own baselines learn only from steps with no excess anywhere: a stall

@@ -89,6 +89,9 @@ class GroupAccountant {
   AccountingWindow window_;
 
   RollingSamples exposed_history_;
+  // E per step, steps above its noise threshold left out: what the group's exposed step
+  // normally is, for telling a group-wide shift from noise.
+  RollingSamples exposed_baseline_;
   std::vector<RollingSamples> baseline_;        // ΔF[k] over unflagged steps
   std::vector<RollingSamples> peer_spread_;     // cross-rank spread of d[k], every step
   std::vector<RollingSamples> mean_dashboard_;  // mean dashboard over unflagged steps

@@ -58,6 +58,9 @@ struct StageAccounting {
 struct StepAccounting {
   int64_t step = 0;
   int64_t exposed_ns = 0;              // E = F[S] = sum of increments
+  // The group's usual exposed step time as of this step (clipped rolling median); -1 while
+  // warming up. A window compares its median E with its first step's value.
+  int64_t exposed_baseline_ns = -1;
   bool partial = false;                // some expected ranks did not report
   std::vector<int32_t> missing_ranks;  // those ranks
   int32_t first_excess_stage = -1;     // where the group-visible delay first appears

@@ -56,6 +56,16 @@ struct Verdict {
   std::vector<int32_t> concurrent_ranks;  // other ranks arriving late at that wait
   int32_t partial_steps = 0;
   std::vector<int32_t> missing_ranks;  // ranks absent from the window's last step
+  // The excess is not any rank's: the whole group was slower (a slow collective, network or
+  // shared resource). Candidates are then every rank; no rank-targeted action applies.
+  bool group_wide = false;
+  // Rank evidence behind the top suspect (rank_evidence.h): its shift against its peers per
+  // step and in standard errors; 0 when not computed.
+  int64_t rank_shift_ns = 0;
+  double rank_z = 0;
+  // Detector-health conditions that make this verdict unreliable (detector_health.h); empty
+  // when none is known. Filled by the coordinator, not by the accountant.
+  std::vector<std::string> unreliable;
   // Words for people.
   std::string explanation;
   std::string settle;                     // what evidence would settle an AMBIGUOUS verdict

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "daemon/accounting/group_accountant.h"
+#include "daemon/accounting/rank_evidence.h"
 #include "daemon/accounting/robust_stats.h"
 
 namespace stagefrontier {
@@ -102,12 +103,164 @@ Verdict GroupAccountant::DecideVerdict() const {
     s.what_if_saving_ns = WhatIfSaving(s.stage, static_cast<int>(c % n));
     v.suspects.push_back(s);
   }
-  const size_t top = order.front();
+  size_t top = order.front();
+
+  // Rank evidence (rank_evidence.h): is the top cell one rank's, or the group's noise?
+  const RankEvidenceTable rank_evidence = ComputeRankEvidence(window_, schema_);
+  std::vector<int64_t> exposed;
+  for (size_t i = 0; i < W; ++i) exposed.push_back(window_.at(i).accounting.exposed_ns);
+  const double step_ns = static_cast<double>(MedianInPlace(exposed));
+  const double material = config_.rank_material_fraction * step_ns;
+  auto supported = [&](int k, int m) {
+    // A mixed stage ends together for everyone: durations cannot show who was slow inside
+    // it; the probe or the MIXED_SYNC verdict decides there.
+    if (schema_.stage(k).kind == StageKind::kMixed) return true;
+    const RankEvidence& e = rank_evidence.at(k, m);
+    return std::max(e.z, e.outlier_z) >= config_.rank_z_support && e.shift_ns >= material;
+  };
+  auto supported_anywhere = [&](int m) {
+    for (int k = 0; k < S; ++k) {
+      if (supported(k, m)) return true;
+    }
+    return false;
+  };
+  // The strongest single cause: a stage where one rank's own work takes longer than its
+  // peers', far beyond noise, whichever ranks the frontier charged.
+  int strong_k = -1, strong_m = -1;
+  for (int k = 0; k < S; ++k) {
+    if (schema_.IsWait(static_cast<size_t>(k))) continue;
+    for (int m = 0; m < n; ++m) {
+      const RankEvidence& e = rank_evidence.at(k, m);
+      if (std::max(e.z, e.outlier_z) >= config_.rank_z_strong && e.shift_ns >= material &&
+          (strong_k < 0 || e.shift_ns > rank_evidence.at(strong_k, strong_m).shift_ns)) {
+        strong_k = k;
+        strong_m = m;
+      }
+    }
+  }
+  // Steps worth profiling for (k, m): where its duration exceeded the step's median most.
+  auto profile_steps = [&](int k, int m) {
+    std::vector<std::pair<int64_t, int64_t>> by_excess;  // (excess, step)
+    for (size_t i = 0; i < W; ++i) {
+      if (!window_.present(i, m)) continue;
+      const StepAccounting& acc = window_.at(i).accounting;
+      by_excess.emplace_back(window_.duration(i, m, k) - acc.stages[k].median_duration_ns,
+                             acc.step);
+    }
+    const size_t keep = std::min<size_t>(5, by_excess.size());
+    std::partial_sort(by_excess.begin(), by_excess.begin() + static_cast<std::ptrdiff_t>(keep),
+                      by_excess.end(), std::greater<>());
+    v.steps_to_profile.clear();
+    for (size_t i = 0; i < keep; ++i) v.steps_to_profile.push_back(by_excess[i].second);
+    std::sort(v.steps_to_profile.begin(), v.steps_to_profile.end());
+  };
+  auto note_evidence = [&](int k, int m) {
+    v.rank_shift_ns = static_cast<int64_t>(rank_evidence.at(k, m).shift_ns);
+    v.rank_z = rank_evidence.at(k, m).z;
+  };
+  // Makes (k, m) the top cell and the first suspect.
+  auto promote = [&](int k, int m) {
+    top = static_cast<size_t>(k) * n + m;
+    auto it = std::find_if(v.suspects.begin(), v.suspects.end(),
+                           [&](const Suspect& x) { return x.stage == k && x.rank == ranks_[m]; });
+    if (it != v.suspects.end()) {
+      std::rotate(v.suspects.begin(), it, it + 1);
+      return;
+    }
+    Suspect x;
+    x.stage = k;
+    x.rank = ranks_[m];
+    x.excess_ns = static_cast<int64_t>(cell[top]);
+    x.share = cell[top] / total;
+    x.flagged_steps = cell_steps[top];
+    x.what_if_saving_ns = WhatIfSaving(k, m);
+    v.suspects.insert(v.suspects.begin(), x);
+    if (v.suspects.size() > 5) v.suspects.pop_back();
+  };
+  if (!supported(static_cast<int>(top / n), static_cast<int>(top % n))) {
+    if (strong_k < 0) {
+      // No rank stands out: the excess is the group's (shared cores, a slower collective).
+      const int k = static_cast<int>(std::max_element(stage_total.begin(), stage_total.end()) -
+                                     stage_total.begin());
+      // Against the baseline as it stood when the window began: a run that speeds up after
+      // its first steps (warm-up) is not a group that slowed down.
+      const int64_t baseline_sum = window_.at(0).accounting.exposed_baseline_ns;
+      const bool warm = baseline_sum > 0;
+      const double shift = step_ns - static_cast<double>(baseline_sum);
+      note_evidence(static_cast<int>(top / n), static_cast<int>(top % n));
+      for (size_t i = 0; i < W && v.steps_to_profile.size() < 5; ++i) {
+        const StepAccounting& acc = window_.at(i).accounting;
+        if (acc.stages[k].flagged) v.steps_to_profile.push_back(acc.step);
+      }
+      const std::string evidence_words = absl::StrFormat(
+          "no rank stands out: the largest shift of one rank against its peers is (%s, rank "
+          "%d) %s per step, %.1f standard errors",
+          schema_.stage(static_cast<int>(top / n)).name, ranks_[top % n], Ms(v.rank_shift_ns),
+          v.rank_z);
+      if (warm && baseline_sum > 0 &&
+          shift >= config_.group_material_fraction * static_cast<double>(baseline_sum)) {
+        v.label = VerdictLabel::kAmbiguous;
+        v.reason = AmbiguityReason::kTie;
+        v.group_wide = true;
+        v.candidate_ranks = ranks_;
+        v.candidate_stages = {k};
+        v.explanation = absl::StrFormat(
+            "the whole group is slower: the median exposed step is %s, %s above its baseline, "
+            "most of the excess in \"%s\"; %s",
+            Ms(static_cast<int64_t>(step_ns)), Ms(static_cast<int64_t>(shift)),
+            schema_.stage(k).name, evidence_words);
+        v.settle = absl::StrCat("the whole group is slower in \"", schema_.stage(k).name,
+                                "\" (a slow collective, network or shared resource): no "
+                                "rank-targeted action applies; profile any rank at steps ",
+                                absl::StrJoin(v.steps_to_profile, ", "));
+        return v;
+      }
+      v.label = VerdictLabel::kHealthy;
+      v.candidate_ranks.clear();
+      v.explanation =
+          absl::StrCat("excess spread over the group, not a straggler: ", v.flagged_steps, " of ",
+                       W, " steps carried excess (", Ms(v.total_excess_ns),
+                       "), the median exposed step (", Ms(static_cast<int64_t>(step_ns)), ") is ",
+                       warm ? absl::StrCat(Ms(static_cast<int64_t>(shift)), " from its baseline")
+                            : std::string("not yet compared with a baseline"),
+                       ", and ", evidence_words);
+      if (!v.missing_ranks.empty()) {
+        absl::StrAppend(&v.explanation, "; ranks not reporting: ", RankList(v.missing_ranks));
+      }
+      return v;
+    }
+    // The frontier charged ranks that waited; the evidence names the one they waited for.
+    promote(strong_k, strong_m);
+    note_evidence(strong_k, strong_m);
+    profile_steps(strong_k, strong_m);
+    v.label = VerdictLabel::kClear;
+    v.candidate_ranks = {ranks_[strong_m]};
+    v.candidate_stages = {strong_k};
+    v.explanation = absl::StrFormat(
+        "\"%s\" on rank %d takes %s per step longer than on its peers over %d steps (%.1f "
+        "standard errors); the ranks charged at the stage boundaries were waiting for it",
+        schema_.stage(strong_k).name, ranks_[strong_m], Ms(v.rank_shift_ns), static_cast<int>(W),
+        v.rank_z);
+    return v;
+  }
+  // A late arrival at a wait is explained by the rank's own slower stage, when it has one.
+  if (schema_.IsWait(top / n)) {
+    const int m = static_cast<int>(top % n);
+    int best = -1;
+    for (int k = 0; k < S; ++k) {
+      if (!schema_.IsWait(static_cast<size_t>(k)) && supported(k, m) &&
+          (best < 0 || rank_evidence.at(k, m).shift_ns > rank_evidence.at(best, m).shift_ns)) {
+        best = k;
+      }
+    }
+    if (best >= 0) promote(best, m);
+  }
   const int k1 = static_cast<int>(top / n);
   const int m1 = static_cast<int>(top % n);
   const int32_t r1 = ranks_[m1];
   const std::string& stage1 = schema_.stage(k1).name;
   const double share1 = cell[top] / total;
+  note_evidence(k1, m1);
 
   // Evidence about the top cell: its margins, the steps it was charged, the next wait.
   std::vector<int64_t> margins;
@@ -163,13 +316,18 @@ Verdict GroupAccountant::DecideVerdict() const {
   // Co-leaders in the same stage.
   std::vector<int32_t> co;
   for (int m = 0; m < n; ++m) {
-    if (cell[static_cast<size_t>(k1) * n + m] >= config_.tie_ratio * cell[top])
+    if (cell[static_cast<size_t>(k1) * n + m] >= config_.tie_ratio * cell[top] &&
+        (m == m1 || supported(k1, m)))
       co.push_back(ranks_[m]);
   }
   // Other large candidates anywhere.
   std::vector<size_t> large;
   for (size_t c : order) {
-    if (c != top && cell[c] / total >= config_.split_share) large.push_back(c);
+    // The same rank's late arrival at a wait is the same fault seen from the other side.
+    const bool same_fault = static_cast<int>(c % n) == m1 && schema_.IsWait(c / n);
+    if (c != top && cell[c] / total >= config_.split_share && !same_fault &&
+        supported(static_cast<int>(c / n), static_cast<int>(c % n)))
+      large.push_back(c);
   }
   auto profile_hint = [&](const std::vector<int32_t>& ranks) {
     return absl::StrCat("profile ranks ", RankList(ranks), " at steps ",
@@ -185,9 +343,8 @@ Verdict GroupAccountant::DecideVerdict() const {
     if (winner < 0) return false;
     const int32_t rank = ranks_[winner];
     // The probe's rank leads the suspects (the marks may have ranked a co-leader first).
-    auto it = std::find_if(v.suspects.begin(), v.suspects.end(), [&](const Suspect& s) {
-      return s.stage == k1 && s.rank == rank;
-    });
+    auto it = std::find_if(v.suspects.begin(), v.suspects.end(),
+                           [&](const Suspect& s) { return s.stage == k1 && s.rank == rank; });
     if (it != v.suspects.end()) std::rotate(v.suspects.begin(), it, it + 1);
     v.label = VerdictLabel::kClear;
     v.reason = AmbiguityReason::kNone;
@@ -200,6 +357,26 @@ Verdict GroupAccountant::DecideVerdict() const {
         "rank %d made the others wait",
         stage1, RankList(ranks), rank, schema_.stage(at).name, steps, probe_steps, rank);
     return true;
+  };
+
+  auto clear = [&]() -> Verdict {
+    v.label = VerdictLabel::kClear;
+    v.reason = AmbiguityReason::kNone;
+    v.candidate_ranks = {r1};
+    v.candidate_stages = {k1};
+    v.explanation = absl::StrFormat(
+        "\"%s\" on rank %d holds %.0f%% of the excess (%s per step over %d steps, charged in %d "
+        "steps); it stands out by a median %s (noise %s)",
+        stage1, r1, 100.0 * share1, Ms(v.suspects[0].excess_ns / static_cast<int64_t>(W)),
+        static_cast<int>(W), v.suspects[0].flagged_steps, Ms(v.median_margin_ns),
+        Ms(v.tie_tolerance_ns));
+    if (v.wait_agreement >= 0) {
+      absl::StrAppend(&v.explanation,
+                      absl::StrFormat(", and it is the last to arrive at the next wait in %.0f%% "
+                                      "of them",
+                                      100.0 * v.wait_agreement));
+    }
+    return v;
   };
 
   v.label = VerdictLabel::kAmbiguous;
@@ -232,7 +409,7 @@ Verdict GroupAccountant::DecideVerdict() const {
                                   "enable the probe or profile any rank at steps ",
                                   absl::StrJoin(v.steps_to_profile, ", "))
                    : absl::StrCat(profile_hint(co), " to tell a shared cause from two faults");
-  } else if (!large.empty() || share1 < config_.clear_share) {
+  } else if (!large.empty()) {
     v.reason = AmbiguityReason::kSplit;
     v.candidate_ranks = {r1};
     v.candidate_stages = {k1};
@@ -263,7 +440,10 @@ Verdict GroupAccountant::DecideVerdict() const {
     std::vector<std::pair<int32_t, int32_t>> tied(tied_with.begin(), tied_with.end());
     std::sort(tied.begin(), tied.end(), [](auto a, auto b) { return a.second > b.second; });
     std::vector<int32_t> candidates = {r1};
-    for (size_t i = 0; i < tied.size() && i < 11; ++i) candidates.push_back(tied[i].first);
+    for (size_t i = 0; i < tied.size() && candidates.size() < 12; ++i) {
+      if (supported(k1, MemberOf(tied[i].first))) candidates.push_back(tied[i].first);
+    }
+    if (candidates.size() < 2) return clear();
     if (settled_by_probe(candidates)) return v;
     v.reason = AmbiguityReason::kTie;
     v.candidate_ranks = candidates;
@@ -274,15 +454,20 @@ Verdict GroupAccountant::DecideVerdict() const {
     v.settle = profile_hint(v.candidate_ranks);
   } else if (v.wait_agreement >= 0 && v.wait_agreement < 0.5) {
     std::vector<int32_t> candidates = {r1};
-    for (const auto& [rank, count] : also_late) candidates.push_back(rank);
+    for (const auto& [rank, count] : also_late) {
+      if (supported_anywhere(MemberOf(rank))) candidates.push_back(rank);
+    }
+    if (candidates.size() < 2) return clear();
     if (settled_by_probe(candidates)) return v;
     v.reason = AmbiguityReason::kConcurrent;
     v.candidate_ranks = {r1};
     v.candidate_stages = {k1};
     std::vector<std::pair<int32_t, int32_t>> others(also_late.begin(), also_late.end());
     std::sort(others.begin(), others.end(), [](auto a, auto b) { return a.second > b.second; });
-    for (size_t i = 0; i < others.size() && i < 8; ++i)
-      v.concurrent_ranks.push_back(others[i].first);
+    for (size_t i = 0; i < others.size() && v.concurrent_ranks.size() < 8; ++i) {
+      if (supported_anywhere(MemberOf(others[i].first)))
+        v.concurrent_ranks.push_back(others[i].first);
+    }
     std::vector<int32_t> both = {r1};
     both.insert(both.end(), v.concurrent_ranks.begin(), v.concurrent_ranks.end());
     v.explanation = absl::StrFormat(
@@ -292,21 +477,7 @@ Verdict GroupAccountant::DecideVerdict() const {
     v.settle = absl::StrCat("enable the collective probe to see who arrives last, or ",
                             profile_hint(both));
   } else {
-    v.label = VerdictLabel::kClear;
-    v.candidate_ranks = {r1};
-    v.candidate_stages = {k1};
-    v.explanation = absl::StrFormat(
-        "\"%s\" on rank %d holds %.0f%% of the excess (%s per step over %d steps, charged in %d "
-        "steps); it stands out by a median %s (noise %s)",
-        stage1, r1, 100.0 * share1, Ms(v.suspects[0].excess_ns / static_cast<int64_t>(W)),
-        static_cast<int>(W), v.suspects[0].flagged_steps, Ms(v.median_margin_ns),
-        Ms(v.tie_tolerance_ns));
-    if (v.wait_agreement >= 0) {
-      absl::StrAppend(&v.explanation,
-                      absl::StrFormat(", and it is the last to arrive at the next wait in %.0f%% "
-                                      "of them",
-                                      100.0 * v.wait_agreement));
-    }
+    return clear();
   }
   return v;
 }

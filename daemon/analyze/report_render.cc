@@ -18,8 +18,12 @@ std::string StageName(const StageSchema& schema, int32_t k) {
 
 void RenderGroup(const StageSchema& schema, const GroupReport& g, std::string* out) {
   const Verdict& v = g.verdict;
-  absl::StrAppend(out, "VERDICT  ", LabelText(v), "   steps ", v.first_step, "..", v.last_step,
-                  " (", v.steps, " steps, ", v.flagged_steps, " with excess)\n");
+  absl::StrAppend(out, "VERDICT  ", LabelText(v), v.group_wide ? " (group-wide)" : "",
+                  "   steps ", v.first_step, "..", v.last_step, " (", v.steps, " steps, ",
+                  v.flagged_steps, " with excess)\n");
+  if (!v.unreliable.empty()) {
+    absl::StrAppend(out, "  UNRELIABLE: ", absl::StrJoin(v.unreliable, ", "), "\n");
+  }
   absl::StrAppend(out, "  ", v.explanation, "\n");
   if (!v.settle.empty()) absl::StrAppend(out, "  to settle it: ", v.settle, "\n");
   if (!v.missing_ranks.empty()) {
@@ -137,7 +141,11 @@ nlohmann::ordered_json VerdictJson(const StageSchema& schema, const Verdict& v) 
                    {"wait_agreement", v.wait_agreement},
                    {"concurrent_ranks", v.concurrent_ranks},
                    {"partial_steps", v.partial_steps},
-                   {"missing_ranks", v.missing_ranks}};
+                   {"missing_ranks", v.missing_ranks},
+                   {"rank_shift_ns", v.rank_shift_ns},
+                   {"rank_z", v.rank_z}};
+  j["group_wide"] = v.group_wide;
+  j["unreliable"] = v.unreliable;
   j["explanation"] = v.explanation;
   j["settle"] = v.settle;
   j["steps_to_profile"] = v.steps_to_profile;

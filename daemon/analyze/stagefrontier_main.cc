@@ -3,6 +3,8 @@
 //   stagefrontier segment SEGMENT [--json] [--drain RUN.jsonl] inspect / drain a node's segment
 //   stagefrontier reduce-trace TRACE.json... [--schema S] [--json] [--out RUN.jsonl]
 //                                              reduce torch.profiler traces to the same stages
+//   stagefrontier journal JOURNAL [--json] [--window N] [--out RUN.jsonl]
+//                                              account a coordinator journal offline
 // Exit codes: 0 done, 1 usage error, 2 bad input (nothing printed to stdout), 3 internal error.
 #include <CLI/CLI.hpp>
 #include <fstream>
@@ -12,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/accounting/engine.h"
+#include "daemon/analyze/journal_export.h"
 #include "daemon/analyze/report_render.h"
 #include "daemon/analyze/run_file.h"
 #include "daemon/analyze/segment_inspect.h"
@@ -102,6 +105,37 @@ int ReduceTrace(const std::vector<std::string>& paths, const std::string& schema
                     static_cast<int>(std::max<size_t>(2, r->run.steps.size())), text.str(), extra);
 }
 
+int Journal(const std::string& path, bool as_json, int window, const std::string& out_path) {
+  absl::StatusOr<JournalRun> r = ReadJournalAsRun(path);
+  if (!r.ok()) {
+    std::cerr << "stagefrontier journal: " << r.status().message() << "\n";
+    return 2;
+  }
+  if (!out_path.empty()) {
+    std::ofstream out(out_path);
+    for (const auto& [step, input] : r->run.steps) {
+      for (const RankStep& rs : input.ranks) {
+        out << FormatRunRecord(r->run.job, r->run.world_size, *r->run.schema, step, rs) << "\n";
+      }
+    }
+    if (!out) {
+      std::cerr << "stagefrontier journal: cannot write " << out_path << "\n";
+      return 2;
+    }
+  }
+  std::ostringstream text;
+  text << "\njournal: " << r->journal_records << " records, " << r->run.records
+       << " rank-steps of " << r->run.steps.size() << " steps";
+  if (r->refused_rank_steps > 0) text << ", " << r->refused_rank_steps << " refused";
+  text << "\n";
+  for (const std::string& n : r->notes) text << "note: " << n << "\n";
+  nlohmann::json extra = {{"journal_records", r->journal_records},
+                          {"skipped_bytes", r->skipped_bytes},
+                          {"refused_rank_steps", r->refused_rank_steps},
+                          {"notes", r->notes}};
+  return AnalyzeRun("journal", path, r->run, as_json, window, text.str(), extra);
+}
+
 int Segment(const std::string& path, bool as_json, const std::string& drain_path) {
   std::ofstream drain;
   if (!drain_path.empty()) {
@@ -164,12 +198,27 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   reduce->add_flag("--json", reduce_json, "Print as JSON");
   reduce->add_option("--out", reduce_out, "Also write the reduced steps as a run file");
+  CLI::App* journal = app.add_subcommand(
+      "journal",
+      "Account a coordinator journal offline (a finished job, or a file recovery kept aside); "
+      "--out writes its steps as a run file");
+  std::string journal_path;
+  std::string journal_out;
+  journal->add_option("journal", journal_path, "A <job>.journal file (never modified)")
+      ->required();
+  journal->add_flag("--json", as_json, "Print the report as JSON");
+  journal->add_option("--window", window, "Steps per verdict window")
+      ->check(CLI::Range(2, 100000));
+  journal->add_option("--out", journal_out, "Also write the steps as a run file");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 1;
   }
   if (segment->parsed()) return stagefrontier::Segment(segment_path, segment_json, drain_path);
+  if (journal->parsed()) {
+    return stagefrontier::Journal(journal_path, as_json, window, journal_out);
+  }
   if (reduce->parsed()) {
     return stagefrontier::ReduceTrace(trace_paths, trace_schema, reduce_json, reduce_out);
   }

@@ -59,6 +59,10 @@ void VerdictToProto(const StageSchema& schema, const Verdict& v, v1::Verdict* ou
   out->set_tie_tolerance_ns(v.tie_tolerance_ns);
   out->set_wait_agreement(v.wait_agreement);
   for (int32_t r : v.concurrent_ranks) out->add_concurrent_ranks(r);
+  out->set_group_wide(v.group_wide);
+  out->set_rank_shift_ns(v.rank_shift_ns);
+  out->set_rank_z(v.rank_z);
+  for (const std::string& condition : v.unreliable) out->add_unreliable(condition);
   out->set_partial_steps(v.partial_steps);
   for (int32_t r : v.missing_ranks) out->add_missing_ranks(r);
   out->set_explanation(v.explanation);

@@ -37,8 +37,13 @@ std::string RenderJobs(const v1::ListJobsReply& reply) {
 
 std::string RenderVerdict(const v1::Verdict& v) {
   std::string out =
-      absl::StrCat("verdict ", v.label(), v.reason().empty() ? "" : " ", v.reason(), "  (",
-                   v.group(), ", steps ", v.first_step(), "..", v.last_step(), ")\n");
+      absl::StrCat("verdict ", v.label(), v.reason().empty() ? "" : " ", v.reason(),
+                   v.group_wide() ? " (group-wide)" : "", "  (", v.group(), ", steps ",
+                   v.first_step(), "..", v.last_step(), ")\n");
+  if (!v.unreliable().empty()) {
+    absl::StrAppend(&out, "  UNRELIABLE: ", absl::StrJoin(v.unreliable(), ", "),
+                    " (sfctl health explains each)\n");
+  }
   if (!v.explanation().empty()) absl::StrAppend(&out, "  ", v.explanation(), "\n");
   if (!v.settle().empty()) absl::StrAppend(&out, "  to settle it: ", v.settle(), "\n");
   if (!v.missing_ranks().empty()) {

@@ -100,7 +100,9 @@ TEST_CASE("row 6: collective slow for the whole group -> excess in sync, TIE", "
   c.faults.push_back(MustFault("collective:grad_sync:magnitude=10ms:start=60"));
   ScenarioResult r = RunScenario(c);
   const Verdict& v = r.report.job.verdict;
+  INFO(v.explanation);
   CHECK(LabelText(v) == "AMBIGUOUS TIE");
+  CHECK(v.group_wide);
   CHECK(v.candidate_stages == std::vector<int32_t>{3});
   CHECK(v.candidate_ranks.size() == 16);
   CHECK(r.report.job.frontier_top_stage == 3);

@@ -1,0 +1,109 @@
+#include "daemon/accounting/rank_evidence.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "daemon/accounting/robust_stats.h"
+
+namespace stagefrontier {
+
+RankEvidenceTable ComputeRankEvidence(const AccountingWindow& window, const StageSchema& schema) {
+  const int n = window.members();
+  const int stages = window.stages();
+  RankEvidenceTable table(stages, n);
+  if (n < 2) return table;
+  std::vector<double> sum(n), sum_sq(n);
+  std::vector<int32_t> count(n);
+  std::vector<double> means;
+  std::vector<int64_t> pooled;
+  std::vector<int32_t> outliers(n);
+  for (int k = 0; k < stages; ++k) {
+    std::fill(sum.begin(), sum.end(), 0.0);
+    std::fill(sum_sq.begin(), sum_sq.end(), 0.0);
+    std::fill(count.begin(), count.end(), 0);
+    const double sign = schema.IsWait(static_cast<size_t>(k)) ? -1.0 : 1.0;
+    for (size_t i = 0; i < window.size(); ++i) {
+      const WindowStep& step = window.at(i);
+      if (static_cast<int>(step.accounting.stages.size()) <= k) continue;
+      int present = 0;
+      for (int m = 0; m < n; ++m) present += window.present(i, m) ? 1 : 0;
+      if (present < 2) continue;
+      // The frontier kept this step's median duration of the stage over present members.
+      const double median = static_cast<double>(step.accounting.stages[k].median_duration_ns);
+      for (int m = 0; m < n; ++m) {
+        if (!window.present(i, m)) continue;
+        const double dev = sign * (static_cast<double>(window.duration(i, m, k)) - median);
+        sum[m] += dev;
+        sum_sq[m] += dev * dev;
+        ++count[m];
+      }
+    }
+    means.clear();
+    double within = 0;
+    int64_t dof = 0;
+    for (int m = 0; m < n; ++m) {
+      if (count[m] == 0) continue;
+      const double mean = sum[m] / count[m];
+      means.push_back(mean);
+      within += std::max(0.0, sum_sq[m] - count[m] * mean * mean);
+      dof += count[m] - 1;
+    }
+    if (means.size() < 2) continue;
+    std::sort(means.begin(), means.end());
+    const size_t half = means.size() / 2;
+    const double center = means.size() % 2 == 1 ? means[half] : (means[half - 1] + means[half]) / 2;
+    // Outlier steps: beyond kOutlierScales robust scales of the pooled deviations.
+    pooled.clear();
+    for (size_t i = 0; i < window.size(); ++i) {
+      const WindowStep& step = window.at(i);
+      if (static_cast<int>(step.accounting.stages.size()) <= k) continue;
+      const int64_t median = step.accounting.stages[k].median_duration_ns;
+      for (int m = 0; m < n; ++m) {
+        if (window.present(i, m)) {
+          pooled.push_back(static_cast<int64_t>(sign) * (window.duration(i, m, k) - median));
+        }
+      }
+    }
+    const int64_t pooled_median = MedianInPlace(pooled);
+    const double scale = kMadToSigma * static_cast<double>(MadInPlace(pooled, pooled_median));
+    std::fill(outliers.begin(), outliers.end(), 0);
+    int64_t all_outliers = 0, all_steps = 0;
+    const double limit = static_cast<double>(pooled_median) + kOutlierScales * scale;
+    for (size_t i = 0; i < window.size() && scale > 0; ++i) {
+      const WindowStep& step = window.at(i);
+      if (static_cast<int>(step.accounting.stages.size()) <= k) continue;
+      const double median = static_cast<double>(step.accounting.stages[k].median_duration_ns);
+      for (int m = 0; m < n; ++m) {
+        if (!window.present(i, m)) continue;
+        if (sign * (static_cast<double>(window.duration(i, m, k)) - median) > limit) {
+          ++outliers[m];
+        }
+      }
+    }
+    for (int m = 0; m < n; ++m) {
+      all_outliers += outliers[m];
+      all_steps += count[m];
+    }
+    const double sd = dof > 0 ? std::sqrt(within / static_cast<double>(dof)) : 0.0;
+    for (int m = 0; m < n; ++m) {
+      RankEvidence& e = table.at(k, m);
+      e.steps = count[m];
+      if (count[m] == 0) continue;
+      e.shift_ns = sum[m] / count[m] - center;
+      e.outlier_steps = outliers[m];
+      const int64_t other_steps = all_steps - count[m];
+      if (other_steps > 0 && outliers[m] >= kMinOutlierSteps) {
+        // The others' rate, floored at one outlier in their steps: never a zero variance.
+        const double p = std::max<double>(1.0, static_cast<double>(all_outliers - outliers[m])) /
+                         static_cast<double>(other_steps);
+        const double expect = p * count[m];
+        e.outlier_z = (outliers[m] - expect) / std::sqrt(std::max(1e-9, expect * (1 - p)));
+      }
+      e.z = sd > 0 && count[m] >= 2 ? e.shift_ns * std::sqrt(static_cast<double>(count[m])) / sd
+                                    : 0.0;
+    }
+  }
+  return table;
+}
+
+}  // namespace stagefrontier

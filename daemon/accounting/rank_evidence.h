@@ -1,0 +1,72 @@
+// Window-level evidence that one rank, not the group, is slow in one stage: for every
+// (stage, member), how much longer the member's stage took than its peers', on average over
+// the window, and how many standard errors that is. Per-step frontier attribution charges
+// whoever ends a stage last; on real machines (shared cores, Python overheads) that is a
+// different rank almost every step, and where a collective hides inside a compute stage it
+// is the ranks that *waited*. A persistent or recurring fault, by contrast, shifts one
+// member's durations against its peers' in every window; this is the test for that shift.
+//
+//   RankEvidenceTable t = ComputeRankEvidence(window, schema);
+//   const RankEvidence& e = t.at(/*stage=*/2, /*member=*/5);
+//   if (e.z >= 5 && e.shift_ns >= 0.02 * step_ns) { /* member 5 is slow in stage 2 */ }
+//
+// For a wait stage the sign is turned: shift_ns > 0 means the member waited *less* than its
+// peers, i.e. it arrived late.
+#ifndef STAGEFRONTIER_DAEMON_ACCOUNTING_RANK_EVIDENCE_H_
+#define STAGEFRONTIER_DAEMON_ACCOUNTING_RANK_EVIDENCE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "daemon/accounting/accounting_window.h"
+#include "shm/stage_schema.h"
+
+namespace stagefrontier {
+
+struct RankEvidence {
+  // The member's mean deviation from the per-step peer median in this stage, minus the
+  // median member's mean deviation (so a group-wide slowdown, or a skewed stage, cancels).
+  double shift_ns = 0;
+  // shift_ns over its standard error: the pooled spread of per-step deviations around each
+  // member's own mean, over sqrt(steps). 0 when the stage has no spread or too few steps.
+  double z = 0;
+  int32_t steps = 0;  // window steps where the member was present
+  // Recurring faults (1 step in 8) barely move a mean over noisy steps but stand far out in
+  // the steps they hit: the steps where the member's deviation is beyond kOutlierScales
+  // robust noise scales of the stage's pooled deviations, and a one-sided binomial z of that
+  // count against the other members' rate.
+  int32_t outlier_steps = 0;
+  double outlier_z = 0;
+};
+
+inline constexpr double kOutlierScales = 5.0;
+// Fewer outlier steps than this give no outlier_z: a binomial z over two or three rare events
+// is not evidence.
+inline constexpr int32_t kMinOutlierSteps = 5;
+
+class RankEvidenceTable {
+ public:
+  RankEvidenceTable(int stages, int members)
+      : stages_(stages), members_(members), cells_(static_cast<size_t>(stages) * members) {}
+  const RankEvidence& at(int stage, int member) const {
+    return cells_[static_cast<size_t>(stage) * members_ + member];
+  }
+  RankEvidence& at(int stage, int member) {
+    return cells_[static_cast<size_t>(stage) * members_ + member];
+  }
+  int stages() const { return stages_; }
+  int members() const { return members_; }
+
+ private:
+  int stages_;
+  int members_;
+  std::vector<RankEvidence> cells_;
+};
+
+// Computes the table over the window's steps. Steps with fewer than two present members are
+// skipped (no peers to compare with). Never fails; an empty window gives zeros.
+RankEvidenceTable ComputeRankEvidence(const AccountingWindow& window, const StageSchema& schema);
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_ACCOUNTING_RANK_EVIDENCE_H_

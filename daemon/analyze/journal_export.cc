@@ -1,0 +1,100 @@
+#include "daemon/analyze/journal_export.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/coordinator/job_journal.h"
+#include "daemon/wire/packed_steps.h"
+
+namespace stagefrontier {
+
+absl::StatusOr<JournalRun> ReadJournalAsRun(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  const std::string data = bytes.str();
+  JournalRun out;
+  RecordedRun& run = out.run;
+  std::set<std::pair<int32_t, int64_t>> seen;
+  const JournalScan scan = ScanJournal(data, [&](const v1::JournalRecord& rec) {
+    ++out.journal_records;
+    if (rec.has_declared()) {
+      if (run.schema.has_value()) return absl::OkStatus();  // a copy
+      std::vector<Stage> stages;
+      for (const v1::Stage& s : rec.declared().stages()) {
+        stages.push_back(Stage{s.name(), static_cast<StageKind>(s.kind())});
+      }
+      absl::StatusOr<StageSchema> schema = StageSchema::Create(std::move(stages));
+      if (!schema.ok()) return schema.status();
+      run.schema = *std::move(schema);
+      run.job = rec.declared().job();
+      run.world_size = rec.declared().world_size();
+      return absl::OkStatus();
+    }
+    if (!rec.has_ranks()) return absl::OkStatus();
+    if (!run.schema.has_value()) {
+      return absl::InvalidArgumentError("rank-steps before the job's declaration");
+    }
+    const uint32_t stages = static_cast<uint32_t>(run.schema->size());
+    for (const v1::RankSteps& rs : rec.ranks().steps()) {
+      if (rs.rank() < 0 || rs.rank() >= run.world_size) {
+        out.refused_rank_steps += rs.count();
+        continue;
+      }
+      std::vector<std::pair<int64_t, std::vector<int64_t>>> decoded;
+      const absl::Status s =
+          wire::DecodePackedSteps(rs.packed(), rs.count(), rs.base_step(), stages,
+                                  [&](int64_t step, const int64_t* d, uint32_t) {
+                                    std::vector<int64_t> b(stages + 1, 0);
+                                    for (uint32_t k = 0; k < stages; ++k) b[k + 1] = b[k] + d[k];
+                                    decoded.emplace_back(step, std::move(b));
+                                  });
+      if (!s.ok()) {
+        out.refused_rank_steps += rs.count();
+        continue;
+      }
+      for (auto& [step, boundaries] : decoded) {
+        if (!seen.insert({rs.rank(), step}).second) continue;  // a re-send
+        RankStep r;
+        r.rank = rs.rank();
+        r.boundaries_ns = std::move(boundaries);
+        for (const v1::CollectiveInterval& c : rs.collectives()) {
+          if (c.step() != step || c.start_offset_ns() > c.end_offset_ns()) continue;
+          ProbeSpan span;
+          span.enter_ns = c.start_offset_ns();
+          span.exit_ns = c.end_offset_ns();
+          span.call_ns = c.call_offset_ns();
+          span.op = static_cast<uint16_t>(c.op());
+          span.stage = StageAt(r.boundaries_ns, span.call_ns);
+          r.probe.push_back(span);
+        }
+        StepInput& input = run.steps[step];
+        input.step = step;
+        input.ranks.push_back(std::move(r));
+        ++run.records;
+      }
+    }
+    return absl::OkStatus();
+  });
+  if (scan.format == 0 || (scan.records == 0 && !scan.skipped.empty())) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a StageFrontier journal",
+                                                   scan.error.empty() ? "" : ": ", scan.error));
+  }
+  if (!scan.error.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", scan.error));
+  if (!run.schema.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": the job's declaration (first record) is lost"));
+  }
+  for (const JournalRegion& r : scan.skipped) {
+    out.skipped_bytes += r.bytes;
+    out.notes.push_back(absl::StrCat("skipped ", r.bytes, " damaged bytes at offset ", r.offset,
+                                     " (", r.reason, ")"));
+  }
+  return out;
+}
+
+}  // namespace stagefrontier

@@ -1,0 +1,114 @@
+#include "daemon/accounting/rank_evidence.h"
+
+#include <algorithm>
+#include <random>
+
+#include "catch2/catch.hpp"
+#include "daemon/accounting/frontier.h"
+
+namespace stagefrontier {
+namespace {
+
+constexpr int kStages = 3;  // data:io, compute:compute, sync:sync
+
+StageSchema Schema() { return *StageSchema::Parse("data:io,compute:compute,sync:sync"); }
+
+// durations(step, member, stage) in ns; every member present.
+template <typename F>
+AccountingWindow Window(int members, int steps, F durations) {
+  AccountingWindow window(static_cast<size_t>(steps), members, kStages);
+  StepMatrix matrix(members, kStages);
+  const std::vector<int64_t> probe(static_cast<size_t>(members) * kStages, -1);
+  for (int i = 0; i < steps; ++i) {
+    matrix.Reset();
+    StepAccounting acc;
+    acc.step = i;
+    acc.stages.assign(kStages, StageAccounting{});
+    std::vector<std::vector<int64_t>> by_stage(kStages);
+    for (int m = 0; m < members; ++m) {
+      std::vector<int64_t> b = {0};
+      for (int k = 0; k < kStages; ++k) {
+        const int64_t d = durations(i, m, k);
+        by_stage[k].push_back(d);
+        b.push_back(b.back() + d);
+      }
+      matrix.SetMember(m, b);
+    }
+    for (int k = 0; k < kStages; ++k) {
+      std::sort(by_stage[k].begin(), by_stage[k].end());
+      acc.stages[k].median_duration_ns = by_stage[k][by_stage[k].size() / 2];
+    }
+    window.Push(acc, matrix, probe);
+  }
+  return window;
+}
+
+TEST_CASE("a persistent slow member stands out; its peers do not", "[rank_evidence]") {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> noise(0, 300'000);
+  const AccountingWindow w = Window(8, 100, [&](int, int m, int k) {
+    const double base = k == 1 ? 10e6 : 1e6;
+    return static_cast<int64_t>(base + noise(rng) + (k == 1 && m == 5 ? 400'000 : 0));
+  });
+  const RankEvidenceTable t = ComputeRankEvidence(w, Schema());
+  CHECK(t.at(1, 5).shift_ns == Approx(400'000).margin(120'000));
+  CHECK(t.at(1, 5).z > 8);
+  for (int m = 0; m < 8; ++m) {
+    if (m != 5) CHECK(t.at(1, m).z < 3);
+    CHECK(t.at(0, m).z < 3.5);  // no fault in data
+  }
+}
+
+TEST_CASE("a group-wide slowdown cancels: no member stands out", "[rank_evidence]") {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> noise(0, 200'000);
+  const AccountingWindow w = Window(6, 100, [&](int i, int, int k) {
+    return static_cast<int64_t>((k == 1 ? 10e6 : 1e6) + noise(rng) + (i >= 50 ? 3e6 : 0));
+  });
+  const RankEvidenceTable t = ComputeRankEvidence(w, Schema());
+  for (int m = 0; m < 6; ++m) CHECK(std::abs(t.at(1, m).z) < 3.5);
+}
+
+TEST_CASE("at a wait stage a shorter wait reads as a late arrival", "[rank_evidence]") {
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> noise(0, 100'000);
+  const AccountingWindow w = Window(4, 80, [&](int, int m, int k) {
+    if (k == 2) return static_cast<int64_t>(5e6 + noise(rng) - (m == 2 ? 2e6 : 0));
+    return static_cast<int64_t>(1e6 + noise(rng));
+  });
+  const RankEvidenceTable t = ComputeRankEvidence(w, Schema());
+  CHECK(t.at(2, 2).shift_ns > 1.5e6);
+  CHECK(t.at(2, 2).z > 8);
+}
+
+TEST_CASE("a recurring fault shows as outlier steps", "[rank_evidence]") {
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> noise(0, 300'000);
+  // 1 step in 8 on member 3: 12 ms more; a mean over 100 steps moves by 1.5 ms.
+  const AccountingWindow w = Window(8, 100, [&](int i, int m, int k) {
+    return static_cast<int64_t>((k == 1 ? 10e6 : 1e6) + noise(rng) +
+                                (k == 1 && m == 3 && i % 8 == 0 ? 12e6 : 0));
+  });
+  const RankEvidenceTable t = ComputeRankEvidence(w, Schema());
+  CHECK(t.at(1, 3).outlier_steps == 13);
+  CHECK(t.at(1, 3).outlier_z > 5);
+  for (int m = 0; m < 8; ++m) {
+    if (m != 3) CHECK(t.at(1, m).outlier_steps < kMinOutlierSteps);
+  }
+}
+
+TEST_CASE("fewer than two members or steps give zeros, never NaN", "[rank_evidence]") {
+  const AccountingWindow one = Window(1, 10, [](int, int, int) { return int64_t{1000}; });
+  CHECK(ComputeRankEvidence(one, Schema()).at(1, 0).z == 0);
+  const AccountingWindow flat = Window(4, 10, [](int, int, int) { return int64_t{1000}; });
+  const RankEvidenceTable t = ComputeRankEvidence(flat, Schema());
+  for (int m = 0; m < 4; ++m) {
+    CHECK(t.at(1, m).z == 0);
+    CHECK(t.at(1, m).outlier_z == 0);
+  }
+  const AccountingWindow empty(10, 4, kStages);
+  CHECK(ComputeRankEvidence(empty, Schema()).at(0, 0).steps == 0);
+}
+
+}  // namespace
+}  // namespace stagefrontier
