@@ -63,8 +63,8 @@ struct Verdict {
   // step and in standard errors; 0 when not computed.
   int64_t rank_shift_ns = 0;
   double rank_z = 0;
-  // Detector-health conditions that make this verdict unreliable (detector_health.h); empty
-  // when none is known. Filled by the coordinator, not by the accountant.
+  // Reserved for detector-health conditions that make this verdict unreliable (clocks going
+  // backwards, stages always zero, ...). Not computed yet: always empty.
   std::vector<std::string> unreliable;
   // Words for people.
   std::string explanation;
