@@ -44,6 +44,19 @@ absl::Status ErrnoStatus(int e, const std::string& what, const std::string& path
   }
 }
 
+// Reads `size` bytes from the start of fd into *data. The caller keeps (and closes) fd.
+absl::Status ReadWhole(int fd, size_t size, const std::string& path, std::string* data) {
+  data->assign(size, '\0');
+  size_t got = 0;
+  while (got < size) {
+    const ssize_t n = ::pread(fd, data->data() + got, size - got, static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return ErrnoStatus(n < 0 ? errno : EIO, "cannot read journal", path);
+    got += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
 std::string DirOf(const std::string& path) {
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
@@ -311,17 +324,11 @@ absl::StatusOr<std::unique_ptr<JobJournal>> JobJournal::Open(
     ::close(fd);
     return absl::FailedPreconditionError(absl::StrCat("journal ", path, " is not a regular file"));
   }
-  std::string data(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < data.size()) {
-    const ssize_t n = ::pread(fd, data.data() + got, data.size() - got, static_cast<off_t>(got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      absl::Status s = ErrnoStatus(n < 0 ? errno : EIO, "cannot read journal", path);
-      ::close(fd);
-      return s;
-    }
-    got += static_cast<size_t>(n);
+  std::string data;
+  if (absl::Status read = ReadWhole(fd, static_cast<size_t>(st.st_size), path, &data);
+      !read.ok()) {
+    ::close(fd);
+    return read;
   }
   std::vector<Frame> frames;
   absl::Status replay_status;
@@ -425,17 +432,11 @@ absl::Status JobJournal::Salvage(const std::string& path, bool fsync,
     ::close(fd);
     return absl::FailedPreconditionError(absl::StrCat("journal ", path, " is not a regular file"));
   }
-  std::string data(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < data.size()) {
-    const ssize_t n = ::pread(fd, data.data() + got, data.size() - got, static_cast<off_t>(got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      absl::Status s = ErrnoStatus(n < 0 ? errno : EIO, "cannot read journal", path);
-      ::close(fd);
-      return s;
-    }
-    got += static_cast<size_t>(n);
+  std::string data;
+  if (absl::Status read = ReadWhole(fd, static_cast<size_t>(st.st_size), path, &data);
+      !read.ok()) {
+    ::close(fd);
+    return read;
   }
   ::close(fd);
   std::vector<Frame> frames;
