@@ -12,29 +12,39 @@ RankEvidenceTable ComputeRankEvidence(const AccountingWindow& window, const Stag
   const int stages = window.stages();
   RankEvidenceTable table(stages, n);
   if (n < 2) return table;
+  // Steps with peers to compare with: at least two members present.
+  std::vector<size_t> usable;
+  for (size_t i = 0; i < window.size(); ++i) {
+    int present = 0;
+    for (int m = 0; m < n; ++m) present += window.present(i, m) ? 1 : 0;
+    if (present >= 2) usable.push_back(i);
+  }
   std::vector<double> sum(n), sum_sq(n);
   std::vector<int32_t> count(n);
   std::vector<double> means;
-  std::vector<int64_t> pooled;
+  std::vector<int64_t> devs, pooled;  // this stage's deviations, in step then member order
+  std::vector<int32_t> who;           // the member of each entry of devs
   std::vector<int32_t> outliers(n);
   for (int k = 0; k < stages; ++k) {
     std::fill(sum.begin(), sum.end(), 0.0);
     std::fill(sum_sq.begin(), sum_sq.end(), 0.0);
     std::fill(count.begin(), count.end(), 0);
-    const double sign = schema.IsWait(static_cast<size_t>(k)) ? -1.0 : 1.0;
-    for (size_t i = 0; i < window.size(); ++i) {
+    devs.clear();
+    who.clear();
+    const int64_t sign = schema.IsWait(static_cast<size_t>(k)) ? -1 : 1;
+    for (size_t i : usable) {
       const WindowStep& step = window.at(i);
       if (static_cast<int>(step.accounting.stages.size()) <= k) continue;
-      int present = 0;
-      for (int m = 0; m < n; ++m) present += window.present(i, m) ? 1 : 0;
-      if (present < 2) continue;
       // The frontier kept this step's median duration of the stage over present members.
-      const double median = static_cast<double>(step.accounting.stages[k].median_duration_ns);
+      const int64_t median = step.accounting.stages[k].median_duration_ns;
       for (int m = 0; m < n; ++m) {
         if (!window.present(i, m)) continue;
-        const double dev = sign * (static_cast<double>(window.duration(i, m, k)) - median);
-        sum[m] += dev;
-        sum_sq[m] += dev * dev;
+        // Durations are below a day (shm/record_limits.h): exact in a double.
+        const int64_t dev = sign * (window.duration(i, m, k) - median);
+        devs.push_back(dev);
+        who.push_back(m);
+        sum[m] += static_cast<double>(dev);
+        sum_sq[m] += static_cast<double>(dev) * static_cast<double>(dev);
         ++count[m];
       }
     }
@@ -53,33 +63,15 @@ RankEvidenceTable ComputeRankEvidence(const AccountingWindow& window, const Stag
     const size_t half = means.size() / 2;
     const double center = means.size() % 2 == 1 ? means[half] : (means[half - 1] + means[half]) / 2;
     // Outlier steps: beyond kOutlierScales robust scales of the pooled deviations.
-    pooled.clear();
-    for (size_t i = 0; i < window.size(); ++i) {
-      const WindowStep& step = window.at(i);
-      if (static_cast<int>(step.accounting.stages.size()) <= k) continue;
-      const int64_t median = step.accounting.stages[k].median_duration_ns;
-      for (int m = 0; m < n; ++m) {
-        if (window.present(i, m)) {
-          pooled.push_back(static_cast<int64_t>(sign) * (window.duration(i, m, k) - median));
-        }
-      }
-    }
+    pooled = devs;
     const int64_t pooled_median = MedianInPlace(pooled);
     const double scale = kMadToSigma * static_cast<double>(MadInPlace(pooled, pooled_median));
     std::fill(outliers.begin(), outliers.end(), 0);
-    int64_t all_outliers = 0, all_steps = 0;
     const double limit = static_cast<double>(pooled_median) + kOutlierScales * scale;
-    for (size_t i = 0; i < window.size() && scale > 0; ++i) {
-      const WindowStep& step = window.at(i);
-      if (static_cast<int>(step.accounting.stages.size()) <= k) continue;
-      const double median = static_cast<double>(step.accounting.stages[k].median_duration_ns);
-      for (int m = 0; m < n; ++m) {
-        if (!window.present(i, m)) continue;
-        if (sign * (static_cast<double>(window.duration(i, m, k)) - median) > limit) {
-          ++outliers[m];
-        }
-      }
+    for (size_t e = 0; e < devs.size() && scale > 0; ++e) {
+      if (static_cast<double>(devs[e]) > limit) ++outliers[who[e]];
     }
+    int64_t all_outliers = 0, all_steps = 0;
     for (int m = 0; m < n; ++m) {
       all_outliers += outliers[m];
       all_steps += count[m];

@@ -216,7 +216,6 @@ Verdict GroupAccountant::DecideVerdict() const {
         return v;
       }
       v.label = VerdictLabel::kHealthy;
-      v.candidate_ranks.clear();
       v.explanation =
           absl::StrCat("excess spread over the group, not a straggler: ", v.flagged_steps, " of ",
                        W, " steps carried excess (", Ms(v.total_excess_ns),
