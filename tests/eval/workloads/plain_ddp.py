@@ -17,22 +17,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-
-class Fault:
-    def __init__(self, spec, every, start, stop, rank):
-        self.stage, self.rank, self.ms = None, -1, 0.0
-        if spec:
-            stage, r, ms = spec.split(":")
-            self.stage, self.rank, self.ms = stage, int(r), float(ms)
-        self.every, self.start, self.stop, self.me, self.step = every, start, stop, rank, 0
-
-    def hit(self, stage):
-        if stage != self.stage or self.me != self.rank or self.step < self.start:
-            return
-        if 0 <= self.stop <= self.step:
-            return
-        if self.every <= 1 or (self.step - self.start) % self.every == 0:
-            time.sleep(self.ms / 1000)
+from fault_schedule import Fault, add_fault_args
 
 
 class Net(torch.nn.Module):
@@ -59,15 +44,12 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--fault", default="")
-    p.add_argument("--fault-every", type=int, default=1)
-    p.add_argument("--fault-start", type=int, default=0)
-    p.add_argument("--fault-stop", type=int, default=-1)
+    add_fault_args(p)
     args = p.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    fault = Fault(args.fault, args.fault_every, args.fault_start, args.fault_stop, rank)
+    fault = Fault.from_args(args, rank)
     model = DDP(Net(fault))
     model.module.conv.weight.register_hook(lambda g: (fault.hit("backward"), g)[1])
     SlowSGD.fault = fault

@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 
 import stagefrontier
+from fault_schedule import Fault, add_fault_args
 
 STAGES = [("load", "io"), ("compute", "compute"), ("allreduce", "sync"), ("update", "compute")]
 
@@ -20,24 +21,12 @@ STAGES = [("load", "io"), ("compute", "compute"), ("allreduce", "sync"), ("updat
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=200)
-    p.add_argument("--fault", default="", help="STAGE:RANK:MS with STAGE one of load, compute, update")
-    p.add_argument("--fault-every", type=int, default=1)
-    p.add_argument("--fault-start", type=int, default=0)
-    p.add_argument("--fault-stop", type=int, default=-1)
+    add_fault_args(p, " with STAGE one of load, compute, update")
     args = p.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    stage, fault_rank, fault_ms = None, -1, 0.0
-    if args.fault:
-        stage, r, ms = args.fault.split(":")
-        fault_rank, fault_ms = int(r), float(ms)
-
-    def slow(name, step):
-        if name == stage and rank == fault_rank and step >= args.fault_start and \
-                (args.fault_stop < 0 or step < args.fault_stop) and \
-                (args.fault_every <= 1 or (step - args.fault_start) % args.fault_every == 0):
-            time.sleep(fault_ms / 1000)
+    fault = Fault.from_args(args, rank)
 
     c = stagefrontier.Client(stages=STAGES)
     w = torch.randn(256, 256)
@@ -45,16 +34,17 @@ def main():
     start = time.monotonic()
     for step in range(args.steps):
         c.begin_step(step)
+        fault.step = step
         with c.stage("load"):
-            slow("load", step)
+            fault.hit("load")
             x = torch.randn(64, 256, generator=g)
         with c.stage("compute"):
-            slow("compute", step)
+            fault.hit("compute")
             grad = (x @ w).relu().t() @ x
         with c.stage("allreduce"):
             dist.all_reduce(grad)
         with c.stage("update"):
-            slow("update", step)
+            fault.hit("update")
             w -= 1e-6 * grad
         c.end_step()
     if rank == 0:
