@@ -65,6 +65,17 @@ int Analyze(const std::string& path, bool as_json, int window) {
   return AnalyzeRun("analyze", path, *run, as_json, window);
 }
 
+// Writes every record of `run` as a run file (docs/run-format.md); false when it cannot.
+bool WriteRun(const std::string& path, const RecordedRun& run, const StageSchema& schema) {
+  std::ofstream out(path);
+  for (const auto& [step, input] : run.steps) {
+    for (const RankStep& rs : input.ranks) {
+      out << FormatRunRecord(run.job, run.world_size, schema, step, rs) << "\n";
+    }
+  }
+  return static_cast<bool>(out);
+}
+
 int ReduceTrace(const std::vector<std::string>& paths, const std::string& schema_text, bool as_json,
                 const std::string& out_path) {
   absl::StatusOr<StageSchema> schema = StageSchema::Parse(schema_text);
@@ -77,17 +88,9 @@ int ReduceTrace(const std::vector<std::string>& paths, const std::string& schema
     std::cerr << "stagefrontier reduce-trace: " << r.status().message() << "\n";
     return 2;
   }
-  if (!out_path.empty()) {
-    std::ofstream out(out_path);
-    for (const auto& [step, input] : r->run.steps) {
-      for (const RankStep& rs : input.ranks) {
-        out << FormatRunRecord(r->run.job, r->run.world_size, *schema, step, rs) << "\n";
-      }
-    }
-    if (!out) {
-      std::cerr << "stagefrontier reduce-trace: cannot write " << out_path << "\n";
-      return 2;
-    }
+  if (!out_path.empty() && !WriteRun(out_path, r->run, *schema)) {
+    std::cerr << "stagefrontier reduce-trace: cannot write " << out_path << "\n";
+    return 2;
   }
   const double ratio = static_cast<double>(r->trace_bytes) /
                        static_cast<double>(std::max<uint64_t>(1, r->packed_bytes));
@@ -111,17 +114,9 @@ int Journal(const std::string& path, bool as_json, int window, const std::string
     std::cerr << "stagefrontier journal: " << r.status().message() << "\n";
     return 2;
   }
-  if (!out_path.empty()) {
-    std::ofstream out(out_path);
-    for (const auto& [step, input] : r->run.steps) {
-      for (const RankStep& rs : input.ranks) {
-        out << FormatRunRecord(r->run.job, r->run.world_size, *r->run.schema, step, rs) << "\n";
-      }
-    }
-    if (!out) {
-      std::cerr << "stagefrontier journal: cannot write " << out_path << "\n";
-      return 2;
-    }
+  if (!out_path.empty() && !WriteRun(out_path, r->run, *r->run.schema)) {
+    std::cerr << "stagefrontier journal: cannot write " << out_path << "\n";
+    return 2;
   }
   std::ostringstream text;
   text << "\njournal: " << r->journal_records << " records, " << r->run.records
