@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/coordinator/job_journal.h"
+#include "daemon/coordinator/proto_convert.h"
 #include "daemon/wire/packed_steps.h"
 
 namespace stagefrontier {
@@ -24,11 +25,7 @@ absl::StatusOr<JournalRun> ReadJournalAsRun(const std::string& path) {
     ++out.journal_records;
     if (rec.has_declared()) {
       if (run.schema.has_value()) return absl::OkStatus();  // a copy
-      std::vector<Stage> stages;
-      for (const v1::Stage& s : rec.declared().stages()) {
-        stages.push_back(Stage{s.name(), static_cast<StageKind>(s.kind())});
-      }
-      absl::StatusOr<StageSchema> schema = StageSchema::Create(std::move(stages));
+      absl::StatusOr<StageSchema> schema = SchemaFromProto(rec.declared().stages());
       if (!schema.ok()) return schema.status();
       run.schema = *std::move(schema);
       run.job = rec.declared().job();
@@ -63,14 +60,10 @@ absl::StatusOr<JournalRun> ReadJournalAsRun(const std::string& path) {
         r.rank = rs.rank();
         r.boundaries_ns = std::move(boundaries);
         for (const v1::CollectiveInterval& c : rs.collectives()) {
-          if (c.step() != step || c.start_offset_ns() > c.end_offset_ns()) continue;
-          ProbeSpan span;
-          span.enter_ns = c.start_offset_ns();
-          span.exit_ns = c.end_offset_ns();
-          span.call_ns = c.call_offset_ns();
-          span.op = static_cast<uint16_t>(c.op());
-          span.stage = StageAt(r.boundaries_ns, span.call_ns);
-          r.probe.push_back(span);
+          absl::StatusOr<ProbeSpan> span = SpanFromProto(c);
+          if (c.step() != step || !span.ok()) continue;  // logged valid; damage is skipped
+          span->stage = StageAt(r.boundaries_ns, span->call_ns);
+          r.probe.push_back(*span);
         }
         StepInput& input = run.steps[step];
         input.step = step;

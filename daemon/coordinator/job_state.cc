@@ -11,7 +11,6 @@
 #include "daemon/coordinator/proto_convert.h"
 #include "daemon/wire/packed_steps.h"
 #include "shm/record_limits.h"
-#include "shm/segment_layout_v2.h"
 
 namespace stagefrontier {
 namespace {
@@ -256,20 +255,9 @@ absl::Status JobState::DecodeCollectivesLocked(const v1::RankSteps& rs) {
         decoded_steps_[static_cast<size_t>(index)] != c.step()) {
       return bad("names a step this message does not carry");
     }
-    if (c.op() >= shm::v2::kOpCount) return bad(absl::StrCat("unknown operation ", c.op()));
-    if (c.call_offset_ns() < 0 || c.call_offset_ns() > c.start_offset_ns() ||
-        c.start_offset_ns() > c.end_offset_ns() || c.end_offset_ns() > shm::kMaxStageNs) {
-      return bad(absl::StrCat("times out of order or implausible: call ", c.call_offset_ns(),
-                              ", start ", c.start_offset_ns(), ", end ", c.end_offset_ns(),
-                              " ns after the step start"));
-    }
-    ProbeSpan span;
-    span.enter_ns = c.start_offset_ns();
-    span.exit_ns = c.end_offset_ns();
-    span.call_ns = c.call_offset_ns();
-    span.op = static_cast<uint16_t>(c.op());
-    span.bytes = c.bytes();
-    decoded_probe_[static_cast<size_t>(index)].push_back(span);
+    absl::StatusOr<ProbeSpan> span = SpanFromProto(c);
+    if (!span.ok()) return bad(std::string(span.status().message()));
+    decoded_probe_[static_cast<size_t>(index)].push_back(*span);
   }
   return absl::OkStatus();
 }

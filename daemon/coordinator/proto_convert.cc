@@ -1,6 +1,8 @@
 #include "daemon/coordinator/proto_convert.h"
 
 #include "absl/strings/str_cat.h"
+#include "shm/record_limits.h"
+#include "shm/segment_layout_v2.h"
 
 namespace stagefrontier {
 namespace {
@@ -23,6 +25,25 @@ absl::StatusOr<StageSchema> SchemaFromProto(
     out.push_back(Stage{s.name(), static_cast<StageKind>(s.kind())});
   }
   return StageSchema::Create(std::move(out));
+}
+
+absl::StatusOr<ProbeSpan> SpanFromProto(const v1::CollectiveInterval& c) {
+  if (c.op() >= shm::v2::kOpCount) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown operation ", c.op()));
+  }
+  if (c.call_offset_ns() < 0 || c.call_offset_ns() > c.start_offset_ns() ||
+      c.start_offset_ns() > c.end_offset_ns() || c.end_offset_ns() > shm::kMaxStageNs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "times out of order or implausible: call ", c.call_offset_ns(), ", start ",
+        c.start_offset_ns(), ", end ", c.end_offset_ns(), " ns after the step start"));
+  }
+  ProbeSpan span;
+  span.enter_ns = c.start_offset_ns();
+  span.exit_ns = c.end_offset_ns();
+  span.call_ns = c.call_offset_ns();
+  span.op = static_cast<uint16_t>(c.op());
+  span.bytes = c.bytes();
+  return span;
 }
 
 void SchemaToProto(const StageSchema& schema, google::protobuf::RepeatedPtrField<v1::Stage>* out) {

@@ -19,6 +19,11 @@ namespace stagefrontier {
     const google::protobuf::RepeatedPtrField<v1::Stage>& stages);
 void SchemaToProto(const StageSchema& schema, google::protobuf::RepeatedPtrField<v1::Stage>* out);
 
+// A collective interval as the engine's probe span (stage left 0: the caller places it).
+// InvalidArgument, saying why, for an unknown operation or times out of order or beyond a
+// day after the step start.
+[[nodiscard]] absl::StatusOr<ProbeSpan> SpanFromProto(const v1::CollectiveInterval& c);
+
 void VerdictToProto(const StageSchema& schema, const Verdict& v, v1::Verdict* out);
 void ReportToProto(const StageSchema& schema, const GroupReport& r, v1::SuspectsReply* out);
 void StepToProto(const StageSchema& schema, const StepAccounting& acc, v1::StepSummary* out);
