@@ -92,8 +92,7 @@ Verdict GroupAccountant::DecideVerdict() const {
   }
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return cell[a] != cell[b] ? cell[a] > cell[b] : a < b; });
-  for (size_t i = 0; i < order.size() && i < 5; ++i) {
-    const size_t c = order[i];
+  auto suspect_of = [&](size_t c) {
     Suspect s;
     s.stage = static_cast<int32_t>(c / n);
     s.rank = ranks_[c % n];
@@ -101,8 +100,9 @@ Verdict GroupAccountant::DecideVerdict() const {
     s.share = cell[c] / total;
     s.flagged_steps = cell_steps[c];
     s.what_if_saving_ns = WhatIfSaving(s.stage, static_cast<int>(c % n));
-    v.suspects.push_back(s);
-  }
+    return s;
+  };
+  for (size_t i = 0; i < order.size() && i < 5; ++i) v.suspects.push_back(suspect_of(order[i]));
   size_t top = order.front();
 
   // Rank evidence (rank_evidence.h): is the top cell one rank's, or the group's noise?
@@ -111,12 +111,15 @@ Verdict GroupAccountant::DecideVerdict() const {
   for (size_t i = 0; i < W; ++i) exposed.push_back(window_.at(i).accounting.exposed_ns);
   const double step_ns = static_cast<double>(MedianInPlace(exposed));
   const double material = config_.rank_material_fraction * step_ns;
+  // (k, m)'s own evidence reaches z_min standard errors and a material shift.
+  auto evident = [&](int k, int m, double z_min) {
+    const RankEvidence& e = rank_evidence.at(k, m);
+    return std::max(e.z, e.outlier_z) >= z_min && e.shift_ns >= material;
+  };
   auto supported = [&](int k, int m) {
     // A mixed stage ends together for everyone: durations cannot show who was slow inside
     // it; the probe or the MIXED_SYNC verdict decides there.
-    if (schema_.stage(k).kind == StageKind::kMixed) return true;
-    const RankEvidence& e = rank_evidence.at(k, m);
-    return std::max(e.z, e.outlier_z) >= config_.rank_z_support && e.shift_ns >= material;
+    return schema_.stage(k).kind == StageKind::kMixed || evident(k, m, config_.rank_z_support);
   };
   auto supported_anywhere = [&](int m) {
     for (int k = 0; k < S; ++k) {
@@ -130,9 +133,9 @@ Verdict GroupAccountant::DecideVerdict() const {
   for (int k = 0; k < S; ++k) {
     if (schema_.IsWait(static_cast<size_t>(k))) continue;
     for (int m = 0; m < n; ++m) {
-      const RankEvidence& e = rank_evidence.at(k, m);
-      if (std::max(e.z, e.outlier_z) >= config_.rank_z_strong && e.shift_ns >= material &&
-          (strong_k < 0 || e.shift_ns > rank_evidence.at(strong_k, strong_m).shift_ns)) {
+      if (evident(k, m, config_.rank_z_strong) &&
+          (strong_k < 0 ||
+           rank_evidence.at(k, m).shift_ns > rank_evidence.at(strong_k, strong_m).shift_ns)) {
         strong_k = k;
         strong_m = m;
       }
@@ -167,14 +170,7 @@ Verdict GroupAccountant::DecideVerdict() const {
       std::rotate(v.suspects.begin(), it, it + 1);
       return;
     }
-    Suspect x;
-    x.stage = k;
-    x.rank = ranks_[m];
-    x.excess_ns = static_cast<int64_t>(cell[top]);
-    x.share = cell[top] / total;
-    x.flagged_steps = cell_steps[top];
-    x.what_if_saving_ns = WhatIfSaving(k, m);
-    v.suspects.insert(v.suspects.begin(), x);
+    v.suspects.insert(v.suspects.begin(), suspect_of(top));
     if (v.suspects.size() > 5) v.suspects.pop_back();
   };
   if (!supported(static_cast<int>(top / n), static_cast<int>(top % n))) {
@@ -184,9 +180,9 @@ Verdict GroupAccountant::DecideVerdict() const {
                                      stage_total.begin());
       // Against the baseline as it stood when the window began: a run that speeds up after
       // its first steps (warm-up) is not a group that slowed down.
-      const int64_t baseline_sum = window_.at(0).accounting.exposed_baseline_ns;
-      const bool warm = baseline_sum > 0;
-      const double shift = step_ns - static_cast<double>(baseline_sum);
+      const int64_t baseline = window_.at(0).accounting.exposed_baseline_ns;
+      const bool warm = baseline > 0;  // -1 while the group's baseline warms up
+      const double shift = step_ns - static_cast<double>(baseline);
       note_evidence(static_cast<int>(top / n), static_cast<int>(top % n));
       for (size_t i = 0; i < W && v.steps_to_profile.size() < 5; ++i) {
         const StepAccounting& acc = window_.at(i).accounting;
@@ -197,8 +193,7 @@ Verdict GroupAccountant::DecideVerdict() const {
           "%d) %s per step, %.1f standard errors",
           schema_.stage(static_cast<int>(top / n)).name, ranks_[top % n], Ms(v.rank_shift_ns),
           v.rank_z);
-      if (warm && baseline_sum > 0 &&
-          shift >= config_.group_material_fraction * static_cast<double>(baseline_sum)) {
+      if (warm && shift >= config_.group_material_fraction * static_cast<double>(baseline)) {
         v.label = VerdictLabel::kAmbiguous;
         v.reason = AmbiguityReason::kTie;
         v.group_wide = true;
