@@ -189,8 +189,8 @@ Verdict GroupAccountant::DecideVerdict() const {
         if (acc.stages[k].flagged) v.steps_to_profile.push_back(acc.step);
       }
       const std::string evidence_words = absl::StrFormat(
-          "no rank stands out: the largest shift of one rank against its peers is (%s, rank "
-          "%d) %s per step, %.1f standard errors",
+          "no rank stands out: the top suspect (%s, rank %d) is %s per step slower than its "
+          "peers, %.1f standard errors",
           schema_.stage(static_cast<int>(top / n)).name, ranks_[top % n], Ms(v.rank_shift_ns),
           v.rank_z);
       if (warm && shift >= config_.group_material_fraction * static_cast<double>(baseline)) {
