@@ -1,9 +1,11 @@
 #include "client/client.h"
 
 #include <pthread.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -47,6 +49,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(std::vector<Stage> stages
     std::unique_ptr<Client> client(new Client(*std::move(schema), *std::move(identity)));
     client->fork_generation_ = g_fork_generation.load(std::memory_order_relaxed);
     const char* quiet_env = env("STAGEFRONTIER_QUIET");
+    const char* selftest_env = env("STAGEFRONTIER_ALLOW_SELFTEST");
+    client->allow_selftest_ =
+        options.allow_selftest || (selftest_env != nullptr && std::string(selftest_env) == "1");
     client->Attach(options.quiet || (quiet_env != nullptr && *quiet_env == '1'));
     return client;
   } catch (const std::exception& e) {
@@ -114,14 +119,19 @@ void Client::Attach(bool quiet) {
 }
 
 void Client::BeginStep(int64_t step) noexcept {
-  const int64_t t = shm::MonotonicNowNs();
+  // The open step ends first, so that this step cannot start before the previous one ended.
   if (recorder_.in_step()) EndStep();
+  const int64_t t = shm::MonotonicNowNs();
   ++stats_.steps_begun;
   current_step_ = step;
   next_step_ = step + 1;
   if (enabled_ && !InForkedChild() && shm::PollControl(*slot_, &control_seq_, &control_)) {
     ++stats_.control_updates;
+    OnSelfTestRequest();
   }
+  selftest_injected_ = false;
+  selftest_pending_ =
+      enabled_ && !InForkedChild() && step >= selftest_.first_step && step <= selftest_.last_step;
   recorder_.Begin(t);
 }
 
@@ -151,6 +161,7 @@ void Client::EndStep() noexcept {
     return;
   }
   if (control_.CapturesTrace(current_step_)) flags |= shm::v1::kRecordTraceCaptured;
+  if (selftest_injected_) flags |= shm::v1::kRecordSelfTestDelay;
   // What the sidecar would refuse is not published (it would be counted invalid there).
   if (shm::CheckStepRecord(current_step_, boundaries_, recorder_.stage_count(), t) !=
       shm::RecordProblem::kNone) {
@@ -162,6 +173,51 @@ void Client::EndStep() noexcept {
   } else {
     ++stats_.steps_dropped_full;
   }
+}
+
+void Client::OnSelfTestRequest() noexcept {
+  const shm::ControlRequest& c = control_;
+  if (!c.HasSelfTest()) return;
+  // Later control requests (pause, sampling) repeat the self-test fields: answer once.
+  if (c.selftest_first_step == selftest_seen_first_ &&
+      c.selftest_last_step == selftest_seen_last_ &&
+      c.selftest_delay_us == selftest_seen_delay_us_ && c.selftest_stage == selftest_seen_stage_) {
+    return;
+  }
+  selftest_seen_first_ = c.selftest_first_step;
+  selftest_seen_last_ = c.selftest_last_step;
+  selftest_seen_delay_us_ = c.selftest_delay_us;
+  selftest_seen_stage_ = c.selftest_stage;
+  shm::v1::SelfTestState answer = shm::v1::kSelfTestAccepted;
+  if (!allow_selftest_) {
+    answer = shm::v1::kSelfTestNotAllowed;
+  } else if (c.selftest_stage >= schema_.size() || c.selftest_delay_us > kMaxSelfTestDelayUs ||
+             c.selftest_last_step - c.selftest_first_step >= kMaxSelfTestSteps) {
+    answer = shm::v1::kSelfTestBadRequest;
+  }
+  if (answer == shm::v1::kSelfTestAccepted) {
+    selftest_ = {c.selftest_stage, int64_t{c.selftest_delay_us} * 1000, c.selftest_first_step,
+                 c.selftest_last_step};
+  } else {
+    ++stats_.selftest_refused;
+  }
+  shm::AnswerSelfTest(*slot_, c.selftest_first_step, answer);
+}
+
+int64_t Client::InjectSelfTestDelay() noexcept {
+  selftest_pending_ = false;
+  // A real delay, as a slow stage would cost: sleep to an absolute deadline (EINTR-safe).
+  timespec deadline;
+  clock_gettime(CLOCK_MONOTONIC, &deadline);
+  const int64_t end_ns = deadline.tv_sec * 1'000'000'000LL + deadline.tv_nsec + selftest_.delay_ns;
+  deadline.tv_sec = end_ns / 1'000'000'000LL;
+  deadline.tv_nsec = end_ns % 1'000'000'000LL;
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, nullptr) == EINTR) {
+  }
+  selftest_injected_ = true;
+  ++stats_.selftest_steps;
+  if (enabled_) shm::CountSelfTestStep(*slot_);
+  return selftest_.delay_ns;
 }
 
 Client::StageId Client::stage_id(const std::string& name) const {

@@ -56,6 +56,8 @@ struct ClientStats {
   uint64_t steps_sampled_out = 0;   // a control request asked for one step in N
   uint64_t misuse = 0;              // calls that made no sense, ignored
   uint64_t control_updates = 0;     // control requests applied
+  uint64_t selftest_steps = 0;      // steps a self-test delay was added to (sfctl selftest)
+  uint64_t selftest_refused = 0;    // self-test requests refused (not allowed, bad request)
   // Steps the sidecar and coordinator would refuse (shm/record_limits.h: a step number outside
   // [0, 2^40), a stage longer than a day): counted here, never published.
   uint64_t steps_invalid = 0;
@@ -88,11 +90,20 @@ class Client {
   void BeginStep() noexcept { BeginStep(next_step_); }
   void BeginStep(int64_t step) noexcept;
   void Enter(StageId k) noexcept { recorder_.Enter(k, shm::MonotonicNowNs()); }
-  void Exit(StageId k) noexcept { recorder_.Exit(k, shm::MonotonicNowNs()); }
+  void Exit(StageId k) noexcept {
+    if (selftest_pending_ && k == selftest_.stage) InjectSelfTestDelay();
+    recorder_.Exit(k, shm::MonotonicNowNs());
+  }
   // Stage k ended now; it covers the time since the previous stage ended.
-  void Mark(StageId k) noexcept { recorder_.Mark(k, shm::MonotonicNowNs()); }
+  void Mark(StageId k) noexcept {
+    if (selftest_pending_ && k == selftest_.stage) InjectSelfTestDelay();
+    recorder_.Mark(k, shm::MonotonicNowNs());
+  }
   // Stage k ended at t_ns (CLOCK_MONOTONIC), for boundaries known only after the fact.
-  void MarkAt(StageId k, int64_t t_ns) noexcept { recorder_.Mark(k, t_ns); }
+  void MarkAt(StageId k, int64_t t_ns) noexcept {
+    if (selftest_pending_ && k == selftest_.stage) t_ns += InjectSelfTestDelay();
+    recorder_.Mark(k, t_ns);
+  }
   // Ends the step and publishes it (unless paused or sampled out).
   void EndStep() noexcept;
 
@@ -113,6 +124,14 @@ class Client {
   ClientStats stats() const noexcept;
   // The latest control request from the coordinator.
   const shm::ControlRequest& control() const { return control_; }
+  // Self-tests (sfctl selftest): the coordinator may ask this stub to add a bounded, known
+  // delay to one stage for a few steps, to check that the verdict finds it. Obeyed only when
+  // the trainer opted in with STAGEFRONTIER_ALLOW_SELFTEST=1 (read at Create) or
+  // ClientOptions::allow_selftest; refused (and answered as such) otherwise. Caps:
+  static constexpr uint32_t kMaxSelfTestDelayUs = 1'000'000;
+  static constexpr int64_t kMaxSelfTestSteps = 1'000;
+  bool selftest_allowed() const { return allow_selftest_; }
+
   // True if the coordinator asked for a detailed trace of the current (or next) step.
   bool should_capture_trace() const noexcept { return control_.CapturesTrace(current_step_); }
   int64_t current_step() const { return current_step_; }
@@ -123,6 +142,10 @@ class Client {
   // True in a process forked from the one that created this client.
   bool InForkedChild() const noexcept;
   void Disable(std::string reason, bool quiet);
+  // Applies a new self-test request from the control block: accepts or refuses it.
+  void OnSelfTestRequest() noexcept;
+  // Sleeps the self-test delay (this step's stage end); returns the delay in ns.
+  int64_t InjectSelfTestDelay() noexcept;
 
   StageSchema schema_;
   LauncherIdentity identity_;
@@ -139,6 +162,19 @@ class Client {
   ClientStats stats_;
   int64_t boundaries_[shm::v1::kMaxStages + 1] = {};
   uint64_t fork_generation_ = 0;
+  struct SelfTestPlan {
+    uint32_t stage = 0;
+    int64_t delay_ns = 0;
+    int64_t first_step = 0;
+    int64_t last_step = -1;
+  };
+  bool allow_selftest_ = false;
+  SelfTestPlan selftest_;           // the accepted request (empty range: none)
+  bool selftest_pending_ = false;   // the current step still gets its delay
+  bool selftest_injected_ = false;  // the current step got it: its record is marked
+  int64_t selftest_seen_first_ = -1;
+  uint32_t selftest_seen_delay_us_ = 0, selftest_seen_stage_ = 0;
+  int64_t selftest_seen_last_ = -1;
 };
 
 }  // namespace stagefrontier

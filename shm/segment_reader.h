@@ -62,8 +62,16 @@ struct SlotReport {
   uint64_t gap_steps = 0;          // step numbers never seen
   uint64_t resynced = 0;           // a step number out of sequence was skipped over
   uint64_t pending = 0;            // published, not yet read
-  std::string last_error;          // the most recent problem, empty if none
+  // Clock trouble (detector health): a stage or a step going backwards against the previous
+  // one, or a step ending more than kClockAheadToleranceNs after the reader's own clock
+  // (stub and sidecar share the node's CLOCK_MONOTONIC). Such records are still delivered
+  // when otherwise valid; the counters tell the coordinator its timing is suspect.
+  uint64_t clock_backwards = 0;
+  uint64_t clock_ahead = 0;
+  std::string last_error;  // the most recent problem, empty if none
 };
+
+inline constexpr int64_t kClockAheadToleranceNs = 1'000'000'000;
 
 struct ReaderOptions {
   int64_t stale_after_ns = kDefaultStaleAfterNs;
@@ -128,6 +136,9 @@ class SegmentReader {
     uint64_t torn = 0;
     uint64_t invalid = 0;
     uint64_t gap_steps = 0;
+    uint64_t clock_backwards = 0;
+    uint64_t clock_ahead = 0;
+    int64_t last_end_ns = -1;  // end of the previous record of step_generation
     std::string last_error;
   };
   void RefreshSchema(uint32_t local_rank, SlotState& st);
@@ -139,6 +150,7 @@ class SegmentReader {
   ReaderOptions options_;
   std::vector<SlotState> slots_;
   DrainedStep scratch_;
+  int64_t drain_now_ns_ = 0;  // the reader's clock at the start of the current Drain
 };
 
 }  // namespace stagefrontier::shm

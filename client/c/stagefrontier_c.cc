@@ -156,6 +156,8 @@ int sf_client_get_stats(const sf_client* client, sf_client_stats* stats) {
   full.misuse = s.misuse;
   full.control_updates = s.control_updates;
   full.steps_invalid = s.steps_invalid;
+  full.selftest_steps = s.selftest_steps;
+  full.selftest_refused = s.selftest_refused;
   // Write only the fields the caller's struct has.
   const size_t n = std::min<size_t>(stats->struct_size, sizeof(full));
   if (n > sizeof(uint32_t)) {

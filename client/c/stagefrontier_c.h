@@ -79,6 +79,8 @@ typedef struct sf_client_stats {
   uint64_t misuse;
   uint64_t control_updates;
   uint64_t steps_invalid; /* appended later (struct_size tells): steps refused unpublished */
+  uint64_t selftest_steps;   /* appended later: steps a self-test delay was added to */
+  uint64_t selftest_refused; /* appended later: self-test requests refused */
 } sf_client_stats;
 
 /* Returns SF_ABI_VERSION of the library actually loaded. */

@@ -181,6 +181,8 @@ py::dict Stats(const PyClient& c) {
   d["misuse"] = s.misuse;
   d["control_updates"] = s.control_updates;
   d["steps_invalid"] = s.steps_invalid;
+  d["selftest_steps"] = s.selftest_steps;
+  d["selftest_refused"] = s.selftest_refused;
   return d;
 }
 

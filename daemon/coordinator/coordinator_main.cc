@@ -174,9 +174,11 @@ int main(int argc, char** argv) {
   }
 
   SidecarSessions sessions;
-  IngestService ingest(&jobs, &sessions, &metrics, *token, limits,
-                       [](const std::string& line) { spdlog::info("{}", line); });
-  QueryService query(&jobs, &sessions, &metrics, *token);
+  SelfTestBook self_tests;
+  IngestService ingest(
+      &jobs, &sessions, &metrics, *token, limits,
+      [](const std::string& line) { spdlog::info("{}", line); }, &self_tests);
+  QueryService query(&jobs, &sessions, &metrics, *token, &self_tests);
   HealthService health;
   grpc::ServerBuilder builder;
   int bound_port = 0;

@@ -21,14 +21,15 @@ class RefusedStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
 
 IngestService::IngestService(JobRegistry* jobs, SidecarSessions* sessions,
                              CoordinatorMetrics* metrics, std::string token, ResourceLimits limits,
-                             Log log)
+                             Log log, SelfTestBook* self_tests)
     : deps_{.jobs = jobs,
             .sessions = sessions,
             .metrics = metrics,
             .acker = nullptr,
             .token = std::move(token),
             .limits = limits,
-            .log = std::move(log)},
+            .log = std::move(log),
+            .self_tests = self_tests},
       acker_(deps_.log) {
   deps_.acker = &acker_;
   watchdog_ = std::thread([this] { WatchHellos(); });

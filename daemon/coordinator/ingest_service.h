@@ -30,7 +30,8 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
  public:
   using Log = std::function<void(const std::string&)>;
   IngestService(JobRegistry* jobs, SidecarSessions* sessions, CoordinatorMetrics* metrics,
-                std::string token, ResourceLimits limits = {}, Log log = nullptr);
+                std::string token, ResourceLimits limits = {}, Log log = nullptr,
+                SelfTestBook* self_tests = nullptr);
   // Stops the Hello watchdog. Destroy after the server has shut down.
   ~IngestService() override;
 

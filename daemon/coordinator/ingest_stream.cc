@@ -264,6 +264,9 @@ bool IngestStream::OnBatch(const v1::StepBatch& batch) {
                  "): refused as corrupt step numbers")),
              c->far_ahead);
     }
+    if (c->selftest_marked > 0 && deps_.self_tests != nullptr) {
+      deps_.self_tests->OnMarkedSteps(rs.job(), rs.rank(), c->selftest_marked);
+    }
     ack->set_accepted(ack->accepted() + c->accepted);
     ack->set_duplicates(ack->duplicates() + c->duplicates);
     ack->set_late(ack->late() + c->late);
@@ -282,7 +285,10 @@ bool IngestStream::OnBatch(const v1::StepBatch& batch) {
 
 void IngestStream::OnHealth(const v1::Health& health) {
   for (const v1::SlotHealth& h : health.slots()) {
-    if (auto job = deps_.jobs->Find(h.job())) job->UpdateStubHealth(h, node_);
+    if (auto job = deps_.jobs->Find(h.job())) {
+      job->UpdateStubHealth(h, node_);
+      if (deps_.self_tests != nullptr) deps_.self_tests->OnStubAnswer(h.job(), h);
+    }
   }
 }
 

@@ -29,6 +29,7 @@
 #include "daemon/coordinator/durable_acker.h"
 #include "daemon/coordinator/job_registry.h"
 #include "daemon/coordinator/resource_limits.h"
+#include "daemon/coordinator/self_tests.h"
 #include "daemon/coordinator/sidecar_sessions.h"
 #include "grpcpp/grpcpp.h"
 #include "stagefrontier/v1/ingest.pb.h"
@@ -44,6 +45,7 @@ struct IngestDeps {
   std::string token;
   ResourceLimits limits;
   std::function<void(const std::string&)> log;
+  SelfTestBook* self_tests = nullptr;  // null: self-test answers are not followed
 };
 
 class IngestStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,

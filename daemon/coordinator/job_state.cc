@@ -11,6 +11,7 @@
 #include "daemon/coordinator/proto_convert.h"
 #include "daemon/wire/packed_steps.h"
 #include "shm/record_limits.h"
+#include "shm/segment_layout_v1.h"
 
 namespace stagefrontier {
 namespace {
@@ -348,6 +349,7 @@ absl::StatusOr<IngestCounts> JobState::AlignLocked(const v1::RankSteps& rs, cons
                          now_ns, std::move(decoded_probe_[i]))) {
       case AlignOutcome::kAccepted:
         ++c.accepted;
+        if ((decoded_flags_[i] & shm::v1::kRecordSelfTestDelay) != 0) ++c.selftest_marked;
         break;
       case AlignOutcome::kDuplicate:
         ++c.duplicates;

@@ -57,6 +57,7 @@ struct IngestCounts {
   uint32_t far_ahead = 0;       // refused: implausibly far ahead of the job (a corrupt step)
   int64_t far_ahead_step = -1;  // the first of them
   int64_t job_step = -1;        // where the job was then
+  uint32_t selftest_marked = 0;  // accepted records marked kRecordSelfTestDelay (self-tests)
 };
 
 // "<data_dir>/<job>.journal". Job ids are restricted (shm::ValidJobId) so this is a plain name.

@@ -1,9 +1,12 @@
 #include "daemon/coordinator/query_service.h"
 
+#include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/common/grpc_security.h"
+#include "shm/monotonic_clock.h"
 
 namespace stagefrontier {
 namespace {
@@ -15,8 +18,12 @@ grpc::Status ToGrpc(const absl::Status& s) {
 }  // namespace
 
 QueryService::QueryService(JobRegistry* jobs, SidecarSessions* sessions,
-                           CoordinatorMetrics* metrics, std::string token)
-    : jobs_(jobs), sessions_(sessions), metrics_(metrics), token_(std::move(token)) {}
+                           CoordinatorMetrics* metrics, std::string token, SelfTestBook* self_tests)
+    : jobs_(jobs),
+      sessions_(sessions),
+      metrics_(metrics),
+      token_(std::move(token)),
+      self_tests_(self_tests) {}
 
 void QueryService::Shutdown() {
   shutting_down_ = true;
@@ -158,9 +165,67 @@ grpc::Status QueryService::Control(grpc::ServerContext* context, const v1::Contr
                                       t.first_step(), "..", t.last_step()));
       return grpc::Status::OK;
     }
+    case v1::ControlCommand::kSelftest:
+      return StartSelfTest(*job, request->selftest(), id, reply);
     default:
       return grpc::Status(grpc::INVALID_ARGUMENT, "no control action given");
   }
+}
+
+grpc::Status QueryService::StartSelfTest(const JobState& job, const v1::SelfTestCommand& command,
+                                         uint64_t id, v1::ControlReply* reply) {
+  if (self_tests_ == nullptr) {
+    return grpc::Status(grpc::UNIMPLEMENTED, "this coordinator does not run self-tests");
+  }
+  SelfTestJobFacts facts;
+  facts.job = job.name();
+  facts.world_size = job.world_size();
+  for (const Stage& s : job.schema().stages()) facts.stages.push_back(s.name);
+  v1::GetHealthReply health;
+  job.Health(&health);
+  for (const v1::RankHealth& r : health.ranks()) {
+    facts.newest_step = std::max(facts.newest_step, r.last_step());
+  }
+  v1::GetStepsReply recent;
+  job.Steps(facts.newest_step - 50, facts.newest_step, 50, &recent);
+  std::vector<int64_t> exposed;
+  for (const v1::StepSummary& s : recent.steps()) exposed.push_back(s.exposed_ns());
+  if (!exposed.empty()) {
+    std::nth_element(exposed.begin(), exposed.begin() + exposed.size() / 2, exposed.end());
+    facts.step_ns = exposed[exposed.size() / 2];
+  }
+  absl::StatusOr<v1::ControlRequest> req =
+      self_tests_->Start(facts, command, id, shm::MonotonicNowNs());
+  if (!req.ok()) return ToGrpc(req.status());
+  // The request carries the job-wide state too (paused, sampling): the sidecar applies it all.
+  v1::ControlRequest c = *req;
+  const v1::ControlRequest job_wide = job.JobControl();
+  c.set_paused(job_wide.paused());
+  c.set_sample_every(job_wide.sample_every());
+  if (sessions_->Send(c) == 0) {
+    self_tests_->Cancel(job.name(), id);
+    return grpc::Status(grpc::UNAVAILABLE, absl::StrCat("no sidecar serves rank ", command.rank(),
+                                                        " of job ", job.name(), " right now"));
+  }
+  reply->set_message(absl::StrCat("self-test ", id, ": asked rank ", command.rank(), " to add ",
+                                  command.delay_ms(), " ms to stage ", command.stage(),
+                                  " in steps ", req->selftest_first_step(), "..",
+                                  req->selftest_last_step()));
+  return grpc::Status::OK;
+}
+
+grpc::Status QueryService::GetSelfTests(grpc::ServerContext* context,
+                                        const v1::GetSelfTestsRequest* request,
+                                        v1::GetSelfTestsReply* reply) {
+  std::shared_ptr<JobState> job;
+  if (grpc::Status s = Lookup(*context, request->job(), &job); !s.ok()) return s;
+  if (self_tests_ == nullptr) {
+    return grpc::Status(grpc::UNIMPLEMENTED, "this coordinator does not run self-tests");
+  }
+  const std::vector<v1::VerdictEvent> verdicts =
+      job->VerdictsAfter(0, std::chrono::milliseconds(0));
+  return ToGrpc(
+      self_tests_->Report(job->name(), request->id(), verdicts, shm::MonotonicNowNs(), reply));
 }
 
 }  // namespace stagefrontier

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "daemon/coordinator/job_registry.h"
+#include "daemon/coordinator/self_tests.h"
 #include "daemon/coordinator/sidecar_sessions.h"
 #include "stagefrontier/v1/query.grpc.pb.h"
 
@@ -21,8 +22,9 @@ namespace stagefrontier {
 
 class QueryService final : public v1::Query::Service {
  public:
+  // `self_tests` may be null: Control(selftest) and GetSelfTests then answer UNIMPLEMENTED.
   QueryService(JobRegistry* jobs, SidecarSessions* sessions, CoordinatorMetrics* metrics,
-               std::string token);
+               std::string token, SelfTestBook* self_tests = nullptr);
 
   grpc::Status ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
                         v1::ListJobsReply* reply) override;
@@ -36,11 +38,15 @@ class QueryService final : public v1::Query::Service {
                          v1::GetHealthReply* reply) override;
   grpc::Status Control(grpc::ServerContext* context, const v1::ControlCommand* request,
                        v1::ControlReply* reply) override;
+  grpc::Status GetSelfTests(grpc::ServerContext* context, const v1::GetSelfTestsRequest* request,
+                            v1::GetSelfTestsReply* reply) override;
 
   // Makes every WatchVerdicts call return (server shutdown).
   void Shutdown();
 
  private:
+  grpc::Status StartSelfTest(const JobState& job, const v1::SelfTestCommand& command, uint64_t id,
+                             v1::ControlReply* reply);
   // UNAUTHENTICATED (counted) unless the call carries the token.
   grpc::Status Authorize(const grpc::ServerContext& context);
   // Checks the token and finds the job: UNAUTHENTICATED, NOT_FOUND otherwise.
@@ -51,6 +57,7 @@ class QueryService final : public v1::Query::Service {
   SidecarSessions* sessions_;
   CoordinatorMetrics* metrics_;
   std::string token_;
+  SelfTestBook* self_tests_;
   std::atomic<bool> shutting_down_{false};
   std::atomic<uint64_t> next_request_id_{1};
 };

@@ -11,6 +11,7 @@
 #include "daemon/common/command_line.h"
 #include "daemon/common/grpc_security.h"
 #include "daemon/sfctl/sfctl_render.h"
+#include "daemon/sfctl/sfctl_selftest.h"
 #include "grpcpp/grpcpp.h"
 #include "stagefrontier/v1/query.grpc.pb.h"
 
@@ -92,6 +93,23 @@ int main(int argc, char** argv) {
   control->add_option("--window-steps", window_steps, "new verdict window");
   control->add_option("--excess-z", excess_z, "new excess threshold in noise scales");
   control->add_option("--clear-share", clear_share, "new CLEAR share");
+  SelfTestOptions st;
+  std::string st_ranks, st_stages;
+  auto* selftest = app.add_subcommand(
+      "selftest", "add a known delay on one rank and check that the verdict finds it");
+  selftest->add_option("--job", st.job, "job id")->required();
+  selftest->add_option("--rank", st.rank, "the rank to delay");
+  selftest->add_option("--stage", st.stage, "the stage to delay");
+  selftest->add_option("--delay-ms", st.delay_ms, "delay per step (1..1000)")
+      ->capture_default_str();
+  selftest->add_option("--steps", st.steps, "steps to delay (1..1000)")->capture_default_str();
+  selftest->add_option("--lead-steps", st.lead_steps,
+                       "start this many steps ahead (0: the coordinator picks)");
+  selftest->add_option("--wait", st.wait_s, "seconds to wait for one probe's result")
+      ->capture_default_str();
+  selftest->add_flag("--sweep", st.sweep, "probe several stages and ranks; print the rates");
+  selftest->add_option("--ranks", st_ranks, "sweep: ranks, comma-separated (default 0,mid,last)");
+  selftest->add_option("--stages", st_stages, "sweep: stages, comma-separated (default non-sync)");
   // Usage errors exit 2, as documented (CLI11's own codes are 100 and up).
   if (int rc = ParseCommandLine(app, argc, argv); rc >= 0) return rc;
 
@@ -106,6 +124,26 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto stub = v1::Query::NewStub(grpc::CreateChannel(c.coordinator, *creds));
+  if (selftest->parsed()) {
+    st.json = c.json;
+    st.call_timeout_s = c.timeout_s;
+    if (!st.sweep && (st.rank < 0 || st.stage.empty())) {
+      std::cerr << "sfctl: selftest wants --rank and --stage (or --sweep)\n";
+      return 2;
+    }
+    for (absl::string_view r : absl::StrSplit(st_ranks, ',', absl::SkipEmpty())) {
+      int32_t v = 0;
+      if (!absl::SimpleAtoi(r, &v)) {
+        std::cerr << "sfctl: --ranks wants numbers, got \"" << r << "\"\n";
+        return 2;
+      }
+      st.ranks.push_back(v);
+    }
+    for (absl::string_view s : absl::StrSplit(st_stages, ',', absl::SkipEmpty())) {
+      st.stages.emplace_back(s);
+    }
+    return RunSelfTest(*stub, *token, st, std::cout);
+  }
   grpc::ClientContext ctx;
   AttachToken(&ctx, *token);
   if (!watch->parsed()) {

@@ -297,6 +297,16 @@ void SegmentDrainer::FillHealth(v1::Health* out) const {
       h->set_probe_dropped(p.dropped_full + p.dropped_unresolved);
       h->set_probe_invalid(p.invalid);
       h->set_probe_unmatched(a.probe_steps->unmatched(r.local_rank));
+      h->set_clock_backwards(r.clock_backwards);
+      h->set_clock_ahead(r.clock_ahead);
+      const shm::v1::SlotHeader& slot = a.mapped->view().slot(r.local_rank);
+      const uint32_t answer = slot.selftest_state.load(std::memory_order_acquire);
+      if (answer != shm::v1::kSelfTestNone) {
+        h->set_selftest_first_step(
+            slot.selftest_answered_first_step.load(std::memory_order_acquire));
+        h->set_selftest_state(answer);
+        h->set_selftest_steps_done(slot.selftest_steps_done.load(std::memory_order_relaxed));
+      }
     }
   }
 }
@@ -321,6 +331,10 @@ v1::ControlAck SegmentDrainer::ApplyControl(const v1::ControlRequest& request) {
       if (request.rank() >= 0) {
         c.trace_first_step = request.trace_first_step();
         c.trace_last_step = request.trace_last_step();
+        c.selftest_stage = request.selftest_stage();
+        c.selftest_delay_us = request.selftest_delay_us();
+        c.selftest_first_step = request.selftest_first_step();
+        c.selftest_last_step = request.selftest_last_step();
       }
       c.request_id = request.request_id();
       shm::PostControl(slot, c);

@@ -224,6 +224,89 @@ TEST_CASE("control requests: pause, sampling and trace capture") {
   CHECK((flags.at(2) & shm::v1::kRecordTraceCaptured) == 0);
 }
 
+TEST_CASE("self-test: an opted-in stub delays the stage, marks the records and answers") {
+  const std::string dir = MakeTempDir();
+  const GetEnv allow = [](const char* n) -> const char* {
+    return std::string(n) == "STAGEFRONTIER_ALLOW_SELFTEST" ? "1" : nullptr;
+  };
+  auto c = Client::Create(kStages, Options(dir), allow);
+  REQUIRE(c.ok());
+  CHECK((*c)->selftest_allowed());
+  auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
+  REQUIRE(seg.ok());
+  shm::v1::SlotHeader& slot = (*seg)->view().slot(0);
+  shm::ControlRequest req;
+  req.selftest_stage = 1;  // forward
+  req.selftest_delay_us = 20'000;
+  req.selftest_first_step = 2;
+  req.selftest_last_step = 3;
+  shm::PostControl(slot, req);
+  for (int i = 0; i < 5; ++i) RunStep(**c);  // steps 0..4
+  CHECK(slot.selftest_state.load() == shm::v1::kSelfTestAccepted);
+  CHECK(slot.selftest_answered_first_step.load() == 2);
+  CHECK(slot.selftest_steps_done.load() == 2);
+  CHECK((*c)->stats().selftest_steps == 2);
+  std::map<int64_t, shm::DrainedStep> steps;
+  shm::SegmentReader reader((*seg)->view());
+  reader.Drain([&](const shm::DrainedStep& s) { steps[s.step] = s; });
+  REQUIRE(steps.size() == 5);
+  for (int64_t k = 0; k < 5; ++k) {
+    const bool delayed = k == 2 || k == 3;
+    CHECK(((steps[k].flags & shm::v1::kRecordSelfTestDelay) != 0) == delayed);
+    const int64_t forward = steps[k].boundaries_ns[2] - steps[k].boundaries_ns[1];
+    // The delay went into forward, and only there.
+    if (delayed) CHECK(forward >= 20'000'000);
+    if (!delayed) CHECK(forward < 20'000'000);
+  }
+  // A later control request repeats the same self-test fields: not answered or applied again.
+  req.paused = false;
+  req.sample_every = 1;
+  slot.selftest_state.store(0);
+  shm::PostControl(slot, req);
+  RunStep(**c);
+  CHECK(slot.selftest_state.load() == 0);
+}
+
+TEST_CASE("self-test: refused unless the trainer opted in, and over the caps") {
+  const std::string dir = MakeTempDir();
+  auto c = Client::Create(kStages, Options(dir), kNoEnv);
+  REQUIRE(c.ok());
+  CHECK_FALSE((*c)->selftest_allowed());
+  auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
+  REQUIRE(seg.ok());
+  shm::v1::SlotHeader& slot = (*seg)->view().slot(0);
+  shm::ControlRequest req;
+  req.selftest_stage = 0;
+  req.selftest_delay_us = 50'000;
+  req.selftest_first_step = 0;
+  req.selftest_last_step = 10;
+  shm::PostControl(slot, req);
+  RunStep(**c);
+  CHECK(slot.selftest_state.load() == shm::v1::kSelfTestNotAllowed);
+  CHECK((*c)->stats().selftest_refused == 1);
+  CHECK((*c)->stats().selftest_steps == 0);
+
+  ClientOptions allowed = Options(dir, 1);
+  allowed.allow_selftest = true;
+  auto d = Client::Create(kStages, allowed, kNoEnv);
+  REQUIRE(d.ok());
+  shm::v1::SlotHeader& slot1 = (*seg)->view().slot(1);
+  req.selftest_stage = 7;  // no such stage
+  shm::PostControl(slot1, req);
+  RunStep(**d);
+  CHECK(slot1.selftest_state.load() == shm::v1::kSelfTestBadRequest);
+  req.selftest_stage = 0;
+  req.selftest_delay_us = Client::kMaxSelfTestDelayUs + 1;
+  req.selftest_first_step = 100;
+  req.selftest_last_step = 100;
+  shm::PostControl(slot1, req);
+  RunStep(**d);
+  CHECK(slot1.selftest_state.load() == shm::v1::kSelfTestBadRequest);
+  CHECK((*d)->stats().selftest_steps == 0);
+  // Zeroed control bytes (a sidecar that predates self-tests) mean no self-test.
+  CHECK_FALSE(shm::ControlRequest{}.HasSelfTest());
+}
+
 TEST_CASE("a forked child (a DataLoader worker) does not write into the parent's ring") {
   const std::string dir = MakeTempDir();
   auto c = Client::Create(kStages, Options(dir), kNoEnv);

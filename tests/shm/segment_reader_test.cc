@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
+#include "shm/monotonic_clock.h"
 #include "shm/ring_writer.h"
 #include "shm/slot_ownership.h"
 
@@ -277,11 +278,11 @@ namespace {
 TEST_CASE("one out-of-sequence step number is skipped over, not the rest of the stream") {
   Fixture f;
   REQUIRE(f.Publish(10, {0, 1, 2, 3}));
-  REQUIRE(f.Publish(11, {0, 1, 2, 3}));
-  REQUIRE(f.Publish(900'000, {0, 1, 2, 3}));  // corrupt
-  REQUIRE(f.Publish(12, {0, 1, 2, 3}));
-  REQUIRE(f.Publish(13, {0, 1, 2, 3}));
-  REQUIRE(f.Publish(11, {0, 1, 2, 3}));  // a real duplicate is still refused
+  REQUIRE(f.Publish(11, {10, 11, 12, 13}));
+  REQUIRE(f.Publish(900'000, {20, 21, 22, 23}));  // corrupt
+  REQUIRE(f.Publish(12, {30, 31, 32, 33}));
+  REQUIRE(f.Publish(13, {40, 41, 42, 43}));
+  REQUIRE(f.Publish(11, {50, 51, 52, 53}));  // a real duplicate is still refused
   auto got = f.Drain();
   std::vector<int64_t> steps;
   for (const DrainedStep& s : got) steps.push_back(s.step);
@@ -291,6 +292,41 @@ TEST_CASE("one out-of-sequence step number is skipped over, not the rest of the 
   CHECK(r.invalid == 1);
   CHECK(r.gap_steps == 0);
   CHECK_THAT(f.errors.at(0), Catch::Contains("step 900000 was out of sequence; resynchronized"));
+}
+
+}  // namespace
+}  // namespace stagefrontier::shm
+
+namespace stagefrontier::shm {
+namespace {
+
+// Detector health: clocks that go backwards or run ahead of the node's monotonic clock are
+// counted (and said), and the records still go on when their durations are valid.
+TEST_CASE("clock trouble is counted: a step starting before the previous ended, a future end") {
+  Fixture f;
+  REQUIRE(f.Publish(1, {100, 110, 120, 130}));
+  REQUIRE(f.Publish(2, {125, 140, 150, 160}));  // starts 5 ns before step 1 ended
+  REQUIRE(f.Publish(3, {170, 180, 190, 200}));
+  const int64_t future = MonotonicNowNs() + 60 * kClockAheadToleranceNs;
+  REQUIRE(f.Publish(4, {future, future + 1, future + 2, future + 3}));
+  REQUIRE(f.Publish(5, {-5, 0, 1, 2}));  // refused: negative start, not a clock count
+  auto got = f.Drain();
+  CHECK(got.size() == 4);
+  const SlotReport r = f.reader->Report(0);
+  CHECK(r.clock_backwards == 1);
+  CHECK(r.clock_ahead == 1);
+  CHECK(r.invalid == 1);
+  REQUIRE(f.errors.size() == 3);
+  CHECK_THAT(f.errors[0], Catch::Contains("step 2 starts 5 ns before the previous step ended"));
+  CHECK_THAT(f.errors[1], Catch::Contains("after the node's monotonic clock now"));
+}
+
+TEST_CASE("a stage that ends before it starts counts as clock trouble too") {
+  Fixture f;
+  REQUIRE(f.Publish(1, {100, 90, 120, 130}));
+  CHECK(f.Drain().empty());
+  CHECK(f.reader->Report(0).clock_backwards == 1);
+  CHECK(f.reader->Report(0).invalid == 1);
 }
 
 }  // namespace

@@ -1,0 +1,203 @@
+#include "daemon/sfctl/sfctl_selftest.h"
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "daemon/common/grpc_security.h"
+#include "daemon/sfctl/sfctl_render.h"
+
+namespace stagefrontier {
+namespace {
+
+constexpr int kFound = 0;
+constexpr int kNotRun = 1;
+constexpr int kUnreachable = 3;
+constexpr int kMissed = 4;
+
+std::unique_ptr<grpc::ClientContext> Context(const std::string& token, int timeout_s) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  AttachToken(ctx.get(), token);
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(timeout_s));
+  return ctx;
+}
+
+int Failed(const grpc::Status& s) {
+  std::cerr << "sfctl: " << s.error_message() << "\n";
+  return s.error_code() == grpc::UNAVAILABLE || s.error_code() == grpc::DEADLINE_EXCEEDED
+             ? kUnreachable
+             : kNotRun;
+}
+
+bool Terminal(const std::string& state) {
+  return state == "found" || state == "found_ambiguous" || state == "missed" ||
+         state == "refused" || state == "unanswered";
+}
+
+int Outcome(const std::string& state) {
+  if (state == "found" || state == "found_ambiguous") return kFound;
+  return state == "missed" ? kMissed : kNotRun;
+}
+
+// Starts one probe and waits for its outcome (or opts.wait_s). Fills *report; returns the
+// probe's exit status.
+int RunProbe(v1::Query::Stub& stub, const std::string& token, const SelfTestOptions& o,
+             int32_t rank, const std::string& stage, uint32_t lead, std::ostream& out,
+             v1::SelfTestReport* report) {
+  v1::ControlCommand cmd;
+  cmd.set_job(o.job);
+  v1::SelfTestCommand* t = cmd.mutable_selftest();
+  t->set_rank(rank);
+  t->set_stage(stage);
+  t->set_delay_ms(o.delay_ms);
+  t->set_steps(o.steps);
+  t->set_lead_steps(lead);
+  v1::ControlReply started;
+  if (grpc::Status s = stub.Control(Context(token, o.call_timeout_s).get(), cmd, &started);
+      !s.ok()) {
+    return Failed(s);
+  }
+  if (!o.json && !o.sweep) out << started.message() << "\n" << std::flush;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(o.wait_s);
+  v1::GetSelfTestsRequest req;
+  req.set_job(o.job);
+  req.set_id(started.request_id());
+  while (true) {
+    v1::GetSelfTestsReply r;
+    if (grpc::Status s = stub.GetSelfTests(Context(token, o.call_timeout_s).get(), req, &r);
+        !s.ok()) {
+      return Failed(s);
+    }
+    if (!r.tests().empty()) *report = r.tests(0);
+    if (Terminal(report->state())) return Outcome(report->state());
+    if (std::chrono::steady_clock::now() > give_up) {
+      report->set_detail(absl::StrCat("gave up after ", o.wait_s, " s while ", report->state(),
+                                      ": ", report->detail()));
+      report->set_state("timed_out");
+      return kNotRun;
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+bool RankTargeted(const v1::Verdict& v) {
+  return v.label() == "CLEAR" || (v.label() == "AMBIGUOUS" && !v.group_wide());
+}
+
+}  // namespace
+
+std::string RenderSelfTest(const v1::SelfTestReport& t) {
+  std::string measured = "-";
+  if (t.measured_delay_ns() > 0) {
+    measured = absl::StrFormat("%.1f ms (z %.1f)", t.measured_delay_ns() / 1e6, t.measured_z());
+  }
+  return absl::StrFormat("%-4d %-6d %-16s %6d %10d..%-10d %-16s %8d/%-4d %-20s %s\n", t.id(),
+                         t.rank(), t.stage(), t.delay_ms(), t.first_step(), t.last_step(),
+                         t.state(), t.steps_marked(), t.steps_done(), measured, t.detail());
+}
+
+int RunSelfTest(v1::Query::Stub& stub, const std::string& token, const SelfTestOptions& o,
+                std::ostream& out) {
+  const std::string header =
+      absl::StrFormat("%-4s %-6s %-16s %6s %22s %-16s %13s %-20s %s\n", "ID", "RANK", "STAGE", "MS",
+                      "STEPS", "STATE", "MARKED/DONE", "MEASURED", "DETAIL");
+  if (!o.sweep) {
+    v1::SelfTestReport report;
+    const int rc = RunProbe(stub, token, o, o.rank, o.stage, o.lead_steps, out, &report);
+    if (report.id() == 0) return rc;
+    out << (o.json ? ToJson(report) + "\n" : header + RenderSelfTest(report));
+    return rc;
+  }
+  // The sweep: the job's shape first.
+  v1::ListJobsReply jobs;
+  if (grpc::Status s = stub.ListJobs(Context(token, o.call_timeout_s).get(), {}, &jobs); !s.ok()) {
+    return Failed(s);
+  }
+  const auto job = std::find_if(jobs.jobs().begin(), jobs.jobs().end(),
+                                [&](const v1::JobInfo& j) { return j.job() == o.job; });
+  if (job == jobs.jobs().end()) {
+    std::cerr << "sfctl: no job \"" << o.job << "\" on this coordinator\n";
+    return kNotRun;
+  }
+  std::vector<std::string> stages = o.stages;
+  if (stages.empty()) {
+    for (const v1::Stage& s : job->stages()) {
+      if (s.kind() != v1::STAGE_KIND_SYNC) stages.push_back(s.name());
+    }
+  }
+  std::vector<int32_t> ranks = o.ranks;
+  if (ranks.empty()) {
+    const int32_t w = job->world_size();
+    ranks = {0, w / 2, w - 1};
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  }
+  if (!o.json) out << header;
+  // A whole delay-free window between probes, so that false alarms can be counted.
+  const uint32_t lead = o.lead_steps > 0 ? o.lead_steps : job->window_steps() + 20;
+  std::vector<v1::SelfTestReport> reports;
+  int found = 0, not_run = 0;
+  for (const std::string& stage : stages) {
+    for (int32_t rank : ranks) {
+      v1::SelfTestReport r;
+      const int rc = RunProbe(stub, token, o, rank, stage, lead, out, &r);
+      if (rc == kUnreachable) return rc;
+      if (r.id() == 0) {
+        ++not_run;
+        continue;
+      }
+      if (rc == kFound) ++found;
+      if (rc == kNotRun) ++not_run;
+      if (!o.json) out << RenderSelfTest(r) << std::flush;
+      reports.push_back(std::move(r));
+    }
+  }
+  // False alarms: rank-targeted verdicts in windows of the sweep that hold no delayed step.
+  int clean = 0;
+  std::vector<std::string> alarms;
+  if (!reports.empty()) {
+    const int64_t span_first = reports.front().first_step() - lead;
+    const int64_t span_last = reports.back().last_step();
+    v1::WatchVerdictsRequest wreq;
+    wreq.set_job(o.job);
+    auto ctx = Context(token, 2);
+    auto reader = stub.WatchVerdicts(ctx.get(), wreq);
+    v1::VerdictEvent ev;
+    while (reader->Read(&ev)) {
+      const v1::Verdict& v = ev.verdict();
+      if (v.first_step() < span_first || v.last_step() > span_last) continue;
+      const bool injected = std::any_of(reports.begin(), reports.end(), [&](const auto& r) {
+        return v.first_step() <= r.last_step() && r.first_step() <= v.last_step();
+      });
+      if (injected) continue;
+      ++clean;
+      if (RankTargeted(v)) {
+        alarms.push_back(absl::StrCat(v.label(), v.reason().empty() ? "" : " ", v.reason(),
+                                      " (steps ", v.first_step(), "..", v.last_step(), ")"));
+      }
+    }
+    (void)reader->Finish();  // ends with DEADLINE_EXCEEDED once the held verdicts are read
+  }
+  const int probes = static_cast<int>(stages.size() * ranks.size());
+  if (o.json) {
+    v1::GetSelfTestsReply all;
+    all.set_job(o.job);
+    for (const auto& r : reports) *all.add_tests() = r;
+    out << ToJson(all) << "\n";
+  }
+  out << absl::StrFormat(
+      "self-test sweep of job %s: detected %d of %d probes (%.0f%%)%s; false alarms: %d of %d "
+      "windows without a delay%s\n",
+      o.job, found, probes, probes > 0 ? 100.0 * found / probes : 0.0,
+      not_run > 0 ? absl::StrCat(", ", not_run, " could not run") : "", alarms.size(), clean,
+      alarms.empty() ? "" : absl::StrCat(" (", absl::StrJoin(alarms, "; "), ")"));
+  if (not_run > 0) return kNotRun;
+  return found == probes && alarms.empty() ? kFound : kMissed;
+}
+
+}  // namespace stagefrontier

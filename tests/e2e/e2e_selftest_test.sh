@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Self-test on a live multi-process job (sfctl selftest): a rank whose trainer opted in
+# (STAGEFRONTIER_ALLOW_SELFTEST=1) gets a known delay on one stage, its records are marked,
+# and the verdict finds it; a sweep prints detection and false alarms; a job that did not opt
+# in refuses, with the reason.
+set -euo pipefail
+source deploy/demo/pipeline.sh
+sf_init "${TEST_TMPDIR:-$(mktemp -d)}/selftest" .
+trap 'sf_stop_all; kill ${SF_TRAINER_PIDS[@]:-} ${OTHER_PIDS[@]:-} 2>/dev/null || true' EXIT
+
+sf_start_coordinator 17361 17362 --window-steps 40 || sf_fail "coordinator"
+sf_start_sidecar node0
+# Job "allowed": 4 ranks that opted in, long enough for one probe and a small sweep.
+SF_TRAINER_ENV=(STAGEFRONTIER_ALLOW_SELFTEST=1)
+sf_spawn_trainers allowed 4 1 6000 --stage-ms data=2,forward=3,backward=4,optimizer=1
+sf_wait_steps allowed 100 60 || sf_fail "job allowed never accounted"
+
+echo "== one probe: 25 ms on rank 2's data stage for 15 steps"
+set +e
+out=$(sf_ctl --json --timeout 5 selftest --job allowed --rank 2 --stage data --delay-ms 25 \
+  --steps 15 --lead-steps 60 --wait 120)
+rc=$?
+set -e
+echo "$out"
+[ $rc = 0 ] || sf_fail "selftest exit $rc, want 0 (found)"
+[ "$(jq -r .state <<<"$out")" = found ] || sf_fail "state is not found"
+[ "$(jq -r .steps_marked <<<"$out")" -ge 10 ] || sf_fail "too few marked records arrived"
+# steps_done is the stub's count as of the last health report (every 2 s): it lags.
+[ "$(jq -r .steps_done <<<"$out")" -ge 1 ] || sf_fail "the stub never said it delayed a step"
+measured=$(jq -r '.measured_delay_ns | tonumber' <<<"$out")
+# The measured shift per delayed step must be near the 25 ms injected (wide: shared cores).
+[ "$measured" -ge 12000000 ] && [ "$measured" -le 50000000 ] \
+  || sf_fail "measured ${measured} ns, injected 25 ms"
+
+echo "== a small sweep: 2 stages x 2 ranks"
+set +e
+sweep=$(sf_ctl --timeout 5 selftest --job allowed --sweep --stages data,optimizer --ranks 1,3 \
+  --delay-ms 25 --steps 15 --wait 120)
+rc=$?
+set -e
+echo "$sweep"
+grep -q "self-test sweep of job allowed: detected [0-9]* of 4 probes" <<<"$sweep" \
+  || sf_fail "no sweep summary"
+grep -q "false alarms: [0-9]* of [0-9]* windows without a delay" <<<"$sweep" \
+  || sf_fail "no false-alarm count"
+[ $rc = 0 ] || [ $rc = 4 ] || sf_fail "sweep exit $rc (0 or 4 expected)"
+
+echo "== a job that did not opt in refuses"
+ALLOWED_PIDS=("${SF_TRAINER_PIDS[@]}")
+SF_TRAINER_ENV=()
+sf_spawn_trainers closed 2 1 3000 --stage-ms data=2,forward=3,backward=4,optimizer=1
+OTHER_PIDS=("${ALLOWED_PIDS[@]}")
+sf_wait_steps closed 50 60 || sf_fail "job closed never accounted"
+set +e
+out=$(sf_ctl --json --timeout 5 selftest --job closed --rank 1 --stage forward --delay-ms 10 \
+  --steps 5 --lead-steps 40 --wait 60)
+rc=$?
+set -e
+echo "$out"
+[ $rc = 1 ] || sf_fail "refused selftest exit $rc, want 1"
+[ "$(jq -r .state <<<"$out")" = refused ] || sf_fail "state is not refused"
+jq -r .detail <<<"$out" | grep -q STAGEFRONTIER_ALLOW_SELFTEST=1 || sf_fail "no reason given"
+
+echo "== bad requests are refused by the coordinator"
+set +e
+err=$(sf_ctl selftest --job allowed --rank 9 --stage data 2>&1); rc=$?
+set -e
+[ $rc = 1 ] && grep -q "outside the job's world of 4 ranks" <<<"$err" || sf_fail "rank check: $err"
+set +e
+err=$(sf_ctl selftest --job allowed --rank 1 --stage nosuch 2>&1); rc=$?
+set -e
+[ $rc = 1 ] && grep -q "its stages are data, forward" <<<"$err" || sf_fail "stage check: $err"
+kill "${SF_TRAINER_PIDS[@]}" "${OTHER_PIDS[@]}" 2>/dev/null || true
+echo "PASS"
