@@ -173,7 +173,8 @@ int main(int argc, char** argv) {
       }
       {
         auto scope = c.Scope(ids[k]);
-        SleepUntil(stagefrontier::shm::MonotonicNowNs() + static_cast<int64_t>(d * 1e6));
+        // A stage of 0 ms stays empty (no sleep call): it stands for a stage never worked in.
+        if (d > 0) SleepUntil(stagefrontier::shm::MonotonicNowNs() + static_cast<int64_t>(d * 1e6));
       }
       if (local[k] == "backward") {
         if (rank == marks_ahead_rank) {

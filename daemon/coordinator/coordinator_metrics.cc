@@ -1,6 +1,7 @@
 #include "daemon/coordinator/coordinator_metrics.h"
 
 #include "daemon/accounting/verdict.h"
+#include "daemon/coordinator/detector_health.h"
 
 namespace stagefrontier {
 
@@ -53,6 +54,12 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<prometheus
                        .Name("stagefrontier_window_verdict")
                        .Help("Latest window verdict: 0 HEALTHY, 1 CLEAR, 2 AMBIGUOUS")
                        .Register(r);
+  detector_condition_ = &BuildGauge()
+                             .Name("stagefrontier_detector_condition")
+                             .Help(
+                                 "1 while a detector-health condition makes the job's verdicts "
+                                 "unreliable, by condition (docs/operations.md)")
+                             .Register(r);
   ranks_ = &BuildGauge()
                 .Name("stagefrontier_ranks")
                 .Help("Ranks of the job by state (reporting, lagging, missing)")
@@ -163,6 +170,10 @@ JobMetrics CoordinatorMetrics::ForJob(const std::string& job, const StageSchema&
                          {"reason", AmbiguityReasonName(static_cast<AmbiguityReason>(r))}}));
   }
   m.window_label = &window_label_->Add({{"training_job", job}});
+  for (const char* c : kDetectorConditions) {
+    m.detector_condition.push_back(
+        &detector_condition_->Add({{"training_job", job}, {"condition", c}}));
+  }
   m.ranks_reporting = &ranks_->Add({{"training_job", job}, {"state", "reporting"}});
   m.ranks_lagging = &ranks_->Add({{"training_job", job}, {"state", "lagging"}});
   m.ranks_missing = &ranks_->Add({{"training_job", job}, {"state", "missing"}});

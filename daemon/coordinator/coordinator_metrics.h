@@ -53,6 +53,8 @@ struct JobMetrics {
   // Collectives the probe saw, by stage where issued: inside an allowed stage, or not.
   std::vector<prometheus::Counter*> probe_bracketed;   // by stage
   std::vector<prometheus::Counter*> probe_violations;  // by stage
+  // 1 while a detector-health condition holds, by kDetectorConditions index.
+  std::vector<prometheus::Gauge*> detector_condition;
 };
 
 class CoordinatorMetrics {
@@ -89,6 +91,7 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Gauge>* top_suspect_rank_;
   prometheus::Family<prometheus::Counter>* verdicts_;
   prometheus::Family<prometheus::Gauge>* window_label_;
+  prometheus::Family<prometheus::Gauge>* detector_condition_;
   prometheus::Family<prometheus::Gauge>* ranks_;
   prometheus::Family<prometheus::Counter>* stub_records_;
   prometheus::Family<prometheus::Histogram>* verdict_delay_;

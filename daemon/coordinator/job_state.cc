@@ -65,7 +65,8 @@ JobState::JobState(std::string name, int32_t world_size, StageSchema schema,
       options_(BoundPending(options, world_size)),
       metrics_(metrics),
       aligner_(world_size, static_cast<uint32_t>(schema_.size()), options_.aligner),
-      ranks_(static_cast<size_t>(world_size)) {
+      ranks_(static_cast<size_t>(world_size)),
+      detector_(schema_, {.warmup_steps = options_.engine.warmup_steps}) {
   if (metrics_ != nullptr) m_ = metrics_->ForJob(name_, schema_);
 }
 
@@ -417,6 +418,7 @@ void JobState::AccountLocked(int64_t step, int64_t now_ns, bool replaying) {
   StepToProto(schema_, *acc, &summary);
   history_.push_back(std::move(summary));
   while (static_cast<int64_t>(history_.size()) > options_.history_steps) history_.pop_front();
+  detector_.AddStep(input, acc->partial);
   inputs_rank_steps_ += static_cast<int64_t>(input.ranks.size());
   inputs_.push_back(std::move(input));
   while (inputs_rank_steps_ > options_.history_rank_steps && inputs_.size() > 1) {
@@ -452,10 +454,15 @@ void JobState::AccountLocked(int64_t step, int64_t now_ns, bool replaying) {
     }
   }
   bool any = false;
-  for (Verdict& v : engine_->TakeClosedVerdicts()) {
+  std::vector<Verdict> closed = engine_->TakeClosedVerdicts();
+  if (!closed.empty()) JudgeDetectorLocked();
+  for (Verdict& v : closed) {
     v1::VerdictEvent ev;
     ev.set_seq(++verdict_seq_);
     VerdictToProto(schema_, v, ev.mutable_verdict());
+    for (const DetectorCondition& c : detector_.current()) {
+      ev.mutable_verdict()->add_unreliable(c.name);
+    }
     if (v.group == "job" || last_label_.empty()) last_label_ = LabelText(v);
     if (m_.verdicts_healthy != nullptr) {
       if (v.label == VerdictLabel::kHealthy) m_.verdicts_healthy->Increment();
@@ -556,6 +563,8 @@ void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string&
   grow(&h.dropped, health.dropped_by_writer(), m_.stub_dropped);
   grow(&h.torn, health.torn(), m_.stub_torn);
   grow(&h.invalid, health.invalid(), m_.stub_invalid);
+  h.clock_backwards = health.clock_backwards();
+  h.clock_ahead = health.clock_ahead();
   h.probe_backend = health.probe_backend();
   h.probe_intervals = health.probe_intervals();
   h.probe_dropped = health.probe_dropped();
@@ -588,6 +597,10 @@ absl::Status JobState::Suspects(int32_t window, v1::SuspectsReply* out) const {
   if (window <= 0) {
     out->set_window(options_.engine.window_steps);
     ReportToProto(schema_, engine_->Report().job, out);
+    // The conditions judged at the latest window close (sfctl health explains them).
+    for (const DetectorCondition& c : detector_.current()) {
+      out->mutable_verdict()->add_unreliable(c.name);
+    }
     return absl::OkStatus();
   }
   // Re-account the last `window` steps held, in a fresh engine whose window is all of them.
@@ -613,6 +626,24 @@ void JobState::Steps(int64_t from, int64_t to, int32_t limit, v1::GetStepsReply*
                              [](const v1::StepSummary& s, int64_t v) { return s.step() < v; });
   for (; it != history_.end() && it->step() <= to && out->steps_size() < max; ++it) {
     *out->add_steps() = *it;
+  }
+}
+
+void JobState::JudgeDetectorLocked() {
+  std::vector<RankRecordCounters> counters(ranks_.size());
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    const RankHealthState& h = ranks_[r];
+    counters[r] = {.accepted = h.accepted,
+                   .dropped = h.dropped + h.invalid,
+                   .clock_backwards = h.clock_backwards,
+                   .clock_ahead = h.clock_ahead};
+  }
+  const std::vector<DetectorCondition>& now = detector_.CloseWindow(counters, steps_accounted_);
+  for (size_t i = 0; i < m_.detector_condition.size(); ++i) {
+    const bool holds = std::any_of(now.begin(), now.end(), [&](const DetectorCondition& c) {
+      return c.name == kDetectorConditions[i];
+    });
+    m_.detector_condition[i]->Set(holds ? 1 : 0);
   }
 }
 
@@ -644,6 +675,11 @@ void JobState::Health(v1::GetHealthReply* out) const {
   out->set_reporting(n.reporting);
   out->set_lagging(n.lagging);
   out->set_missing(n.missing);
+  for (const DetectorCondition& c : detector_.current()) {
+    v1::DetectorCondition* d = out->add_detector_conditions();
+    d->set_name(c.name);
+    d->set_detail(c.detail);
+  }
   const ProbeBracketing& b = engine_->bracketing();
   out->set_probe_collectives(b.checked());
   out->set_probe_violations(b.violations());

@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/accounting/engine.h"
 #include "daemon/coordinator/coordinator_metrics.h"
+#include "daemon/coordinator/detector_health.h"
 #include "daemon/coordinator/job_journal.h"
 #include "daemon/coordinator/resource_limits.h"
 #include "daemon/coordinator/step_aligner.h"
@@ -143,6 +144,7 @@ class JobState {
     std::string node;
     uint64_t accepted = 0, duplicates = 0, late = 0, rejected = 0;
     uint64_t dropped = 0, torn = 0, invalid = 0;
+    uint64_t clock_backwards = 0, clock_ahead = 0;
     std::string probe_backend;
     uint64_t probe_intervals = 0, probe_dropped = 0;
     std::string owner;
@@ -175,6 +177,8 @@ class JobState {
   // "unseen", "missing", "lagging" or "reporting": the one classification of a rank.
   const char* ConditionLocked(int32_t rank) const;
   RankCounts CountRanksLocked() const;
+  // Judges detector health for the window that just closed; sets the condition gauges.
+  void JudgeDetectorLocked();
   void UpdateRankGaugesLocked() const;
 
   const std::string name_;
@@ -207,6 +211,7 @@ class JobState {
   int64_t verdict_seq_ = 0;
   std::string last_label_;
   std::vector<RankHealthState> ranks_;
+  DetectorHealth detector_;  // judged at every window close; conditions mark the verdicts
   bool paused_ = false;
   uint32_t sample_every_ = 1;
   int64_t replay_skipped_ = 0;

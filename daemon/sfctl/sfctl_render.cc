@@ -110,6 +110,14 @@ std::string RenderSteps(const v1::GetStepsReply& r) {
 std::string RenderHealth(const v1::GetHealthReply& r) {
   std::string out = absl::StrFormat("job %s: %d reporting, %d lagging, %d missing\n", r.job(),
                                     r.reporting(), r.lagging(), r.missing());
+  if (r.detector_conditions().empty()) {
+    absl::StrAppend(&out, "detector: healthy (no condition held in the latest window)\n");
+  } else {
+    absl::StrAppend(&out, "detector: UNRELIABLE, the latest verdict cannot be trusted:\n");
+    for (const v1::DetectorCondition& d : r.detector_conditions()) {
+      absl::StrAppend(&out, "  ", d.name(), ": ", d.detail(), "\n");
+    }
+  }
   absl::StrAppend(&out, absl::StrFormat("%-6s %-10s %-16s %8s %7s %9s %6s %7s %6s %7s  %s\n",
                                         "RANK", "STATE", "NODE", "LAST", "BEHIND", "ACCEPTED",
                                         "DUPS", "DROPPED", "TORN", "INVALID", "NOTE"));

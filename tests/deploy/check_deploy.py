@@ -216,10 +216,9 @@ def main():
     for b in ("coordinator", "sidecar", "sfctl"):
         helps[b] = flags_of((pathlib.Path(sys.argv[2]) / f"{b}.txt").read_text())
     # sfctl's subcommand flags.
-    for sub in ("suspects", "steps", "watch", "health", "control"):
-        p = pathlib.Path(sys.argv[2]) / f"sfctl-{sub}.txt"
-        if p.exists():
-            helps["sfctl"] |= flags_of(p.read_text())
+    # sfctl's subcommand flags: every sfctl-<command>.txt the test collected.
+    for p in pathlib.Path(sys.argv[2]).glob("sfctl-*.txt"):
+        helps["sfctl"] |= flags_of(p.read_text())
     check_k8s(helps)
     check_scripts(helps)
     check_grafana(metrics)

@@ -1,0 +1,162 @@
+#include "daemon/coordinator/detector_health.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace stagefrontier {
+namespace {
+
+int64_t Median(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+std::string Ms(int64_t ns) { return absl::StrFormat("%.2f ms", ns / 1e6); }
+
+}  // namespace
+
+DetectorHealth::DetectorHealth(StageSchema schema, DetectorHealthOptions options)
+    : schema_(std::move(schema)), options_(options) {
+  stage_nonzero_.assign(schema_.size(), false);
+  for (size_t k = 0; k < schema_.size(); ++k) {
+    if (schema_.stage(k).kind == StageKind::kSync) sync_stages_.push_back(k);
+  }
+  arrival_skew_ns_.resize(sync_stages_.size());
+  sync_spread_ns_.resize(sync_stages_.size());
+}
+
+void DetectorHealth::AddStep(const StepInput& input, bool partial) {
+  ++steps_;
+  if (!partial) ++complete_steps_;
+  std::vector<int64_t> totals;
+  totals.reserve(input.ranks.size());
+  for (const RankStep& r : input.ranks) {
+    const std::vector<int64_t>& b = r.boundaries_ns;
+    if (b.size() != schema_.size() + 1) continue;
+    totals.push_back(b.back() - b.front());
+    for (size_t k = 0; k < schema_.size(); ++k) {
+      if (b[k + 1] - b[k] >= options_.zero_stage_ns) stage_nonzero_[k] = true;
+    }
+  }
+  step_ns_.push_back(Median(std::move(totals)));
+  if (input.ranks.size() < 2) return;
+  for (size_t i = 0; i < sync_stages_.size(); ++i) {
+    const size_t k = sync_stages_[i];
+    int64_t arrive_min = INT64_MAX, arrive_max = INT64_MIN;
+    int64_t dur_min = INT64_MAX, dur_max = INT64_MIN;
+    for (const RankStep& r : input.ranks) {
+      const std::vector<int64_t>& b = r.boundaries_ns;
+      if (b.size() != schema_.size() + 1) continue;
+      const int64_t arrive = b[k] - b[0];  // when this rank reached the sync stage
+      const int64_t dur = b[k + 1] - b[k];
+      arrive_min = std::min(arrive_min, arrive);
+      arrive_max = std::max(arrive_max, arrive);
+      dur_min = std::min(dur_min, dur);
+      dur_max = std::max(dur_max, dur);
+    }
+    if (arrive_min > arrive_max) continue;
+    arrival_skew_ns_[i].push_back(arrive_max - arrive_min);
+    sync_spread_ns_[i].push_back(dur_max - dur_min);
+  }
+}
+
+const std::vector<DetectorCondition>& DetectorHealth::CloseWindow(
+    const std::vector<RankRecordCounters>& ranks, int64_t steps_accounted) {
+  current_.clear();
+  at_window_start_.resize(ranks.size());
+  // Clocks and lost records: the growth of each rank's counters during the window.
+  std::vector<std::string> backwards, ahead, dropped;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const RankRecordCounters& now = ranks[r];
+    const RankRecordCounters& then = at_window_start_[r];
+    // Counters restart with a new stub owner: growth is measured from the lower value.
+    const auto grew = [](uint64_t a, uint64_t b) { return b > a ? b - a : 0; };
+    if (const uint64_t n = grew(then.clock_backwards, now.clock_backwards); n > 0) {
+      backwards.push_back(absl::StrCat("rank ", r, " (", n, ")"));
+    }
+    if (const uint64_t n = grew(then.clock_ahead, now.clock_ahead); n > 0) {
+      ahead.push_back(absl::StrCat("rank ", r, " (", n, ")"));
+    }
+    const uint64_t lost = grew(then.dropped, now.dropped);
+    const uint64_t kept = grew(then.accepted, now.accepted);
+    if (lost > 0 && static_cast<double>(lost) >
+                        options_.max_dropped_fraction * static_cast<double>(lost + kept)) {
+      dropped.push_back(absl::StrFormat("rank %d (%d of %d)", r, lost, lost + kept));
+    }
+  }
+  at_window_start_ = ranks;
+  if (!backwards.empty()) {
+    current_.push_back({"clock_backwards",
+                        absl::StrCat("records whose time went backwards from ",
+                                     absl::StrJoin(backwards, ", "),
+                                     ": stage marks must come from CLOCK_MONOTONIC in order "
+                                     "(MarkAt with another clock?); their durations are wrong")});
+  }
+  if (!ahead.empty()) {
+    current_.push_back({"clock_jump", absl::StrCat("records ending in the future of the node's "
+                                                   "monotonic clock from ",
+                                                   absl::StrJoin(ahead, ", "),
+                                                   ": the stub's clock is not the node's "
+                                                   "CLOCK_MONOTONIC, or it jumped")});
+  }
+  std::vector<std::string> zero;
+  for (size_t k = 0; k < schema_.size(); ++k) {
+    if (steps_ > 0 && !stage_nonzero_[k]) zero.push_back(schema_.stage(k).name);
+  }
+  if (!zero.empty()) {
+    current_.push_back(
+        {"stage_always_zero",
+         absl::StrCat("stage(s) ", absl::StrJoin(zero, ", "), " lasted under ",
+                      options_.zero_stage_ns / 1000, " us on every rank in all ", steps_,
+                      " steps of the window: declared but never marked (or marked empty), so "
+                      "time that belongs to them is charged to their neighbours")});
+  }
+  const int64_t step = Median(step_ns_);
+  for (size_t i = 0; i < sync_stages_.size(); ++i) {
+    if (static_cast<int64_t>(arrival_skew_ns_[i].size()) < options_.min_complete_steps) continue;
+    const int64_t skew = Median(arrival_skew_ns_[i]);
+    const int64_t spread = Median(sync_spread_ns_[i]);
+    const bool judged = skew >= options_.min_arrival_skew_ns &&
+                        static_cast<double>(skew) >= options_.min_arrival_skew_fraction * step;
+    if (judged && static_cast<double>(spread) < options_.sync_absorbed_fraction * skew) {
+      current_.push_back(
+          {"sync_never_waits",
+           absl::StrCat("ranks reach sync stage ", schema_.stage(sync_stages_[i]).name, " up to ",
+                        Ms(skew), " apart (median) yet it lasts the same on all of them (spread ",
+                        Ms(spread), "): the wait is not inside it (an asynchronous collective? "
+                        "mark the stage where the wait happens)")});
+    }
+  }
+  if (steps_accounted < options_.warmup_steps || complete_steps_ < options_.min_complete_steps) {
+    current_.push_back(
+        {"too_few_steps",
+         absl::StrCat(steps_accounted, " steps accounted (the baselines need ",
+                      options_.warmup_steps, "), ", complete_steps_,
+                      " complete in this window (at least ", options_.min_complete_steps,
+                      " needed): the verdict has too little to compare")});
+  }
+  if (!dropped.empty()) {
+    current_.push_back({"records_dropped",
+                        absl::StrCat("ranks that lost more than ",
+                                     static_cast<int>(options_.max_dropped_fraction * 100),
+                                     "% of their records in the window: ",
+                                     absl::StrJoin(dropped, ", "),
+                                     " (ring full: the sidecar fell behind or is not running; "
+                                     "sfctl health shows the counters)")});
+  }
+  // The next window starts empty.
+  steps_ = 0;
+  complete_steps_ = 0;
+  std::fill(stage_nonzero_.begin(), stage_nonzero_.end(), false);
+  step_ns_.clear();
+  for (auto& v : arrival_skew_ns_) v.clear();
+  for (auto& v : sync_spread_ns_) v.clear();
+  return current_;
+}
+
+}  // namespace stagefrontier

@@ -1,0 +1,99 @@
+// Detector health: when the coordinator's verdicts for a job cannot be trusted, it says so by
+// name instead of guessing. Judged once per verdict window from the steps accounted in it and
+// the stubs' counters (carried by the sidecars' health reports). A silently broken detector
+// (every score NaN, nothing said) is what users of other straggler tools report; this names
+// each way the input can be unfit.
+//
+// Conditions (kConditions; docs/operations.md explains each and its fix):
+//   clock_backwards   a rank's records went back in time (a stage ending before it started,
+//                     a step starting before the previous ended)
+//   clock_jump        a rank's records ended in the future of the node's monotonic clock
+//   stage_always_zero a declared stage lasted (almost) 0 on every rank in every step of the
+//                     window
+//   sync_never_waits  ranks reach a sync stage at different times but it lasts the same on
+//                     all of them: the wait is not inside it (an async collective?)
+//   too_few_steps     too few steps for the baselines (warm-up) or too few complete steps in
+//                     the window
+//   records_dropped   a rank lost more than a tenth of its records in the window
+//
+//   DetectorHealth health(schema, {});
+//   health.AddStep(input, /*partial=*/false);         // every accounted step
+//   auto now = health.CloseWindow(rank_counters, steps_accounted);  // when a window closes
+//   for (const DetectorCondition& c : now) verdict.unreliable.push_back(c.name);
+#ifndef STAGEFRONTIER_DAEMON_COORDINATOR_DETECTOR_HEALTH_H_
+#define STAGEFRONTIER_DAEMON_COORDINATOR_DETECTOR_HEALTH_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "daemon/accounting/step_input.h"
+#include "shm/stage_schema.h"
+
+namespace stagefrontier {
+
+inline constexpr std::array<const char*, 6> kDetectorConditions = {
+    "clock_backwards", "clock_jump",    "stage_always_zero",
+    "sync_never_waits", "too_few_steps", "records_dropped"};
+
+struct DetectorCondition {
+  std::string name;    // one of kDetectorConditions
+  std::string detail;  // what was seen, with the ranks or stages, and what to do
+};
+
+// A rank's stub counters, cumulative (as the sidecar reports them).
+struct RankRecordCounters {
+  uint64_t accepted = 0;  // records the coordinator accepted
+  uint64_t dropped = 0;   // dropped by the stub (ring full) or refused by the sidecar
+  uint64_t clock_backwards = 0;
+  uint64_t clock_ahead = 0;
+};
+
+struct DetectorHealthOptions {
+  int warmup_steps = 16;           // the engine's warm-up (EngineConfig::warmup_steps)
+  // stage_always_zero: a stage "lasts" when it reaches this on some rank in some step (an
+  // empty stage scope, with the loop around it, measures a few microseconds).
+  int64_t zero_stage_ns = 10'000;
+  int min_complete_steps = 10;     // per window
+  double max_dropped_fraction = 0.1;
+  // sync_never_waits: judged when the median arrival skew at the sync stage is at least
+  // this long and this fraction of the median step; fires when the median spread of the sync
+  // stage's durations is below sync_absorbed_fraction of that skew.
+  int64_t min_arrival_skew_ns = 200'000;
+  double min_arrival_skew_fraction = 0.01;
+  double sync_absorbed_fraction = 0.1;
+};
+
+class DetectorHealth {
+ public:
+  explicit DetectorHealth(StageSchema schema, DetectorHealthOptions options = {});
+
+  // One accounted step (partial: some rank was missing).
+  void AddStep(const StepInput& input, bool partial);
+  // Judges the steps added since the previous call and the counters' growth since then
+  // (`ranks` indexed by rank; cumulative). Returns the conditions that hold now, which
+  // current() keeps until the next call.
+  const std::vector<DetectorCondition>& CloseWindow(const std::vector<RankRecordCounters>& ranks,
+                                                    int64_t steps_accounted);
+  const std::vector<DetectorCondition>& current() const { return current_; }
+
+ private:
+  const StageSchema schema_;
+  const DetectorHealthOptions options_;
+  // This window so far.
+  int64_t steps_ = 0;
+  int64_t complete_steps_ = 0;
+  std::vector<bool> stage_nonzero_;  // by stage
+  std::vector<int64_t> step_ns_;     // median rank step duration, per step
+  // Per sync stage (index into sync_stages_), per step: arrival skew and duration spread.
+  std::vector<size_t> sync_stages_;
+  std::vector<std::vector<int64_t>> arrival_skew_ns_;
+  std::vector<std::vector<int64_t>> sync_spread_ns_;
+  std::vector<RankRecordCounters> at_window_start_;
+  std::vector<DetectorCondition> current_;
+};
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_COORDINATOR_DETECTOR_HEALTH_H_
