@@ -8,6 +8,15 @@ source deploy/demo/pipeline.sh
 sf_init "${TEST_TMPDIR:-$(mktemp -d)}/selftest" .
 trap 'sf_stop_all; kill ${SF_TRAINER_PIDS[@]:-} ${OTHER_PIDS[@]:-} 2>/dev/null || true' EXIT
 
+# selftest ARGS...: runs `sfctl --json selftest ARGS`; sets $out and its exit status $rc.
+selftest() {
+  set +e
+  out=$(sf_ctl --json --timeout 5 selftest "$@")
+  rc=$?
+  set -e
+  echo "$out"
+}
+
 sf_start_coordinator 17361 17362 --window-steps 40 || sf_fail "coordinator"
 sf_start_sidecar node0
 # Job "allowed": 4 ranks that opted in, long enough for one probe and a small sweep.
@@ -16,12 +25,7 @@ sf_spawn_trainers allowed 4 1 6000 --stage-ms data=2,forward=3,backward=4,optimi
 sf_wait_steps allowed 100 60 || sf_fail "job allowed never accounted"
 
 echo "== one probe: 25 ms on rank 2's data stage for 15 steps"
-set +e
-out=$(sf_ctl --json --timeout 5 selftest --job allowed --rank 2 --stage data --delay-ms 25 \
-  --steps 15 --lead-steps 60 --wait 120)
-rc=$?
-set -e
-echo "$out"
+selftest --job allowed --rank 2 --stage data --delay-ms 25 --steps 15 --lead-steps 60 --wait 120
 [ $rc = 0 ] || sf_fail "selftest exit $rc, want 0 (found)"
 [ "$(jq -r .state <<<"$out")" = found ] || sf_fail "state is not found"
 [ "$(jq -r .steps_marked <<<"$out")" -ge 10 ] || sf_fail "too few marked records arrived"
@@ -52,12 +56,7 @@ SF_TRAINER_ENV=()
 sf_spawn_trainers closed 2 1 3000 --stage-ms data=2,forward=3,backward=4,optimizer=0
 OTHER_PIDS=("${ALLOWED_PIDS[@]}")
 sf_wait_steps closed 50 60 || sf_fail "job closed never accounted"
-set +e
-out=$(sf_ctl --json --timeout 5 selftest --job closed --rank 1 --stage forward --delay-ms 10 \
-  --steps 5 --lead-steps 40 --wait 60)
-rc=$?
-set -e
-echo "$out"
+selftest --job closed --rank 1 --stage forward --delay-ms 10 --steps 5 --lead-steps 40 --wait 60
 [ $rc = 1 ] || sf_fail "refused selftest exit $rc, want 1"
 [ "$(jq -r .state <<<"$out")" = refused ] || sf_fail "state is not refused"
 jq -r .detail <<<"$out" | grep -q STAGEFRONTIER_ALLOW_SELFTEST=1 || sf_fail "no reason given"
