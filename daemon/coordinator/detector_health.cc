@@ -22,7 +22,7 @@ std::string Ms(int64_t ns) { return absl::StrFormat("%.2f ms", ns / 1e6); }
 
 DetectorHealth::DetectorHealth(StageSchema schema, DetectorHealthOptions options)
     : schema_(std::move(schema)), options_(options) {
-  stage_nonzero_.assign(schema_.size(), false);
+  stage_lasted_steps_.assign(schema_.size(), 0);
   for (size_t k = 0; k < schema_.size(); ++k) {
     if (schema_.stage(k).kind == StageKind::kSync) sync_stages_.push_back(k);
   }
@@ -39,9 +39,13 @@ void DetectorHealth::AddStep(const StepInput& input, bool partial) {
     const std::vector<int64_t>& b = r.boundaries_ns;
     if (b.size() != schema_.size() + 1) continue;
     totals.push_back(b.back() - b.front());
-    for (size_t k = 0; k < schema_.size(); ++k) {
-      if (b[k + 1] - b[k] >= options_.zero_stage_ns) stage_nonzero_[k] = true;
-    }
+  }
+  for (size_t k = 0; k < schema_.size(); ++k) {
+    const bool lasted = std::any_of(input.ranks.begin(), input.ranks.end(), [&](const RankStep& r) {
+      return r.boundaries_ns.size() == schema_.size() + 1 &&
+             r.boundaries_ns[k + 1] - r.boundaries_ns[k] >= options_.zero_stage_ns;
+    });
+    if (lasted) ++stage_lasted_steps_[k];
   }
   step_ns_.push_back(Median(std::move(totals)));
   if (input.ranks.size() < 2) return;
@@ -91,11 +95,11 @@ const std::vector<DetectorCondition>& DetectorHealth::CloseWindow(
   }
   at_window_start_ = ranks;
   if (!backwards.empty()) {
-    current_.push_back({"clock_backwards",
-                        absl::StrCat("records whose time went backwards from ",
-                                     absl::StrJoin(backwards, ", "),
-                                     ": stage marks must come from CLOCK_MONOTONIC in order "
-                                     "(MarkAt with another clock?); their durations are wrong")});
+    current_.push_back(
+        {"clock_backwards",
+         absl::StrCat("records whose time went backwards from ", absl::StrJoin(backwards, ", "),
+                      ": stage marks must come from CLOCK_MONOTONIC in order "
+                      "(MarkAt with another clock?); their durations are wrong")});
   }
   if (!ahead.empty()) {
     current_.push_back({"clock_jump", absl::StrCat("records ending in the future of the node's "
@@ -106,13 +110,16 @@ const std::vector<DetectorCondition>& DetectorHealth::CloseWindow(
   }
   std::vector<std::string> zero;
   for (size_t k = 0; k < schema_.size(); ++k) {
-    if (steps_ > 0 && !stage_nonzero_[k]) zero.push_back(schema_.stage(k).name);
+    if (steps_ > 0 && static_cast<double>(stage_lasted_steps_[k]) <=
+                          options_.zero_stage_max_fraction * static_cast<double>(steps_)) {
+      zero.push_back(schema_.stage(k).name);
+    }
   }
   if (!zero.empty()) {
     current_.push_back(
         {"stage_always_zero",
          absl::StrCat("stage(s) ", absl::StrJoin(zero, ", "), " lasted under ",
-                      options_.zero_stage_ns / 1000, " us on every rank in all ", steps_,
+                      options_.zero_stage_ns / 1000, " us on every rank in (nearly) all ", steps_,
                       " steps of the window: declared but never marked (or marked empty), so "
                       "time that belongs to them is charged to their neighbours")});
   }
@@ -128,7 +135,8 @@ const std::vector<DetectorCondition>& DetectorHealth::CloseWindow(
           {"sync_never_waits",
            absl::StrCat("ranks reach sync stage ", schema_.stage(sync_stages_[i]).name, " up to ",
                         Ms(skew), " apart (median) yet it lasts the same on all of them (spread ",
-                        Ms(spread), "): the wait is not inside it (an asynchronous collective? "
+                        Ms(spread),
+                        "): the wait is not inside it (an asynchronous collective? "
                         "mark the stage where the wait happens)")});
     }
   }
@@ -141,18 +149,18 @@ const std::vector<DetectorCondition>& DetectorHealth::CloseWindow(
                       " needed): the verdict has too little to compare")});
   }
   if (!dropped.empty()) {
-    current_.push_back({"records_dropped",
-                        absl::StrCat("ranks that lost more than ",
-                                     static_cast<int>(options_.max_dropped_fraction * 100),
-                                     "% of their records in the window: ",
-                                     absl::StrJoin(dropped, ", "),
-                                     " (ring full: the sidecar fell behind or is not running; "
-                                     "sfctl health shows the counters)")});
+    current_.push_back(
+        {"records_dropped",
+         absl::StrCat("ranks that lost more than ",
+                      static_cast<int>(options_.max_dropped_fraction * 100),
+                      "% of their records in the window: ", absl::StrJoin(dropped, ", "),
+                      " (ring full: the sidecar fell behind or is not running; "
+                      "sfctl health shows the counters)")});
   }
   // The next window starts empty.
   steps_ = 0;
   complete_steps_ = 0;
-  std::fill(stage_nonzero_.begin(), stage_nonzero_.end(), false);
+  std::fill(stage_lasted_steps_.begin(), stage_lasted_steps_.end(), 0);
   step_ns_.clear();
   for (auto& v : arrival_skew_ns_) v.clear();
   for (auto& v : sync_spread_ns_) v.clear();

@@ -34,7 +34,7 @@
 namespace stagefrontier {
 
 inline constexpr std::array<const char*, 6> kDetectorConditions = {
-    "clock_backwards", "clock_jump",    "stage_always_zero",
+    "clock_backwards",  "clock_jump",    "stage_always_zero",
     "sync_never_waits", "too_few_steps", "records_dropped"};
 
 struct DetectorCondition {
@@ -51,11 +51,14 @@ struct RankRecordCounters {
 };
 
 struct DetectorHealthOptions {
-  int warmup_steps = 16;           // the engine's warm-up (EngineConfig::warmup_steps)
+  int warmup_steps = 16;  // the engine's warm-up (EngineConfig::warmup_steps)
   // stage_always_zero: a stage "lasts" when it reaches this on some rank in some step (an
-  // empty stage scope, with the loop around it, measures a few microseconds).
+  // empty stage scope, with the loop around it, measures a few microseconds). The stage is
+  // "always zero" when it lasted in at most this fraction of the window's steps: a process
+  // descheduled inside an empty scope on a busy node must not hide the condition.
   int64_t zero_stage_ns = 10'000;
-  int min_complete_steps = 10;     // per window
+  double zero_stage_max_fraction = 0.05;
+  int min_complete_steps = 10;  // per window
   double max_dropped_fraction = 0.1;
   // sync_never_waits: judged when the median arrival skew at the sync stage is at least
   // this long and this fraction of the median step; fires when the median spread of the sync
@@ -84,8 +87,8 @@ class DetectorHealth {
   // This window so far.
   int64_t steps_ = 0;
   int64_t complete_steps_ = 0;
-  std::vector<bool> stage_nonzero_;  // by stage
-  std::vector<int64_t> step_ns_;     // median rank step duration, per step
+  std::vector<int64_t> stage_lasted_steps_;  // by stage: steps where it lasted on some rank
+  std::vector<int64_t> step_ns_;             // median rank step duration, per step
   // Per sync stage (index into sync_stages_), per step: arrival skew and duration spread.
   std::vector<size_t> sync_stages_;
   std::vector<std::vector<int64_t>> arrival_skew_ns_;
