@@ -178,16 +178,11 @@ void Client::EndStep() noexcept {
 void Client::OnSelfTestRequest() noexcept {
   const shm::ControlRequest& c = control_;
   if (!c.HasSelfTest()) return;
+  const SelfTestPlan asked = {c.selftest_stage, int64_t{c.selftest_delay_us} * 1000,
+                              c.selftest_first_step, c.selftest_last_step};
   // Later control requests (pause, sampling) repeat the self-test fields: answer once.
-  if (c.selftest_first_step == selftest_seen_first_ &&
-      c.selftest_last_step == selftest_seen_last_ &&
-      c.selftest_delay_us == selftest_seen_delay_us_ && c.selftest_stage == selftest_seen_stage_) {
-    return;
-  }
-  selftest_seen_first_ = c.selftest_first_step;
-  selftest_seen_last_ = c.selftest_last_step;
-  selftest_seen_delay_us_ = c.selftest_delay_us;
-  selftest_seen_stage_ = c.selftest_stage;
+  if (asked == selftest_seen_) return;
+  selftest_seen_ = asked;
   shm::v1::SelfTestState answer = shm::v1::kSelfTestAccepted;
   if (!allow_selftest_) {
     answer = shm::v1::kSelfTestNotAllowed;
@@ -196,8 +191,7 @@ void Client::OnSelfTestRequest() noexcept {
     answer = shm::v1::kSelfTestBadRequest;
   }
   if (answer == shm::v1::kSelfTestAccepted) {
-    selftest_ = {c.selftest_stage, int64_t{c.selftest_delay_us} * 1000, c.selftest_first_step,
-                 c.selftest_last_step};
+    selftest_ = asked;
   } else {
     ++stats_.selftest_refused;
   }

@@ -91,18 +91,17 @@ class Client {
   void BeginStep(int64_t step) noexcept;
   void Enter(StageId k) noexcept { recorder_.Enter(k, shm::MonotonicNowNs()); }
   void Exit(StageId k) noexcept {
-    if (selftest_pending_ && k == selftest_.stage) InjectSelfTestDelay();
+    SelfTestDelayAtEndOf(k);
     recorder_.Exit(k, shm::MonotonicNowNs());
   }
   // Stage k ended now; it covers the time since the previous stage ended.
   void Mark(StageId k) noexcept {
-    if (selftest_pending_ && k == selftest_.stage) InjectSelfTestDelay();
+    SelfTestDelayAtEndOf(k);
     recorder_.Mark(k, shm::MonotonicNowNs());
   }
   // Stage k ended at t_ns (CLOCK_MONOTONIC), for boundaries known only after the fact.
   void MarkAt(StageId k, int64_t t_ns) noexcept {
-    if (selftest_pending_ && k == selftest_.stage) t_ns += InjectSelfTestDelay();
-    recorder_.Mark(k, t_ns);
+    recorder_.Mark(k, t_ns + SelfTestDelayAtEndOf(k));
   }
   // Ends the step and publishes it (unless paused or sampled out).
   void EndStep() noexcept;
@@ -144,6 +143,11 @@ class Client {
   void Disable(std::string reason, bool quiet);
   // Applies a new self-test request from the control block: accepts or refuses it.
   void OnSelfTestRequest() noexcept;
+  // At the end of stage k: sleeps the self-test delay if this step still owes it to k and
+  // returns it in ns; else 0 (one branch: the steady state pays nothing more).
+  int64_t SelfTestDelayAtEndOf(StageId k) noexcept {
+    return selftest_pending_ && k == selftest_.stage ? InjectSelfTestDelay() : 0;
+  }
   // Sleeps the self-test delay (this step's stage end); returns the delay in ns.
   int64_t InjectSelfTestDelay() noexcept;
 
@@ -167,14 +171,13 @@ class Client {
     int64_t delay_ns = 0;
     int64_t first_step = 0;
     int64_t last_step = -1;
+    bool operator==(const SelfTestPlan&) const = default;
   };
   bool allow_selftest_ = false;
   SelfTestPlan selftest_;           // the accepted request (empty range: none)
+  SelfTestPlan selftest_seen_;      // the latest request answered, accepted or not
   bool selftest_pending_ = false;   // the current step still gets its delay
   bool selftest_injected_ = false;  // the current step got it: its record is marked
-  int64_t selftest_seen_first_ = -1;
-  uint32_t selftest_seen_delay_us_ = 0, selftest_seen_stage_ = 0;
-  int64_t selftest_seen_last_ = -1;
 };
 
 }  // namespace stagefrontier

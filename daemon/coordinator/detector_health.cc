@@ -6,15 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "daemon/accounting/robust_stats.h"
 
 namespace stagefrontier {
 namespace {
-
-int64_t Median(std::vector<int64_t> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
 
 std::string Ms(int64_t ns) { return absl::StrFormat("%.2f ms", ns / 1e6); }
 
@@ -47,7 +42,7 @@ void DetectorHealth::AddStep(const StepInput& input, bool partial) {
     });
     if (lasted) ++stage_lasted_steps_[k];
   }
-  step_ns_.push_back(Median(std::move(totals)));
+  step_ns_.push_back(MedianInPlace(totals));
   if (input.ranks.size() < 2) return;
   for (size_t i = 0; i < sync_stages_.size(); ++i) {
     const size_t k = sync_stages_[i];
@@ -123,11 +118,11 @@ const std::vector<DetectorCondition>& DetectorHealth::CloseWindow(
                       " steps of the window: declared but never marked (or marked empty), so "
                       "time that belongs to them is charged to their neighbours")});
   }
-  const int64_t step = Median(step_ns_);
+  const int64_t step = MedianInPlace(step_ns_);
   for (size_t i = 0; i < sync_stages_.size(); ++i) {
     if (static_cast<int64_t>(arrival_skew_ns_[i].size()) < options_.min_complete_steps) continue;
-    const int64_t skew = Median(arrival_skew_ns_[i]);
-    const int64_t spread = Median(sync_spread_ns_[i]);
+    const int64_t skew = MedianInPlace(arrival_skew_ns_[i]);
+    const int64_t spread = MedianInPlace(sync_spread_ns_[i]);
     const bool judged = skew >= options_.min_arrival_skew_ns &&
                         static_cast<double>(skew) >= options_.min_arrival_skew_fraction * step;
     if (judged && static_cast<double>(spread) < options_.sync_absorbed_fraction * skew) {

@@ -572,6 +572,11 @@ void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string&
   h.last_error = health.last_error();
 }
 
+int64_t JobState::NewestStep() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::max(aligner_.last_closed(), aligner_.newest_step());
+}
+
 void JobState::Info(v1::JobInfo* out) const {
   std::lock_guard<std::mutex> lock(mu_);
   out->set_job(name_);

@@ -55,9 +55,9 @@ struct IngestCounts {
   uint32_t accepted = 0;
   uint32_t duplicates = 0;
   uint32_t late = 0;
-  uint32_t far_ahead = 0;       // refused: implausibly far ahead of the job (a corrupt step)
-  int64_t far_ahead_step = -1;  // the first of them
-  int64_t job_step = -1;        // where the job was then
+  uint32_t far_ahead = 0;        // refused: implausibly far ahead of the job (a corrupt step)
+  int64_t far_ahead_step = -1;   // the first of them
+  int64_t job_step = -1;         // where the job was then
   uint32_t selftest_marked = 0;  // accepted records marked kRecordSelfTestDelay (self-tests)
 };
 
@@ -129,6 +129,8 @@ class JobState {
   // What every stub of the job should currently be told (paused, sampling).
   v1::ControlRequest JobControl() const;
 
+  // The newest step any rank reported (-1 before any).
+  int64_t NewestStep() const;
   const std::string& name() const { return name_; }
   const StageSchema& schema() const { return schema_; }
   int32_t world_size() const { return world_size_; }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/accounting/robust_stats.h"
 #include "daemon/common/grpc_security.h"
 #include "shm/monotonic_clock.h"
 
@@ -13,6 +14,12 @@ namespace {
 
 grpc::Status ToGrpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+// A control request for one rank that reached no sidecar.
+grpc::Status NoSidecar(const JobState& job, int32_t rank) {
+  return grpc::Status(grpc::UNAVAILABLE, absl::StrCat("no sidecar serves rank ", rank, " of job ",
+                                                      job.name(), " right now"));
 }
 
 }  // namespace
@@ -157,10 +164,7 @@ grpc::Status QueryService::Control(grpc::ServerContext* context, const v1::Contr
       c.set_rank(t.rank());
       c.set_trace_first_step(t.first_step());
       c.set_trace_last_step(t.last_step());
-      if (sessions_->Send(c) == 0) {
-        return grpc::Status(grpc::UNAVAILABLE, absl::StrCat("no sidecar serves rank ", t.rank(),
-                                                            " of job ", job->name(), " right now"));
-      }
+      if (sessions_->Send(c) == 0) return NoSidecar(*job, t.rank());
       reply->set_message(absl::StrCat("asked rank ", t.rank(), " for a detailed trace of steps ",
                                       t.first_step(), "..", t.last_step()));
       return grpc::Status::OK;
@@ -181,19 +185,12 @@ grpc::Status QueryService::StartSelfTest(const JobState& job, const v1::SelfTest
   facts.job = job.name();
   facts.world_size = job.world_size();
   for (const Stage& s : job.schema().stages()) facts.stages.push_back(s.name);
-  v1::GetHealthReply health;
-  job.Health(&health);
-  for (const v1::RankHealth& r : health.ranks()) {
-    facts.newest_step = std::max(facts.newest_step, r.last_step());
-  }
+  facts.newest_step = job.NewestStep();
   v1::GetStepsReply recent;
   job.Steps(facts.newest_step - 50, facts.newest_step, 50, &recent);
   std::vector<int64_t> exposed;
   for (const v1::StepSummary& s : recent.steps()) exposed.push_back(s.exposed_ns());
-  if (!exposed.empty()) {
-    std::nth_element(exposed.begin(), exposed.begin() + exposed.size() / 2, exposed.end());
-    facts.step_ns = exposed[exposed.size() / 2];
-  }
+  facts.step_ns = MedianInPlace(exposed);
   absl::StatusOr<v1::ControlRequest> req =
       self_tests_->Start(facts, command, id, shm::MonotonicNowNs());
   if (!req.ok()) return ToGrpc(req.status());
@@ -204,8 +201,7 @@ grpc::Status QueryService::StartSelfTest(const JobState& job, const v1::SelfTest
   c.set_sample_every(job_wide.sample_every());
   if (sessions_->Send(c) == 0) {
     self_tests_->Cancel(job.name(), id);
-    return grpc::Status(grpc::UNAVAILABLE, absl::StrCat("no sidecar serves rank ", command.rank(),
-                                                        " of job ", job.name(), " right now"));
+    return NoSidecar(job, command.rank());
   }
   reply->set_message(absl::StrCat("self-test ", id, ": asked rank ", command.rank(), " to add ",
                                   command.delay_ms(), " ms to stage ", command.stage(),

@@ -184,26 +184,28 @@ void SelfTestBook::Judge(const Test& t, const std::vector<v1::VerdictEvent>& ver
   bool covered = false;  // a closed window reaches the last delayed step
   const v1::Verdict* found = nullptr;
   const v1::Verdict* found_ambiguous = nullptr;
+  // True if the window's first suspect is the delayed stage on the delayed rank.
+  const auto top = [&](const v1::Verdict& v) {
+    return !v.suspects().empty() && v.suspects(0).rank() == t.report.rank() &&
+           v.suspects(0).stage() == t.report.stage();
+  };
   for (const v1::VerdictEvent& ev : verdicts) {
     const v1::Verdict& v = ev.verdict();
     if (Overlap(v, first, last) == 0) continue;
     out->add_windows(WindowLine(v));
     if (v.last_step() >= last) covered = true;
-    const bool top = !v.suspects().empty() && v.suspects(0).rank() == t.report.rank() &&
-                     v.suspects(0).stage() == t.report.stage();
-    if (v.label() == "CLEAR" && top && found == nullptr) found = &v;
+    if (v.label() == "CLEAR" && top(v) && found == nullptr) found = &v;
     if (v.label() == "AMBIGUOUS" && !v.group_wide() &&
         Contains(v.candidate_ranks(), t.report.rank()) &&
-        (Contains(v.candidate_stages(), t.report.stage()) || top) && found_ambiguous == nullptr) {
+        (Contains(v.candidate_stages(), t.report.stage()) || top(v)) &&
+        found_ambiguous == nullptr) {
       found_ambiguous = &v;
     }
   }
   const v1::Verdict* hit = found != nullptr ? found : found_ambiguous;
   if (hit != nullptr) {
     out->set_state(found != nullptr ? "found" : "found_ambiguous");
-    const bool top = !hit->suspects().empty() && hit->suspects(0).rank() == t.report.rank() &&
-                     hit->suspects(0).stage() == t.report.stage();
-    if (top && hit->rank_shift_ns() > 0) {
+    if (top(*hit) && hit->rank_shift_ns() > 0) {
       // The shift is a mean over the window's steps; the delay went into `overlap` of them.
       const int64_t overlap = Overlap(*hit, first, last);
       out->set_measured_delay_ns(hit->rank_shift_ns() * std::max(1, hit->steps()) / overlap);
