@@ -257,6 +257,7 @@ void SegmentReader::Rewind() {
     st.reading_ahead = false;
     st.have_step = false;
     st.have_previous = false;
+    st.last_end_ns = -1;  // re-read records are not a clock going backwards
   }
 }
 

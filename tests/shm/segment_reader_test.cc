@@ -331,3 +331,30 @@ TEST_CASE("a stage that ends before it starts counts as clock trouble too") {
 
 }  // namespace
 }  // namespace stagefrontier::shm
+
+namespace stagefrontier::shm {
+namespace {
+
+// Regression: after a Rewind (a new stream re-reads what was not acknowledged), the re-read
+// records were counted as a clock going backwards, and the coordinator marked the verdicts
+// of a restarted job clock_backwards.
+TEST_CASE("records re-read after a rewind are not clock trouble") {
+  Fixture f;
+  for (int s = 0; s < 4; ++s)
+    REQUIRE(f.Publish(s, {100 * s, 100 * s + 10, 100 * s + 20, 100 * s + 30}));
+  ReaderOptions o;
+  o.commit_on_drain = false;
+  SegmentReader reader(*f.view, o);
+  std::vector<DrainedStep> got;
+  reader.Drain([&](const DrainedStep& s) { got.push_back(s); });
+  REQUIRE(got.size() == 4);
+  reader.Commit(0, got[1].cursor_after);
+  reader.Rewind();
+  got.clear();
+  reader.Drain([&](const DrainedStep& s) { got.push_back(s); });
+  REQUIRE(got.size() == 2);
+  CHECK(reader.Report(0).clock_backwards == 0);
+}
+
+}  // namespace
+}  // namespace stagefrontier::shm
