@@ -151,11 +151,8 @@ def run_row(row, work, port):
                       unreliable=v.get("unreliable", []), windows=windows,
                       healthy_step_ms=round(healthy / 1e6, 3))
         if row.get("stage") is not None:
-            want = (row["expect_stage"], row["rank"])
-            hit_ok = not v["label"].startswith("AMBIGUOUS") or row["rank"] in candidates
             result.update(
-                top1=bool(top) and top[0] == want and hit_ok,
-                top2=want in top[:2] and hit_ok,
+                judge(row, v["label"], top, candidates),
                 magnitude_pct=round(100 * row["fault_ms"] * 1e6 / healthy, 1) if healthy else None)
             # The dashboards need a healthy baseline: re-account all 200 steps (40 before the
             # fault) for what the mean and max views would point at.
@@ -208,6 +205,15 @@ def draw(seed, rows, healthy):
                           stage=None, pattern="healthy"))
     return table
 
+
+
+def judge(row, label, top, candidates):
+    """top1/top2 of a faulty row: the injected (stage, rank) first / in the first two suspects,
+    and the verdict a hit: not HEALTHY (nothing was reported), and when AMBIGUOUS, its
+    candidates hold the injected rank."""
+    want = (row["expect_stage"], row["rank"])
+    hit = label != "HEALTHY" and (not label.startswith("AMBIGUOUS") or row["rank"] in candidates)
+    return dict(top1=bool(top) and top[0] == want and hit, top2=want in top[:2] and hit)
 
 def summarize(results, seed):
     faulty = [r for r in results if r.get("stage") is not None]

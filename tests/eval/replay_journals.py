@@ -21,8 +21,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hidden_rank_eval  # noqa: E402
 
 
-def replay(row, runs, binary):
-    journal = os.path.join(runs, f"row{row['index']:02d}", "data", "eval.journal")
+def journal_of(row, runs):
+    """The coordinator journal a live run of `row` left under its --out directory `runs`."""
+    return os.path.join(runs, f"row{row['index']:02d}", "data", "eval.journal")
+
+
+def replay(row, journal, binary):
+    """`row` re-decided from `journal`: the verdict over its last 100 steps, judged."""
     out = subprocess.run([binary, "journal", journal, "--json"], capture_output=True, text=True)
     if out.returncode != 0:
         return dict(row, error=out.stderr.strip(), top1=False, top2=False)
@@ -35,10 +40,7 @@ def replay(row, runs, binary):
                   rank_z=round(v["evidence"].get("rank_z", 0), 2),
                   windows=[w["label"] for w in report["windows"]], replayed=True)
     if row.get("stage") is not None:
-        want = (row["expect_stage"], row["rank"])
-        hit = v["label"] != "HEALTHY" and (not v["label"].startswith("AMBIGUOUS") or
-                                           row["rank"] in candidates)
-        result.update(top1=bool(top) and top[0] == want and hit, top2=want in top[:2] and hit)
+        result.update(hidden_rank_eval.judge(row, v["label"], top, candidates))
     return result
 
 
@@ -51,7 +53,7 @@ def main():
     ap.add_argument("--seed", type=int, default=20261123)
     args = ap.parse_args()
     rows = [json.loads(line) for line in open(args.rows) if line.strip()]
-    results = [replay(r, args.runs, args.bin) for r in rows]
+    results = [replay(r, journal_of(r, args.runs), args.bin) for r in rows]
     if args.out:
         with open(args.out, "w") as f:
             for r in results:
