@@ -45,6 +45,8 @@ absl::Status EngineConfig::Validate() const {
     return Bad("rank_material_fraction", rank_material_fraction, "must be in [0, 1)");
   if (!(group_material_fraction >= 0 && group_material_fraction < 1))
     return Bad("group_material_fraction", group_material_fraction, "must be in [0, 1)");
+  if (!(group_spread_z >= 0 && group_spread_z <= 100))
+    return Bad("group_spread_z", group_spread_z, "must be in [0, 100]");
   if (!(tie_ratio > 0 && tie_ratio <= 1)) return Bad("tie_ratio", tie_ratio, "must be in (0, 1]");
   if (ks_max_peers < 1 || ks_max_peers > 100000)
     return Bad("ks_max_peers", ks_max_peers, "must be in [1, 100000]");

@@ -49,11 +49,14 @@ struct EngineConfig {
   // rank_z_strong standard errors names the rank on its own (the frontier charged the
   // ranks that waited for it). Without support the excess is group-wide: an AMBIGUOUS TIE
   // marked group_wide when the window's median exposed step is group_material_fraction above
-  // the baseline, else HEALTHY.
+  // the baseline and group_spread_z robust standard deviations (1.4826 x MAD) of the window's
+  // own exposed steps, else HEALTHY. The spread test keeps a machine's ordinary drift, which
+  // on shared cores stays within a step-to-step jitter of 10-30%, from reading as an event.
   double rank_z_support = 3.0;
   double rank_z_strong = 5.0;
   double rank_material_fraction = 0.02;
   double group_material_fraction = 0.05;
+  double group_spread_z = 2.0;
   // KS divergence compares each rank with at most this many peers (evenly spread).
   int ks_max_peers = 32;
   // KS divergence is computed for every rank up to this world size, above it only for the

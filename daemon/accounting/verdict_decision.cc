@@ -110,6 +110,9 @@ Verdict GroupAccountant::DecideVerdict() const {
   std::vector<int64_t> exposed;
   for (size_t i = 0; i < W; ++i) exposed.push_back(window_.at(i).accounting.exposed_ns);
   const double step_ns = static_cast<double>(MedianInPlace(exposed));
+  // The window's own step-to-step jitter, robust standard deviation.
+  const double step_spread_ns =
+      kMadToSigma * static_cast<double>(MadInPlace(exposed, static_cast<int64_t>(step_ns)));
   const double material = config_.rank_material_fraction * step_ns;
   // (k, m)'s own evidence reaches z_min standard errors and a material shift.
   auto evident = [&](int k, int m, double z_min) {
@@ -193,17 +196,19 @@ Verdict GroupAccountant::DecideVerdict() const {
           "peers, %.1f standard errors",
           schema_.stage(static_cast<int>(top / n)).name, ranks_[top % n], Ms(v.rank_shift_ns),
           v.rank_z);
-      if (warm && shift >= config_.group_material_fraction * static_cast<double>(baseline)) {
+      const bool beyond_jitter = shift >= config_.group_spread_z * step_spread_ns;
+      if (warm && shift >= config_.group_material_fraction * static_cast<double>(baseline) &&
+          beyond_jitter) {
         v.label = VerdictLabel::kAmbiguous;
         v.reason = AmbiguityReason::kTie;
         v.group_wide = true;
         v.candidate_ranks = ranks_;
         v.candidate_stages = {k};
         v.explanation = absl::StrFormat(
-            "the whole group is slower: the median exposed step is %s, %s above its baseline, "
-            "most of the excess in \"%s\"; %s",
+            "the whole group is slower: the median exposed step is %s, %s above its baseline "
+            "(steps vary by %s), most of the excess in \"%s\"; %s",
             Ms(static_cast<int64_t>(step_ns)), Ms(static_cast<int64_t>(shift)),
-            schema_.stage(k).name, evidence_words);
+            Ms(static_cast<int64_t>(step_spread_ns)), schema_.stage(k).name, evidence_words);
         v.settle = absl::StrCat("the whole group is slower in \"", schema_.stage(k).name,
                                 "\" (a slow collective, network or shared resource): no "
                                 "rank-targeted action applies; profile any rank at steps ",
@@ -215,7 +220,10 @@ Verdict GroupAccountant::DecideVerdict() const {
           absl::StrCat("excess spread over the group, not a straggler: ", v.flagged_steps, " of ",
                        W, " steps carried excess (", Ms(v.total_excess_ns),
                        "), the median exposed step (", Ms(static_cast<int64_t>(step_ns)), ") is ",
-                       warm ? absl::StrCat(Ms(static_cast<int64_t>(shift)), " from its baseline")
+                       warm ? absl::StrCat(Ms(static_cast<int64_t>(shift)),
+                                           " from its baseline (steps vary by ",
+                                           Ms(static_cast<int64_t>(step_spread_ns)),
+                                           beyond_jitter ? ")" : ": within that jitter)")
                             : std::string("not yet compared with a baseline"),
                        ", and ", evidence_words);
       if (!v.missing_ranks.empty()) {

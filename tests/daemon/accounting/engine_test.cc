@@ -123,6 +123,8 @@ TEST_CASE("thresholds must be finite and in range", "[engine]") {
   CHECK(refused([](EngineConfig& c) { c.tie_z = std::nan(""); }));
   CHECK(refused([](EngineConfig& c) { c.clear_share = std::numeric_limits<double>::infinity(); }));
   CHECK(refused([](EngineConfig& c) { c.noise_floor_ns = int64_t{1} << 62; }));
+  CHECK(refused([](EngineConfig& c) { c.group_spread_z = -1; }));
+  CHECK(refused([](EngineConfig& c) { c.group_spread_z = std::nan(""); }));
   CHECK_FALSE(refused([](EngineConfig& c) { c.excess_z = 6; }));
   EngineConfig c;
   c.excess_z = 1e308;

@@ -1,0 +1,41 @@
+#!/usr/bin/env python3
+"""Regression test on recorded real runs: coordinator journals kept from the live hidden-rank
+evaluation of 2026-11-23 (tests/eval/recorded/, rows.jsonl says what each run was) are replayed
+through `stagefrontier journal` and must still be decided as a user needs:
+
+* each healthy run ends HEALTHY (these five were called a group-wide TIE before the step-jitter
+  test: real drift on 2 shared cores, 6-50% of the step, within the steps' own spread);
+* each faulty run names the injected (stage, rank) first, in a verdict that is not HEALTHY.
+
+  tests/eval/recorded_runs_test.py bazel-bin/daemon/analyze/stagefrontier
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import replay_journals  # noqa: E402
+
+
+def main():
+    binary = sys.argv[1]
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "recorded")
+    rows = [json.loads(line) for line in open(os.path.join(here, "rows.jsonl")) if line.strip()]
+    failures = []
+    for row in rows:
+        got = replay_journals.replay(row, os.path.join(here, row["journal"]), binary)
+        if "error" in got:
+            failures.append(f"{row['journal']}: {got['error']}")
+            continue
+        ok = got["top1"] if row.get("stage") is not None else got["label"] == "HEALTHY"
+        print(f"{'ok  ' if ok else 'FAIL'} {row['journal']}: {got['label']} {got['top']}")
+        if not ok:
+            failures.append(row["journal"])
+    print(f"{len(rows) - len(failures)} of {len(rows)} recorded runs decided as expected")
+    if failures:
+        print("failed:", ", ".join(failures))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
