@@ -25,6 +25,7 @@ RankEvidenceTable ComputeRankEvidence(const AccountingWindow& window, const Stag
   std::vector<int64_t> devs, pooled;  // this stage's deviations, in step then member order
   std::vector<int32_t> who;           // the member of each entry of devs
   std::vector<int32_t> outliers(n);
+  std::vector<double> outlier_sum(n);
   for (int k = 0; k < stages; ++k) {
     std::fill(sum.begin(), sum.end(), 0.0);
     std::fill(sum_sq.begin(), sum_sq.end(), 0.0);
@@ -67,9 +68,13 @@ RankEvidenceTable ComputeRankEvidence(const AccountingWindow& window, const Stag
     const int64_t pooled_median = MedianInPlace(pooled);
     const double scale = kMadToSigma * static_cast<double>(MadInPlace(pooled, pooled_median));
     std::fill(outliers.begin(), outliers.end(), 0);
+    std::fill(outlier_sum.begin(), outlier_sum.end(), 0.0);
     const double limit = static_cast<double>(pooled_median) + kOutlierScales * scale;
     for (size_t e = 0; e < devs.size() && scale > 0; ++e) {
-      if (static_cast<double>(devs[e]) > limit) ++outliers[who[e]];
+      if (static_cast<double>(devs[e]) > limit) {
+        ++outliers[who[e]];
+        outlier_sum[who[e]] += static_cast<double>(devs[e] - pooled_median);
+      }
     }
     int64_t all_outliers = 0, all_steps = 0;
     for (int m = 0; m < n; ++m) {
@@ -83,6 +88,7 @@ RankEvidenceTable ComputeRankEvidence(const AccountingWindow& window, const Stag
       if (count[m] == 0) continue;
       e.shift_ns = sum[m] / count[m] - center;
       e.outlier_steps = outliers[m];
+      if (outliers[m] > 0) e.outlier_excess_ns = outlier_sum[m] / outliers[m];
       const int64_t other_steps = all_steps - count[m];
       if (other_steps > 0 && outliers[m] >= kMinOutlierSteps) {
         // The others' rate, floored at one outlier in their steps: never a zero variance.

@@ -37,6 +37,9 @@ struct RankEvidence {
   // count against the other members' rate.
   int32_t outlier_steps = 0;
   double outlier_z = 0;
+  // The mean deviation beyond the pooled median in those outlier steps: what one recurrence
+  // costs, where shift_ns spreads it over every step.
+  double outlier_excess_ns = 0;
 };
 
 inline constexpr double kOutlierScales = 5.0;

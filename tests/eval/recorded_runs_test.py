@@ -3,9 +3,11 @@
 evaluation of 2026-11-23 (tests/eval/recorded/, rows.jsonl says what each run was) are replayed
 through `stagefrontier journal` and must still be decided as a user needs:
 
-* each healthy run ends HEALTHY (these five were called a group-wide TIE before the step-jitter
+* each healthy run ends HEALTHY (rows 60, 61, 63, 73 and 76 were called a group-wide TIE before the step-jitter
   test: real drift on 2 shared cores, 6-50% of the step, within the steps' own spread);
-* each faulty run names the injected (stage, rank) first, in a verdict that is not HEALTHY.
+* each faulty run names the injected (stage, rank) first, in a verdict that is not HEALTHY
+  (rows 39, 42 and 49 are recurring faults, 1 step in 4 to 7, whose mean cost is under the
+  2% floor: found since the floor may be met in the steps they hit).
 
   tests/eval/recorded_runs_test.py bazel-bin/daemon/analyze/stagefrontier
 """

@@ -92,6 +92,9 @@ TEST_CASE("a recurring fault shows as outlier steps", "[rank_evidence]") {
   const RankEvidenceTable t = ComputeRankEvidence(w, Schema());
   CHECK(t.at(1, 3).outlier_steps == 13);
   CHECK(t.at(1, 3).outlier_z > 5);
+  // What one recurrence costs, where the mean spreads it over every step.
+  CHECK(t.at(1, 3).outlier_excess_ns == Approx(12e6).margin(0.5e6));
+  CHECK(t.at(1, 3).shift_ns == Approx(1.56e6).margin(0.3e6));
   for (int m = 0; m < 8; ++m) {
     if (m != 3) CHECK(t.at(1, m).outlier_steps < kMinOutlierSteps);
   }

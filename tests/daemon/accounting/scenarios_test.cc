@@ -142,6 +142,16 @@ TEST_CASE("row 7: intermittent stall, 1 step in 10 -> CLEAR over the window", "[
   CHECK(r.report.job.verdict.suspects[0].flagged_steps == 10);
 }
 
+TEST_CASE("row 7, small: a recurring stall under the material floor on average is found",
+          "[scenario]") {
+  // 12 ms 1 step in 7 moves the mean by 1.7 ms, under 2% of the 120 ms step; each
+  // recurrence is 10% of it, and the steps it hits stand out.
+  ScenarioResult r = ExpectClear("slow:optimizer:rank=9:magnitude=12ms:every=7", "optimizer", 9);
+  const Verdict& v = r.report.job.verdict;
+  CHECK(static_cast<double>(v.rank_shift_ns) <
+        EngineConfig{}.rank_material_fraction * static_cast<double>(v.exposed_ns) / v.steps);
+}
+
 TEST_CASE("row 8: two faults, different ranks and stages -> both top suspects, SPLIT",
           "[scenario]") {
   SimConfig c = Ddp();
