@@ -119,7 +119,12 @@ Verdict GroupAccountant::DecideVerdict() const {
   // in the steps it hits, when those steps stand out on their own (outlier_z).
   auto evident = [&](int k, int m, double z_min) {
     const RankEvidence& e = rank_evidence.at(k, m);
-    if (std::max(e.z, e.outlier_z) >= z_min && e.shift_ns >= material) return true;
+    // A few isolated spikes (fewer than kMinOutlierSteps) are not a slow rank: its shift must
+    // stay material without them.
+    const double spikes = e.outlier_steps < kMinOutlierSteps && e.steps > 0
+                              ? e.outlier_steps * e.outlier_excess_ns / e.steps
+                              : 0.0;
+    if (std::max(e.z, e.outlier_z) >= z_min && e.shift_ns - spikes >= material) return true;
     return e.z >= z_min && e.shift_ns > 0 && e.outlier_z >= config_.rank_z_strong &&
            e.outlier_excess_ns >= material;
   };

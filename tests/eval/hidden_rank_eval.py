@@ -82,7 +82,7 @@ def fault_flags(row):
     return flags
 
 
-def trainers_for(row, work, port, env, log):
+def trainers_for(row, work, port, env, log, steps=STEPS):
     w, kind = row["world"], row["kind"]
     if kind == "synthetic":
         per = w // row["nodes"]
@@ -92,7 +92,7 @@ def trainers_for(row, work, port, env, log):
                      TORCHELASTIC_RUN_ID="eval", RANK=str(r), LOCAL_RANK=str(r % per),
                      WORLD_SIZE=str(w), LOCAL_WORLD_SIZE=str(per))
             procs.append(subprocess.Popen(
-                [f"{BIN}/client/examples/synthetic_trainer", "--steps", str(STEPS), "--barrier",
+                [f"{BIN}/client/examples/synthetic_trainer", "--steps", str(steps), "--barrier",
                  os.path.join(work, "barrier"), "--seed", str(row["index"] + 1),
                  *fault_flags(row)], env=e, stdout=log, stderr=log))
         return procs
@@ -105,14 +105,14 @@ def trainers_for(row, work, port, env, log):
               "plainddp": ["-m", "stagefrontier.torch.run",
                            "tests/eval/workloads/plain_ddp.py"],
               "torchloop": ["tests/eval/workloads/torch_loop.py"]}[kind]
-    return [subprocess.Popen(run + script + ["--steps", str(STEPS), *fault_flags(row)], env=e,
+    return [subprocess.Popen(run + script + ["--steps", str(steps), *fault_flags(row)], env=e,
                              stdout=log, stderr=log)]
 
 
-def run_row(row, work, port):
-    os.makedirs(work, exist_ok=True)
+def start_daemons(work, port, nodes, logs):
+    """A coordinator on 127.0.0.1:PORT (journal under WORK/data) and NODES sidecars on
+    WORK/shm<n>; returns their processes once the coordinator answers."""
     procs = []
-    logs = open(os.path.join(work, "daemons.log"), "w")
     coord = subprocess.Popen([f"{BIN}/daemon/coordinator/stagefrontier-coordinator", "--listen",
                               f"127.0.0.1:{port}", "--metrics-listen", "", "--data-dir",
                               os.path.join(work, "data"), "--no-fsync"],
@@ -124,12 +124,19 @@ def run_row(row, work, port):
             break
         except Exception:
             time.sleep(0.1)
-    for n in range(row["nodes"]):
+    for n in range(nodes):
         shm = os.path.join(work, f"shm{n}")
         os.makedirs(shm, exist_ok=True)
         procs.append(subprocess.Popen([f"{BIN}/daemon/sidecar/stagefrontier-sidecar",
                                        "--coordinator", f"127.0.0.1:{port}", "--shm-dir", shm,
                                        "--node", f"n{n}"], stdout=logs, stderr=logs))
+    return procs
+
+
+def run_row(row, work, port):
+    os.makedirs(work, exist_ok=True)
+    logs = open(os.path.join(work, "daemons.log"), "w")
+    procs = start_daemons(work, port, row["nodes"], logs)
     env = dict(os.environ, OMP_NUM_THREADS="1", STAGEFRONTIER_QUIET="1")
     trainers = trainers_for(row, work, port, env, logs)
     for t in trainers:
@@ -161,6 +168,13 @@ def run_row(row, work, port):
                           max_points_at=dash.get("max_top_stage", ""))
     except Exception as e:
         result.update(error=str(e), top1=False, top2=False)
+    stop(procs)
+    logs.close()
+    return result
+
+
+def stop(procs):
+    """SIGTERM in reverse start order (sidecars drain before the coordinator); kill stragglers."""
     for p in reversed(procs):
         p.send_signal(signal.SIGTERM)
     for p in procs:
@@ -168,8 +182,6 @@ def run_row(row, work, port):
             p.wait(timeout=10)
         except subprocess.TimeoutExpired:
             p.kill()
-    logs.close()
-    return result
 
 
 def watch_all(port):

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Regression test on recorded real runs: coordinator journals kept from the live hidden-rank
-evaluation of 2026-11-23 (tests/eval/recorded/, rows.jsonl says what each run was) are replayed
-through `stagefrontier journal` and must still be decided as a user needs:
+evaluation of 2026-11-23 (tests/eval/recorded/; rows.jsonl says what each run was, session 2's
+runs unless its "run" says otherwise) are replayed through `stagefrontier journal` and must
+still be decided as a user needs:
 
-* each healthy run ends HEALTHY (rows 60, 61, 63, 73 and 76 were called a group-wide TIE before the step-jitter
-  test: real drift on 2 shared cores, 6-50% of the step, within the steps' own spread);
+* each healthy run ends HEALTHY (rows 60, 61, 63, 73 and 76 were called a group-wide TIE before
+  the step-jitter test: real drift on 2 shared cores, 6-50% of the step, within the steps' own
+  spread; session 3's row 62 was CLEAR on three 14 ms stalls of one rank, isolated spikes);
 * each faulty run names the injected (stage, rank) first, in a verdict that is not HEALTHY
   (rows 39, 42 and 49 are recurring faults, 1 step in 4 to 7, whose mean cost is under the
   2% floor: found since the floor may be met in the steps they hit).

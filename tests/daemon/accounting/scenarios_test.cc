@@ -152,6 +152,17 @@ TEST_CASE("row 7, small: a recurring stall under the material floor on average i
         EngineConfig{}.rank_material_fraction * static_cast<double>(v.exposed_ns) / v.steps);
 }
 
+TEST_CASE("row 11, spikes: three isolated stalls on one rank are not a slow rank", "[scenario]") {
+  // A descheduled process: three 100 ms stalls in the last window move that rank's mean by
+  // 3 ms, above the 2% floor, and nothing else is different about it.
+  SimConfig c = Ddp();
+  c.faults.push_back(MustFault("slow:forward:rank=5:magnitude=100ms:start=250:end=253"));
+  const Verdict v = RunScenario(c).report.job.verdict;
+  INFO(v.explanation);
+  CHECK(v.label != VerdictLabel::kClear);
+  CHECK(v.candidate_ranks != std::vector<int32_t>{5});
+}
+
 TEST_CASE("row 8: two faults, different ranks and stages -> both top suspects, SPLIT",
           "[scenario]") {
   SimConfig c = Ddp();
