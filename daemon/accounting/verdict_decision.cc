@@ -125,7 +125,10 @@ Verdict GroupAccountant::DecideVerdict() const {
                               ? e.outlier_steps * e.outlier_excess_ns / e.steps
                               : 0.0;
     if (std::max(e.z, e.outlier_z) >= z_min && e.shift_ns - spikes >= material) return true;
-    return e.z >= z_min && e.shift_ns > 0 && e.outlier_z >= config_.rank_z_strong &&
+    // A recurring fault: its rare steps dilute the mean test, so its strength is the outlier
+    // test's, with the mean shift at least at the support level.
+    return e.z >= config_.rank_z_support && e.shift_ns > 0 &&
+           e.outlier_z >= std::max(z_min, config_.rank_z_strong) &&
            e.outlier_excess_ns >= material;
   };
 

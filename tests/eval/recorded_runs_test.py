@@ -9,7 +9,9 @@ still be decided as a user needs:
   spread; session 3's row 62 was CLEAR on three 14 ms stalls of one rank, isolated spikes);
 * each faulty run names the injected (stage, rank) first, in a verdict that is not HEALTHY
   (rows 39, 42 and 49 are recurring faults, 1 step in 4 to 7, whose mean cost is under the
-  2% floor: found since the floor may be met in the steps they hit).
+  2% floor: found since the floor may be met in the steps they hit; session 3's rows 49 and 55
+  are such faults whose mean z sits between the support and strong levels, found since the
+  outlier test gives a recurring fault its strength).
 
   tests/eval/recorded_runs_test.py bazel-bin/daemon/analyze/stagefrontier
 """
