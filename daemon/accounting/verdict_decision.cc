@@ -110,9 +110,6 @@ Verdict GroupAccountant::DecideVerdict() const {
   std::vector<int64_t> exposed;
   for (size_t i = 0; i < W; ++i) exposed.push_back(window_.at(i).accounting.exposed_ns);
   const double step_ns = static_cast<double>(MedianInPlace(exposed));
-  // The window's own step-to-step jitter, robust standard deviation.
-  const double step_spread_ns =
-      kMadToSigma * static_cast<double>(MadInPlace(exposed, static_cast<int64_t>(step_ns)));
   const double material = config_.rank_material_fraction * step_ns;
   // (k, m)'s own evidence reaches z_min standard errors and a material shift: material on
   // average, or, for a recurring fault (1 step in 7 of 9% of a step moves the mean by 1.3%),
@@ -128,10 +125,8 @@ Verdict GroupAccountant::DecideVerdict() const {
     // A recurring fault: its rare steps dilute the mean test, so its strength is the outlier
     // test's, with the mean shift at least at the support level.
     return e.z >= config_.rank_z_support && e.shift_ns > 0 &&
-           e.outlier_z >= std::max(z_min, config_.rank_z_strong) &&
-           e.outlier_excess_ns >= material;
+           e.outlier_z >= config_.rank_z_strong && e.outlier_excess_ns >= material;
   };
-
   auto supported = [&](int k, int m) {
     // A mixed stage ends together for everyone: durations cannot show who was slow inside
     // it; the probe or the MIXED_SYNC verdict decides there.
@@ -209,6 +204,9 @@ Verdict GroupAccountant::DecideVerdict() const {
           "peers, %.1f standard errors",
           schema_.stage(static_cast<int>(top / n)).name, ranks_[top % n], Ms(v.rank_shift_ns),
           v.rank_z);
+      // The window's own step-to-step jitter (robust standard deviation).
+      const double step_spread_ns =
+          kMadToSigma * static_cast<double>(MadInPlace(exposed, static_cast<int64_t>(step_ns)));
       const bool beyond_jitter = shift >= config_.group_spread_z * step_spread_ns;
       if (warm && shift >= config_.group_material_fraction * static_cast<double>(baseline) &&
           beyond_jitter) {
@@ -229,16 +227,15 @@ Verdict GroupAccountant::DecideVerdict() const {
         return v;
       }
       v.label = VerdictLabel::kHealthy;
-      v.explanation =
-          absl::StrCat("excess spread over the group, not a straggler: ", v.flagged_steps, " of ",
-                       W, " steps carried excess (", Ms(v.total_excess_ns),
-                       "), the median exposed step (", Ms(static_cast<int64_t>(step_ns)), ") is ",
-                       warm ? absl::StrCat(Ms(static_cast<int64_t>(shift)),
-                                           " from its baseline (steps vary by ",
-                                           Ms(static_cast<int64_t>(step_spread_ns)),
-                                           beyond_jitter ? ")" : ": within that jitter)")
-                            : std::string("not yet compared with a baseline"),
-                       ", and ", evidence_words);
+      v.explanation = absl::StrCat(
+          "excess spread over the group, not a straggler: ", v.flagged_steps, " of ", W,
+          " steps carried excess (", Ms(v.total_excess_ns), "), the median exposed step (",
+          Ms(static_cast<int64_t>(step_ns)), ") is ",
+          warm ? absl::StrCat(Ms(static_cast<int64_t>(shift)), " from its baseline (steps vary by ",
+                              Ms(static_cast<int64_t>(step_spread_ns)),
+                              beyond_jitter ? ")" : ": within that jitter)")
+               : std::string("not yet compared with a baseline"),
+          ", and ", evidence_words);
       if (!v.missing_ranks.empty()) {
         absl::StrAppend(&v.explanation, "; ranks not reporting: ", RankList(v.missing_ranks));
       }

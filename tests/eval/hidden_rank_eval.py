@@ -146,9 +146,7 @@ def run_row(row, work, port):
     try:
         sus = sfctl(port, "suspects", "--job", "eval")
         v = sus["verdict"]
-        top = [(s["stage"], int(s["rank"])) for s in v.get("suspects", [])]
-        candidates = [int(r) for r in v.get("candidate_ranks", [])]
-        label = v["label"] + (" " + v["reason"] if v.get("reason") else "")
+        label, top, candidates = read_verdict(v)
         # Every window the coordinator closed (every 100 steps): the healthy-window rate.
         windows = [w["verdict"]["label"] for w in watch_all(port)]
         pre = sfctl(port, "steps", "--job", "eval", "--from", "10", "--to", "39")["steps"]
@@ -159,7 +157,7 @@ def run_row(row, work, port):
                       healthy_step_ms=round(healthy / 1e6, 3))
         if row.get("stage") is not None:
             result.update(
-                judge(row, v["label"], top, candidates),
+                judge(row, label, top, candidates),
                 magnitude_pct=round(100 * row["fault_ms"] * 1e6 / healthy, 1) if healthy else None)
             # The dashboards need a healthy baseline: re-account all 200 steps (40 before the
             # fault) for what the mean and max views would point at.
@@ -217,6 +215,13 @@ def draw(seed, rows, healthy):
                           stage=None, pattern="healthy"))
     return table
 
+
+def read_verdict(v):
+    """(label with its reason, suspects as (stage, rank), candidate ranks) of a verdict as
+    `sfctl --json suspects` and `stagefrontier journal --json` print it."""
+    label = v["label"] + (" " + v["reason"] if v.get("reason") else "")
+    top = [(s["stage"], int(s["rank"])) for s in v.get("suspects", [])]
+    return label, top, [int(r) for r in v.get("candidate_ranks", [])]
 
 
 def judge(row, label, top, candidates):

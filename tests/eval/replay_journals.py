@@ -33,14 +33,12 @@ def replay(row, journal, binary):
         return dict(row, error=out.stderr.strip(), top1=False, top2=False)
     report = json.loads(out.stdout)
     v = report["report"]["verdict"]
-    top = [(s["stage"], int(s["rank"])) for s in v.get("suspects", [])]
-    candidates = [int(r) for r in v.get("candidate_ranks", [])]
-    result = dict(row, label=v["label"] + (" " + v["reason"] if v.get("reason") else ""),
-                  top=top[:2], candidates=candidates[:12], group_wide=v.get("group_wide", False),
+    label, top, candidates = hidden_rank_eval.read_verdict(v)
+    result = dict(row, label=label, top=top[:2], candidates=candidates[:12], group_wide=v.get("group_wide", False),
                   rank_z=round(v["evidence"].get("rank_z", 0), 2),
                   windows=[w["label"] for w in report["windows"]], replayed=True)
     if row.get("stage") is not None:
-        result.update(hidden_rank_eval.judge(row, v["label"], top, candidates))
+        result.update(hidden_rank_eval.judge(row, label, top, candidates))
     return result
 
 

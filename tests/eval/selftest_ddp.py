@@ -49,7 +49,7 @@ def main():
     try:
         if ev.wait_steps(args.port, "eval", 150, timeout=300) < 150:
             sys.exit("the DDP job never reached 150 accounted steps; see " + args.out)
-        step_ms = ev.sfctl(args.port, "health", "--job", "eval")
+        health = ev.sfctl(args.port, "health", "--job", "eval")
         one = subprocess.run(sfctl + ["--json", "selftest", "--job", "eval", "--rank",
                                       args.ranks.split(",")[0], "--stage", "backward", *delay],
                              capture_output=True, text=True)
@@ -61,7 +61,7 @@ def main():
         with open(os.path.join(args.out, "selftest.txt"), "w") as f:
             f.write(one.stdout + one.stderr + "\n" + sweep.stdout + sweep.stderr)
         with open(os.path.join(args.out, "health.json"), "w") as f:
-            json.dump(step_ms, f, indent=1)
+            json.dump(health, f, indent=1)
     finally:
         for t in trainers:
             t.terminate()
