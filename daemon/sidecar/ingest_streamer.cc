@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/common/log_safe.h"
+#include "daemon/sidecar/coordinator_channel.h"
 
 namespace stagefrontier {
 namespace {
@@ -31,15 +32,12 @@ void IngestStreamer::Run() {
     if (log_) log_(std::string(creds.status().message()));
     return;
   }
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(16 << 20);
-  // gRPC's own reconnect backoff starts at 1 s and grows to 2 min; a sidecar should find a
-  // (re)started coordinator within its own backoff bounds instead.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
-              static_cast<int>(options_.backoff_min.count()));
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(options_.backoff_min.count()));
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.backoff_max.count()));
-  auto channel = grpc::CreateCustomChannel(options_.coordinator, *creds, args);
+  CoordinatorChannelOptions channel_options;
+  channel_options.target = options_.coordinator;
+  channel_options.retry_min = options_.backoff_min;
+  channel_options.retry_max = options_.backoff_max;
+  channel_options.connect_timeout = options_.connect_timeout;
+  auto channel = CoordinatorChannel(channel_options, *creds);
   auto backoff = options_.backoff_min;
   batch_limit_ = options_.max_batch_records;
   while (!stop_) {

@@ -47,6 +47,7 @@ struct StreamerOptions {
   std::chrono::milliseconds health_every{2000};
   std::chrono::milliseconds backoff_min{100};
   std::chrono::milliseconds backoff_max{5000};
+  std::chrono::milliseconds connect_timeout{20000};  // one handshake; see coordinator_channel.h
   std::chrono::milliseconds stop_grace{5000};
 };
 
