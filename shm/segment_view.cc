@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "shm/monotonic_clock.h"
 #include "shm/record_limits.h"
 
 namespace stagefrontier::shm {
@@ -201,9 +202,7 @@ absl::StatusOr<SegmentView> SegmentView::Initialize(void* base, size_t size,
   header->layout_version = probe_ring_capacity == 0 ? v1::kLayoutVersion : v2::kLayoutVersion;
   header->header_bytes = v1::kHeaderBytes;
   header->total_bytes = total;
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  header->creation_time_unix_ns = int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+  header->creation_time_unix_ns = RealtimeNowNs();
   header->creator_pid = static_cast<uint32_t>(getpid());
   header->slot_count = slot_count;
   header->slot_bytes = v1::SlotBytes(ring_capacity);

@@ -75,6 +75,14 @@ struct Verdict {
 // "HEALTHY", "CLEAR", or "AMBIGUOUS TIE" and the like: the label and, if any, the reason.
 std::string LabelText(const Verdict& v);
 
+// What a suspect's excess cost in GPU time: every rank that waited for it (a job's world
+// size - 1) idled that long. Negative inputs count as zero.
+inline double WastedGpuSeconds(int64_t excess_ns, int32_t waiting_ranks) {
+  return excess_ns <= 0 || waiting_ranks <= 0
+             ? 0.0
+             : static_cast<double>(excess_ns) * waiting_ranks / 1e9;
+}
+
 }  // namespace stagefrontier
 
 #endif  // STAGEFRONTIER_DAEMON_ACCOUNTING_VERDICT_H_

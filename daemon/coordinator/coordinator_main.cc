@@ -23,6 +23,9 @@
 #include "daemon/coordinator/query_service.h"
 #include "daemon/coordinator/resource_limits.h"
 #include "daemon/coordinator/sidecar_sessions.h"
+#include "daemon/nodes/drain_hook.h"
+#include "daemon/nodes/node_ledger.h"
+#include "daemon/nodes/node_metrics.h"
 #include "grpcpp/grpcpp.h"
 #include "prometheus/exposer.h"
 #include "shm/monotonic_clock.h"
@@ -48,6 +51,9 @@ int main(int argc, char** argv) {
   ResourceLimits limits;
   int64_t max_job_memory_mb = limits.max_job_memory_bytes >> 20;
   int64_t max_memory_mb = 0;
+  int64_t node_metrics_max = 1000;
+  DrainHookOptions drain;
+  int64_t drain_timeout_s = 30;
   app.add_option("--listen", listen, "gRPC address (ingest and query)")->capture_default_str();
   app.add_option("--metrics-listen", metrics_listen, "Prometheus /metrics address; empty disables")
       ->capture_default_str();
@@ -107,6 +113,21 @@ int main(int argc, char** argv) {
                  "messages queued for a stream that does not read them before it is cut off")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  app.add_option("--node-metrics-max", node_metrics_max,
+                 "per-node /metrics series for at most this many charged nodes")
+      ->check(CLI::Range(int64_t{0}, int64_t{100'000}))
+      ->capture_default_str();
+  app.add_option("--drain-command", drain.command,
+                 "when a node turns chronic, run this under /bin/sh -c with SF_NODE, SF_REASON... "
+                 "in its environment (dry run unless --drain-execute)");
+  app.add_flag("--drain-execute", drain.execute, "really run --drain-command (default: log it)");
+  app.add_option("--drain-max-per-hour", drain.max_per_hour,
+                 "drain at most this many nodes an hour")
+      ->check(CLI::Range(0, 10'000))
+      ->capture_default_str();
+  app.add_option("--drain-timeout-s", drain_timeout_s, "kill the drain command after this long")
+      ->check(CLI::Range(int64_t{1}, int64_t{3600}))
+      ->capture_default_str();
   AddLogLevelFlag(app, &log_level);
   if (int rc = ParseCommandLine(app, argc, argv); rc >= 0) return rc;
   ApplyLogLevel(log_level);
@@ -151,6 +172,30 @@ int main(int argc, char** argv) {
     spdlog::error("{}", std::string(s.message()));
     return 2;
   }
+  NodeLedgerOptions ledger_options;
+  ledger_options.path = data_dir + "/nodes.ledger";
+  ledger_options.fsync = options.fsync;
+  JournalOpenInfo ledger_info;
+  absl::StatusOr<std::unique_ptr<NodeLedger>> ledger =
+      NodeLedger::Open(ledger_options, &ledger_info);
+  if (!ledger.ok()) {
+    // Without its ledger the coordinator would forget every node's history: refuse to start.
+    spdlog::error("node ledger {}: {}", ledger_options.path,
+                  std::string(ledger.status().message()));
+    return 2;
+  }
+  if (ledger_info.records > 0 || !ledger_info.skipped.empty()) {
+    spdlog::info("node ledger {}: {}", ledger_options.path, ledger_info.Describe());
+  }
+  drain.timeout = std::chrono::seconds(drain_timeout_s);
+  DrainHook drain_hook(drain, [](const std::string& line) { spdlog::warn("{}", line); });
+  drain_hook.Start();
+  (*ledger)->SetClassChange([&drain_hook](const NodeSummary& n, NodeClass before) {
+    spdlog::info("node {} is now {} (was {}): {:.1f} GPU-seconds wasted over {} jobs", n.node,
+                 NodeClassName(n.cls), NodeClassName(before), n.gpu_seconds, n.jobs_charged);
+    drain_hook.OnClassChange(n);
+  });
+  options.node_ledger = ledger->get();
   std::set<std::string> allowed;
   for (absl::string_view j : absl::StrSplit(jobs_csv, ',', absl::SkipEmpty())) {
     allowed.insert(std::string(j));
@@ -178,7 +223,8 @@ int main(int argc, char** argv) {
   IngestService ingest(
       &jobs, &sessions, &metrics, *token, limits,
       [](const std::string& line) { spdlog::info("{}", line); }, &self_tests);
-  QueryService query(&jobs, &sessions, &metrics, *token, &self_tests);
+  QueryService query(&jobs, &sessions, &metrics, *token, &self_tests, ledger->get());
+  NodeMetrics node_metrics(*metrics.registry(), static_cast<size_t>(node_metrics_max));
   HealthService health;
   grpc::ServerBuilder builder;
   int bound_port = 0;
@@ -213,11 +259,19 @@ int main(int argc, char** argv) {
   // Deadlines: close steps whose missing ranks did not report in time.
   std::atomic<bool> stop{false};
   std::thread ticker([&] {
+    int64_t nodes_shown_ns = 0;
     while (!stop) {
       const int64_t now = shm::MonotonicNowNs();
       for (const auto& job : jobs.All()) {
         job->CloseDue(now);
         if (absl::Status s = job->Flush(); !s.ok()) spdlog::error("{}", std::string(s.message()));
+      }
+      if (absl::Status s = (*ledger)->Flush(); !s.ok()) {
+        spdlog::error("node ledger: {}", std::string(s.message()));
+      }
+      if (now - nodes_shown_ns >= 1'000'000'000) {
+        node_metrics.Update((*ledger)->Nodes(), &drain_hook.counters());
+        nodes_shown_ns = now;
       }
       metrics.memory_reserved().Set(static_cast<double>(budget.used()));
       metrics.memory_budget().Set(static_cast<double>(budget.total()));
@@ -236,6 +290,10 @@ int main(int argc, char** argv) {
   for (const auto& job : jobs.All()) {
     if (absl::Status s = job->Flush(); !s.ok()) spdlog::error("{}", std::string(s.message()));
   }
+  if (absl::Status s = (*ledger)->Flush(); !s.ok()) {
+    spdlog::error("node ledger: {}", std::string(s.message()));
+  }
+  drain_hook.Stop();
   spdlog::info("coordinator stopped");
   return 0;
 }

@@ -325,8 +325,7 @@ absl::StatusOr<std::unique_ptr<JobJournal>> JobJournal::Open(
     return absl::FailedPreconditionError(absl::StrCat("journal ", path, " is not a regular file"));
   }
   std::string data;
-  if (absl::Status read = ReadWhole(fd, static_cast<size_t>(st.st_size), path, &data);
-      !read.ok()) {
+  if (absl::Status read = ReadWhole(fd, static_cast<size_t>(st.st_size), path, &data); !read.ok()) {
     ::close(fd);
     return read;
   }
@@ -433,8 +432,7 @@ absl::Status JobJournal::Salvage(const std::string& path, bool fsync,
     return absl::FailedPreconditionError(absl::StrCat("journal ", path, " is not a regular file"));
   }
   std::string data;
-  if (absl::Status read = ReadWhole(fd, static_cast<size_t>(st.st_size), path, &data);
-      !read.ok()) {
+  if (absl::Status read = ReadWhole(fd, static_cast<size_t>(st.st_size), path, &data); !read.ok()) {
     ::close(fd);
     return read;
   }

@@ -9,7 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/common/log_safe.h"
 #include "daemon/coordinator/proto_convert.h"
+#include "daemon/nodes/node_window.h"
 #include "daemon/wire/packed_steps.h"
+#include "shm/monotonic_clock.h"
 #include "shm/record_limits.h"
 #include "shm/segment_layout_v1.h"
 
@@ -459,7 +461,7 @@ void JobState::AccountLocked(int64_t step, int64_t now_ns, bool replaying) {
   for (Verdict& v : closed) {
     v1::VerdictEvent ev;
     ev.set_seq(++verdict_seq_);
-    VerdictToProto(schema_, v, ev.mutable_verdict());
+    VerdictToProto(schema_, v, v.group == "job" ? world_size_ - 1 : 0, ev.mutable_verdict());
     for (const DetectorCondition& c : detector_.current()) {
       ev.mutable_verdict()->add_unreliable(c.name);
     }
@@ -480,11 +482,23 @@ void JobState::AccountLocked(int64_t step, int64_t now_ns, bool replaying) {
         }
       }
     }
+    // Replayed windows are in the ledger already (it has its own file).
+    if (!replaying && options_.node_ledger != nullptr && v.group == "job") {
+      options_.node_ledger->Record(
+          NodeWindowFromVerdict(name_, world_size_, schema_, v, RankNodesLocked(),
+                                ev.verdict().unreliable_size() > 0, shm::RealtimeNowNs()));
+    }
     verdicts_.push_back(std::move(ev));
     while (verdicts_.size() > options_.verdicts_kept) verdicts_.pop_front();
     any = true;
   }
   if (any) verdict_cv_.notify_all();
+}
+
+std::vector<std::string> JobState::RankNodesLocked() const {
+  std::vector<std::string> nodes(ranks_.size());
+  for (size_t r = 0; r < ranks_.size(); ++r) nodes[r] = ranks_[r].node;
+  return nodes;
 }
 
 int JobState::CloseDue(int64_t now_ns) {
@@ -601,7 +615,7 @@ absl::Status JobState::Suspects(int32_t window, v1::SuspectsReply* out) const {
   out->set_job(name_);
   if (window <= 0) {
     out->set_window(options_.engine.window_steps);
-    ReportToProto(schema_, engine_->Report().job, out);
+    ReportToProto(schema_, engine_->Report().job, world_size_ - 1, out);
     // The conditions judged at the latest window close (sfctl health explains them).
     for (const DetectorCondition& c : detector_.current()) {
       out->mutable_verdict()->add_unreliable(c.name);
@@ -618,7 +632,7 @@ absl::Status JobState::Suspects(int32_t window, v1::SuspectsReply* out) const {
     (void)(*engine)->AddStep(inputs_[i]);
   }
   out->set_window(static_cast<int32_t>(n));
-  ReportToProto(schema_, (*engine)->Report().job, out);
+  ReportToProto(schema_, (*engine)->Report().job, world_size_ - 1, out);
   return absl::OkStatus();
 }
 

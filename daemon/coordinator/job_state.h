@@ -28,6 +28,7 @@
 #include "daemon/coordinator/job_journal.h"
 #include "daemon/coordinator/resource_limits.h"
 #include "daemon/coordinator/step_aligner.h"
+#include "daemon/nodes/node_ledger.h"
 #include "stagefrontier/v1/ingest.pb.h"
 #include "stagefrontier/v1/journal.pb.h"
 #include "stagefrontier/v1/query.pb.h"
@@ -49,6 +50,8 @@ struct JobOptions {
   ResourceLimits limits;
   // Where jobs reserve their estimated memory (resource_limits.h); null: not accounted.
   MemoryBudget* budget = nullptr;
+  // Where closed "job" windows are charged to nodes (daemon/nodes/node_ledger.h); null: not.
+  NodeLedger* node_ledger = nullptr;
 };
 
 struct IngestCounts {
@@ -182,6 +185,8 @@ class JobState {
   // Judges detector health for the window that just closed; sets the condition gauges.
   void JudgeDetectorLocked();
   void UpdateRankGaugesLocked() const;
+  // The node serving each rank ("" while unknown), for the node ledger.
+  std::vector<std::string> RankNodesLocked() const;
 
   const std::string name_;
   const int32_t world_size_;

@@ -33,9 +33,9 @@ absl::StatusOr<ProbeSpan> SpanFromProto(const v1::CollectiveInterval& c) {
   }
   if (c.call_offset_ns() < 0 || c.call_offset_ns() > c.start_offset_ns() ||
       c.start_offset_ns() > c.end_offset_ns() || c.end_offset_ns() > shm::kMaxStageNs) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "times out of order or implausible: call ", c.call_offset_ns(), ", start ",
-        c.start_offset_ns(), ", end ", c.end_offset_ns(), " ns after the step start"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("times out of order or implausible: call ", c.call_offset_ns(), ", start ",
+                     c.start_offset_ns(), ", end ", c.end_offset_ns(), " ns after the step start"));
   }
   ProbeSpan span;
   span.enter_ns = c.start_offset_ns();
@@ -55,7 +55,8 @@ void SchemaToProto(const StageSchema& schema, google::protobuf::RepeatedPtrField
   }
 }
 
-void VerdictToProto(const StageSchema& schema, const Verdict& v, v1::Verdict* out) {
+void VerdictToProto(const StageSchema& schema, const Verdict& v, int32_t waiting_ranks,
+                    v1::Verdict* out) {
   out->set_group(v.group);
   out->set_first_step(v.first_step);
   out->set_last_step(v.last_step);
@@ -68,6 +69,7 @@ void VerdictToProto(const StageSchema& schema, const Verdict& v, v1::Verdict* ou
     p->set_rank(s.rank);
     p->set_excess_ns(s.excess_ns);
     p->set_share(s.share);
+    p->set_wasted_gpu_seconds(WastedGpuSeconds(s.excess_ns, waiting_ranks));
     p->set_flagged_steps(s.flagged_steps);
     p->set_what_if_saving_ns(s.what_if_saving_ns);
   }
@@ -91,8 +93,9 @@ void VerdictToProto(const StageSchema& schema, const Verdict& v, v1::Verdict* ou
   for (int64_t s : v.steps_to_profile) out->add_steps_to_profile(s);
 }
 
-void ReportToProto(const StageSchema& schema, const GroupReport& r, v1::SuspectsReply* out) {
-  VerdictToProto(schema, r.verdict, out->mutable_verdict());
+void ReportToProto(const StageSchema& schema, const GroupReport& r, int32_t waiting_ranks,
+                   v1::SuspectsReply* out) {
+  VerdictToProto(schema, r.verdict, waiting_ranks, out->mutable_verdict());
   for (size_t k = 0; k < r.stages.size() && k < schema.size(); ++k) {
     const StageSummary& s = r.stages[k];
     v1::StageDashboard* d = out->add_stages();

@@ -24,8 +24,11 @@ void SchemaToProto(const StageSchema& schema, google::protobuf::RepeatedPtrField
 // day after the step start.
 [[nodiscard]] absl::StatusOr<ProbeSpan> SpanFromProto(const v1::CollectiveInterval& c);
 
-void VerdictToProto(const StageSchema& schema, const Verdict& v, v1::Verdict* out);
-void ReportToProto(const StageSchema& schema, const GroupReport& r, v1::SuspectsReply* out);
+// `waiting_ranks`: the ranks that wait for a suspect (a job's world size - 1; 0 unknown).
+void VerdictToProto(const StageSchema& schema, const Verdict& v, int32_t waiting_ranks,
+                    v1::Verdict* out);
+void ReportToProto(const StageSchema& schema, const GroupReport& r, int32_t waiting_ranks,
+                   v1::SuspectsReply* out);
 void StepToProto(const StageSchema& schema, const StepAccounting& acc, v1::StepSummary* out);
 
 }  // namespace stagefrontier

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/accounting/robust_stats.h"
 #include "daemon/common/grpc_security.h"
+#include "daemon/nodes/nodes_reply.h"
 #include "shm/monotonic_clock.h"
 
 namespace stagefrontier {
@@ -25,12 +26,14 @@ grpc::Status NoSidecar(const JobState& job, int32_t rank) {
 }  // namespace
 
 QueryService::QueryService(JobRegistry* jobs, SidecarSessions* sessions,
-                           CoordinatorMetrics* metrics, std::string token, SelfTestBook* self_tests)
+                           CoordinatorMetrics* metrics, std::string token, SelfTestBook* self_tests,
+                           const NodeLedger* nodes)
     : jobs_(jobs),
       sessions_(sessions),
       metrics_(metrics),
       token_(std::move(token)),
-      self_tests_(self_tests) {}
+      self_tests_(self_tests),
+      nodes_(nodes) {}
 
 void QueryService::Shutdown() {
   shutting_down_ = true;
@@ -222,6 +225,16 @@ grpc::Status QueryService::GetSelfTests(grpc::ServerContext* context,
       job->VerdictsAfter(0, std::chrono::milliseconds(0));
   return ToGrpc(
       self_tests_->Report(job->name(), request->id(), verdicts, shm::MonotonicNowNs(), reply));
+}
+
+grpc::Status QueryService::ListNodes(grpc::ServerContext* context,
+                                     const v1::ListNodesRequest* request,
+                                     v1::ListNodesReply* reply) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
+  if (nodes_ == nullptr) {
+    return grpc::Status(grpc::UNIMPLEMENTED, "this coordinator keeps no node ledger");
+  }
+  return ToGrpc(FillListNodes(*nodes_, *request, reply));
 }
 
 }  // namespace stagefrontier

@@ -1,5 +1,6 @@
 // The coordinator's query API (proto/stagefrontier/v1/query.proto): job list, suspects,
-// per-step accounting, a live verdict stream, per-rank health and runtime control.
+// per-step accounting, a live verdict stream, per-rank health, runtime control, self-tests
+// and the node ledger.
 //
 //   QueryService query(&jobs, &sessions, token);
 //   builder.RegisterService(&query);
@@ -16,15 +17,18 @@
 #include "daemon/coordinator/job_registry.h"
 #include "daemon/coordinator/self_tests.h"
 #include "daemon/coordinator/sidecar_sessions.h"
+#include "daemon/nodes/node_ledger.h"
 #include "stagefrontier/v1/query.grpc.pb.h"
 
 namespace stagefrontier {
 
 class QueryService final : public v1::Query::Service {
  public:
-  // `self_tests` may be null: Control(selftest) and GetSelfTests then answer UNIMPLEMENTED.
+  // `self_tests` may be null: Control(selftest) and GetSelfTests then answer UNIMPLEMENTED;
+  // `nodes` may be null: ListNodes then answers UNIMPLEMENTED.
   QueryService(JobRegistry* jobs, SidecarSessions* sessions, CoordinatorMetrics* metrics,
-               std::string token, SelfTestBook* self_tests = nullptr);
+               std::string token, SelfTestBook* self_tests = nullptr,
+               const NodeLedger* nodes = nullptr);
 
   grpc::Status ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
                         v1::ListJobsReply* reply) override;
@@ -40,6 +44,8 @@ class QueryService final : public v1::Query::Service {
                        v1::ControlReply* reply) override;
   grpc::Status GetSelfTests(grpc::ServerContext* context, const v1::GetSelfTestsRequest* request,
                             v1::GetSelfTestsReply* reply) override;
+  grpc::Status ListNodes(grpc::ServerContext* context, const v1::ListNodesRequest* request,
+                         v1::ListNodesReply* reply) override;
 
   // Makes every WatchVerdicts call return (server shutdown).
   void Shutdown();
@@ -58,6 +64,7 @@ class QueryService final : public v1::Query::Service {
   CoordinatorMetrics* metrics_;
   std::string token_;
   SelfTestBook* self_tests_;
+  const NodeLedger* nodes_;
   std::atomic<bool> shutting_down_{false};
   std::atomic<uint64_t> next_request_id_{1};
 };

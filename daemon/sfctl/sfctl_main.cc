@@ -76,6 +76,12 @@ int main(int argc, char** argv) {
   watch->add_option("--after", after, "start after this verdict sequence number");
   auto* health = app.add_subcommand("health", "per-rank health");
   health->add_option("--job", job, "job id")->required();
+  auto* nodes = app.add_subcommand("nodes", "the node ledger: what each node cost, across jobs");
+  std::string node_class;
+  nodes->add_option("--limit", limit, "at most this many nodes (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  nodes->add_option("--class", node_class, "only nodes of this class")
+      ->check(CLI::IsMember({"healthy", "transient", "chronic"}));
   auto* control = app.add_subcommand("control", "runtime control of a job");
   control->add_option("--job", job, "job id")->required();
   bool pause = false, resume = false;
@@ -185,6 +191,15 @@ int main(int argc, char** argv) {
     v1::GetHealthReply r;
     grpc::Status s = stub->GetHealth(&ctx, req, &r);
     if (s.ok()) print(r, RenderHealth(r));
+    return Report(s, c);
+  }
+  if (nodes->parsed()) {
+    v1::ListNodesRequest req;
+    req.set_limit(limit);
+    req.set_node_class(node_class);
+    v1::ListNodesReply r;
+    grpc::Status s = stub->ListNodes(&ctx, req, &r);
+    if (s.ok()) print(r, RenderNodes(r));
     return Report(s, c);
   }
   if (watch->parsed()) {

@@ -17,6 +17,8 @@ std::string RenderSuspects(const v1::SuspectsReply& reply);
 std::string RenderVerdict(const v1::Verdict& v);
 std::string RenderSteps(const v1::GetStepsReply& reply);
 std::string RenderHealth(const v1::GetHealthReply& reply);
+// The node ledger, most costly first: class, wasted GPU-seconds, stages, jobs, first/last seen.
+std::string RenderNodes(const v1::ListNodesReply& reply);
 // One line of proto3 JSON (field names as in the .proto).
 std::string ToJson(const google::protobuf::Message& message);
 

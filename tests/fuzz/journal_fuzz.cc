@@ -1,8 +1,9 @@
 // Fuzz target: arbitrary bytes as a coordinator journal (docs/journal-format.md), restored
 // the way the coordinator restores one at startup: framing, resynchronization past damage,
 // checksums, records, then replay into a job (decoding packed steps, aligning, accounting),
-// and the files recovery keeps aside. Restore must succeed (keeping what it skips) or fail
-// with a clear status, never crash; a file it refuses is left byte for byte as it was.
+// and the files recovery keeps aside; then the same bytes as the node ledger. Restore must succeed
+// (keeping what it skips) or fail with a clear status, never crash; a file it refuses is left byte
+// for byte as it was.
 #include <dirent.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 
 #include "daemon/coordinator/job_journal.h"
 #include "daemon/coordinator/job_state.h"
+#include "daemon/nodes/node_ledger.h"
 
 namespace {
 
@@ -74,5 +76,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::abort();  // a refused file must be left untouched
   }
   job = absl::StatusOr<std::unique_ptr<stagefrontier::JobState>>(absl::UnknownError("done"));
+
+  // The same bytes as the node ledger (same framing, NodeWindow records).
+  Clear(dir);
+  const std::string ledger_path = dir + "/nodes.ledger";
+  {
+    std::ofstream out(ledger_path, std::ios::binary | std::ios::trunc);
+    out << bytes;
+  }
+  stagefrontier::NodeLedgerOptions lo;
+  lo.path = ledger_path;
+  lo.fsync = false;
+  lo.max_nodes = 64;
+  stagefrontier::JournalOpenInfo linfo;
+  auto ledger = stagefrontier::NodeLedger::Open(lo, &linfo);
+  if (ledger.ok()) {
+    for (const auto& n : (*ledger)->Nodes()) {
+      if (!(n.gpu_seconds >= 0) || n.charged_windows > n.windows) std::abort();
+    }
+  } else if (absl::IsFailedPrecondition(ledger.status()) && ReadAll(ledger_path) != bytes) {
+    std::abort();
+  }
   return 0;
 }

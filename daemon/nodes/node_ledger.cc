@@ -1,0 +1,199 @@
+#include "daemon/nodes/node_ledger.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/accounting/verdict.h"
+
+namespace stagefrontier {
+namespace {
+
+// Moves `job` to the back of `recent` (adding it, dropping the oldest past `keep`); returns
+// true when it was not there.
+bool Touch(std::vector<std::string>* recent, const std::string& job, size_t keep) {
+  auto it = std::find(recent->begin(), recent->end(), job);
+  const bool fresh = it == recent->end();
+  if (!fresh) recent->erase(it);
+  recent->push_back(job);
+  if (recent->size() > keep) recent->erase(recent->begin());
+  return fresh;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<NodeLedger>> NodeLedger::Open(const NodeLedgerOptions& options,
+                                                             JournalOpenInfo* info) {
+  if (absl::Status s = options.classes.Validate(); !s.ok()) return s;
+  std::unique_ptr<NodeLedger> ledger(new NodeLedger(options));
+  struct stat st;
+  if (::lstat(options.path.c_str(), &st) != 0) {
+    if (errno != ENOENT) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot stat node ledger ", options.path, ": ", strerror(errno)));
+    }
+    absl::StatusOr<std::unique_ptr<JobJournal>> created =
+        JobJournal::Create(options.path, options.fsync, {});
+    if (!created.ok()) return created.status();
+    ledger->file_ = std::move(*created);
+    return ledger;
+  }
+  NodeLedger* l = ledger.get();
+  absl::StatusOr<std::unique_ptr<JobJournal>> opened = JobJournal::Open(
+      options.path, options.fsync,
+      [l](const v1::JournalRecord& r) {
+        if (r.body_case() != v1::JournalRecord::kNodeWindow) {
+          ++l->counters_.replay_skipped;
+          return absl::OkStatus();
+        }
+        std::vector<Change> ignored;  // replay restores classes; it does not announce them
+        l->ApplyLocked(r.node_window(), &ignored);
+        return absl::OkStatus();
+      },
+      info);
+  if (!opened.ok()) return opened.status();
+  ledger->file_ = std::move(*opened);
+  return ledger;
+}
+
+NodeLedger::NodeState* NodeLedger::NodeLocked(const std::string& node) {
+  auto it = nodes_.find(node);
+  if (it != nodes_.end()) return &it->second;
+  if (nodes_.size() >= options_.max_nodes) {
+    ++counters_.nodes_refused;
+    return nullptr;
+  }
+  return &nodes_[node];
+}
+
+bool NodeLedger::ApplyLocked(const v1::NodeWindow& w, std::vector<Change>* changes) {
+  JobNodes& job = jobs_[w.job()];
+  if (w.first_step() <= job.last_first_step) {
+    ++counters_.duplicate_windows;
+    return false;
+  }
+  job.last_first_step = w.first_step();
+  if (w.nodes_changed()) job.nodes.assign(w.nodes().begin(), w.nodes().end());
+  ++counters_.windows;
+
+  // Charges per node, then one observation per node the window saw: charged when its share
+  // of the window's excess reaches the class test's charge_share.
+  std::map<std::string, double> seen;  // node -> share
+  for (const std::string& n : job.nodes) seen.emplace(n, 0.0);
+  for (const v1::NodeCharge& c : w.charges()) {
+    if (c.node().empty()) {
+      ++counters_.unattributed;
+      continue;
+    }
+    NodeState* s = NodeLocked(c.node());
+    if (s == nullptr) continue;
+    const double gpu_s = WastedGpuSeconds(c.excess_ns(), c.waiting_ranks());
+    s->gpu_seconds += gpu_s;
+    NodeStageCost& sc = s->stages[c.stage()];
+    sc.stage = c.stage();
+    sc.gpu_seconds += gpu_s;
+    ++sc.windows;
+    seen[c.node()] += std::isfinite(c.share()) ? c.share() : 0.0;
+  }
+  for (const auto& [name, share] : seen) {
+    if (name.empty()) continue;
+    const bool charged = share >= options_.classes.charge_share;
+    NodeState* s = NodeLocked(name);
+    if (s == nullptr) continue;
+    const NodeClass before = s->tracker.cls();
+    if (Touch(&s->recent_seen, w.job(), options_.jobs_kept)) ++s->jobs_seen;
+    if (s->first_seen_ns == 0) s->first_seen_ns = w.wall_time_ns();
+    s->last_seen_ns = w.wall_time_ns();
+    if (charged) {
+      s->last_charged_ns = w.wall_time_ns();
+      const bool fresh = std::find(s->jobs.begin(), s->jobs.end(), w.job()) == s->jobs.end();
+      if (fresh) ++s->jobs_charged;
+      Touch(&s->jobs, w.job(), options_.jobs_kept);
+    }
+    if (s->tracker.Observe(charged, options_.classes)) {
+      changes->push_back({SummaryLocked(name, *s), before});
+    }
+  }
+  return true;
+}
+
+bool NodeLedger::Record(const v1::NodeWindow& window) {
+  std::vector<Change> changes;
+  ClassChange callback;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Only a changed node set is written (most windows repeat the last one).
+    v1::NodeWindow stored = window;
+    auto it = jobs_.find(window.job());
+    const bool same = it != jobs_.end() && window.nodes_changed() &&
+                      std::equal(it->second.nodes.begin(), it->second.nodes.end(),
+                                 window.nodes().begin(), window.nodes().end());
+    if (same) {
+      stored.clear_nodes();
+      stored.set_nodes_changed(false);
+    }
+    if (!ApplyLocked(stored, &changes)) return false;
+    v1::JournalRecord rec;
+    *rec.mutable_node_window() = std::move(stored);
+    file_->Append(rec);
+    callback = on_change_;
+  }
+  if (callback) {
+    for (const Change& c : changes) callback(c.node, c.before);
+  }
+  return true;
+}
+
+absl::Status NodeLedger::Flush() { return file_->Flush(); }
+
+NodeSummary NodeLedger::SummaryLocked(const std::string& name, const NodeState& s) const {
+  NodeSummary out;
+  out.node = name;
+  out.cls = s.tracker.cls();
+  out.ewma = s.tracker.ewma();
+  out.gpu_seconds = s.gpu_seconds;
+  for (const auto& [stage, cost] : s.stages) out.stages.push_back(cost);
+  std::sort(out.stages.begin(), out.stages.end(), [](const auto& a, const auto& b) {
+    return a.gpu_seconds != b.gpu_seconds ? a.gpu_seconds > b.gpu_seconds : a.stage < b.stage;
+  });
+  out.windows = s.tracker.windows();
+  out.charged_windows = s.tracker.charged_windows();
+  out.episodes = s.tracker.episodes();
+  out.jobs_seen = s.jobs_seen;
+  out.jobs_charged = s.jobs_charged;
+  out.jobs = s.jobs;
+  out.first_seen_ns = s.first_seen_ns;
+  out.last_seen_ns = s.last_seen_ns;
+  out.last_charged_ns = s.last_charged_ns;
+  return out;
+}
+
+std::vector<NodeSummary> NodeLedger::Nodes() const {
+  std::vector<NodeSummary> out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    out.reserve(nodes_.size());
+    for (const auto& [name, s] : nodes_) out.push_back(SummaryLocked(name, s));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const NodeSummary& a, const NodeSummary& b) {
+    return a.gpu_seconds > b.gpu_seconds;
+  });
+  return out;
+}
+
+NodeLedgerCounters NodeLedger::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
+void NodeLedger::SetClassChange(ClassChange callback) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_change_ = std::move(callback);
+}
+
+}  // namespace stagefrontier
