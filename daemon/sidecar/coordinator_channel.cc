@@ -8,17 +8,28 @@ namespace stagefrontier {
 std::shared_ptr<grpc::Channel> CoordinatorChannel(
     const CoordinatorChannelOptions& options,
     const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
-  const auto ms = [](std::chrono::milliseconds d) {
-    return static_cast<int>(std::clamp<int64_t>(d.count(), 1, INT_MAX));
-  };
+  const int timeout_ms =
+      static_cast<int>(std::clamp<int64_t>(options.connect_timeout.count(), 1, INT_MAX));
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, ms(options.connect_timeout));
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
-              ms(std::max(options.retry_max, options.retry_min)));
-  // In gRPC core this is the minimum connect timeout, not a delay (see the header).
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, ms(options.connect_timeout));
+  // The connect timeout (see the header); gRPC's own retries are no faster, so the caller
+  // retries with a fresh channel instead.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, timeout_ms);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, timeout_ms);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, timeout_ms);
+  // Its own subchannel: a fresh channel must not inherit the failed one's backoff.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   return grpc::CreateCustomChannel(options.target, credentials, args);
+}
+
+std::shared_ptr<grpc::Channel> CoordinatorConnection::Channel() {
+  if (channel_ != nullptr) {
+    const grpc_connectivity_state s = channel_->GetState(/*try_to_connect=*/false);
+    if (s != GRPC_CHANNEL_TRANSIENT_FAILURE && s != GRPC_CHANNEL_SHUTDOWN) return channel_;
+  }
+  channel_ = CoordinatorChannel(options_, credentials_);
+  ++made_;
+  return channel_;
 }
 
 }  // namespace stagefrontier

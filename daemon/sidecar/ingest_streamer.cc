@@ -34,14 +34,12 @@ void IngestStreamer::Run() {
   }
   CoordinatorChannelOptions channel_options;
   channel_options.target = options_.coordinator;
-  channel_options.retry_min = options_.backoff_min;
-  channel_options.retry_max = options_.backoff_max;
   channel_options.connect_timeout = options_.connect_timeout;
-  auto channel = CoordinatorChannel(channel_options, *creds);
+  CoordinatorConnection connection(channel_options, *creds);
   auto backoff = options_.backoff_min;
   batch_limit_ = options_.max_batch_records;
   while (!stop_) {
-    const StreamOutcome outcome = RunStream(channel);
+    const StreamOutcome outcome = RunStream(connection.Channel());
     if (stop_) break;
     OnStreamEnded(outcome);
     if (outcome.progressed) backoff = options_.backoff_min;

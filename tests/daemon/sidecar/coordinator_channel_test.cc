@@ -1,7 +1,9 @@
 // The sidecar's channel reaches a coordinator whose handshake is slow with one connection
-// attempt. Regression: the connect timeout used to be the 100 ms retry delay, so on a loaded
-// machine every attempt was cut off before the server's HTTP/2 SETTINGS arrived and a
-// sidecar took seconds (CI: 6 s) to connect, while its ranks' steps closed partial.
+// attempt, and one that comes back after refusing connections at once. Regression: the
+// connect timeout used to be the 100 ms retry delay, so on a loaded machine every attempt
+// was cut off before the server's HTTP/2 SETTINGS arrived and a sidecar took seconds (CI:
+// 6 s) to connect, while its ranks' steps closed partial; a long timeout alone made gRPC wait
+// as long between attempts (a restarted coordinator found only 20 s later).
 #include "daemon/sidecar/coordinator_channel.h"
 
 #include <arpa/inet.h>
@@ -127,35 +129,38 @@ TEST_CASE("a slow coordinator handshake is waited for, not retried") {
     SlowHandshakeProxy proxy(backend_port, std::chrono::milliseconds(600));
     CoordinatorChannelOptions options;
     options.target = "127.0.0.1:" + std::to_string(proxy.port());
-    auto channel = CoordinatorChannel(options, grpc::InsecureChannelCredentials());
+    CoordinatorConnection connection(options, grpc::InsecureChannelCredentials());
+    auto channel = connection.Channel();
     REQUIRE(channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(15)));
     CHECK(proxy.accepted() == 1);
   }
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }
 
-TEST_CASE("a coordinator that is not there yet is retried within the retry bounds") {
+TEST_CASE("a coordinator that comes back is found on the caller's next try, not gRPC's") {
   int port = 0;
   const int fd = ListenLoopback(&port);
   close(fd);  // the port is now free: connections are refused at once
   CoordinatorChannelOptions options;
   options.target = "127.0.0.1:" + std::to_string(port);
-  auto channel = CoordinatorChannel(options, grpc::InsecureChannelCredentials());
-  // A refused connection does not wait out the connect timeout: the channel reports the
-  // failure right away.
-  channel->GetState(/*try_to_connect=*/true);
-  const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(10);
-  grpc_connectivity_state s = channel->GetState(false);
-  while (s != GRPC_CHANNEL_TRANSIENT_FAILURE && channel->WaitForStateChange(s, deadline)) {
-    s = channel->GetState(false);
-  }
-  CHECK(s == GRPC_CHANNEL_TRANSIENT_FAILURE);
+  CoordinatorConnection connection(options, grpc::InsecureChannelCredentials());
+  // A refused connection does not wait out the connect timeout.
+  std::shared_ptr<grpc::Channel> first = connection.Channel();
+  CHECK_FALSE(first->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(5)));
+  CHECK(first->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE);
 
-  // A coordinator that starts on that port later is found.
   int bound = 0;
   std::unique_ptr<grpc::Server> server = StartServer(options.target, &bound);
   REQUIRE(bound == port);
-  CHECK(channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(15)));
+  // gRPC would retry the failed channel only after the 20 s connect timeout (its minimum
+  // between attempts); the next channel the connection hands out tries at once.
+  std::shared_ptr<grpc::Channel> next = connection.Channel();
+  CHECK(next != first);
+  CHECK(connection.channels_made() == 2);
+  CHECK(next->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(5)));
+  // A connected channel is kept.
+  CHECK(connection.Channel() == next);
+  CHECK(connection.channels_made() == 2);
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }
 
