@@ -18,9 +18,9 @@ std::string StageName(const StageSchema& schema, int32_t k) {
 
 void RenderGroup(const StageSchema& schema, const GroupReport& g, std::string* out) {
   const Verdict& v = g.verdict;
-  absl::StrAppend(out, "VERDICT  ", LabelText(v), v.group_wide ? " (group-wide)" : "",
-                  "   steps ", v.first_step, "..", v.last_step, " (", v.steps, " steps, ",
-                  v.flagged_steps, " with excess)\n");
+  absl::StrAppend(out, "VERDICT  ", LabelText(v), v.group_wide ? " (group-wide)" : "", "   steps ",
+                  v.first_step, "..", v.last_step, " (", v.steps, " steps, ", v.flagged_steps,
+                  " with excess)\n");
   if (!v.unreliable.empty()) {
     absl::StrAppend(out, "  UNRELIABLE: ", absl::StrJoin(v.unreliable, ", "), "\n");
   }

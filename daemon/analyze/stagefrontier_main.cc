@@ -5,7 +5,11 @@
 //                                              reduce torch.profiler traces to the same stages
 //   stagefrontier journal JOURNAL [--json] [--window N] [--out RUN.jsonl]
 //                                              account a coordinator journal offline
+//   stagefrontier nodes JOURNAL... [--ranks-per-node K] [--ledger FILE] [--json]
+//                                              charge jobs to nodes offline (the node ledger)
 // Exit codes: 0 done, 1 usage error, 2 bad input (nothing printed to stdout), 3 internal error.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iomanip>
@@ -15,10 +19,14 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/accounting/engine.h"
 #include "daemon/analyze/journal_export.h"
+#include "daemon/analyze/journal_nodes.h"
 #include "daemon/analyze/report_render.h"
 #include "daemon/analyze/run_file.h"
 #include "daemon/analyze/segment_inspect.h"
 #include "daemon/analyze/trace_reduce.h"
+#include "daemon/common/proto_json.h"
+#include "daemon/nodes/nodes_reply.h"
+#include "daemon/nodes/nodes_text.h"
 #include "nlohmann/json.hpp"
 
 namespace stagefrontier {
@@ -119,8 +127,8 @@ int Journal(const std::string& path, bool as_json, int window, const std::string
     return 2;
   }
   std::ostringstream text;
-  text << "\njournal: " << r->journal_records << " records, " << r->run.records
-       << " rank-steps of " << r->run.steps.size() << " steps";
+  text << "\njournal: " << r->journal_records << " records, " << r->run.records << " rank-steps of "
+       << r->run.steps.size() << " steps";
   if (r->refused_rank_steps > 0) text << ", " << r->refused_rank_steps << " refused";
   text << "\n";
   for (const std::string& n : r->notes) text << "note: " << n << "\n";
@@ -129,6 +137,66 @@ int Journal(const std::string& path, bool as_json, int window, const std::string
                           {"refused_rank_steps", r->refused_rank_steps},
                           {"notes", r->notes}};
   return AnalyzeRun("journal", path, r->run, as_json, window, text.str(), extra);
+}
+
+int Nodes(const std::vector<std::string>& paths, const JournalNodesOptions& options,
+          std::string ledger_path, bool as_json) {
+  std::string temp_dir;
+  if (ledger_path.empty()) {
+    char dir[] = "/tmp/stagefrontier_nodes_XXXXXX";
+    if (mkdtemp(dir) == nullptr) {
+      std::cerr << "stagefrontier nodes: cannot create a temporary directory\n";
+      return 3;
+    }
+    temp_dir = dir;
+    ledger_path = temp_dir + "/nodes.ledger";
+  }
+  NodeLedgerOptions lo;
+  lo.path = ledger_path;
+  lo.fsync = false;
+  JournalOpenInfo info;
+  absl::StatusOr<std::unique_ptr<NodeLedger>> ledger = NodeLedger::Open(lo, &info);
+  int rc = 0;
+  std::ostringstream text;
+  if (!ledger.ok()) {
+    std::cerr << "stagefrontier nodes: " << ledger_path << ": " << ledger.status().message()
+              << "\n";
+    rc = 2;
+  }
+  nlohmann::json per_journal = nlohmann::json::array();
+  for (size_t i = 0; rc == 0 && i < paths.size(); ++i) {
+    // Journals of one job id run again (kept from earlier runs) are distinct jobs here.
+    JournalNodesOptions o = options;
+    o.job_name = absl::StrCat("journal", i + 1);
+    absl::StatusOr<JournalNodesStats> s = ChargeJournal(paths[i], o, ledger->get());
+    if (!s.ok()) {
+      std::cerr << "stagefrontier nodes: " << paths[i] << ": " << s.status().message() << "\n";
+      rc = 2;
+      break;
+    }
+    per_journal.push_back({{"journal", paths[i]},
+                           {"windows", s->windows},
+                           {"charging_windows", s->charging_windows}});
+    text << paths[i] << ": " << s->windows << " windows, " << s->charging_windows
+         << " charged a node\n";
+  }
+  if (rc == 0 && !(*ledger)->Flush().ok()) rc = 2;
+  if (rc == 0) {
+    v1::ListNodesReply reply;
+    (void)FillListNodes(**ledger, v1::ListNodesRequest(), &reply);
+    if (as_json) {
+      nlohmann::json out = nlohmann::json::parse(ProtoToJson(reply));
+      out["journals"] = per_journal;
+      std::cout << out.dump(2) << "\n";
+    } else {
+      std::cout << text.str() << RenderNodesText(reply);
+    }
+  }
+  if (!temp_dir.empty()) {
+    unlink(ledger_path.c_str());
+    rmdir(temp_dir.c_str());
+  }
+  return rc;
 }
 
 int Segment(const std::string& path, bool as_json, const std::string& drain_path) {
@@ -199,16 +267,39 @@ int main(int argc, char** argv) {
       "--out writes its steps as a run file");
   std::string journal_path;
   std::string journal_out;
-  journal->add_option("journal", journal_path, "A <job>.journal file (never modified)")
-      ->required();
+  journal->add_option("journal", journal_path, "A <job>.journal file (never modified)")->required();
   journal->add_flag("--json", as_json, "Print the report as JSON");
-  journal->add_option("--window", window, "Steps per verdict window")
-      ->check(CLI::Range(2, 100000));
+  journal->add_option("--window", window, "Steps per verdict window")->check(CLI::Range(2, 100000));
   journal->add_option("--out", journal_out, "Also write the steps as a run file");
+  CLI::App* nodes = app.add_subcommand(
+      "nodes",
+      "Charge recorded jobs to nodes offline, as if they ran in this order on the same nodes, and "
+      "print the node ledger (classes, wasted GPU-seconds)");
+  std::vector<std::string> node_journals;
+  stagefrontier::JournalNodesOptions node_options;
+  std::string ledger_path;
+  nodes->add_option("journals", node_journals, "<job>.journal files, in the order the jobs ran")
+      ->required();
+  nodes
+      ->add_option("--ranks-per-node", node_options.ranks_per_node,
+                   "rank r ran on node <prefix><r / K> (journals do not record nodes)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  nodes->add_option("--node-prefix", node_options.node_prefix, "node names' prefix")
+      ->capture_default_str();
+  nodes->add_option("--window", node_options.window_steps, "Steps per verdict window")
+      ->check(CLI::Range(2, 100000))
+      ->capture_default_str();
+  nodes->add_option("--ledger", ledger_path,
+                    "Keep the ledger in this file (appended to if it exists; default: temporary)");
+  nodes->add_flag("--json", as_json, "Print as JSON");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 1;
+  }
+  if (nodes->parsed()) {
+    return stagefrontier::Nodes(node_journals, node_options, ledger_path, as_json);
   }
   if (segment->parsed()) return stagefrontier::Segment(segment_path, segment_json, drain_path);
   if (journal->parsed()) {

@@ -10,6 +10,8 @@
 #include "absl/strings/str_split.h"
 #include "daemon/common/command_line.h"
 #include "daemon/common/grpc_security.h"
+#include "daemon/common/proto_json.h"
+#include "daemon/nodes/nodes_text.h"
 #include "daemon/sfctl/sfctl_render.h"
 #include "daemon/sfctl/sfctl_selftest.h"
 #include "grpcpp/grpcpp.h"
@@ -156,7 +158,7 @@ int main(int argc, char** argv) {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(c.timeout_s));
   }
   const auto print = [&](const google::protobuf::Message& m, const std::string& text) {
-    std::cout << (c.json ? ToJson(m) + "\n" : text);
+    std::cout << (c.json ? ProtoToJson(m) + "\n" : text);
   };
 
   if (jobs_cmd->parsed()) {
@@ -199,7 +201,7 @@ int main(int argc, char** argv) {
     req.set_node_class(node_class);
     v1::ListNodesReply r;
     grpc::Status s = stub->ListNodes(&ctx, req, &r);
-    if (s.ok()) print(r, RenderNodes(r));
+    if (s.ok()) print(r, RenderNodesText(r));
     return Report(s, c);
   }
   if (watch->parsed()) {

@@ -3,30 +3,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/time.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace stagefrontier {
 namespace {
 
 std::string Ms(double ns) { return ns < 0 ? "-" : absl::StrFormat("%.2f", ns / 1e6); }
 
-// UTC, to the second ("-" for 0).
-std::string UnixTime(int64_t unix_ns) {
-  if (unix_ns <= 0) return "-";
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixNanos(unix_ns), absl::UTCTimeZone());
-}
-
 }  // namespace
-
-std::string ToJson(const google::protobuf::Message& message) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions o;
-  o.preserve_proto_field_names = true;
-  o.always_print_primitive_fields = true;
-  (void)google::protobuf::util::MessageToJsonString(message, &out, o);
-  return out;
-}
 
 std::string RenderJobs(const v1::ListJobsReply& reply) {
   if (reply.jobs().empty()) return "no jobs\n";
@@ -100,40 +83,6 @@ std::string RenderSuspects(const v1::SuspectsReply& r) {
                   r.frontier_top_stage().empty() ? "-" : r.frontier_top_stage(),
                   ", mean dashboard -> ", r.mean_top_stage().empty() ? "-" : r.mean_top_stage(),
                   ", max dashboard -> ", r.max_top_stage().empty() ? "-" : r.max_top_stage(), "\n");
-  return out;
-}
-
-std::string RenderNodes(const v1::ListNodesReply& r) {
-  std::string out =
-      absl::StrFormat("%d nodes in the ledger, %d windows recorded", r.total_nodes(), r.windows());
-  if (r.unattributed() > 0)
-    absl::StrAppend(&out, ", ", r.unattributed(), " charges without a node");
-  if (r.nodes_refused() > 0)
-    absl::StrAppend(&out, ", ", r.nodes_refused(), " nodes over the bound");
-  absl::StrAppend(&out, "\n");
-  if (r.nodes().empty()) return out;
-  absl::StrAppend(
-      &out, absl::StrFormat("%-4s %-24s %-10s %12s %9s %6s %5s %-20s %-24s %-20s %-20s\n", "#",
-                            "NODE", "CLASS", "WASTED GPU-s", "CHARGED", "EWMA", "JOBS", "STAGES",
-                            "LAST JOBS", "FIRST SEEN", "LAST SEEN"));
-  int i = 0;
-  for (const v1::NodeInfo& n : r.nodes()) {
-    std::string stages;
-    for (int k = 0; k < n.stages_size() && k < 3; ++k) {
-      absl::StrAppend(&stages, k ? "," : "", n.stages(k).stage());
-    }
-    std::string jobs;
-    for (int k = std::max(0, n.jobs_size() - 3); k < n.jobs_size(); ++k) {
-      absl::StrAppend(&jobs, jobs.empty() ? "" : ",", n.jobs(k));
-    }
-    absl::StrAppend(
-        &out,
-        absl::StrFormat("%-4d %-24s %-10s %12.2f %4d/%-4d %6.2f %5d %-20s %-24s %-20s %-20s\n", ++i,
-                        n.node(), n.node_class(), n.wasted_gpu_seconds(), n.charged_windows(),
-                        n.windows(), n.ewma(), n.jobs_charged(), stages.empty() ? "-" : stages,
-                        jobs.empty() ? "-" : jobs, UnixTime(n.first_seen_unix_ns()),
-                        UnixTime(n.last_seen_unix_ns())));
-  }
   return out;
 }
 

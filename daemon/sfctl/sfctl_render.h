@@ -1,5 +1,5 @@
 // Text renderings of query replies for sfctl (aligned tables for people); --json output is
-// the proto3 JSON mapping of the same replies (docs/cli.md).
+// the proto3 JSON mapping of the same replies (daemon/common/proto_json.h, docs/cli.md).
 //
 //   std::cout << RenderSuspects(reply);
 #ifndef STAGEFRONTIER_DAEMON_SFCTL_SFCTL_RENDER_H_
@@ -7,7 +7,6 @@
 
 #include <string>
 
-#include "google/protobuf/message.h"
 #include "stagefrontier/v1/query.pb.h"
 
 namespace stagefrontier {
@@ -17,10 +16,6 @@ std::string RenderSuspects(const v1::SuspectsReply& reply);
 std::string RenderVerdict(const v1::Verdict& v);
 std::string RenderSteps(const v1::GetStepsReply& reply);
 std::string RenderHealth(const v1::GetHealthReply& reply);
-// The node ledger, most costly first: class, wasted GPU-seconds, stages, jobs, first/last seen.
-std::string RenderNodes(const v1::ListNodesReply& reply);
-// One line of proto3 JSON (field names as in the .proto).
-std::string ToJson(const google::protobuf::Message& message);
 
 }  // namespace stagefrontier
 

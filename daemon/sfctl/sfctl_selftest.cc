@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "daemon/common/grpc_security.h"
+#include "daemon/common/proto_json.h"
 #include "daemon/sfctl/sfctl_render.h"
 
 namespace stagefrontier {
@@ -110,7 +111,7 @@ int RunSelfTest(v1::Query::Stub& stub, const std::string& token, const SelfTestO
     v1::SelfTestReport report;
     const int rc = RunProbe(stub, token, o, o.rank, o.stage, o.lead_steps, out, &report);
     if (report.id() == 0) return rc;
-    out << (o.json ? ToJson(report) + "\n" : header + RenderSelfTest(report));
+    out << (o.json ? ProtoToJson(report) + "\n" : header + RenderSelfTest(report));
     return rc;
   }
   // The sweep: the job's shape first.
@@ -188,7 +189,7 @@ int RunSelfTest(v1::Query::Stub& stub, const std::string& token, const SelfTestO
     v1::GetSelfTestsReply all;
     all.set_job(o.job);
     for (const auto& r : reports) *all.add_tests() = r;
-    out << ToJson(all) << "\n";
+    out << ProtoToJson(all) << "\n";
   }
   out << absl::StrFormat(
       "self-test sweep of job %s: detected %d of %d probes (%.0f%%)%s; false alarms: %d of %d "

@@ -15,7 +15,7 @@ mkdir -p "$SF_WORK/help"
 ./daemon/coordinator/stagefrontier-coordinator --help >"$SF_WORK/help/coordinator.txt"
 ./daemon/sidecar/stagefrontier-sidecar --help >"$SF_WORK/help/sidecar.txt"
 ./daemon/sfctl/sfctl --help >"$SF_WORK/help/sfctl.txt"
-for sub in suspects steps watch health control selftest; do
+for sub in suspects steps watch health control selftest nodes; do
   ./daemon/sfctl/sfctl "$sub" --help >"$SF_WORK/help/sfctl-$sub.txt"
 done
 /usr/bin/python3 tests/deploy/check_deploy.py "$SF_WORK/metrics.txt" "$SF_WORK/help"
