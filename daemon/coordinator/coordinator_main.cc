@@ -26,6 +26,7 @@
 #include "daemon/nodes/drain_hook.h"
 #include "daemon/nodes/node_ledger.h"
 #include "daemon/nodes/node_metrics.h"
+#include "daemon/sweep/fleet_baseline.h"
 #include "grpcpp/grpcpp.h"
 #include "prometheus/exposer.h"
 #include "shm/monotonic_clock.h"
@@ -196,6 +197,17 @@ int main(int argc, char** argv) {
     drain_hook.OnClassChange(n);
   });
   options.node_ledger = ledger->get();
+  FleetBaselineOptions fleet_options;
+  fleet_options.path = data_dir + "/sweeps.ledger";
+  fleet_options.fsync = options.fsync;
+  JournalOpenInfo fleet_info;
+  absl::StatusOr<std::unique_ptr<FleetBaseline>> fleet =
+      FleetBaseline::Open(fleet_options, &fleet_info);
+  if (!fleet.ok()) {
+    spdlog::error("fleet baseline {}: {}", fleet_options.path,
+                  std::string(fleet.status().message()));
+    return 2;
+  }
   std::set<std::string> allowed;
   for (absl::string_view j : absl::StrSplit(jobs_csv, ',', absl::SkipEmpty())) {
     allowed.insert(std::string(j));
@@ -223,7 +235,7 @@ int main(int argc, char** argv) {
   IngestService ingest(
       &jobs, &sessions, &metrics, *token, limits,
       [](const std::string& line) { spdlog::info("{}", line); }, &self_tests);
-  QueryService query(&jobs, &sessions, &metrics, *token, &self_tests, ledger->get());
+  QueryService query(&jobs, &sessions, &metrics, *token, &self_tests, ledger->get(), fleet->get());
   NodeMetrics node_metrics(*metrics.registry(), static_cast<size_t>(node_metrics_max));
   HealthService health;
   grpc::ServerBuilder builder;

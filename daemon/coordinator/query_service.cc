@@ -27,13 +27,14 @@ grpc::Status NoSidecar(const JobState& job, int32_t rank) {
 
 QueryService::QueryService(JobRegistry* jobs, SidecarSessions* sessions,
                            CoordinatorMetrics* metrics, std::string token, SelfTestBook* self_tests,
-                           const NodeLedger* nodes)
+                           const NodeLedger* nodes, FleetBaseline* fleet)
     : jobs_(jobs),
       sessions_(sessions),
       metrics_(metrics),
       token_(std::move(token)),
       self_tests_(self_tests),
-      nodes_(nodes) {}
+      nodes_(nodes),
+      fleet_(fleet) {}
 
 void QueryService::Shutdown() {
   shutting_down_ = true;
@@ -235,6 +236,19 @@ grpc::Status QueryService::ListNodes(grpc::ServerContext* context,
     return grpc::Status(grpc::UNIMPLEMENTED, "this coordinator keeps no node ledger");
   }
   return ToGrpc(FillListNodes(*nodes_, *request, reply));
+}
+
+grpc::Status QueryService::ReportSweep(grpc::ServerContext* context, const v1::SweepReport* request,
+                                       v1::SweepJudgement* reply) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
+  if (fleet_ == nullptr) {
+    return grpc::Status(grpc::UNIMPLEMENTED, "this coordinator keeps no fleet baseline");
+  }
+  absl::StatusOr<v1::SweepJudgement> j = fleet_->Judge(*request, shm::RealtimeNowNs());
+  if (!j.ok()) return ToGrpc(j.status());
+  if (absl::Status s = fleet_->Flush(); !s.ok()) return ToGrpc(s);
+  *reply = std::move(*j);
+  return grpc::Status::OK;
 }
 
 }  // namespace stagefrontier

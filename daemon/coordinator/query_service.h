@@ -1,6 +1,6 @@
 // The coordinator's query API (proto/stagefrontier/v1/query.proto): job list, suspects,
 // per-step accounting, a live verdict stream, per-rank health, runtime control, self-tests
-// and the node ledger.
+// the node ledger and node sweeps.
 //
 //   QueryService query(&jobs, &sessions, token);
 //   builder.RegisterService(&query);
@@ -18,6 +18,7 @@
 #include "daemon/coordinator/self_tests.h"
 #include "daemon/coordinator/sidecar_sessions.h"
 #include "daemon/nodes/node_ledger.h"
+#include "daemon/sweep/fleet_baseline.h"
 #include "stagefrontier/v1/query.grpc.pb.h"
 
 namespace stagefrontier {
@@ -25,10 +26,11 @@ namespace stagefrontier {
 class QueryService final : public v1::Query::Service {
  public:
   // `self_tests` may be null: Control(selftest) and GetSelfTests then answer UNIMPLEMENTED;
-  // `nodes` may be null: ListNodes then answers UNIMPLEMENTED.
+  // `nodes` may be null: ListNodes then answers UNIMPLEMENTED; so does ReportSweep without
+  // `fleet`.
   QueryService(JobRegistry* jobs, SidecarSessions* sessions, CoordinatorMetrics* metrics,
                std::string token, SelfTestBook* self_tests = nullptr,
-               const NodeLedger* nodes = nullptr);
+               const NodeLedger* nodes = nullptr, FleetBaseline* fleet = nullptr);
 
   grpc::Status ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
                         v1::ListJobsReply* reply) override;
@@ -46,6 +48,8 @@ class QueryService final : public v1::Query::Service {
                             v1::GetSelfTestsReply* reply) override;
   grpc::Status ListNodes(grpc::ServerContext* context, const v1::ListNodesRequest* request,
                          v1::ListNodesReply* reply) override;
+  grpc::Status ReportSweep(grpc::ServerContext* context, const v1::SweepReport* request,
+                           v1::SweepJudgement* reply) override;
 
   // Makes every WatchVerdicts call return (server shutdown).
   void Shutdown();
@@ -65,6 +69,7 @@ class QueryService final : public v1::Query::Service {
   std::string token_;
   SelfTestBook* self_tests_;
   const NodeLedger* nodes_;
+  FleetBaseline* fleet_;
   std::atomic<bool> shutting_down_{false};
   std::atomic<uint64_t> next_request_id_{1};
 };

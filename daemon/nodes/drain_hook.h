@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "daemon/nodes/node_ledger.h"
+#include "daemon/nodes/node_name.h"
 
 namespace stagefrontier {
 
@@ -85,9 +86,6 @@ class DrainHook {
   std::deque<std::chrono::steady_clock::time_point> recent_;  // hook decisions, last hour
   std::thread worker_;
 };
-
-// True for a name the hook may hand to a command: 1 to 253 of [A-Za-z0-9._-].
-bool SafeNodeName(const std::string& node);
 
 }  // namespace stagefrontier
 

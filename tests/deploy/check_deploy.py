@@ -53,7 +53,7 @@ def exported_metrics(metrics_text):
 
 
 def binary_of(command):
-    for b in ("stagefrontier-coordinator", "stagefrontier-sidecar", "sfctl"):
+    for b in ("stagefrontier-coordinator", "stagefrontier-sidecar", "stagefrontier-sweep", "sfctl"):
         if command.endswith(b):
             return b.replace("stagefrontier-", "")
     return None
@@ -81,6 +81,16 @@ def check_k8s(helps):
         if not psc.get("runAsNonRoot"):
             fail(f"{name}: {d['kind']} does not run as non-root")
         volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        for c in spec.get("initContainers", []):
+            where = f"{name}: init container {c['name']}"
+            for m in c.get("volumeMounts", []):
+                if m["name"] not in volumes:
+                    fail(f"{where}: mounts undefined volume {m['name']}")
+            for line in c.get("args", []):
+                m = re.search(r"stagefrontier-sweep\s+(.*?)(;|$)", " ".join(line.split()))
+                if m:
+                    check_flags(where, "sweep", [a.split("=", 1)[0] for a in m.group(1).split()],
+                                helps)
         for c in spec["containers"]:
             where = f"{name}: container {c['name']}"
             if d["kind"] != "Pod":
@@ -144,7 +154,7 @@ def check_scripts(helps):
         if r.returncode != 0:
             fail(f"{f.name}: shell syntax: {r.stderr.strip()}")
         for line in joined_lines(f.read_text()):
-            for b in ("coordinator", "sidecar", "sfctl"):
+            for b in ("coordinator", "sidecar", "sweep", "sfctl"):
                 token = "stagefrontier-" + b if b != "sfctl" else "sfctl"
                 # The binary as a command word (a path's last part), not inside a unit name.
                 m = re.search(r"(?:^|[\s/'\"])" + token + r"(?=[\s'\"]|$)", line)
@@ -213,7 +223,7 @@ def check_dockerfile():
 def main():
     metrics = exported_metrics(pathlib.Path(sys.argv[1]).read_text())
     helps = {}
-    for b in ("coordinator", "sidecar", "sfctl"):
+    for b in ("coordinator", "sidecar", "sfctl", "sweep"):
         helps[b] = flags_of((pathlib.Path(sys.argv[2]) / f"{b}.txt").read_text())
     # sfctl's subcommand flags.
     # sfctl's subcommand flags: every sfctl-<command>.txt the test collected.

@@ -15,6 +15,7 @@ mkdir -p "$SF_WORK/help"
 ./daemon/coordinator/stagefrontier-coordinator --help >"$SF_WORK/help/coordinator.txt"
 ./daemon/sidecar/stagefrontier-sidecar --help >"$SF_WORK/help/sidecar.txt"
 ./daemon/sfctl/sfctl --help >"$SF_WORK/help/sfctl.txt"
+./daemon/sweep/stagefrontier-sweep --help >"$SF_WORK/help/sweep.txt"
 for sub in suspects steps watch health control selftest nodes; do
   ./daemon/sfctl/sfctl "$sub" --help >"$SF_WORK/help/sfctl-$sub.txt"
 done

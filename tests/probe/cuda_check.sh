@@ -14,7 +14,8 @@ if [ ! -x "$cuda/bin/nvcc" ]; then
   exit 0
 fi
 if bazel build //client/probe:cuda_backend //client/probe:nccl_signature_check \
-  //tests/probe:gpu_check_bin //client/probe:libsfprobe.so //tests/probe:probe_ring_dump; then
+  //tests/probe:gpu_check_bin //client/probe:libsfprobe.so //tests/probe:probe_ring_dump \
+  //daemon/sweep:gpu_checks_cuda; then
   echo "//tests/probe:cuda_build PASSED"
 else
   echo "//tests/probe:cuda_build FAILED"
