@@ -235,6 +235,7 @@ int main(int argc, char** argv) {
   IngestService ingest(
       &jobs, &sessions, &metrics, *token, limits,
       [](const std::string& line) { spdlog::info("{}", line); }, &self_tests);
+  ingest.SetNodeLedger(ledger->get());
   QueryService query(&jobs, &sessions, &metrics, *token, &self_tests, ledger->get(), fleet->get());
   NodeMetrics node_metrics(*metrics.registry(), static_cast<size_t>(node_metrics_max));
   HealthService health;

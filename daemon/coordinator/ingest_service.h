@@ -32,6 +32,9 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   IngestService(JobRegistry* jobs, SidecarSessions* sessions, CoordinatorMetrics* metrics,
                 std::string token, ResourceLimits limits = {}, Log log = nullptr,
                 SelfTestBook* self_tests = nullptr);
+  // Notes the machine under each sidecar's node name in `nodes` (node_ledger.h). Call before
+  // the server starts.
+  void SetNodeLedger(NodeLedger* nodes) { deps_.nodes = nodes; }
   // Stops the Hello watchdog. Destroy after the server has shut down.
   ~IngestService() override;
 

@@ -176,6 +176,17 @@ bool IngestStream::OnHello(const v1::Hello& hello) {
     return false;
   }
   node_ = hello.node().substr(0, 256);
+  if (deps_.nodes != nullptr) {
+    // "ipv4:10.0.0.5:41234" -> "10.0.0.5" ("ipv6:[::1]:41234" -> "[::1]").
+    std::string address = context_->peer();
+    if (const size_t colon = address.find(':'); colon != std::string::npos) {
+      address = address.substr(colon + 1);
+    }
+    if (const size_t port = address.rfind(':'); port != std::string::npos) {
+      address = address.substr(0, port);
+    }
+    deps_.nodes->NoteHost(node_, hello.host(), address, shm::RealtimeNowNs());
+  }
   session_ = deps_.sessions->Add(node_, this);
   hello_.store(true, std::memory_order_release);
   deps_.metrics->sidecar_streams().Increment();

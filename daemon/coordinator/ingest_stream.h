@@ -31,6 +31,7 @@
 #include "daemon/coordinator/resource_limits.h"
 #include "daemon/coordinator/self_tests.h"
 #include "daemon/coordinator/sidecar_sessions.h"
+#include "daemon/nodes/node_ledger.h"
 #include "grpcpp/grpcpp.h"
 #include "stagefrontier/v1/ingest.pb.h"
 
@@ -46,6 +47,7 @@ struct IngestDeps {
   ResourceLimits limits;
   std::function<void(const std::string&)> log;
   SelfTestBook* self_tests = nullptr;  // null: self-test answers are not followed
+  NodeLedger* nodes = nullptr;         // null: the machines under node names are not noted
 };
 
 class IngestStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,

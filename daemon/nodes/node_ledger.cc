@@ -47,6 +47,10 @@ absl::StatusOr<std::unique_ptr<NodeLedger>> NodeLedger::Open(const NodeLedgerOpt
   absl::StatusOr<std::unique_ptr<JobJournal>> opened = JobJournal::Open(
       options.path, options.fsync,
       [l](const v1::JournalRecord& r) {
+        if (r.body_case() == v1::JournalRecord::kNodeHost) {
+          l->ApplyHostLocked(r.node_host());
+          return absl::OkStatus();
+        }
         if (r.body_case() != v1::JournalRecord::kNodeWindow) {
           ++l->counters_.replay_skipped;
           return absl::OkStatus();
@@ -122,6 +126,33 @@ bool NodeLedger::ApplyLocked(const v1::NodeWindow& w, std::vector<Change>* chang
   return true;
 }
 
+void NodeLedger::ApplyHostLocked(const v1::NodeHostSeen& seen) {
+  if (seen.node().empty()) return;
+  auto it = hosts_.find(seen.node());
+  if (it == hosts_.end() && hosts_.size() >= options_.max_nodes) return;
+  hosts_[seen.node()] = {seen.host(), seen.address()};
+}
+
+void NodeLedger::NoteHost(const std::string& node, const std::string& host,
+                          const std::string& address, int64_t wall_time_ns) {
+  v1::NodeHostSeen seen;
+  seen.set_node(node.substr(0, 256));
+  seen.set_host(host.substr(0, 256));
+  seen.set_address(address.substr(0, 256));
+  seen.set_wall_time_ns(wall_time_ns);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = hosts_.find(seen.node());
+  if (seen.node().empty() ||
+      (it != hosts_.end() && it->second == std::make_pair(seen.host(), seen.address()))) {
+    return;
+  }
+  ApplyHostLocked(seen);
+  if (hosts_.count(seen.node()) == 0) return;  // over the bound
+  v1::JournalRecord rec;
+  *rec.mutable_node_host() = std::move(seen);
+  file_->Append(rec);
+}
+
 bool NodeLedger::Record(const v1::NodeWindow& window) {
   std::vector<Change> changes;
   ClassChange callback;
@@ -170,6 +201,10 @@ NodeSummary NodeLedger::SummaryLocked(const std::string& name, const NodeState& 
   out.first_seen_ns = s.first_seen_ns;
   out.last_seen_ns = s.last_seen_ns;
   out.last_charged_ns = s.last_charged_ns;
+  if (auto it = hosts_.find(name); it != hosts_.end()) {
+    out.host = it->second.first;
+    out.address = it->second.second;
+  }
   return out;
 }
 

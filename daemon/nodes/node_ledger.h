@@ -59,6 +59,8 @@ struct NodeSummary {
   int64_t first_seen_ns = 0;      // wall clock of its first and last window
   int64_t last_seen_ns = 0;
   int64_t last_charged_ns = 0;  // 0 if never charged
+  std::string host;             // the machine under the name ("" until a sidecar said)
+  std::string address;          // its sidecar's address, as the coordinator saw it
 };
 
 struct NodeLedgerCounters {
@@ -84,6 +86,10 @@ class NodeLedger {
   // changing nothing, for a window of a job at or before that job's last recorded window.
   bool Record(const v1::NodeWindow& window);
   [[nodiscard]] absl::Status Flush();
+  // Records the machine under `node` (its sidecar's hostname and address, from its Hello);
+  // written only when new or changed. At most max_nodes names are kept.
+  void NoteHost(const std::string& node, const std::string& host, const std::string& address,
+                int64_t wall_time_ns);
 
   // Every tracked node, most wasted GPU-seconds first (then by name).
   std::vector<NodeSummary> Nodes() const;
@@ -111,6 +117,7 @@ class NodeLedger {
   };
 
   explicit NodeLedger(NodeLedgerOptions options) : options_(std::move(options)) {}
+  void ApplyHostLocked(const v1::NodeHostSeen& seen);
   // Applies a window; fills `changes` with class changes. False for a duplicate.
   bool ApplyLocked(const v1::NodeWindow& window, std::vector<Change>* changes);
   NodeState* NodeLocked(const std::string& node);
@@ -121,6 +128,7 @@ class NodeLedger {
   std::unique_ptr<JobJournal> file_;
   std::map<std::string, NodeState> nodes_;
   std::map<std::string, JobNodes> jobs_;
+  std::map<std::string, std::pair<std::string, std::string>> hosts_;  // node -> host, address
   NodeLedgerCounters counters_;
   ClassChange on_change_;
 };

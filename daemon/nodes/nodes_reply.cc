@@ -24,6 +24,8 @@ void NodeSummaryToProto(const NodeSummary& n, v1::NodeInfo* out) {
   out->set_first_seen_unix_ns(n.first_seen_ns);
   out->set_last_seen_unix_ns(n.last_seen_ns);
   out->set_last_charged_unix_ns(n.last_charged_ns);
+  out->set_host(n.host);
+  out->set_address(n.address);
 }
 
 absl::Status FillListNodes(const NodeLedger& ledger, const v1::ListNodesRequest& request,

@@ -15,6 +15,12 @@ std::string UnixTime(int64_t unix_ns) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixNanos(unix_ns), absl::UTCTimeZone());
 }
 
+// "host (address)", whichever are known, or "-".
+std::string Host(const v1::NodeInfo& n) {
+  if (n.host().empty()) return n.address().empty() ? "-" : n.address();
+  return n.address().empty() ? n.host() : absl::StrCat(n.host(), " (", n.address(), ")");
+}
+
 }  // namespace
 
 std::string RenderNodesText(const v1::ListNodesReply& r) {
@@ -27,9 +33,9 @@ std::string RenderNodesText(const v1::ListNodesReply& r) {
   absl::StrAppend(&out, "\n");
   if (r.nodes().empty()) return out;
   absl::StrAppend(
-      &out, absl::StrFormat("%-4s %-24s %-10s %12s %9s %6s %5s %-20s %-24s %-20s %-20s\n", "#",
-                            "NODE", "CLASS", "WASTED GPU-s", "CHARGED", "EWMA", "JOBS", "STAGES",
-                            "LAST JOBS", "FIRST SEEN", "LAST SEEN"));
+      &out, absl::StrFormat("%-4s %-24s %-24s %-10s %12s %9s %6s %5s %-20s %-24s %-20s %-20s\n",
+                            "#", "NODE", "HOST", "CLASS", "WASTED GPU-s", "CHARGED", "EWMA", "JOBS",
+                            "STAGES", "LAST JOBS", "FIRST SEEN", "LAST SEEN"));
   int i = 0;
   for (const v1::NodeInfo& n : r.nodes()) {
     std::string stages;
@@ -41,12 +47,12 @@ std::string RenderNodesText(const v1::ListNodesReply& r) {
       absl::StrAppend(&jobs, jobs.empty() ? "" : ",", n.jobs(k));
     }
     absl::StrAppend(
-        &out,
-        absl::StrFormat("%-4d %-24s %-10s %12.2f %4d/%-4d %6.2f %5d %-20s %-24s %-20s %-20s\n", ++i,
-                        n.node(), n.node_class(), n.wasted_gpu_seconds(), n.charged_windows(),
-                        n.windows(), n.ewma(), n.jobs_charged(), stages.empty() ? "-" : stages,
-                        jobs.empty() ? "-" : jobs, UnixTime(n.first_seen_unix_ns()),
-                        UnixTime(n.last_seen_unix_ns())));
+        &out, absl::StrFormat(
+                  "%-4d %-24s %-24s %-10s %12.2f %4d/%-4d %6.2f %5d %-20s %-24s %-20s %-20s\n", ++i,
+                  n.node(), Host(n), n.node_class(), n.wasted_gpu_seconds(), n.charged_windows(),
+                  n.windows(), n.ewma(), n.jobs_charged(), stages.empty() ? "-" : stages,
+                  jobs.empty() ? "-" : jobs, UnixTime(n.first_seen_unix_ns()),
+                  UnixTime(n.last_seen_unix_ns())));
   }
   return out;
 }

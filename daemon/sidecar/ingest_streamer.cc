@@ -90,6 +90,8 @@ IngestStreamer::StreamOutcome IngestStreamer::RunStream(std::shared_ptr<grpc::Ch
   hello.mutable_hello()->set_protocol_version(v1::PROTOCOL_VERSION_1);
   hello.mutable_hello()->set_node(options_.node);
   hello.mutable_hello()->set_sidecar_id(absl::StrCat(options_.node, "/", ::getpid()));
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) == 0) hello.mutable_hello()->set_host(host);
   StreamOutcome outcome;
   bool& progressed = outcome.progressed;
   bool broken_by_server = false;

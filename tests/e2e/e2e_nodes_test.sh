@@ -31,6 +31,8 @@ nodes=$(sf_ctl --json nodes)
 [ "$(jq -r '.nodes[0].jobs | join(",")' <<<"$nodes")" = job1,job2 ] || sf_fail "both jobs: $nodes"
 [ "$(jq -r '.nodes[0].jobs_charged' <<<"$nodes")" = 2 ] || sf_fail "jobs charged: $nodes"
 [ "$(jq -r '.nodes[0].stages[0].stage' <<<"$nodes")" = data ] || sf_fail "stage: $nodes"
+[ "$(jq -r '.nodes[0].host' <<<"$nodes")" = "$(hostname)" ] || sf_fail "host under node1: $nodes"
+[ "$(jq -r '.nodes[0].address' <<<"$nodes")" = 127.0.0.1 ] || sf_fail "address: $nodes"
 # 12 ms per faulty step x 7 waiting ranks, over at least 100 faulty steps: >= 8 GPU-seconds.
 jq -e '.nodes[0].wasted_gpu_seconds > 5' <<<"$nodes" >/dev/null || sf_fail "GPU-seconds: $nodes"
 [ "$(jq -r '.nodes[] | select(.node == "node0") | .node_class' <<<"$nodes")" = healthy ] \

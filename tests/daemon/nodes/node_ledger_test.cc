@@ -198,6 +198,32 @@ TEST_CASE("class changes are announced once, live") {
   CHECK(seen == std::vector<std::string>{"b:healthy->transient", "b:transient->chronic"});
 }
 
+TEST_CASE("the machine under a node name is kept, written only when it changes") {
+  const auto o = Options(TempDir());
+  off_t once = 0, twice = 0;
+  {
+    auto ledger = OpenLedger(o);
+    ledger->Record(Window("job1", 0, "b"));
+    ledger->NoteHost("b", "gpu-host-17", "10.0.0.17", 5);
+    REQUIRE(ledger->Flush().ok());
+    struct stat st;
+    REQUIRE(stat(o.path.c_str(), &st) == 0);
+    once = st.st_size;
+    ledger->NoteHost("b", "gpu-host-17", "10.0.0.17", 6);  // the same: nothing written
+    REQUIRE(ledger->Flush().ok());
+    REQUIRE(stat(o.path.c_str(), &st) == 0);
+    twice = st.st_size;
+  }
+  CHECK(once == twice);
+  auto ledger = OpenLedger(o);
+  const NodeSummary b = ledger->Nodes()[0];
+  CHECK(b.node == "b");
+  CHECK(b.host == "gpu-host-17");
+  CHECK(b.address == "10.0.0.17");
+  ledger->NoteHost("b", "gpu-host-18", "10.0.0.18", 7);  // the name moved to another machine
+  CHECK(ledger->Nodes()[0].host == "gpu-host-18");
+}
+
 TEST_CASE("a file that is not a ledger is refused and left alone") {
   const auto dir = TempDir();
   const auto o = Options(dir);
