@@ -305,6 +305,17 @@ absl::StatusOr<std::unique_ptr<JobJournal>> JobJournal::Create(
   return std::unique_ptr<JobJournal>(new JobJournal(path, fd, bytes.size(), fsync));
 }
 
+absl::StatusOr<std::unique_ptr<JobJournal>> JobJournal::OpenOrCreate(
+    const std::string& path, bool fsync,
+    absl::FunctionRef<absl::Status(const v1::JournalRecord&)> replay, JournalOpenInfo* info) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0) return Open(path, fsync, replay, info);
+  if (errno != ENOENT) {
+    return absl::UnavailableError(absl::StrCat("cannot examine ", path, ": ", strerror(errno)));
+  }
+  return Create(path, fsync, {});
+}
+
 absl::StatusOr<std::unique_ptr<JobJournal>> JobJournal::Open(
     const std::string& path, bool fsync,
     absl::FunctionRef<absl::Status(const v1::JournalRecord&)> replay, JournalOpenInfo* info) {

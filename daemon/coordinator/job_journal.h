@@ -107,6 +107,13 @@ class JobJournal {
       const std::string& path, bool fsync,
       absl::FunctionRef<absl::Status(const v1::JournalRecord&)> replay, JournalOpenInfo* info);
 
+  // Open when `path` exists, else Create it empty: for files that start empty and grow (the
+  // node ledger, the fleet baseline). Fails as those, or with Unavailable when `path` cannot
+  // be examined.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<JobJournal>> OpenOrCreate(
+      const std::string& path, bool fsync,
+      absl::FunctionRef<absl::Status(const v1::JournalRecord&)> replay, JournalOpenInfo* info);
+
   // Rewrites the journal at `path`, whose declaration was lost, as a new journal holding
   // `declaration` then every other intact record of the old one (any declarations in it are
   // dropped); the old file is kept under another name (info->kept_original). Fails as Open

@@ -1,10 +1,6 @@
 #include "daemon/nodes/node_ledger.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <utility>
 
@@ -31,20 +27,8 @@ absl::StatusOr<std::unique_ptr<NodeLedger>> NodeLedger::Open(const NodeLedgerOpt
                                                              JournalOpenInfo* info) {
   if (absl::Status s = options.classes.Validate(); !s.ok()) return s;
   std::unique_ptr<NodeLedger> ledger(new NodeLedger(options));
-  struct stat st;
-  if (::lstat(options.path.c_str(), &st) != 0) {
-    if (errno != ENOENT) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot stat node ledger ", options.path, ": ", strerror(errno)));
-    }
-    absl::StatusOr<std::unique_ptr<JobJournal>> created =
-        JobJournal::Create(options.path, options.fsync, {});
-    if (!created.ok()) return created.status();
-    ledger->file_ = std::move(*created);
-    return ledger;
-  }
   NodeLedger* l = ledger.get();
-  absl::StatusOr<std::unique_ptr<JobJournal>> opened = JobJournal::Open(
+  absl::StatusOr<std::unique_ptr<JobJournal>> opened = JobJournal::OpenOrCreate(
       options.path, options.fsync,
       [l](const v1::JournalRecord& r) {
         if (r.body_case() == v1::JournalRecord::kNodeHost) {

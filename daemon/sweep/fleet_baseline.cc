@@ -1,11 +1,7 @@
 #include "daemon/sweep/fleet_baseline.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -35,20 +31,8 @@ bool SafeCheckName(const std::string& s) {
 absl::StatusOr<std::unique_ptr<FleetBaseline>> FleetBaseline::Open(
     const FleetBaselineOptions& options, JournalOpenInfo* info) {
   std::unique_ptr<FleetBaseline> fleet(new FleetBaseline(options));
-  struct stat st;
-  if (::lstat(options.path.c_str(), &st) != 0) {
-    if (errno != ENOENT) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot stat fleet baseline ", options.path, ": ", strerror(errno)));
-    }
-    absl::StatusOr<std::unique_ptr<JobJournal>> created =
-        JobJournal::Create(options.path, options.fsync, {});
-    if (!created.ok()) return created.status();
-    fleet->file_ = std::move(*created);
-    return fleet;
-  }
   FleetBaseline* f = fleet.get();
-  absl::StatusOr<std::unique_ptr<JobJournal>> opened = JobJournal::Open(
+  absl::StatusOr<std::unique_ptr<JobJournal>> opened = JobJournal::OpenOrCreate(
       options.path, options.fsync,
       [f](const v1::JournalRecord& r) {
         if (r.body_case() == v1::JournalRecord::kSweep) {

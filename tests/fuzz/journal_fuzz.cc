@@ -1,7 +1,8 @@
 // Fuzz target: arbitrary bytes as a coordinator journal (docs/journal-format.md), restored
 // the way the coordinator restores one at startup: framing, resynchronization past damage,
 // checksums, records, then replay into a job (decoding packed steps, aligning, accounting),
-// and the files recovery keeps aside; then the same bytes as the node ledger. Restore must succeed
+// and the files recovery keeps aside; then the same bytes as the node ledger and as the
+// fleet baseline. Restore must succeed
 // (keeping what it skips) or fail with a clear status, never crash; a file it refuses is left byte
 // for byte as it was.
 #include <dirent.h>
@@ -18,6 +19,7 @@
 #include "daemon/coordinator/job_journal.h"
 #include "daemon/coordinator/job_state.h"
 #include "daemon/nodes/node_ledger.h"
+#include "daemon/sweep/fleet_baseline.h"
 
 namespace {
 
@@ -47,6 +49,11 @@ std::string ReadAll(const std::string& path) {
   return s.str();
 }
 
+void WriteAll(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -56,10 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string dir = WorkDir();
   Clear(dir);
   const std::string path = dir + "/fuzz.journal";
-  {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << bytes;
-  }
+  WriteAll(path, bytes);
   stagefrontier::JobOptions o;
   o.data_dir = dir;
   o.fsync = false;
@@ -80,10 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The same bytes as the node ledger (same framing, NodeWindow records).
   Clear(dir);
   const std::string ledger_path = dir + "/nodes.ledger";
-  {
-    std::ofstream out(ledger_path, std::ios::binary | std::ios::trunc);
-    out << bytes;
-  }
+  WriteAll(ledger_path, bytes);
   stagefrontier::NodeLedgerOptions lo;
   lo.path = ledger_path;
   lo.fsync = false;
@@ -95,6 +96,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!(n.gpu_seconds >= 0) || n.charged_windows > n.windows) std::abort();
     }
   } else if (absl::IsFailedPrecondition(ledger.status()) && ReadAll(ledger_path) != bytes) {
+    std::abort();
+  }
+  ledger = absl::StatusOr<std::unique_ptr<stagefrontier::NodeLedger>>(absl::UnknownError("done"));
+
+  // And as the fleet baseline (SweepRecorded records).
+  Clear(dir);
+  const std::string fleet_path = dir + "/sweeps.ledger";
+  WriteAll(fleet_path, bytes);
+  stagefrontier::FleetBaselineOptions fo;
+  fo.path = fleet_path;
+  fo.fsync = false;
+  stagefrontier::JournalOpenInfo finfo;
+  auto fleet = stagefrontier::FleetBaseline::Open(fo, &finfo);
+  if (!fleet.ok() && absl::IsFailedPrecondition(fleet.status()) && ReadAll(fleet_path) != bytes) {
     std::abort();
   }
   return 0;

@@ -24,7 +24,7 @@ declare -A sources=(
   [run_file]="tests/fuzz/run_file_fuzz.cc daemon/analyze/run_file.cc shm/stage_schema.cc daemon/accounting/step_input.cc"
   [trace_reduce]="tests/fuzz/trace_reduce_fuzz.cc daemon/analyze/trace_reduce.cc daemon/analyze/run_file.cc daemon/wire/packed_steps.cc shm/stage_schema.cc daemon/accounting/step_input.cc"
   [ingest_batch]="tests/fuzz/ingest_batch_fuzz.cc daemon/wire/packed_steps.cc $gen/ingest.pb.cc"
-  [journal]="tests/fuzz/journal_fuzz.cc shm/stage_schema.cc daemon/coordinator/job_journal.cc daemon/coordinator/job_state.cc daemon/coordinator/resource_limits.cc daemon/common/log_safe.cc daemon/coordinator/crc32c.cc daemon/coordinator/proto_convert.cc daemon/coordinator/step_aligner.cc daemon/coordinator/coordinator_metrics.cc daemon/coordinator/detector_health.cc daemon/nodes/node_window.cc daemon/nodes/node_ledger.cc daemon/nodes/node_class.cc daemon/wire/packed_steps.cc $accounting $gen/ingest.pb.cc $gen/query.pb.cc $gen/journal.pb.cc"
+  [journal]="tests/fuzz/journal_fuzz.cc shm/stage_schema.cc daemon/coordinator/job_journal.cc daemon/coordinator/job_state.cc daemon/coordinator/resource_limits.cc daemon/common/log_safe.cc daemon/coordinator/crc32c.cc daemon/coordinator/proto_convert.cc daemon/coordinator/step_aligner.cc daemon/coordinator/coordinator_metrics.cc daemon/coordinator/detector_health.cc daemon/nodes/node_window.cc daemon/nodes/node_ledger.cc daemon/nodes/node_class.cc daemon/nodes/node_name.cc daemon/sweep/fleet_baseline.cc daemon/wire/packed_steps.cc $accounting $gen/ingest.pb.cc $gen/query.pb.cc $gen/journal.pb.cc"
 )
 declare -A libs=(
   [ingest_batch]="-lprotobuf"
