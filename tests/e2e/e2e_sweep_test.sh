@@ -42,6 +42,16 @@ for c in cpu_gflops memory_gbps disk_read_mbps loopback_gbps; do
   grep -Eq "^$c +[0-9.]+ .* measured" "$SF_WORK/local.txt" || sf_fail "$c not measured"
 done
 
+echo "== a sweep killed mid-run leaves nothing behind and reports nothing"
+mkdir -p "$SF_WORK/killed"
+./daemon/sweep/stagefrontier-sweep --coordinator "$SF_COORD" --node killed --checks disk \
+  --scratch "$SF_WORK/killed" &
+pid=$!
+sleep 0.2
+kill -KILL $pid
+wait $pid 2>/dev/null || true
+[ -z "$(ls -A "$SF_WORK/killed")" ] || sf_fail "the killed sweep left $(ls "$SF_WORK/killed")"
+
 echo "== bad input: an unsafe node name is refused by the coordinator"
 set +e
 sweep --node 'bad name' --checks cpu >"$SF_WORK/badname.txt" 2>&1
