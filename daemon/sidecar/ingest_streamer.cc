@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/common/host_name.h"
 #include "daemon/common/log_safe.h"
 #include "daemon/sidecar/coordinator_channel.h"
 
@@ -18,7 +19,7 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 IngestStreamer::IngestStreamer(StreamerOptions options, SegmentDrainer* drainer, Log log)
-    : options_(std::move(options)), drainer_(drainer), log_(std::move(log)) {}
+    : options_(std::move(options)), host_(HostName()), drainer_(drainer), log_(std::move(log)) {}
 
 void IngestStreamer::Stop() {
   stop_ = true;
@@ -90,8 +91,7 @@ IngestStreamer::StreamOutcome IngestStreamer::RunStream(std::shared_ptr<grpc::Ch
   hello.mutable_hello()->set_protocol_version(v1::PROTOCOL_VERSION_1);
   hello.mutable_hello()->set_node(options_.node);
   hello.mutable_hello()->set_sidecar_id(absl::StrCat(options_.node, "/", ::getpid()));
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) == 0) hello.mutable_hello()->set_host(host);
+  hello.mutable_hello()->set_host(host_);
   StreamOutcome outcome;
   bool& progressed = outcome.progressed;
   bool broken_by_server = false;

@@ -91,6 +91,7 @@ class IngestStreamer {
   void OnStreamEnded(const StreamOutcome& outcome);
 
   StreamerOptions options_;
+  const std::string host_;  // this machine, sent in every Hello
   SegmentDrainer* drainer_;
   Log log_;
   std::atomic<bool> stop_{false};

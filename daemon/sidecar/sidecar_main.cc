@@ -2,7 +2,6 @@
 // the coordinator; relays control requests back. Does not daemonize (Slurm and systemd
 // supervise it); SIGTERM flushes and exits. docs/operations.md.
 #include <signal.h>
-#include <unistd.h>
 
 #include <string>
 #include <thread>
@@ -10,6 +9,7 @@
 #include "CLI/CLI.hpp"
 #include "daemon/common/command_line.h"
 #include "daemon/common/grpc_security.h"
+#include "daemon/common/host_name.h"
 #include "daemon/common/termination_signals.h"
 #include "daemon/sidecar/ingest_streamer.h"
 #include "daemon/sidecar/segment_drainer.h"
@@ -24,9 +24,7 @@ int main(int argc, char** argv) {
   std::string token_file;
   int poll_max_ms = 10;
   std::string log_level;
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  so.node = host;
+  so.node = HostName();
   app.add_option("--coordinator", so.coordinator, "coordinator gRPC address")
       ->capture_default_str();
   app.add_option("--node", so.node, "this node's name")->capture_default_str();

@@ -6,8 +6,6 @@
 // Exit status: 0 the node passes (or, without --coordinator, every check ran); 1 a check
 // failed or fell below the fleet; 2 usage; 3 the coordinator could not be reached (figures
 // printed, not judged).
-#include <unistd.h>
-
 #include <iostream>
 #include <string>
 #include <vector>
@@ -17,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "daemon/common/command_line.h"
 #include "daemon/common/grpc_security.h"
+#include "daemon/common/host_name.h"
 #include "daemon/common/proto_json.h"
 #include "daemon/sweep/gpu_checks.h"
 #include "daemon/sweep/host_checks.h"
@@ -26,12 +25,6 @@
 namespace {
 
 using namespace stagefrontier;
-
-std::string Hostname() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "";
-  return buf;
-}
 
 std::string Render(const v1::SweepReport& report, const v1::SweepJudgement* judged) {
   std::string out = absl::StrFormat("node %s%s\n", report.node(),
@@ -61,7 +54,7 @@ std::string Render(const v1::SweepReport& report, const v1::SweepJudgement* judg
 
 int main(int argc, char** argv) {
   CLI::App app{"stagefrontier-sweep: qualify this node against the fleet", "stagefrontier-sweep"};
-  std::string coordinator, token_file, node = Hostname(), scratch = "/var/tmp", log_level;
+  std::string coordinator, token_file, node = HostName(), scratch = "/var/tmp", log_level;
   std::string checks_csv = "cpu,memory,disk,loopback,gpu";
   TlsFiles tls;
   bool quick = false, json = false;
