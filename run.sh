@@ -16,7 +16,8 @@ deploy/install-deps.sh
 case "$1" in
   demo)
     bazel build -c opt //daemon/coordinator:stagefrontier-coordinator \
-      //daemon/sidecar:stagefrontier-sidecar //daemon/sfctl:sfctl //client/examples:synthetic_trainer
+      //daemon/sidecar:stagefrontier-sidecar //daemon/sfctl:sfctl //client/examples:synthetic_trainer \
+      //client/python:package
     deploy/demo/run_demo.sh bazel-bin
     ;;
   test)

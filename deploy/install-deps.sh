@@ -22,6 +22,7 @@ PACKAGES=(
   libprotobuf-dev        # protobuf runtime
   libspdlog-dev          # logs
   prometheus-cpp-dev     # the coordinator's /metrics
+  zlib1g-dev             # capture files travel compressed (sidecar -> coordinator)
   prometheus             # the metrics test scrapes /metrics with a real Prometheus
   curl                   # tests talk to Prometheus's HTTP API
   jq                     # tests read --json output

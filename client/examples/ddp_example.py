@@ -8,7 +8,11 @@ run it under the launcher to instrument it.
 
 Faults (flags, or STAGEFRONTIER_FAULT="STAGE:RANK:MS[:EVERY[:START[:STOP]]]"): data (the
 loader), forward, backward (a gradient hook), optimizer (the step) slowed by MS milliseconds on
-RANK, every EVERY steps from step START until step STOP (never stops when omitted).
+RANK, every EVERY steps from step START until step STOP (never stops when omitted); these
+sleep. Operator-level faults, where a user would meet them: `matmul` (the model's forward does
+extra matrix products worth about MS milliseconds, calibrated at start, as a slower module
+would), `collate` (the DataLoader's collate_fn sleeps MS ms per batch) and `optstep` (the
+optimizer's step sleeps MS ms inside its own step: a slow custom optimizer).
 """
 import argparse
 import os
@@ -36,17 +40,22 @@ class Fault:
                 self.start = int(parts[4])
             if len(parts) > 5:
                 self.stop = int(parts[5])
-            if self.stage not in ("data", "forward", "backward", "optimizer"):
+            if self.stage not in ("data", "forward", "backward", "optimizer", "matmul", "collate",
+                                  "optstep"):
                 raise SystemExit(f"unknown fault stage {self.stage!r}")
         self.my_rank = rank
         self.step = 0
 
-    def hit(self, stage):
+    def due(self, stage):
+        """True when the fault applies to STAGE on this rank at this step."""
         if stage != self.stage or self.my_rank != self.rank or self.step < self.start:
-            return
+            return False
         if 0 <= self.stop <= self.step:
-            return
-        if self.every <= 1 or (self.step - self.start) % self.every == 0:
+            return False
+        return self.every <= 1 or (self.step - self.start) % self.every == 0
+
+    def hit(self, stage):
+        if self.due(stage):
             time.sleep(self.ms / 1000)
 
 
@@ -69,10 +78,43 @@ class Model(torch.nn.Module):
         self.net = torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.ReLU(),
                                        torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
                                        torch.nn.Linear(hidden, 1))
+        # The matmul fault's extra products (none on other ranks, or without that fault).
+        self.extra = torch.randn(hidden, hidden) / hidden ** 0.5
+        self.extra_products = 0
+        if fault.stage == "matmul" and fault.rank == fault.my_rank:
+            self.extra_products = self.products_for(fault.ms)
+
+    def products_for(self, ms):
+        """How many extra hidden x hidden products take about MS milliseconds here."""
+        m = torch.randn(32, self.extra.shape[0])
+        start = time.perf_counter()
+        for _ in range(50):
+            m = m @ self.extra
+        each = (time.perf_counter() - start) / 50
+        return max(1, round(ms / 1000 / max(each, 1e-7)))
 
     def forward(self, x):
         self.fault.hit("forward")
-        return self.net(x)
+        out = self.net(x)
+        if self.extra_products and self.fault.due("matmul"):
+            with torch.no_grad():
+                m = out.new_ones(x.shape[0], self.extra.shape[0])
+                for _ in range(self.extra_products):
+                    m = m @ self.extra
+        return out
+
+
+class TrainingSGD(torch.optim.SGD):
+    """SGD whose step can be slowed from inside (the optstep fault); every rank uses it, so
+    the profiler's "Optimizer.step#TrainingSGD.step" range is named alike on all of them."""
+
+    def __init__(self, params, fault, **kw):
+        super().__init__(params, **kw)
+        self.fault = fault
+
+    def step(self, closure=None):
+        self.fault.hit("optstep")
+        return super().step(closure)
 
 
 def profiler(steps, directory, rank):
@@ -116,8 +158,10 @@ def main():
     model = DDP(Model(fault, args.features, args.hidden))
     # The backward fault: a hook on the first layer's weight gradient (inside backward).
     model.module.net[0].weight.register_hook(lambda g: (fault.hit("backward"), g)[1])
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    loader = DataLoader(Synthetic(fault, args.batch, args.features, args.steps), batch_size=None)
+    opt = TrainingSGD(model.parameters(), fault, lr=1e-3)
+    # collate_fn with batch_size=None sees each batch (the collate fault sleeps in it).
+    loader = DataLoader(Synthetic(fault, args.batch, args.features, args.steps), batch_size=None,
+                        collate_fn=lambda b: (fault.hit("collate"), b)[1])
     prof = profiler(args.profile_steps, args.profile_dir, rank)
     start = time.monotonic()
     for x, y in loader:

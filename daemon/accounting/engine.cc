@@ -101,8 +101,8 @@ absl::Status Engine::AddStep(const StepInput& input) {
   if (last_->partial) ++counters_.partial_steps;
   if (++steps_in_window_ == config_.engine.window_steps) {
     steps_in_window_ = 0;
-    closed_.push_back(job_->DecideVerdict());
-    for (const auto& g : groups_) closed_.push_back(g->DecideVerdict());
+    closed_.push_back(job_->CloseWindow());
+    for (const auto& g : groups_) closed_.push_back(g->CloseWindow());
     while (closed_.size() > kMaxClosedVerdicts) closed_.pop_front();
   }
   return absl::OkStatus();

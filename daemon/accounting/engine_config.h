@@ -59,6 +59,12 @@ struct EngineConfig {
   double rank_material_fraction = 0.02;
   double group_material_fraction = 0.05;
   double group_spread_z = 2.0;
+  // A (stage, rank) the previous window named CLEAR stays named while its evidence holds at
+  // rank_z_support (mean or outlier test) with a material cost, without the rank_z_strong a
+  // first naming needs: an intermittent fault that struck less often in this window is still
+  // the same fault, and a user reading the latest window should not see it vanish. Off: every
+  // window decides alone.
+  bool carry_clear = true;
   // KS divergence compares each rank with at most this many peers (evenly spread).
   int ks_max_peers = 32;
   // KS divergence is computed for every rank up to this world size, above it only for the

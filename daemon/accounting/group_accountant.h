@@ -45,6 +45,10 @@ class GroupAccountant {
   // The verdict over the current window (SPEC §3). Cheap enough to call every window.
   Verdict DecideVerdict() const;
 
+  // Closes a window: its verdict, remembered so that a later window's verdict can carry a
+  // CLEAR (stage, rank) on supporting evidence alone (see EngineConfig::carry_clear).
+  Verdict CloseWindow();
+
   // The verdict plus the waterfall, dashboards and corroborating statistics.
   GroupReport Report() const;
 
@@ -101,6 +105,15 @@ class GroupAccountant {
   // entry while a step is being accounted), so a late start it causes is not charged twice.
   std::vector<int64_t> previous_tail_charge_;
   std::vector<int64_t> tail_charge_;
+
+  // The (stage, member) the last two closed windows named CLEAR (-1: none), with the last
+  // step of each: a window takes the one that ended before it began.
+  struct NamedCell {
+    int64_t last_step = -1;
+    int stage = -1;
+    int member = -1;
+  };
+  NamedCell named_[2];
 
   const ProbeBracketing* bracketing_ = nullptr;
   std::vector<int64_t> probe_wait_;  // member-major, this step's (see WindowStep::probe_wait)

@@ -42,6 +42,9 @@ struct RankStep {
 struct StepInput {
   int64_t step = 0;
   std::vector<RankStep> ranks;
+  // Some rank ran a profiler capture in this step (its record carries kRecordTraceCaptured):
+  // the step is slower on the captured ranks for the profiler's sake, not the job's.
+  bool captured = false;
 };
 
 // The stage (0-based) whose span [b[k], b[k+1]] holds time t: the first k with t <= b[k+1],

@@ -25,6 +25,17 @@ std::string RankList(const std::vector<int32_t>& ranks, size_t limit = 12) {
 
 }  // namespace
 
+Verdict GroupAccountant::CloseWindow() {
+  Verdict v = DecideVerdict();
+  named_[0] = named_[1];
+  named_[1] = NamedCell{v.last_step, -1, -1};
+  if (v.label == VerdictLabel::kClear && !v.suspects.empty()) {
+    named_[1].stage = v.suspects[0].stage;
+    named_[1].member = MemberOf(v.suspects[0].rank);
+  }
+  return v;
+}
+
 Verdict GroupAccountant::DecideVerdict() const {
   Verdict v;
   v.group = name_;
@@ -114,7 +125,7 @@ Verdict GroupAccountant::DecideVerdict() const {
   // (k, m)'s own evidence reaches z_min standard errors and a material shift: material on
   // average, or, for a recurring fault (1 step in 7 of 9% of a step moves the mean by 1.3%),
   // in the steps it hits, when those steps stand out on their own (outlier_z).
-  auto evident = [&](int k, int m, double z_min) {
+  auto evident = [&](int k, int m, double z_min, double recurring_z_min) {
     const RankEvidence& e = rank_evidence.at(k, m);
     // A few isolated spikes (fewer than kMinOutlierSteps) are not a slow rank: its shift must
     // stay material without them.
@@ -124,13 +135,23 @@ Verdict GroupAccountant::DecideVerdict() const {
     if (std::max(e.z, e.outlier_z) >= z_min && e.shift_ns - spikes >= material) return true;
     // A recurring fault: its rare steps dilute the mean test, so its strength is the outlier
     // test's, with the mean shift at least at the support level.
-    return e.z >= config_.rank_z_support && e.shift_ns > 0 &&
-           e.outlier_z >= config_.rank_z_strong && e.outlier_excess_ns >= material;
+    return e.z >= config_.rank_z_support && e.shift_ns > 0 && e.outlier_z >= recurring_z_min &&
+           e.outlier_excess_ns >= material;
+  };
+  // A cell named CLEAR in the window before: supporting evidence keeps it named, and a
+  // recurring fault keeps it on its recurrences alone (strong and material), since a few
+  // unrelated spikes in the window can hold its mean-shift z under the support level.
+  auto carried_evident = [&](int k, int m) {
+    const RankEvidence& e = rank_evidence.at(k, m);
+    return evident(k, m, config_.rank_z_support, config_.rank_z_support) ||
+           (e.shift_ns > 0 && e.outlier_z >= config_.rank_z_strong &&
+            e.outlier_excess_ns >= material);
   };
   auto supported = [&](int k, int m) {
     // A mixed stage ends together for everyone: durations cannot show who was slow inside
     // it; the probe or the MIXED_SYNC verdict decides there.
-    return schema_.stage(k).kind == StageKind::kMixed || evident(k, m, config_.rank_z_support);
+    return schema_.stage(k).kind == StageKind::kMixed ||
+           evident(k, m, config_.rank_z_support, config_.rank_z_strong);
   };
   auto supported_anywhere = [&](int m) {
     for (int k = 0; k < S; ++k) {
@@ -144,12 +165,33 @@ Verdict GroupAccountant::DecideVerdict() const {
   for (int k = 0; k < S; ++k) {
     if (schema_.IsWait(static_cast<size_t>(k))) continue;
     for (int m = 0; m < n; ++m) {
-      if (evident(k, m, config_.rank_z_strong) &&
+      if (evident(k, m, config_.rank_z_strong, config_.rank_z_strong) &&
           (strong_k < 0 ||
            rank_evidence.at(k, m).shift_ns > rank_evidence.at(strong_k, strong_m).shift_ns)) {
         strong_k = k;
         strong_m = m;
       }
+    }
+  }
+  // The cell the window before this one named CLEAR needs only supporting evidence to stay
+  // named (EngineConfig::carry_clear).
+  bool carried = false;
+  int64_t carried_from = -1;
+  if (config_.carry_clear && strong_k < 0) {
+    const NamedCell* prior = nullptr;
+    for (const NamedCell& c : named_) {
+      if (c.stage >= 0 && c.last_step < v.first_step &&
+          (prior == nullptr || c.last_step > prior->last_step)) {
+        prior = &c;
+      }
+    }
+    if (prior != nullptr && prior->member >= 0 && prior->member < n &&
+        !schema_.IsWait(static_cast<size_t>(prior->stage)) &&
+        carried_evident(prior->stage, prior->member)) {
+      strong_k = prior->stage;
+      strong_m = prior->member;
+      carried = true;
+      carried_from = prior->last_step;
     }
   }
   // Steps worth profiling for (k, m): where its duration exceeded the step's median most.
@@ -253,6 +295,10 @@ Verdict GroupAccountant::DecideVerdict() const {
         "standard errors); the ranks charged at the stage boundaries were waiting for it",
         schema_.stage(strong_k).name, ranks_[strong_m], Ms(v.rank_shift_ns), static_cast<int>(W),
         v.rank_z);
+    if (carried) {
+      absl::StrAppend(&v.explanation, "; named in the window ending at step ", carried_from,
+                      " and still supported here");
+    }
     return v;
   }
   // A late arrival at a wait is explained by the rank's own slower stage, when it has one.
@@ -262,6 +308,23 @@ Verdict GroupAccountant::DecideVerdict() const {
     for (int k = 0; k < S; ++k) {
       if (!schema_.IsWait(static_cast<size_t>(k)) && supported(k, m) &&
           (best < 0 || rank_evidence.at(k, m).shift_ns > rank_evidence.at(best, m).shift_ns)) {
+        best = k;
+      }
+    }
+    if (best >= 0) promote(best, m);
+  } else {
+    // The rank's own durations say where its time went: another stage strongly slower on the
+    // same rank, by more than the charged one, is where to look (the frontier charges where
+    // the lateness surfaced: a slow optimizer step shows at the next forward's first wait).
+    const int k0 = static_cast<int>(top / n);
+    const int m = static_cast<int>(top % n);
+    int best = -1;
+    for (int k = 0; k < S; ++k) {
+      if (k == k0 || schema_.IsWait(static_cast<size_t>(k))) continue;
+      const double shift = rank_evidence.at(k, m).shift_ns;
+      if (evident(k, m, config_.rank_z_strong, config_.rank_z_strong) &&
+          shift > rank_evidence.at(k0, m).shift_ns &&
+          (best < 0 || shift > rank_evidence.at(best, m).shift_ns)) {
         best = k;
       }
     }

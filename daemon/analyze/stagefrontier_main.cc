@@ -3,6 +3,8 @@
 //   stagefrontier segment SEGMENT [--json] [--drain RUN.jsonl] inspect / drain a node's segment
 //   stagefrontier reduce-trace TRACE.json... [--schema S] [--json] [--out RUN.jsonl]
 //                                              reduce torch.profiler traces to the same stages
+//   stagefrontier compare-ops --stage S --suspect TRACE.json REFERENCE.json... [--json]
+//                                              which operator of a stage makes a rank slow
 //   stagefrontier journal JOURNAL [--json] [--window N] [--out RUN.jsonl]
 //                                              account a coordinator journal offline
 //   stagefrontier nodes JOURNAL... [--ranks-per-node K] [--ledger FILE] [--json]
@@ -24,6 +26,8 @@
 #include "daemon/analyze/run_file.h"
 #include "daemon/analyze/segment_inspect.h"
 #include "daemon/analyze/trace_reduce.h"
+#include "daemon/captures/capture_analysis.h"
+#include "daemon/captures/operator_report_render.h"
 #include "daemon/common/proto_json.h"
 #include "daemon/nodes/nodes_reply.h"
 #include "daemon/nodes/nodes_text.h"
@@ -114,6 +118,29 @@ int ReduceTrace(const std::vector<std::string>& paths, const std::string& schema
                           {"packed_bytes", r->packed_bytes}, {"notes", r->notes}};
   return AnalyzeRun("reduce-trace", absl::StrCat(paths.size(), " traces"), r->run, as_json,
                     static_cast<int>(std::max<size_t>(2, r->run.steps.size())), text.str(), extra);
+}
+
+int CompareOps(const std::string& suspect, const std::vector<std::string>& references,
+               const std::string& schema_text, const std::string& stage, size_t top, bool as_json) {
+  absl::StatusOr<StageSchema> schema = StageSchema::Parse(schema_text);
+  if (!schema.ok()) {
+    std::cerr << "stagefrontier compare-ops: --schema: " << schema.status().message() << "\n";
+    return 2;
+  }
+  CompareOptions options;
+  options.top = top;
+  absl::StatusOr<OperatorReport> r =
+      AnalyzeCaptureFiles(suspect, references, *schema, stage, options);
+  if (!r.ok()) {
+    std::cerr << "stagefrontier compare-ops: " << r.status().message() << "\n";
+    return 2;
+  }
+  if (as_json) {
+    std::cout << OperatorReportJson(*r).dump(2) << "\n";
+  } else {
+    std::cout << RenderOperatorReportText(*r);
+  }
+  return 0;
 }
 
 int Journal(const std::string& path, bool as_json, int window, const std::string& out_path) {
@@ -261,6 +288,26 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   reduce->add_flag("--json", reduce_json, "Print as JSON");
   reduce->add_option("--out", reduce_out, "Also write the reduced steps as a run file");
+  CLI::App* compare = app.add_subcommand(
+      "compare-ops",
+      "Which operator inside a stage makes the suspect rank slow: its profiler trace against "
+      "reference ranks' traces of the same steps (culprit, victim, dependency gap)");
+  std::string compare_suspect;
+  std::vector<std::string> compare_references;
+  std::string compare_stage;
+  std::string compare_schema = trace_schema;
+  size_t compare_top = 5;
+  bool compare_json = false;
+  compare->add_option("--suspect", compare_suspect, "The suspect rank's Chrome trace")->required();
+  compare->add_option("references", compare_references, "Reference ranks' Chrome traces")
+      ->required();
+  compare->add_option("--stage", compare_stage, "The stage to look inside")->required();
+  compare->add_option("--schema", compare_schema, "Stages, as the trainer declared them")
+      ->capture_default_str();
+  compare->add_option("--top", compare_top, "Findings to print")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  compare->add_flag("--json", compare_json, "Print as JSON");
   CLI::App* journal = app.add_subcommand(
       "journal",
       "Account a coordinator journal offline (a finished job, or a file recovery kept aside); "
@@ -304,6 +351,10 @@ int main(int argc, char** argv) {
   if (segment->parsed()) return stagefrontier::Segment(segment_path, segment_json, drain_path);
   if (journal->parsed()) {
     return stagefrontier::Journal(journal_path, as_json, window, journal_out);
+  }
+  if (compare->parsed()) {
+    return stagefrontier::CompareOps(compare_suspect, compare_references, compare_schema,
+                                     compare_stage, compare_top, compare_json);
   }
   if (reduce->parsed()) {
     return stagefrontier::ReduceTrace(trace_paths, trace_schema, reduce_json, reduce_out);

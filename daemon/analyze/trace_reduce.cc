@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
@@ -15,113 +14,44 @@
 namespace stagefrontier {
 namespace {
 
-using json = nlohmann::json;
-
 constexpr absl::string_view kStepPrefix = "ProfilerStep#";
-// Chrome traces are in microseconds; beyond this a time is not a plausible one.
-constexpr double kMaxUs = 9.0e15;
 
 struct Range {
   int64_t begin_ns;
   int64_t end_ns;
 };
 
-// A SAX consumer that only remembers where parsing failed.
-struct ErrorPosition : nlohmann::json_sax<json> {
-  size_t byte = 0;
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override { return true; }
-  bool key(string_t&) override { return true; }
-  bool end_object() override { return true; }
-  bool start_array(std::size_t) override { return true; }
-  bool end_array() override { return true; }
-  bool parse_error(std::size_t position, const std::string&,
-                   const nlohmann::detail::exception&) override {
-    byte = position;
-    return false;
-  }
-};
-
 absl::Status Bad(const std::string& name, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(name, ": ", what));
-}
-
-// ts and dur of a complete event, in ns.
-absl::StatusOr<Range> TimesOf(const json& e, const std::string& name, size_t index) {
-  const auto ts = e.find("ts");
-  const auto dur = e.find("dur");
-  if (ts == e.end() || !ts->is_number() || dur == e.end() || !dur->is_number()) {
-    return Bad(name, absl::StrCat("event ", index, " (\"", e.value("name", ""),
-                                  "\") has no numeric \"ts\" and \"dur\""));
-  }
-  const double t = ts->get<double>();
-  const double d = dur->get<double>();
-  if (!std::isfinite(t) || !std::isfinite(d) || d < 0 || std::fabs(t) > kMaxUs || d > kMaxUs) {
-    return Bad(name, absl::StrCat("event ", index, " (\"", e.value("name", ""),
-                                  "\") has an implausible ts ", t, " or dur ", d));
-  }
-  const int64_t begin = std::llround(t * 1000.0);
-  return Range{begin, begin + std::llround(d * 1000.0)};
 }
 
 }  // namespace
 
 absl::StatusOr<RankTrace> ReduceChromeTrace(absl::string_view text, const StageSchema& schema,
                                             const std::string& name) {
-  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    // Find where it breaks, for the message (the non-throwing parse does not say).
-    ErrorPosition sax;
-    json::sax_parse(text.begin(), text.end(), &sax, nlohmann::detail::input_format_t::json,
-                    /*strict=*/true);
-    return Bad(name, absl::StrCat("not valid JSON at byte ", sax.byte,
-                                  " (a Chrome trace JSON from torch.profiler is expected)"));
-  }
-  const json* events = nullptr;
-  if (doc.is_array()) {
-    events = &doc;
-  } else if (doc.is_object() && doc.contains("traceEvents") && doc["traceEvents"].is_array()) {
-    events = &doc["traceEvents"];
-  } else {
-    return Bad(name, "no \"traceEvents\" array: not a Chrome trace");
-  }
+  absl::StatusOr<ChromeTrace> trace = ParseChromeTrace(text, name);
+  if (!trace.ok()) return trace.status();
+  return ReduceParsedTrace(*trace, schema, name);
+}
+
+absl::StatusOr<RankTrace> ReduceParsedTrace(const ChromeTrace& trace, const StageSchema& schema,
+                                            const std::string& name) {
   RankTrace out;
-  if (doc.is_object() && doc.contains("distributedInfo") && doc["distributedInfo"].is_object()) {
-    const json& di = doc["distributedInfo"];
-    if (di.contains("rank") && di["rank"].is_number_integer()) {
-      out.rank = static_cast<int32_t>(std::clamp<int64_t>(di["rank"].get<int64_t>(), -1, 1 << 30));
-    }
-    if (di.contains("world_size") && di["world_size"].is_number_integer()) {
-      out.world_size =
-          static_cast<int32_t>(std::clamp<int64_t>(di["world_size"].get<int64_t>(), -1, 1 << 30));
-    }
-  }
+  out.rank = trace.rank;
+  out.world_size = trace.world_size;
+  out.events = trace.all_events;
   std::map<int64_t, Range> steps;
   std::vector<std::vector<Range>> stage_ranges(schema.size());
-  for (const json& e : *events) {
-    const size_t i = out.events++;
-    if (!e.is_object()) return Bad(name, absl::StrCat("event ", i, " is not an object"));
-    const auto ph = e.find("ph");
-    const auto nm = e.find("name");
-    if (ph == e.end() || !ph->is_string() || ph->get_ref<const std::string&>() != "X") continue;
-    if (nm == e.end() || !nm->is_string()) continue;
-    const std::string& event_name = nm->get_ref<const std::string&>();
+  for (const TraceEvent& e : trace.events) {
+    const std::string& event_name = e.name;
     if (absl::StartsWith(event_name, kStepPrefix)) {
       int64_t step = 0;
       if (!absl::SimpleAtoi(absl::string_view(event_name).substr(kStepPrefix.size()), &step) ||
           step < 0) {
-        return Bad(name, absl::StrCat("event ", i, ": \"", event_name,
-                                      "\" does not end in a step number"));
+        return Bad(name, absl::StrCat("event \"", event_name, "\" does not end in a step number"));
       }
-      absl::StatusOr<Range> r = TimesOf(e, name, i);
-      if (!r.ok()) return r.status();
-      steps[step] = *r;
+      steps[step] = Range{e.begin_ns, e.end_ns};
+      out.step_process = e.process;
     } else if (absl::StartsWith(event_name, kStageAnnotationPrefix)) {
       const absl::string_view stage =
           absl::string_view(event_name).substr(kStageAnnotationPrefix.size());
@@ -130,9 +60,7 @@ absl::StatusOr<RankTrace> ReduceChromeTrace(absl::string_view text, const StageS
         ++out.unknown_stage_ranges;
         continue;
       }
-      absl::StatusOr<Range> r = TimesOf(e, name, i);
-      if (!r.ok()) return r.status();
-      stage_ranges[*k].push_back(*r);
+      stage_ranges[*k].push_back(Range{e.begin_ns, e.end_ns});
     }
   }
   if (steps.empty()) {

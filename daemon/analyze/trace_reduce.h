@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "daemon/analyze/run_file.h"
+#include "daemon/captures/chrome_trace.h"
 #include "shm/stage_schema.h"
 
 namespace stagefrontier {
@@ -37,6 +38,7 @@ struct RankTrace {
   uint64_t events = 0;                            // events in the file
   uint64_t unknown_stage_ranges = 0;              // "stagefrontier:x" with x not in the schema
   uint64_t ranges_outside_steps = 0;              // stage ranges that start in no ProfilerStep
+  std::string step_process;  // the "pid" of the ProfilerStep events (the trainer's CPU side)
 };
 
 // Parses one trace. Fails with InvalidArgument naming `name` and what is wrong: not JSON (with
@@ -44,6 +46,12 @@ struct RankTrace {
 // negative duration, a ProfilerStep number that is not an integer, no ProfilerStep events at
 // all, or no stage annotation at all.
 [[nodiscard]] absl::StatusOr<RankTrace> ReduceChromeTrace(absl::string_view json,
+                                                          const StageSchema& schema,
+                                                          const std::string& name);
+
+// The same over a trace already parsed (ParseChromeTrace), for callers that also read its
+// events. Fails as ReduceChromeTrace after parsing.
+[[nodiscard]] absl::StatusOr<RankTrace> ReduceParsedTrace(const ChromeTrace& trace,
                                                           const StageSchema& schema,
                                                           const std::string& name);
 

@@ -12,8 +12,15 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/accounting/probe_bracketing.h"
+#include "daemon/captures/capture_metrics.h"
+#include "daemon/captures/capture_reports.h"
+#include "daemon/captures/capture_store.h"
+#include "daemon/captures/capture_trigger.h"
+#include "daemon/captures/capture_upload_service.h"
 #include "daemon/common/command_line.h"
+#include "daemon/common/descriptor_limit.h"
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/termination_signals.h"
 #include "daemon/coordinator/coordinator_metrics.h"
@@ -34,6 +41,10 @@
 
 int main(int argc, char** argv) {
   using namespace stagefrontier;
+  // Debian's Abseil is built with assertions, which turns on absl::Mutex deadlock detection
+  // (a lock graph updated at every lock gRPC takes): measurable on the ingest path of
+  // thousands of streams. The project's own tests keep it on.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app{"stagefrontier-coordinator: frontier accounting, verdicts and queries",
                "stagefrontier-coordinator"};
   std::string listen = "127.0.0.1:7311";
@@ -129,6 +140,40 @@ int main(int argc, char** argv) {
   app.add_option("--drain-timeout-s", drain_timeout_s, "kill the drain command after this long")
       ->check(CLI::Range(int64_t{1}, int64_t{3600}))
       ->capture_default_str();
+  bool captures = false;
+  CapturePolicyOptions capture_options;
+  app.add_flag("--captures", captures,
+               "after a CLEAR or rank-naming AMBIGUOUS verdict, ask the suspects and reference "
+               "ranks to capture a profiler trace of the same future steps (off by default)");
+  app.add_option("--capture-steps", capture_options.steps, "steps per capture")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  app.add_option("--capture-references", capture_options.references,
+                 "reference ranks per capture, on other nodes where possible")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  app.add_option("--capture-cooldown-windows", capture_options.cooldown_windows,
+                 "verdict windows after a capture before the next one")
+      ->check(CLI::Range(0, 1'000'000))
+      ->capture_default_str();
+  app.add_option("--capture-max-per-hour", capture_options.max_per_hour,
+                 "captures per job and hour at most")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  CaptureStoreOptions store_options;
+  uint64_t capture_max_mb = store_options.max_file_bytes >> 20;
+  uint64_t capture_keep_mb = store_options.max_total_bytes >> 20;
+  app.add_option("--capture-max-mb", capture_max_mb,
+                 "a capture file larger than this is refused (the sidecar keeps it)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--capture-keep-mb", capture_keep_mb,
+                 "collected capture files kept under --data-dir/captures, oldest dropped first")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30))
+      ->capture_default_str();
+  app.add_option("--capture-keep-files", store_options.max_files, "capture files kept at most")
+      ->check(CLI::Range(1, 1'000'000))
+      ->capture_default_str();
   AddLogLevelFlag(app, &log_level);
   if (int rc = ParseCommandLine(app, argc, argv); rc >= 0) return rc;
   ApplyLogLevel(log_level);
@@ -155,6 +200,19 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  {
+    // Every sidecar stream is a socket; journals, the ledgers and /metrics need a few more.
+    const uint64_t wanted = static_cast<uint64_t>(limits.max_streams) + 256;
+    absl::StatusOr<uint64_t> fds = RaiseDescriptorLimit(wanted);
+    if (!fds.ok()) {
+      spdlog::warn("{}", std::string(fds.status().message()));
+    } else if (*fds < wanted) {
+      spdlog::warn(
+          "only {} open files are allowed (hard limit): fewer than the {} sidecar "
+          "streams of --max-streams can connect; raise it (LimitNOFILE=, ulimit -Hn)",
+          *fds, limits.max_streams);
+    }
+  }
   CoordinatorMetrics metrics;
   JobOptions options;
   options.data_dir = data_dir;
@@ -197,6 +255,12 @@ int main(int argc, char** argv) {
     drain_hook.OnClassChange(n);
   });
   options.node_ledger = ledger->get();
+  CaptureTrigger capture_trigger(capture_options,
+                                 [](const std::string& line) { spdlog::info("{}", line); });
+  // Always told of windows (the pace and the last named rank serve captures asked by hand);
+  // decides on its own only with --captures.
+  capture_trigger.set_automatic(captures);
+  options.verdict_observer = &capture_trigger;
   FleetBaselineOptions fleet_options;
   fleet_options.path = data_dir + "/sweeps.ledger";
   fleet_options.fsync = options.fsync;
@@ -237,6 +301,33 @@ int main(int argc, char** argv) {
       [](const std::string& line) { spdlog::info("{}", line); }, &self_tests);
   ingest.SetNodeLedger(ledger->get());
   QueryService query(&jobs, &sessions, &metrics, *token, &self_tests, ledger->get(), fleet->get());
+  query.SetCaptureTrigger(&capture_trigger, captures);
+  // Capture files the sidecars send (with or without --captures: captures asked by hand too).
+  store_options.root = data_dir + "/captures";
+  store_options.max_file_bytes = capture_max_mb << 20;
+  store_options.max_total_bytes = capture_keep_mb << 20;
+  CaptureStore capture_store(store_options);
+  if (absl::Status s = capture_store.Open(); !s.ok()) {
+    spdlog::error("{}", std::string(s.message()));
+    return 2;
+  }
+  CaptureUploadService capture_uploads(&capture_store, *token,
+                                       [](const std::string& line) { spdlog::info("{}", line); });
+  // Reports once every rank of a capture has sent its file (on a thread of their own).
+  CaptureReports capture_reports(
+      &capture_store,
+      [&capture_trigger](const std::string& job) { return capture_trigger.Decisions(job); },
+      [&jobs](const std::string& job) -> std::optional<StageSchema> {
+        std::shared_ptr<JobState> j = jobs.Find(job);
+        if (j == nullptr) return std::nullopt;
+        return j->schema();
+      },
+      [](const std::string& line) { spdlog::info("{}", line); });
+  capture_store.SetOnComplete(
+      [&capture_reports](const StoredCapture& f) { capture_reports.OnFileStored(f); });
+  capture_reports.Start();
+  query.SetCaptureReports(&capture_reports, &capture_store);
+  CaptureMetrics capture_metrics(*metrics.registry());
   NodeMetrics node_metrics(*metrics.registry(), static_cast<size_t>(node_metrics_max));
   HealthService health;
   grpc::ServerBuilder builder;
@@ -245,6 +336,7 @@ int main(int argc, char** argv) {
   builder.SetMaxReceiveMessageSize(max_message_bytes);
   builder.RegisterService(&ingest);
   builder.RegisterService(&query);
+  builder.RegisterService(&capture_uploads);
   builder.RegisterService(&health);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
@@ -279,11 +371,14 @@ int main(int argc, char** argv) {
         job->CloseDue(now);
         if (absl::Status s = job->Flush(); !s.ok()) spdlog::error("{}", std::string(s.message()));
       }
+      capture_trigger.Flush(&sessions);  // automatic ones (--captures) and those asked by hand
       if (absl::Status s = (*ledger)->Flush(); !s.ok()) {
         spdlog::error("node ledger: {}", std::string(s.message()));
       }
       if (now - nodes_shown_ns >= 1'000'000'000) {
         node_metrics.Update((*ledger)->Nodes(), &drain_hook.counters());
+        capture_metrics.Update(capture_trigger.counters(), capture_store.counters(),
+                               capture_reports.counters());
         nodes_shown_ns = now;
       }
       metrics.memory_reserved().Set(static_cast<double>(budget.used()));

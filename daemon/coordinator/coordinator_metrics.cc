@@ -17,7 +17,9 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<prometheus
                      .Register(r);
   steps_ = &BuildCounter()
                 .Name("stagefrontier_steps_accounted_total")
-                .Help("Steps closed and accounted, by completeness (complete, partial, rejected)")
+                .Help(
+                    "Steps closed and accounted, by completeness (complete, partial, rejected; "
+                    "captured: left out of the evidence for a profiler capture)")
                 .Register(r);
   exposed_step_ = &BuildGauge()
                        .Name("stagefrontier_exposed_step_seconds")
@@ -144,6 +146,7 @@ JobMetrics CoordinatorMetrics::ForJob(const std::string& job, const StageSchema&
   m.rank_steps_rejected = &rank_steps_->Add({{"training_job", job}, {"outcome", "rejected"}});
   m.steps_complete = &steps_->Add({{"training_job", job}, {"completeness", "complete"}});
   m.steps_partial = &steps_->Add({{"training_job", job}, {"completeness", "partial"}});
+  m.steps_captured = &steps_->Add({{"training_job", job}, {"completeness", "captured"}});
   m.steps_rejected = &steps_->Add({{"training_job", job}, {"completeness", "rejected"}});
   m.exposed_step_seconds = &exposed_step_->Add({{"training_job", job}});
   for (const Stage& s : schema.stages()) {

@@ -34,6 +34,7 @@ struct JobMetrics {
   prometheus::Counter* rank_steps_rejected = nullptr;
   prometheus::Counter* steps_complete = nullptr;
   prometheus::Counter* steps_partial = nullptr;
+  prometheus::Counter* steps_captured = nullptr;
   prometheus::Counter* steps_rejected = nullptr;
   prometheus::Gauge* exposed_step_seconds = nullptr;
   std::vector<prometheus::Counter*> stage_exposed_seconds;  // by stage

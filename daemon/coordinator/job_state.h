@@ -28,6 +28,7 @@
 #include "daemon/coordinator/job_journal.h"
 #include "daemon/coordinator/resource_limits.h"
 #include "daemon/coordinator/step_aligner.h"
+#include "daemon/coordinator/verdict_observer.h"
 #include "daemon/nodes/node_ledger.h"
 #include "stagefrontier/v1/ingest.pb.h"
 #include "stagefrontier/v1/journal.pb.h"
@@ -52,6 +53,8 @@ struct JobOptions {
   MemoryBudget* budget = nullptr;
   // Where closed "job" windows are charged to nodes (daemon/nodes/node_ledger.h); null: not.
   NodeLedger* node_ledger = nullptr;
+  // Told of every closed "job" window but replayed ones (verdict_observer.h); null: nobody.
+  VerdictObserver* verdict_observer = nullptr;
 };
 
 struct IngestCounts {
@@ -187,6 +190,7 @@ class JobState {
   void UpdateRankGaugesLocked() const;
   // The node serving each rank ("" while unknown), for the node ledger.
   std::vector<std::string> RankNodesLocked() const;
+  v1::ControlRequest JobControlLocked() const;
 
   const std::string name_;
   const int32_t world_size_;
@@ -210,6 +214,7 @@ class JobState {
   std::string probe_rules_note_;         // why the configured rules were not used, if so
   int64_t steps_accounted_ = 0;
   int64_t partial_steps_ = 0;
+  int64_t captured_steps_ = 0;  // closed but left out of the evidence (profiler captures)
   int64_t last_step_ = -1;
   std::deque<v1::StepSummary> history_;
   std::deque<StepInput> inputs_;  // recent raw steps, for Suspects(window > 0)
@@ -218,7 +223,8 @@ class JobState {
   int64_t verdict_seq_ = 0;
   std::string last_label_;
   std::vector<RankHealthState> ranks_;
-  DetectorHealth detector_;  // judged at every window close; conditions mark the verdicts
+  int64_t gauges_updated_ns_ = -1;  // when the rank gauges were last counted
+  DetectorHealth detector_;         // judged at every window close; conditions mark the verdicts
   bool paused_ = false;
   uint32_t sample_every_ = 1;
   int64_t replay_skipped_ = 0;

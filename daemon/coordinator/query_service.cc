@@ -2,20 +2,21 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "daemon/accounting/robust_stats.h"
+#include "daemon/captures/capture_file_name.h"
 #include "daemon/common/grpc_security.h"
+#include "daemon/common/grpc_status.h"
 #include "daemon/nodes/nodes_reply.h"
 #include "shm/monotonic_clock.h"
+#include "shm/record_limits.h"
 
 namespace stagefrontier {
 namespace {
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
 
 // A control request for one rank that reached no sidecar.
 grpc::Status NoSidecar(const JobState& job, int32_t rank) {
@@ -73,7 +74,7 @@ grpc::Status QueryService::GetSuspects(grpc::ServerContext* context,
   if (request->window() < 0) {
     return grpc::Status(grpc::INVALID_ARGUMENT, "window must be 0 (current) or a step count");
   }
-  return ToGrpc(job->Suspects(request->window(), reply));
+  return ToGrpcStatus(job->Suspects(request->window(), reply));
 }
 
 grpc::Status QueryService::GetSteps(grpc::ServerContext* context,
@@ -124,7 +125,7 @@ grpc::Status QueryService::Control(grpc::ServerContext* context, const v1::Contr
     case v1::ControlCommand::kResume: {
       const bool pause = request->action_case() == v1::ControlCommand::kPause;
       job->SetPaused(pause);
-      if (absl::Status s = job->Flush(); !s.ok()) return ToGrpc(s);
+      if (absl::Status s = job->Flush(); !s.ok()) return ToGrpcStatus(s);
       v1::ControlRequest c = job->JobControl();
       c.set_request_id(id);
       const int reached = sessions_->Send(c);
@@ -143,8 +144,8 @@ grpc::Status QueryService::Control(grpc::ServerContext* context, const v1::Contr
       return grpc::Status::OK;
     }
     case v1::ControlCommand::kConfig: {
-      if (absl::Status s = job->ApplyConfig(request->config()); !s.ok()) return ToGrpc(s);
-      if (absl::Status s = job->Flush(); !s.ok()) return ToGrpc(s);
+      if (absl::Status s = job->ApplyConfig(request->config()); !s.ok()) return ToGrpcStatus(s);
+      if (absl::Status s = job->Flush(); !s.ok()) return ToGrpcStatus(s);
       reply->set_message(absl::StrCat("job ", job->name(),
                                       ": new thresholds apply from the next step (the engine "
                                       "restarts its window and warm-up)"));
@@ -175,6 +176,30 @@ grpc::Status QueryService::Control(grpc::ServerContext* context, const v1::Contr
     }
     case v1::ControlCommand::kSelftest:
       return StartSelfTest(*job, request->selftest(), id, reply);
+    case v1::ControlCommand::kCapture: {
+      if (captures_ == nullptr) {
+        return grpc::Status(grpc::UNIMPLEMENTED, "this coordinator has no capture policy");
+      }
+      const v1::CaptureCommand& c = request->capture();
+      const std::vector<int32_t> ranks(c.ranks().begin(), c.ranks().end());
+      const int32_t steps = c.steps() == 0
+                                ? captures_->default_steps()
+                                : static_cast<int32_t>(std::min<uint32_t>(c.steps(), 1000));
+      absl::StatusOr<CaptureDecision> d =
+          captures_->Manual(job->name(), ranks, steps, job->world_size(), job->NewestStep(),
+                            job->JobControl(), shm::MonotonicNowNs());
+      if (!d.ok()) return ToGrpcStatus(d.status());
+      reply->set_request_id(d->id);
+      std::vector<int32_t> asked = d->ranks();
+      std::sort(asked.begin(), asked.end());
+      reply->set_message(absl::StrCat(
+          "capture ", d->id, " of job ", job->name(), ": ranks ", absl::StrJoin(asked, ", "),
+          ", steps ", d->first_step, "..", d->first_step + d->steps - 1,
+          d->stage.empty() ? ""
+                           : absl::StrCat("; report: rank ", d->suspects[0], "'s ", d->stage,
+                                          " against the others")));
+      return grpc::Status::OK;
+    }
     default:
       return grpc::Status(grpc::INVALID_ARGUMENT, "no control action given");
   }
@@ -197,7 +222,7 @@ grpc::Status QueryService::StartSelfTest(const JobState& job, const v1::SelfTest
   facts.step_ns = MedianInPlace(exposed);
   absl::StatusOr<v1::ControlRequest> req =
       self_tests_->Start(facts, command, id, shm::MonotonicNowNs());
-  if (!req.ok()) return ToGrpc(req.status());
+  if (!req.ok()) return ToGrpcStatus(req.status());
   // The request carries the job-wide state too (paused, sampling): the sidecar applies it all.
   v1::ControlRequest c = *req;
   const v1::ControlRequest job_wide = job.JobControl();
@@ -224,8 +249,97 @@ grpc::Status QueryService::GetSelfTests(grpc::ServerContext* context,
   }
   const std::vector<v1::VerdictEvent> verdicts =
       job->VerdictsAfter(0, std::chrono::milliseconds(0));
-  return ToGrpc(
+  return ToGrpcStatus(
       self_tests_->Report(job->name(), request->id(), verdicts, shm::MonotonicNowNs(), reply));
+}
+
+grpc::Status QueryService::ListCaptures(grpc::ServerContext* context,
+                                        const v1::ListCapturesRequest* request,
+                                        v1::ListCapturesReply* reply) {
+  std::shared_ptr<JobState> job;
+  if (grpc::Status s = Lookup(*context, request->job(), &job); !s.ok()) return s;
+  if (captures_ == nullptr) {
+    return grpc::Status(grpc::UNIMPLEMENTED, "this coordinator has no capture policy");
+  }
+  reply->set_job(job->name());
+  reply->set_automatic(captures_automatic_);
+  for (const CaptureDecision& d : captures_->Decisions(job->name())) {
+    v1::CaptureDecisionInfo* o = reply->add_decisions();
+    o->set_id(d.id);
+    o->set_asked(d.asked);
+    o->set_manual(d.manual);
+    o->set_reason(d.reason);
+    for (int32_t r : d.suspects) o->add_suspects(r);
+    for (int32_t r : d.references) o->add_references(r);
+    o->set_first_step(d.first_step);
+    o->set_steps(d.steps);
+    o->set_verdict_last_step(d.verdict_last_step);
+    o->set_stage(d.stage);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status QueryService::GetCaptureReport(grpc::ServerContext* context,
+                                            const v1::GetCaptureReportRequest* request,
+                                            v1::GetCaptureReportReply* reply) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
+  if (capture_reports_ == nullptr) {
+    return grpc::Status(grpc::UNIMPLEMENTED, "this coordinator keeps no captures");
+  }
+  if (!shm::ValidJobId(request->job())) {
+    return grpc::Status(grpc::INVALID_ARGUMENT, "not a job id (--job)");
+  }
+  absl::StatusOr<CaptureReportView> v = capture_reports_->Get(request->job(), request->capture());
+  if (!v.ok()) return ToGrpcStatus(v.status());
+  reply->set_job(request->job());
+  reply->set_capture(request->capture());
+  reply->set_state(CaptureReportStateName(v->state));
+  reply->set_detail(v->detail);
+  for (const StoredCapture& f : v->files) {
+    v1::StoredCaptureFile* o = reply->add_files();
+    o->set_rank(f.rank);
+    o->set_file_name(f.file_name);
+    o->set_bytes(f.bytes);
+  }
+  reply->set_text(v->text);
+  reply->set_report_json(v->json);
+  return grpc::Status::OK;
+}
+
+grpc::Status QueryService::FetchCapture(grpc::ServerContext* context,
+                                        const v1::FetchCaptureRequest* request,
+                                        grpc::ServerWriter<v1::CaptureFileChunk>* writer) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
+  if (capture_store_ == nullptr) {
+    return grpc::Status(grpc::UNIMPLEMENTED, "this coordinator keeps no captures");
+  }
+  if (!shm::ValidJobId(request->job()) || !ParseCaptureFileName(request->file_name())) {
+    return grpc::Status(grpc::INVALID_ARGUMENT,
+                        "want a job id and a capture file name (trace_rank<R>_step<F>.json)");
+  }
+  const std::string path =
+      absl::StrCat(capture_store_->options().root, "/", request->job(), "/", request->file_name());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return grpc::Status(grpc::NOT_FOUND, absl::StrCat("no capture file ", request->file_name(),
+                                                      " of job ", request->job()));
+  }
+  in.seekg(0, std::ios::end);
+  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  std::string buf(1 << 20, '\0');
+  uint64_t offset = 0;
+  do {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const size_t n = static_cast<size_t>(in.gcount());
+    v1::CaptureFileChunk c;
+    c.set_offset(offset);
+    c.set_file_bytes(size);
+    c.set_data(buf.data(), n);
+    if (!writer->Write(c)) return grpc::Status(grpc::CANCELLED, "the client went away");
+    offset += n;
+  } while (in && offset < size);
+  return grpc::Status::OK;
 }
 
 grpc::Status QueryService::ListNodes(grpc::ServerContext* context,
@@ -235,7 +349,7 @@ grpc::Status QueryService::ListNodes(grpc::ServerContext* context,
   if (nodes_ == nullptr) {
     return grpc::Status(grpc::UNIMPLEMENTED, "this coordinator keeps no node ledger");
   }
-  return ToGrpc(FillListNodes(*nodes_, *request, reply));
+  return ToGrpcStatus(FillListNodes(*nodes_, *request, reply));
 }
 
 grpc::Status QueryService::ReportSweep(grpc::ServerContext* context, const v1::SweepReport* request,
@@ -245,8 +359,8 @@ grpc::Status QueryService::ReportSweep(grpc::ServerContext* context, const v1::S
     return grpc::Status(grpc::UNIMPLEMENTED, "this coordinator keeps no fleet baseline");
   }
   absl::StatusOr<v1::SweepJudgement> j = fleet_->Judge(*request, shm::RealtimeNowNs());
-  if (!j.ok()) return ToGrpc(j.status());
-  if (absl::Status s = fleet_->Flush(); !s.ok()) return ToGrpc(s);
+  if (!j.ok()) return ToGrpcStatus(j.status());
+  if (absl::Status s = fleet_->Flush(); !s.ok()) return ToGrpcStatus(s);
   *reply = std::move(*j);
   return grpc::Status::OK;
 }

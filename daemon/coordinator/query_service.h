@@ -14,6 +14,9 @@
 #include <memory>
 #include <string>
 
+#include "daemon/captures/capture_reports.h"
+#include "daemon/captures/capture_store.h"
+#include "daemon/captures/capture_trigger.h"
 #include "daemon/coordinator/job_registry.h"
 #include "daemon/coordinator/self_tests.h"
 #include "daemon/coordinator/sidecar_sessions.h"
@@ -50,6 +53,26 @@ class QueryService final : public v1::Query::Service {
                          v1::ListNodesReply* reply) override;
   grpc::Status ReportSweep(grpc::ServerContext* context, const v1::SweepReport* request,
                            v1::SweepJudgement* reply) override;
+  grpc::Status ListCaptures(grpc::ServerContext* context, const v1::ListCapturesRequest* request,
+                            v1::ListCapturesReply* reply) override;
+  grpc::Status GetCaptureReport(grpc::ServerContext* context,
+                                const v1::GetCaptureReportRequest* request,
+                                v1::GetCaptureReportReply* reply) override;
+  grpc::Status FetchCapture(grpc::ServerContext* context, const v1::FetchCaptureRequest* request,
+                            grpc::ServerWriter<v1::CaptureFileChunk>* writer) override;
+
+  // Where Control(capture) and ListCaptures go; `automatic`: the coordinator runs with
+  // --captures. Without one they answer UNIMPLEMENTED.
+  void SetCaptureTrigger(CaptureTrigger* trigger, bool automatic) {
+    captures_ = trigger;
+    captures_automatic_ = automatic;
+  }
+
+  // Where GetCaptureReport and FetchCapture look; without them they answer UNIMPLEMENTED.
+  void SetCaptureReports(const CaptureReports* reports, const CaptureStore* store) {
+    capture_reports_ = reports;
+    capture_store_ = store;
+  }
 
   // Makes every WatchVerdicts call return (server shutdown).
   void Shutdown();
@@ -70,6 +93,10 @@ class QueryService final : public v1::Query::Service {
   SelfTestBook* self_tests_;
   const NodeLedger* nodes_;
   FleetBaseline* fleet_;
+  CaptureTrigger* captures_ = nullptr;
+  bool captures_automatic_ = false;
+  const CaptureReports* capture_reports_ = nullptr;
+  const CaptureStore* capture_store_ = nullptr;
   std::atomic<bool> shutting_down_{false};
   std::atomic<uint64_t> next_request_id_{1};
 };

@@ -203,6 +203,14 @@ void SelfTestBook::Judge(const Test& t, const std::vector<v1::VerdictEvent>& ver
     }
   }
   const v1::Verdict* hit = found != nullptr ? found : found_ambiguous;
+  if (hit != nullptr && !covered) {
+    // Named already, but the answer waits for the window holding the last delayed step: until
+    // then the marked records, the windows and the measured shift are partial.
+    out->set_state("injecting");
+    out->set_detail(absl::StrCat("named in ", WindowLine(*hit),
+                                 "; waiting for the window that holds step ", last, " to close"));
+    return;
+  }
   if (hit != nullptr) {
     out->set_state(found != nullptr ? "found" : "found_ambiguous");
     if (top(*hit) && hit->rank_shift_ns() > 0) {

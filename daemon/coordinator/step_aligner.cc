@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "shm/segment_layout_v1.h"
+
 namespace stagefrontier {
 
 StepAligner::StepAligner(int32_t world_size, uint32_t stage_count, AlignerOptions options)
@@ -27,7 +29,6 @@ int64_t StepAligner::Reference() {
 
 AlignOutcome StepAligner::Add(int32_t rank, int64_t step, const int64_t* durations_ns,
                               uint32_t flags, int64_t now_ns, std::vector<ProbeSpan> probe) {
-  (void)flags;
   if (step <= last_closed_) {
     // Records of one rank arrive in step order: at or before its newest accepted step, a
     // re-send; otherwise its step closed without it.
@@ -52,6 +53,7 @@ AlignOutcome StepAligner::Add(int32_t rank, int64_t step, const int64_t* duratio
   p.ranks.push_back(rank);
   p.durations.insert(p.durations.end(), durations_ns, durations_ns + stage_count_);
   p.probe.push_back(std::move(probe));
+  if ((flags & shm::v1::kRecordTraceCaptured) != 0) p.captured = true;
   last_accepted_[rank] = std::max(last_accepted_[rank], step);
   newest_ = std::max(newest_, step);
   if (state_[rank] == RankState::kMissing) --missing_;
@@ -119,6 +121,7 @@ StepInput StepAligner::Close(int64_t step) {
   Pending p = std::move(it->second);
   pending_.erase(it);
   last_closed_ = step;
+  in.captured = p.captured;
   in.ranks.resize(p.ranks.size());
   for (size_t i = 0; i < p.ranks.size(); ++i) {
     RankStep& rs = in.ranks[i];

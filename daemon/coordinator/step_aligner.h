@@ -66,7 +66,8 @@ class StepAligner {
   int64_t Drop(int64_t step);
   // Removes step `step` (must be the oldest pending) and returns its input, ranks in arrival
   // order, boundaries rebuilt from durations with the step starting at 0, each probe span
-  // placed in the stage where the rank called its collective. Ranks absent from it become missing.
+  // placed in the stage where the rank called its collective, `captured` when a record was
+  // flagged as inside a profiler capture. Ranks absent from it become missing.
   StepInput Close(int64_t step);
 
   RankState rank_state(int32_t rank) const { return state_[rank]; }
@@ -95,6 +96,7 @@ class StepAligner {
     std::vector<int32_t> ranks;                 // arrival order
     std::vector<int64_t> durations;             // rank-major, arrival order
     std::vector<std::vector<ProbeSpan>> probe;  // arrival order
+    bool captured = false;                      // a record carried kRecordTraceCaptured
   };
   bool Complete(const Pending& p) const;
   static bool Has(const Pending& p, int32_t rank) { return (p.has[rank >> 6] >> (rank & 63)) & 1; }

@@ -12,6 +12,7 @@
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/proto_json.h"
 #include "daemon/nodes/nodes_text.h"
+#include "daemon/sfctl/sfctl_captures.h"
 #include "daemon/sfctl/sfctl_render.h"
 #include "daemon/sfctl/sfctl_selftest.h"
 #include "grpcpp/grpcpp.h"
@@ -84,6 +85,29 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   nodes->add_option("--class", node_class, "only nodes of this class")
       ->check(CLI::IsMember({"healthy", "transient", "chronic"}));
+  auto* capture = app.add_subcommand(
+      "capture",
+      "ask ranks for a profiler capture of the same future steps (one per job at a time)");
+  capture->add_option("--job", job, "job id")->required();
+  std::string capture_ranks;
+  uint32_t capture_steps = 0;
+  capture->add_option("--ranks", capture_ranks, "comma-separated ranks, e.g. 3,7")->required();
+  capture->add_option("--steps", capture_steps, "steps to capture (default: the coordinator's)");
+  auto* captures = app.add_subcommand(
+      "captures", "the capture policy's decisions for a job: asked, and why not");
+  captures->add_option("--job", job, "job id")->required();
+  CaptureReportOptions cr;
+  auto* capture_report = app.add_subcommand(
+      "capture-report", "what a capture found: the operator report, once every rank's file came");
+  capture_report->add_option("--job", cr.job, "job id")->required();
+  capture_report->add_option("--capture", cr.capture, "capture id (sfctl captures)")->required();
+  capture_report->add_option("--wait", cr.wait_s, "while it waits for files, ask again for S s")
+      ->check(CLI::Range(0, 86400));
+  auto* capture_fetch = app.add_subcommand(
+      "capture-fetch", "download a capture's trace files (open them in ui.perfetto.dev)");
+  capture_fetch->add_option("--job", cr.job, "job id")->required();
+  capture_fetch->add_option("--capture", cr.capture, "capture id (sfctl captures)")->required();
+  capture_fetch->add_option("--out", cr.out_dir, "directory for the files")->capture_default_str();
   auto* control = app.add_subcommand("control", "runtime control of a job");
   control->add_option("--job", job, "job id")->required();
   bool pause = false, resume = false;
@@ -151,6 +175,12 @@ int main(int argc, char** argv) {
       st.stages.emplace_back(s);
     }
     return RunSelfTest(*stub, *token, st, std::cout);
+  }
+  if (capture_report->parsed() || capture_fetch->parsed()) {
+    cr.json = c.json;
+    cr.call_timeout_s = c.timeout_s;
+    return capture_report->parsed() ? RunCaptureReport(*stub, *token, cr, std::cout)
+                                    : RunCaptureFetch(*stub, *token, cr, std::cout);
   }
   grpc::ClientContext ctx;
   AttachToken(&ctx, *token);
@@ -221,6 +251,31 @@ int main(int argc, char** argv) {
     }
     grpc::Status s = reader->Finish();
     if (count > 0 && seen >= count) return 0;
+    return Report(s, c);
+  }
+  if (capture->parsed()) {
+    v1::ControlCommand cmd;
+    cmd.set_job(job);
+    for (absl::string_view r : absl::StrSplit(capture_ranks, ',', absl::SkipEmpty())) {
+      int32_t v = 0;
+      if (!absl::SimpleAtoi(r, &v)) {
+        std::cerr << "sfctl: --ranks wants numbers, got \"" << r << "\"\n";
+        return 2;
+      }
+      cmd.mutable_capture()->add_ranks(v);
+    }
+    cmd.mutable_capture()->set_steps(capture_steps);
+    v1::ControlReply r;
+    grpc::Status s = stub->Control(&ctx, cmd, &r);
+    if (s.ok()) print(r, r.message() + "\n");
+    return Report(s, c);
+  }
+  if (captures->parsed()) {
+    v1::ListCapturesRequest req;
+    req.set_job(job);
+    v1::ListCapturesReply r;
+    grpc::Status s = stub->ListCaptures(&ctx, req, &r);
+    if (s.ok()) print(r, RenderCaptures(r));
     return Report(s, c);
   }
   if (control->parsed()) {

@@ -150,4 +150,20 @@ std::string RenderHealth(const v1::GetHealthReply& r) {
   return out;
 }
 
+std::string RenderCaptures(const v1::ListCapturesReply& reply) {
+  std::string out = absl::StrCat("captures of job ", reply.job(), " (automatic captures ",
+                                 reply.automatic() ? "on" : "off", ")\n");
+  if (reply.decisions().empty()) absl::StrAppend(&out, "  none decided yet\n");
+  for (const v1::CaptureDecisionInfo& d : reply.decisions()) {
+    if (d.asked()) {
+      absl::StrAppend(&out, "  capture ", d.id(), d.manual() ? " (by hand)" : "", ": ", d.reason(),
+                      d.stage().empty() ? "" : absl::StrCat("; report on ", d.stage()), "\n");
+    } else {
+      absl::StrAppend(&out, "  not captured after the window ending at step ",
+                      d.verdict_last_step(), ": ", d.reason(), "\n");
+    }
+  }
+  return out;
+}
+
 }  // namespace stagefrontier

@@ -16,6 +16,8 @@ std::string RenderSuspects(const v1::SuspectsReply& reply);
 std::string RenderVerdict(const v1::Verdict& v);
 std::string RenderSteps(const v1::GetStepsReply& reply);
 std::string RenderHealth(const v1::GetHealthReply& reply);
+// One line per capture decision: id, by hand or automatic, asked or not, and the reason.
+std::string RenderCaptures(const v1::ListCapturesReply& reply);
 
 }  // namespace stagefrontier
 

@@ -117,6 +117,12 @@ IngestStreamer::StreamOutcome IngestStreamer::RunStream(std::shared_ptr<grpc::Ch
     auto poll = options_.poll_min;
     std::set<std::string> said;
     std::chrono::steady_clock::time_point stop_deadline{};
+    // The batch being filled (batch_delay): drained, not yet sent. Dropped with the stream;
+    // the drainer's rewind reads it again.
+    v1::SidecarMessage pending;
+    InFlight pending_f;
+    size_t pending_n = 0;
+    Clock::time_point pending_since{};
     bool ok = true;
     while (ok) {
       std::deque<v1::CoordinatorMessage> got;
@@ -173,21 +179,29 @@ IngestStreamer::StreamOutcome IngestStreamer::RunStream(std::shared_ptr<grpc::Ch
         next_health = now + options_.health_every;
       }
       size_t n = 0;
-      if (unacked < options_.max_unacked_records) {
-        v1::SidecarMessage msg;
-        InFlight f;
-        n = drainer_->Drain(msg.mutable_batch(), &f.commits,
-                            std::min(batch_limit_, options_.max_unacked_records - unacked));
-        if (n > 0 || !f.commits.empty()) {
-          f.seq = ++seq;
-          f.records = n;
-          msg.mutable_batch()->set_batch_seq(f.seq);
-          if (!stream->Write(msg)) break;
-          ++counters_.batches_sent;
-          counters_.records_sent += n;
-          unacked += n;
-          inflight.push_back(std::move(f));
-        }
+      const size_t held = unacked + pending_n;
+      if (held < options_.max_unacked_records && pending_n < batch_limit_) {
+        n = drainer_->Drain(
+            pending.mutable_batch(), &pending_f.commits,
+            std::min(batch_limit_ - pending_n, options_.max_unacked_records - held));
+        if (n > 0 && pending_n == 0) pending_since = now;
+        pending_n += n;
+      }
+      const bool due = options_.batch_delay.count() == 0 || stop_ || pending_n >= batch_limit_ ||
+                       unacked + pending_n >= options_.max_unacked_records || pending_n == 0 ||
+                       now - pending_since >= options_.batch_delay;
+      if ((pending_n > 0 || !pending_f.commits.empty()) && due) {
+        pending_f.seq = ++seq;
+        pending_f.records = pending_n;
+        pending.mutable_batch()->set_batch_seq(pending_f.seq);
+        if (!stream->Write(pending)) break;
+        ++counters_.batches_sent;
+        counters_.records_sent += pending_n;
+        unacked += pending_n;
+        inflight.push_back(std::move(pending_f));
+        pending.Clear();
+        pending_f = InFlight{};
+        pending_n = 0;
       }
       if (stop_) {
         if (stop_deadline == Clock::time_point{}) stop_deadline = now + options_.stop_grace;

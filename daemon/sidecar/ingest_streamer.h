@@ -43,6 +43,11 @@ struct StreamerOptions {
   size_t max_unacked_records = 65536;
   std::chrono::milliseconds poll_min{1};
   std::chrono::milliseconds poll_max{10};
+  // Holds drained records up to this long so that one message carries several steps (the
+  // coordinator's cost is per message: docs/results.md, "Coordinator ingest through gRPC");
+  // 0 sends what each poll drained. A full batch, the unacknowledged-records bound and Stop()
+  // send at once.
+  std::chrono::milliseconds batch_delay{0};
   std::chrono::milliseconds rescan_every{1000};
   std::chrono::milliseconds health_every{2000};
   std::chrono::milliseconds backoff_min{100};

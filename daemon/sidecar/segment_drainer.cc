@@ -111,6 +111,10 @@ void SegmentDrainer::Rescan() {
     if (!absl::StartsWith(name, "stagefrontier.") || !absl::EndsWith(name, ".seg")) continue;
     const std::string path = absl::StrCat(options_.dir, "/", name);
     if (!options_.job.empty() && path != shm::SegmentPath(options_.dir, options_.job)) continue;
+    const bool skipped = std::any_of(
+        options_.skip_jobs.begin(), options_.skip_jobs.end(),
+        [&](const std::string& j) { return path == shm::SegmentPath(options_.dir, j); });
+    if (skipped) continue;
     if (known_paths_.count(path) == 0) found.push_back(path);
   }
   ::closedir(dir);

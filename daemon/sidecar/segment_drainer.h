@@ -33,7 +33,8 @@ namespace stagefrontier {
 
 struct DrainerOptions {
   std::string dir = shm::kDefaultSegmentDir;
-  std::string job;  // only this job's segment; empty: every segment in dir
+  std::string job;                  // only this job's segment; empty: every segment in dir
+  std::set<std::string> skip_jobs;  // never these jobs' segments (another drainer serves them)
   // Create this job's segment at start if it does not exist (sidecar started first).
   std::string create_job;
   uint32_t create_slots = 8;

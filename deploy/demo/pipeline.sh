@@ -98,18 +98,18 @@ sf_fail() {
   exit 1
 }
 
-# sf_torch_env: for the tests that run real PyTorch, from the runfiles root: ends the test as
-# SKIPPED (exit 0, with the reason) without python3-torch; otherwise puts the built
-# `stagefrontier` package on PYTHONPATH and, when the package was built with ASan, preloads
-# the sanitizer runtimes into Python.
+# sf_torch_env [PYDIR]: for the tests that run real PyTorch (from the runfiles root) and the
+# demo: ends the script as SKIPPED (exit 0, with the reason) without python3-torch; otherwise
+# puts the built `stagefrontier` package (PYDIR, default client/python: the runfiles' copy) on
+# PYTHONPATH and, when it was built with ASan, preloads the sanitizer runtimes into Python.
 sf_torch_env() {
   if ! /usr/bin/python3 -c "import torch.distributed" 2>/dev/null; then
     echo "SKIPPED: python3-torch is not installed (deploy/install-deps.sh installs it)"
     exit 0
   fi
-  export PYTHONPATH="$PWD/client/python"
+  export PYTHONPATH="${1:-$PWD/client/python}"
   local rt
-  rt=$(sf_asan_runtimes "$PWD/client/python/stagefrontier/_stagefrontier.so")
+  rt=$(sf_asan_runtimes "$PYTHONPATH/stagefrontier/_stagefrontier.so")
   if [ -n "$rt" ]; then
     export LD_PRELOAD="${rt// /:}"
     export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"

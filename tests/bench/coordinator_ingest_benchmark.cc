@@ -1,40 +1,27 @@
 // Coordinator ingest on one core: the path a sidecar batch takes after the gRPC layer
 // (decode the packed vectors, journal them, align across ranks, close the step, account it
 // in the engine, keep the summary). One RankSteps message per rank and step, flushed to the
-// journal every 8 rank-steps (one node's batch), as sidecars on 8-GPU nodes at 1 step/s send.
+// journal and closing what is due every 8 rank-steps (one node's batch), as the coordinator
+// does for each batch of a sidecar on an 8-GPU node at 1 step/s.
 // Goal (SPEC §5): >= 1,000,000 rank-steps/s. Also reports wire bytes per rank-step.
 //   bazel run -c opt //tests/bench:coordinator_ingest_benchmark
 #include <benchmark/benchmark.h>
 #include <malloc.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <random>
 
+#include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/coordinator/job_state.h"
 #include "daemon/wire/packed_steps.h"
 #include "daemon/wire/rank_steps.h"
+#include "tests/bench/bench_workload.h"
 
 namespace stagefrontier {
 namespace {
 
-constexpr uint32_t kStages = 6;
-
-v1::RankDeclaration Decl(int world) {
-  v1::RankDeclaration d;
-  d.set_job("bench");
-  d.set_rank(0);
-  d.set_world_size(world);
-  const char* names[] = {"data", "forward", "backward", "grad_sync", "optimizer", "log"};
-  const v1::StageKind kinds[] = {v1::STAGE_KIND_IO,      v1::STAGE_KIND_COMPUTE,
-                                 v1::STAGE_KIND_COMPUTE, v1::STAGE_KIND_SYNC,
-                                 v1::STAGE_KIND_COMPUTE, v1::STAGE_KIND_IO};
-  for (uint32_t k = 0; k < kStages; ++k) {
-    v1::Stage* s = d.add_stages();
-    s->set_name(names[k]);
-    s->set_kind(kinds[k]);
-  }
-  return d;
-}
+constexpr uint32_t kStages = bench::kBenchStages;
 
 void BM_CoordinatorIngest(benchmark::State& state) {
   const int world = static_cast<int>(state.range(0));
@@ -68,7 +55,8 @@ void BM_CoordinatorIngest(benchmark::State& state) {
   }
   // Heap held by the job (aligner, engine window, step history), per rank, after the run.
   const size_t heap_before = mallinfo2().uordblks;
-  auto job = JobState::Create(Decl(world), o, nullptr);
+  CoordinatorMetrics metrics;  // as in the coordinator: the job's gauges are kept up to date
+  auto job = JobState::Create(bench::SixStageDeclaration("bench", 0, world), o, &metrics);
   if (!job.ok()) {
     state.SkipWithError(std::string(job.status().message()).c_str());
     return;
@@ -80,7 +68,12 @@ void BM_CoordinatorIngest(benchmark::State& state) {
       v1::RankSteps& m = msgs[base + r];
       m.set_base_step(step);
       benchmark::DoNotOptimize((*job)->Ingest(m, "n", now));
-      if ((r & 7) == 7) (void)(*job)->Flush();
+      if ((r & 7) == 7) {
+        // As an ingest stream does after each node's batch (the cost per batch must not grow
+        // with the world size: 12,500 batches per step at 100,000 ranks).
+        (*job)->CloseDue(now);
+        (void)(*job)->Flush();
+      }
     }
     (*job)->CloseDue(now);
     (void)(*job)->Flush();
@@ -92,6 +85,14 @@ void BM_CoordinatorIngest(benchmark::State& state) {
       static_cast<double>(state.iterations() * world), benchmark::Counter::kIsRate);
   state.counters["wire_bytes_per_rank_step"] =
       static_cast<double>(wire_bytes) / static_cast<double>(msgs.size());
+  // The per-step frontier summary as kept for queries (a StepSummary protobuf; the archive
+  // goal is <= 32 bytes per step).
+  v1::GetStepsReply summaries;
+  (*job)->Steps(std::max<int64_t>(0, step - 1000), step, 1000, &summaries);
+  size_t summary_bytes = 0;
+  for (const v1::StepSummary& s : summaries.steps()) summary_bytes += s.ByteSizeLong();
+  state.counters["summary_bytes_per_step"] =
+      summaries.steps_size() > 0 ? static_cast<double>(summary_bytes) / summaries.steps_size() : 0;
   state.counters["heap_bytes_per_rank"] =
       static_cast<double>(mallinfo2().uordblks - heap_before) / world;
   job->reset();

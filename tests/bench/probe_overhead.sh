@@ -5,7 +5,7 @@
 #     //client/probe:libsfprobe.so && tests/bench/probe_overhead.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bin=bazel-bin
+bin=${BIN:-bazel-bin}  # a tree built elsewhere with the same layout
 fake="$PWD/$bin/tests/probe/libfake_nccl.so"
 probe="$PWD/$bin/client/probe/libsfprobe.so"
 work=$(mktemp -d)

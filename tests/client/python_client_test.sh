@@ -20,6 +20,7 @@ echo "$out"
 # stagefrontier.torch on a plain PyTorch loop (skipped, with the reason, without torch).
 if /usr/bin/python3 -c "import torch" 2>/dev/null; then
   /usr/bin/python3 "$here/tests/client/python_torch_test.py"
+  /usr/bin/python3 "$here/tests/client/python_capture_test.py"
 else
   echo "SKIPPED python_torch_test: python3-torch is not installed (deploy/install-deps.sh installs it)"
 fi

@@ -170,6 +170,46 @@ class TorchTest(unittest.TestCase):
                 "c.probe_ring()") % d], capture_output=True, text=True)
             raise RuntimeError(out.stderr)
 
+    def test_a_capture_marks_every_stage_in_its_trace(self):
+        # Regression: backward was a profiler range only with --annotate, so a capture's trace
+        # had no "stagefrontier:backward" and the coordinator could not analyse a backward
+        # verdict ("stage backward never lasted in a captured step").
+        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        model = Model()
+        sf = sft.Instrumentation(job_id="cap", rank=0, local_rank=0, world_size=1,
+                                 local_world_size=1, shm_dir=d, quiet=True).install(model=model)
+
+        class Asked:  # the stub, as if the coordinator had asked for these steps
+            def __init__(self, client):
+                self.client = client
+
+            def __getattr__(self, name):
+                return getattr(self.client, name)
+
+            def should_capture_trace(self):
+                return True
+
+        try:
+            self.assertFalse(sf.annotate)
+            sf.client = Asked(sf.client)
+            sf.capture.directory = d
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            for x, y in DataLoader(Slow(), batch_size=4):  # 3 steps
+                opt.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                opt.step()
+            sf.capture.finish()
+        finally:
+            sf.uninstall()
+        traces = [f for f in os.listdir(d) if f.startswith("trace_rank0_step")]
+        self.assertEqual(len(traces), 1, os.listdir(d))
+        with open(os.path.join(d, traces[0])) as f:
+            doc = json.load(f)
+        events = doc if isinstance(doc, list) else doc["traceEvents"]
+        names = {e.get("name") for e in events}
+        for stage in ("data", "forward", "backward", "optimizer"):
+            self.assertIn("stagefrontier:" + stage, names)
+
     def test_training_goes_on_when_the_stub_cannot_be_used(self):
         sf = sft.Instrumentation(stages=[("bad name!", "io")])  # refused by the schema rules
         self.assertIsNone(sf.client)

@@ -16,7 +16,8 @@ mkdir -p "$SF_WORK/help"
 ./daemon/sidecar/stagefrontier-sidecar --help >"$SF_WORK/help/sidecar.txt"
 ./daemon/sfctl/sfctl --help >"$SF_WORK/help/sfctl.txt"
 ./daemon/sweep/stagefrontier-sweep --help >"$SF_WORK/help/sweep.txt"
-for sub in suspects steps watch health control selftest nodes; do
+for sub in suspects steps watch health control selftest nodes capture captures capture-report \
+  capture-fetch; do
   ./daemon/sfctl/sfctl "$sub" --help >"$SF_WORK/help/sfctl-$sub.txt"
 done
 /usr/bin/python3 tests/deploy/check_deploy.py "$SF_WORK/metrics.txt" "$SF_WORK/help"

@@ -26,9 +26,9 @@ sf_wait_steps allowed 100 60 || sf_fail "job allowed never accounted"
 
 echo "== one probe: 25 ms on rank 2's data stage for 15 steps"
 selftest --job allowed --rank 2 --stage data --delay-ms 25 --steps 15 --lead-steps 60 --wait 120
-[ $rc = 0 ] || sf_fail "selftest exit $rc, want 0 (found)"
-[ "$(jq -r .state <<<"$out")" = found ] || sf_fail "state is not found"
-[ "$(jq -r .steps_marked <<<"$out")" -ge 10 ] || sf_fail "too few marked records arrived"
+[ $rc = 0 ] || sf_fail "selftest exit $rc, want 0 (found): $out"
+[ "$(jq -r .state <<<"$out")" = found ] || sf_fail "state is not found: $out"
+[ "$(jq -r .steps_marked <<<"$out")" -ge 10 ] || sf_fail "too few marked records arrived: $out"
 # (steps_done is the stub's own count as of its last health report, every 2 s: it lags, so
 # the marked records the coordinator received are what is checked.)
 measured=$(jq -r '.measured_delay_ns | tonumber' <<<"$out")

@@ -11,7 +11,10 @@ still be decided as a user needs:
   (rows 39, 42 and 49 are recurring faults, 1 step in 4 to 7, whose mean cost is under the
   2% floor: found since the floor may be met in the steps they hit; session 3's rows 49 and 55
   are such faults whose mean z sits between the support and strong levels, found since the
-  outlier test gives a recurring fault its strength).
+  outlier test gives a recurring fault its strength; session 4's row 49 was CLEAR in its first
+  window and HEALTHY in its last, its mean z diluted: found since a named cell carries into
+  the next window on supporting evidence; session 6's row 35, a slow optimizer on rank 2, was
+  charged to the same rank's forward: found since the rank's strongly slower stage is named).
 
   tests/eval/recorded_runs_test.py bazel-bin/daemon/analyze/stagefrontier
 """

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     ++runs;
     for (int m = 0; m < mutations; ++m) {
       std::string b = seed;
-      if (b.empty()) b = "x";
+      if (b.empty()) b.push_back('x');
       const int edits = 1 + static_cast<int>(rng() % 8);
       for (int e = 0; e < edits; ++e) {
         const size_t at = rng() % b.size();

@@ -1,15 +1,18 @@
-// Writes seed inputs for the ingest_batch and journal fuzz targets: a batch as a sidecar
-// sends it, and a small journal as the coordinator writes it.
+// Writes seed inputs for the ingest_batch, journal and capture_chunk fuzz targets: a batch as a
+// sidecar sends it, a small journal as the coordinator writes it, and the chunks of a small
+// capture file as a sidecar sends them.
 //   make_wire_seeds OUT_DIR   (writes OUT_DIR/ingest_batch/seed0.bin,
-//   OUT_DIR/journal/seed0.journal)
+//   OUT_DIR/journal/seed0.journal, OUT_DIR/capture_chunk/seed{0,1}.bin)
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "daemon/captures/capture_compression.h"
 #include "daemon/coordinator/job_state.h"
 #include "daemon/wire/packed_steps.h"
 #include "daemon/wire/rank_steps.h"
+#include "stagefrontier/v1/captures.pb.h"
 
 namespace {
 using namespace stagefrontier;
@@ -51,6 +54,23 @@ int main(int argc, char** argv) {
   for (int r = 0; r < 2; ++r) *m.mutable_batch()->add_declarations() = Decl(r);
   for (int r = 0; r < 2; ++r) *m.mutable_batch()->add_steps() = Steps(r, 0, 5);
   std::ofstream(out + "/ingest_batch/seed0.bin", std::ios::binary) << m.SerializeAsString();
+
+  std::filesystem::create_directories(out + "/capture_chunk");
+  const std::string trace =
+      "{\"traceEvents\": [{\"name\": \"ProfilerStep#5\", \"ph\": \"X\", \"ts\": 1, \"dur\": 9}]}";
+  for (int k = 0; k < 2; ++k) {
+    const size_t half = trace.size() / 2;
+    v1::CaptureChunk c;
+    c.set_job("seed");
+    c.set_node("node0");
+    c.set_file_name("trace_rank1_step5.json");
+    c.set_file_bytes(trace.size());
+    c.set_offset(k == 0 ? 0 : half);
+    c.set_raw_bytes(static_cast<uint32_t>(k == 0 ? half : trace.size() - half));
+    c.set_data(DeflateChunk(std::string_view(trace).substr(c.offset(), c.raw_bytes())));
+    std::ofstream(out + "/capture_chunk/seed" + std::to_string(k) + ".bin", std::ios::binary)
+        << c.SerializeAsString();
+  }
 
   JobOptions o;
   o.data_dir = out + "/journal";

@@ -22,18 +22,21 @@ declare -A sources=(
   [segment_reader]="tests/fuzz/segment_reader_fuzz.cc shm/segment_view.cc shm/segment_reader.cc shm/slot_ownership.cc shm/probe_ring_reader.cc"
   [segment_live]="tests/fuzz/segment_live_fuzz.cc shm/segment_view.cc shm/segment_reader.cc shm/slot_ownership.cc shm/probe_ring_reader.cc"
   [run_file]="tests/fuzz/run_file_fuzz.cc daemon/analyze/run_file.cc shm/stage_schema.cc daemon/accounting/step_input.cc"
-  [trace_reduce]="tests/fuzz/trace_reduce_fuzz.cc daemon/analyze/trace_reduce.cc daemon/analyze/run_file.cc daemon/wire/packed_steps.cc shm/stage_schema.cc daemon/accounting/step_input.cc"
+  [trace_reduce]="tests/fuzz/trace_reduce_fuzz.cc daemon/captures/chrome_trace.cc daemon/analyze/trace_reduce.cc daemon/analyze/run_file.cc daemon/wire/packed_steps.cc shm/stage_schema.cc daemon/accounting/step_input.cc"
+  [operator_profile]="tests/fuzz/operator_profile_fuzz.cc daemon/captures/chrome_trace.cc daemon/captures/operator_profile.cc daemon/captures/operator_compare.cc daemon/analyze/trace_reduce.cc daemon/analyze/run_file.cc daemon/wire/packed_steps.cc daemon/accounting/robust_stats.cc shm/stage_schema.cc daemon/accounting/step_input.cc"
   [ingest_batch]="tests/fuzz/ingest_batch_fuzz.cc daemon/wire/packed_steps.cc $gen/ingest.pb.cc"
+  [capture_chunk]="tests/fuzz/capture_chunk_fuzz.cc daemon/captures/capture_store.cc daemon/captures/capture_compression.cc daemon/captures/capture_file_name.cc $gen/captures.pb.cc"
   [journal]="tests/fuzz/journal_fuzz.cc shm/stage_schema.cc daemon/coordinator/job_journal.cc daemon/coordinator/job_state.cc daemon/coordinator/resource_limits.cc daemon/common/log_safe.cc daemon/coordinator/crc32c.cc daemon/coordinator/proto_convert.cc daemon/coordinator/step_aligner.cc daemon/coordinator/coordinator_metrics.cc daemon/coordinator/detector_health.cc daemon/nodes/node_window.cc daemon/nodes/node_ledger.cc daemon/nodes/node_class.cc daemon/nodes/node_name.cc daemon/sweep/fleet_baseline.cc daemon/wire/packed_steps.cc $accounting $gen/ingest.pb.cc $gen/query.pb.cc $gen/journal.pb.cc"
 )
 declare -A libs=(
   [ingest_batch]="-lprotobuf"
   [journal]="-lprotobuf -lprometheus-cpp-core"
+  [capture_chunk]="-lprotobuf -lz"
 )
 
 status=0
 # FUZZ_TARGETS picks a subset (space-separated); default: every target.
-for target in ${FUZZ_TARGETS:-segment_reader segment_live run_file ingest_batch journal trace_reduce}; do
+for target in ${FUZZ_TARGETS:-segment_reader segment_live run_file ingest_batch journal trace_reduce operator_profile capture_chunk}; do
   work=out/fuzz/$target
   mkdir -p "$work/corpus"
   cp -n tests/fuzz/corpus/$target/* "$work/corpus/" 2>/dev/null || true

@@ -3,19 +3,23 @@
 #   1. build the CUDA event backend (nvcc), the interposer against the real <nccl.h>, and the
 #      GPU check program: wherever /usr/local/cuda exists (CI's machines);
 #   2. run the GPU check under the probe where a GPU is visible.
+# PREBUILT=DIR skips step 1 and runs step 2 from DIR, a copy of bazel-bin built elsewhere (a GPU
+# machine without Bazel: docs/results.md says how it was carried there).
 # Prints one line per check: "//tests/probe:<name> PASSED|FAILED" or "SKIPPED ...: why".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 cuda=${CUDA_HOME:-/usr/local/cuda}
 rc=0
-if [ ! -x "$cuda/bin/nvcc" ]; then
+bin=bazel-bin
+if [ -n "${PREBUILT:-}" ]; then
+  bin=$(cd "$PREBUILT" && pwd)
+elif [ ! -x "$cuda/bin/nvcc" ]; then
   echo "SKIPPED //tests/probe:cuda_build: no nvcc at $cuda (CUDA is not a Debian package;" \
     "the probe's CUDA backend is built where CUDA is installed)"
   exit 0
-fi
-if bazel build //client/probe:cuda_backend //client/probe:nccl_signature_check \
+elif bazel build //client/probe:cuda_backend //client/probe:nccl_signature_check \
   //tests/probe:gpu_check_bin //client/probe:libsfprobe.so //tests/probe:probe_ring_dump \
-  //daemon/sweep:gpu_checks_cuda; then
+  //daemon/sweep:gpu_checks_cuda //tests/bench:probe_gpu_overhead; then
   echo "//tests/probe:cuda_build PASSED"
 else
   echo "//tests/probe:cuda_build FAILED"
@@ -28,14 +32,14 @@ fi
 work=$(mktemp -d)
 out=$(STAGEFRONTIER_SHM_DIR="$work" STAGEFRONTIER_JOB_ID=gpucheck LOCAL_RANK=0 \
   STAGEFRONTIER_PROBE_BACKEND=cuda LD_LIBRARY_PATH="$cuda/lib:$cuda/lib64:${LD_LIBRARY_PATH:-}" \
-  LD_PRELOAD="$PWD/bazel-bin/client/probe/libsfprobe.so" bazel-bin/tests/probe/gpu_check 2>&1)
+  LD_PRELOAD="$bin/client/probe/libsfprobe.so" "$bin/tests/probe/gpu_check" 2>&1)
 status=$?
 echo "$out"
 if [ $status -eq 77 ]; then
   echo "SKIPPED //tests/probe:gpu_check: ${out#SKIPPED: }"
   exit 0
 fi
-dump=$(bazel-bin/tests/probe/probe_ring_dump "$work/stagefrontier.gpucheck.seg" 0)
+dump=$("$bin/tests/probe/probe_ring_dump" "$work/stagefrontier.gpucheck.seg" 0)
 echo "$dump" | tail -n 4
 summary=$(echo "$dump" | tail -n 1)
 # 50 all-reduces, CUDA backend, nothing lost, each start after its call and end after start.

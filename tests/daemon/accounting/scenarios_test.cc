@@ -152,6 +152,47 @@ TEST_CASE("row 7, small: a recurring stall under the material floor on average i
         EngineConfig{}.rank_material_fraction * static_cast<double>(v.exposed_ns) / v.steps);
 }
 
+TEST_CASE("row 7, carried: a named recurring fault stays named when a spike elsewhere hides it",
+          "[scenario]") {
+  // Regression (live row 5, 64 ranks): the first window names the recurring stall; in the
+  // next, one 400 ms stall of another rank in the same stage inflates the pooled spread behind
+  // every rank's mean-shift z, and the window alone read HEALTHY though the recurrences stood
+  // out as much as before.
+  SimConfig c = Ddp();
+  c.steps = 200;
+  c.faults.push_back(MustFault("slow:optimizer:rank=9:magnitude=12ms:every=7"));
+  c.faults.push_back(MustFault("slow:optimizer:rank=3:magnitude=400ms:start=150:end=151"));
+  const ScenarioResult carried = RunScenario(c);
+  REQUIRE(carried.window_verdicts.size() == 2);
+  for (const Verdict& v : carried.window_verdicts) {
+    INFO("window " << v.first_step << ".." << v.last_step << ": " << v.explanation);
+    CHECK(LabelText(v) == "CLEAR");
+    REQUIRE_FALSE(v.suspects.empty());
+    CHECK(v.suspects[0].rank == 9);
+  }
+  CHECK_THAT(carried.window_verdicts[1].explanation,
+             Catch::Contains("named in the window ending at step 99"));
+  EngineConfig alone;
+  alone.carry_clear = false;
+  const ScenarioResult each = RunScenario(c, alone);
+  INFO(each.window_verdicts[1].explanation);
+  CHECK(LabelText(each.window_verdicts[0]) == "CLEAR");
+  CHECK(LabelText(each.window_verdicts[1]) != "CLEAR");
+}
+
+TEST_CASE("row 7, carried: nothing carries into a window without the named rank's evidence",
+          "[scenario]") {
+  // The stall stops with the first window: the next one is HEALTHY, not carried.
+  SimConfig c = Ddp();
+  c.steps = 200;
+  c.faults.push_back(MustFault("slow:data:rank=11:magnitude=30ms:end=100"));
+  const ScenarioResult r = RunScenario(c);
+  REQUIRE(r.window_verdicts.size() == 2);
+  CHECK(LabelText(r.window_verdicts[0]) == "CLEAR");
+  INFO(r.window_verdicts[1].explanation);
+  CHECK(LabelText(r.window_verdicts[1]) == "HEALTHY");
+}
+
 TEST_CASE("row 11, spikes: three isolated stalls on one rank are not a slow rank", "[scenario]") {
   // A descheduled process: three 100 ms stalls in the last window move that rank's mean by
   // 3 ms, above the 2% floor, and nothing else is different about it.

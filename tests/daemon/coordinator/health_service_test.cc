@@ -47,8 +47,8 @@ TEST_CASE("health checking on two servers, through shutdown") {
     CHECK(check(port, "nope", &r).error_code() == grpc::NOT_FOUND);
   }
   // Watch sees SERVING, then NOT_SERVING when shutdown begins.
-  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(p2), grpc::InsecureChannelCredentials()));
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(p2), grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
   auto reader = stub->Watch(&ctx, HealthCheckRequest());
   REQUIRE(reader->Read(&r));

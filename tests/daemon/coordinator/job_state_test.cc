@@ -7,8 +7,10 @@
 #include <cstdlib>
 #include <random>
 
+#include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/wire/packed_steps.h"
 #include "daemon/wire/rank_steps.h"
+#include "shm/segment_layout_v1.h"
 
 namespace stagefrontier {
 namespace {
@@ -282,6 +284,108 @@ TEST_CASE("bracketing rules that do not fit a job fall back to the default, and 
   (*job)->Health(&health);
   CHECK_THAT(health.probe_rules(), Catch::Contains("*:grad_sync"));
   CHECK_THAT(health.probe_rules(), Catch::Contains("does not fit this job"));
+}
+
+// Regression: the rank gauges were recounted over every rank after every batch, a cost of
+// nodes x world per step (quadratic at 100,000 ranks; docs/results.md "Coordinator ingest").
+TEST_CASE("rank gauges are recounted per closed step or every 250 ms, not per batch") {
+  CoordinatorMetrics metrics;
+  JobOptions o;
+  o.data_dir = TempDir();
+  o.fsync = false;
+  o.aligner.deadline_ns = 10'000'000'000;  // nothing closes by deadline here
+  auto job = JobState::Create(Decl(0), o, &metrics);
+  REQUIRE(job.ok());
+  const JobMetrics m = metrics.ForJob(
+      "job-1", *StageSchema::Parse("data:io,forward:compute,grad_sync:sync,optimizer:compute"));
+  std::mt19937 rng(1);
+  int64_t now = 1'000'000'000;
+  for (int r = 0; r < kWorld; ++r) {
+    REQUIRE((*job)->Ingest(Steps(r, 0, 9, &rng), "n", now).ok());
+    (*job)->CloseDue(now);
+  }
+  CHECK(m.ranks_reporting->Value() == kWorld);  // counted when the steps closed
+  // Rank 0 runs 30 steps ahead (more than lagging_steps = 20); nothing closes.
+  now += 1'000'000;
+  REQUIRE((*job)->Ingest(Steps(0, 10, 39, &rng), "n", now).ok());
+  CHECK((*job)->CloseDue(now) == 0);
+  CHECK(m.ranks_lagging->Value() == 0);  // not recounted after this batch
+  now += 300'000'000;
+  CHECK((*job)->CloseDue(now) == 0);
+  CHECK(m.ranks_lagging->Value() == kWorld - 1);  // recounted 250 ms after the last count
+  CHECK(m.ranks_reporting->Value() == 1);
+}
+
+}  // namespace
+}  // namespace stagefrontier
+
+namespace stagefrontier {
+namespace {
+
+// Steps [0, 80) of a healthy job whose rank 3 runs a profiler on steps 20..29: its forward is
+// 30 ms slower there, and its records say so when `flagged`.
+std::unique_ptr<JobState> ProfiledJob(const std::string& dir, bool flagged, int64_t* now) {
+  JobOptions o;
+  o.data_dir = dir;
+  o.fsync = false;
+  o.engine.window_steps = 50;
+  o.aligner.deadline_ns = 1'000'000;
+  auto job = JobState::Create(Decl(0), o, nullptr);
+  REQUIRE(job.ok());
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> jitter(-100'000, 100'000);
+  for (int r = 0; r < kWorld; ++r) {
+    wire::PackedStepsEncoder enc(4);
+    for (int s = 0; s < 80; ++s) {
+      int64_t d[4] = {4'000'000 + jitter(rng), 8'000'000 + jitter(rng), 300'000, 3'000'000};
+      const bool profiled = r == 3 && s >= 20 && s < 30;
+      if (s >= 20 && s < 30) (profiled ? d[1] : d[2]) += 30'000'000;
+      enc.Add(s, d, profiled && flagged ? shm::v1::kRecordTraceCaptured : 0);
+    }
+    REQUIRE((*job)->Ingest(wire::MakeRankSteps("job-1", r, enc), "n", *now).ok());
+  }
+  *now += 2'000'000;
+  (*job)->CloseDue(*now);
+  REQUIRE((*job)->Flush().ok());
+  return std::move(*job);
+}
+
+TEST_CASE("profiled steps are closed and counted but left out of the evidence, also on replay") {
+  const std::string dir = TempDir();
+  int64_t now = 1'000'000'000;
+  std::unique_ptr<JobState> job = ProfiledJob(dir, /*flagged=*/true, &now);
+  v1::JobInfo info;
+  job->Info(&info);
+  CHECK(info.steps_accounted() == 80);
+  CHECK(info.captured_steps() == 10);
+  CHECK(info.last_step() == 79);
+  // The window of 50 steps closed at step 59 (50 steps not captured): HEALTHY.
+  const auto verdicts = job->VerdictsAfter(0, std::chrono::milliseconds(0));
+  REQUIRE(verdicts.size() == 1);
+  CHECK(verdicts[0].verdict().label() == "HEALTHY");
+  CHECK(verdicts[0].verdict().last_step() == 59);
+  v1::GetStepsReply steps;
+  job->Steps(20, 29, 100, &steps);
+  CHECK(steps.steps().empty());
+  // A restart replays the journal to the same decisions.
+  JournalOpenInfo oi;
+  JobOptions o;
+  o.data_dir = dir;
+  o.fsync = false;
+  o.engine.window_steps = 50;
+  o.aligner.deadline_ns = 1'000'000;
+  auto restored = JobState::Restore(JournalPath(dir, "job-1"), o, nullptr, &oi, now);
+  REQUIRE(restored.ok());
+  v1::JobInfo info2;
+  (*restored)->Info(&info2);
+  CHECK(info2.SerializeAsString() == info.SerializeAsString());
+
+  // The same slowdown unflagged is evidence: the window names rank 3's forward.
+  int64_t now2 = 1'000'000'000;
+  std::unique_ptr<JobState> plain = ProfiledJob(TempDir(), /*flagged=*/false, &now2);
+  const auto v2 = plain->VerdictsAfter(0, std::chrono::milliseconds(0));
+  REQUIRE_FALSE(v2.empty());
+  CHECK(v2[0].verdict().label() != "HEALTHY");
 }
 
 }  // namespace

@@ -153,6 +153,16 @@ TEST_CASE("closed windows decide: found with the measured delay, ambiguous, miss
     CHECK(Only(book, {Window(101, 115, "HEALTHY"), Window(116, 130, "HEALTHY")}).state() ==
           "missed");
   }
+  SECTION("named before the delay ended: injecting until the window holding it closes") {
+    // Regression: the answer came with the first naming window, before every marked record
+    // had arrived (e2e_selftest_test saw steps_marked < 10 when the delay straddled windows).
+    const v1::SelfTestReport early = Only(book, {Window(101, 114, "CLEAR", "data", 2)});
+    CHECK(early.state() == "injecting");
+    CHECK_THAT(early.detail(), Catch::Contains("named in CLEAR data rank 2 (steps 101..114)"));
+    CHECK_THAT(early.detail(), Catch::Contains("step 119"));
+    CHECK(Only(book, {Window(101, 114, "CLEAR", "data", 2), Window(115, 128, "HEALTHY")}).state() ==
+          "found");
+  }
   SECTION("a delay split over two windows is found in either") {
     const v1::SelfTestReport r =
         Only(book, {Window(101, 114, "HEALTHY"), Window(115, 128, "CLEAR", "data", 2)});

@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "shm/segment_layout_v1.h"
+
 namespace stagefrontier {
 namespace {
 
@@ -113,6 +115,22 @@ TEST_CASE("a job-wide jump in step numbers is followed") {
   CHECK(a.Add(1, 1'000'000, kD, 0, 1) == AlignOutcome::kAccepted);
   CHECK(a.Add(0, 1'000'001, kD, 0, 2) == AlignOutcome::kAccepted);
   CHECK(a.Add(1, 1'000'001, kD, 0, 2) == AlignOutcome::kAccepted);
+}
+
+}  // namespace
+}  // namespace stagefrontier
+
+namespace stagefrontier {
+namespace {
+
+TEST_CASE("a step is captured when any rank's record was inside a profiler capture") {
+  StepAligner a(2, 2, {.deadline_ns = 1'000, .max_pending_steps = 100});
+  CHECK(a.Add(0, 0, kD, 0, 0) == AlignOutcome::kAccepted);
+  CHECK(a.Add(1, 0, kD, shm::v1::kRecordSelfTestDelay, 0) == AlignOutcome::kAccepted);
+  CHECK(a.Add(0, 1, kD, 0, 0) == AlignOutcome::kAccepted);
+  CHECK(a.Add(1, 1, kD, shm::v1::kRecordTraceCaptured, 0) == AlignOutcome::kAccepted);
+  CHECK_FALSE(a.Close(0).captured);  // other flags do not count
+  CHECK(a.Close(1).captured);
 }
 
 }  // namespace

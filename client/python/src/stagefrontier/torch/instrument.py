@@ -99,6 +99,12 @@ class Instrumentation:
         self._forward_depth = 0
         self._backward_depth = 0
         self._patches = []
+        # Profiler captures the coordinator asks for (capture.py).
+        self.capture = None
+        if self.client is not None and self.client.enabled:
+            from stagefrontier.torch.capture import TraceCapture
+
+            self.capture = TraceCapture(self.client.rank, warn=_warn, job=self.client.job_id)
 
     # ---- explicit API ----------------------------------------------------------------------
     def begin(self):
@@ -107,10 +113,15 @@ class Instrumentation:
             self.bucket_launch_ns.clear()
             self.client.begin_step()
             self.in_step = True
+            if self.capture is not None:
+                self.capture.on_step_begin(self.client.current_step,
+                                           self.client.should_capture_trace())
 
     def end(self):
         """Ends the open step and publishes it."""
         if self.client is not None and self.in_step:
+            if self.capture is not None:
+                self.capture.on_step_end()
             self.client.end_step()
             self.in_step = False
 
@@ -118,12 +129,16 @@ class Instrumentation:
         self.end()
         self.begin()
 
+    def annotating(self):
+        """True when stages are also profiler ranges: --annotate, or a capture is running."""
+        return self.annotate or (self.capture is not None and self.capture.active)
+
     def stage(self, name):
         """A context manager for stage `name` (a no-op when not recording)."""
         if self.client is None:
             return contextlib.nullcontext()
         self.begin()
-        if self.annotate:
+        if self.annotating():
             return _annotated(self.client.stage(name), name)
         return self.client.stage(name)
 
@@ -154,7 +169,17 @@ class Instrumentation:
         return self.client is not None and self.client.should_capture_trace()
 
     def stats(self):
-        return self.client.stats() if self.client is not None else {}
+        if self.client is None:
+            return {}
+        out = dict(self.client.stats())
+        if self.capture is not None:
+            out.update(self.capture.summary())
+        return out
+
+    def close(self):
+        """Ends the open step and writes a capture still running (at exit)."""
+        if self.capture is not None:
+            self.capture.finish()
 
     # ---- hooks -----------------------------------------------------------------------------
     def _patch(self, owner, attr, make):
@@ -226,7 +251,7 @@ class Instrumentation:
                 launches_before = len(sf.bucket_launch_ns)
                 sf.grad_ready_ns = None
                 try:
-                    if sf.annotate:
+                    if sf.annotating():  # a capture's trace needs the range too
                         with _profiler_range("backward"):
                             return orig(*args, **kwargs)
                     return orig(*args, **kwargs)

@@ -36,6 +36,7 @@ def main():
     sf = instrument(comm_hook=comm_hook, annotate=annotate)
 
     def report():
+        sf.close()
         if os.environ.get("STAGEFRONTIER_VERBOSE") == "1" and sf.client is not None:
             _warn(f"rank {sf.client.rank}: {sf.stats()}")
 

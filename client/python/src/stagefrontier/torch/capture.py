@@ -1,0 +1,125 @@
+"""Profiler captures on request: when the coordinator asks this rank for a detailed trace of
+steps FIRST..LAST (`sfctl control --trace-rank R --trace-steps FIRST:LAST`, or the capture
+policy after a verdict), torch.profiler runs for exactly those steps and the Chrome trace is
+written to the capture directory, in a folder named after the job, as
+<job>/trace_rank<R>_step<FIRST>.json (written under a temporary name, then renamed, so the
+sidecar, which sends finished files to the coordinator, never reads half a file).
+
+Each captured step is a "ProfilerStep#<N>" range with the stub's step number N, and each stage
+a "stagefrontier:<stage>" range, so the trace reduces to the stub's stages and its operators
+can be compared with other ranks' (`stagefrontier compare-ops`, docs/cli.md).
+
+A capture never stops or breaks training: a profiler that is already running (the script
+profiles itself), or that fails to start or to write, ends the capture as failed with the
+reason, and training goes on. The directory is STAGEFRONTIER_CAPTURE_DIR, by default
+"stagefrontier-captures" beside the segment (STAGEFRONTIER_SHM_DIR, else /dev/shm).
+"""
+import os
+import sys
+import time
+
+
+def default_directory():
+    return os.environ.get("STAGEFRONTIER_CAPTURE_DIR") or os.path.join(
+        os.environ.get("STAGEFRONTIER_SHM_DIR", "/dev/shm"), "stagefrontier-captures")
+
+
+class TraceCapture:
+    """Follows the stub's trace window step by step (`on_step_begin` / `on_step_end`)."""
+
+    def __init__(self, rank, directory=None, warn=None, job=None):
+        self.rank = rank
+        self.directory = directory or default_directory()
+        if job:
+            self.directory = os.path.join(self.directory, job)
+        self._warn = warn or (lambda msg: print(f"stagefrontier.torch: {msg}", file=sys.stderr,
+                                                flush=True))
+        self.profiler = None
+        self.first_step = None
+        self.last_step = None
+        self.step_range = None
+        self.refused_from = None  # the window's first step, once it failed: no retry per step
+        self.done = []    # (first_step, last_step, path, bytes)
+        self.failed = []  # (first_step, reason)
+
+    @property
+    def active(self):
+        return self.profiler is not None
+
+    def on_step_begin(self, step, wanted):
+        """At the start of step `step`; `wanted`: the stub says this step is to be captured."""
+        if not wanted:
+            if self.profiler is not None:
+                self.finish()
+            self.refused_from = None
+            return
+        if self.profiler is None and self.refused_from is None:
+            self._start(step)
+        if self.profiler is not None:
+            self.last_step = step
+            try:
+                from torch.autograd.profiler import record_function
+
+                self.step_range = record_function(f"ProfilerStep#{step}")
+                self.step_range.__enter__()
+            except Exception as e:  # the step marks the trace only: never stop training
+                self.step_range = None
+                self._warn(f"capture: no step range for step {step} ({e})")
+
+    def on_step_end(self):
+        if self.step_range is not None:
+            try:
+                self.step_range.__exit__(None, None, None)
+            except Exception:
+                pass
+            self.step_range = None
+
+    def _start(self, step):
+        try:
+            import torch
+
+            if torch.autograd._profiler_enabled():
+                raise RuntimeError("the profiler is busy (the script profiles itself)")
+            activities = [torch.profiler.ProfilerActivity.CPU]
+            if torch.cuda.is_available():
+                activities.append(torch.profiler.ProfilerActivity.CUDA)
+            prof = torch.profiler.profile(activities=activities)
+            prof.start()
+        except Exception as e:
+            self._fail(step, f"the profiler did not start: {e}")
+            return
+        self.profiler = prof
+        self.first_step = step
+        self.last_step = step
+
+    def finish(self):
+        """Stops the running capture and writes its trace (also at exit)."""
+        prof, first, last = self.profiler, self.first_step, self.last_step
+        if prof is None:
+            return
+        self.on_step_end()
+        self.profiler = None
+        started = time.monotonic()
+        try:
+            prof.stop()
+            os.makedirs(self.directory, exist_ok=True)
+            path = os.path.join(self.directory, f"trace_rank{self.rank}_step{first}.json")
+            temporary = f"{path}.{os.getpid()}.part"
+            prof.export_chrome_trace(temporary)
+            os.replace(temporary, path)
+            size = os.path.getsize(path)
+        except Exception as e:
+            self._fail(first, f"the trace was not written: {e}")
+            return
+        self.done.append((first, last, path, size))
+        self._warn(f"captured steps {first}..{last} of rank {self.rank}: {path} ({size} bytes, "
+                   f"stopped and written in {time.monotonic() - started:.3f} s)")
+
+    def _fail(self, first_step, reason):
+        self.refused_from = first_step
+        self.failed.append((first_step, reason))
+        self._warn(f"capture from step {first_step} failed: {reason}; training goes on")
+
+    def summary(self):
+        return {"captures_done": len(self.done), "captures_failed": len(self.failed),
+                "capture_bytes": sum(d[3] for d in self.done)}

@@ -1,0 +1,45 @@
+#include "daemon/captures/capture_metrics.h"
+
+namespace stagefrontier {
+
+using prometheus::BuildCounter;
+
+CaptureMetrics::CaptureMetrics(prometheus::Registry& r) {
+  auto one = [&r](const char* name, const char* help) {
+    return &BuildCounter().Name(name).Help(help).Register(r).Add({});
+  };
+  asked_.counter = one("stagefrontier_captures_asked_total",
+                       "Captures asked (automatic after verdicts, and by hand)");
+  skipped_.counter = one("stagefrontier_capture_windows_skipped_total",
+                         "Closed windows after which the policy asked no capture");
+  unreached_.counter = one("stagefrontier_capture_requests_unreached_total",
+                           "Per-rank capture requests no sidecar took (the rank's node gone)");
+  files_.counter =
+      one("stagefrontier_capture_files_stored_total", "Capture files the sidecars delivered whole");
+  bytes_.counter = one("stagefrontier_capture_bytes_stored_total", "Their bytes (uncompressed)");
+  refused_.counter = one("stagefrontier_capture_chunks_refused_total",
+                         "Capture chunks refused (malformed, too large, disk refused)");
+  evicted_.counter =
+      one("stagefrontier_capture_files_evicted_total", "Stored capture files dropped by retention");
+  auto& reports = BuildCounter()
+                      .Name("stagefrontier_capture_reports_total")
+                      .Help("Capture reports written, by result")
+                      .Register(r);
+  analysed_.counter = &reports.Add({{"result", "analysed"}});
+  failed_.counter = &reports.Add({{"result", "failed"}});
+}
+
+void CaptureMetrics::Update(const CaptureTrigger::Counters& t, const CaptureStore::Counters& s,
+                            const CaptureReports::Counters& r) {
+  asked_.To(t.asked);
+  skipped_.To(t.skipped);
+  unreached_.To(t.unreached);
+  files_.To(s.files);
+  bytes_.To(s.bytes);
+  refused_.To(s.refused);
+  evicted_.To(s.evicted);
+  analysed_.To(r.analysed);
+  failed_.To(r.failed);
+}
+
+}  // namespace stagefrontier

@@ -1,0 +1,40 @@
+// The captures on /metrics: what the policy asked, what the sidecars delivered, what the
+// analysis made of it. The components keep their own counts; Update brings the Prometheus
+// counters up to them (the coordinator's ticker calls it every second).
+//
+//   CaptureMetrics m(*metrics.registry());
+//   m.Update(trigger.counters(), store.counters(), reports.counters());
+#ifndef STAGEFRONTIER_DAEMON_CAPTURES_CAPTURE_METRICS_H_
+#define STAGEFRONTIER_DAEMON_CAPTURES_CAPTURE_METRICS_H_
+
+#include <prometheus/counter.h>
+#include <prometheus/registry.h>
+
+#include "daemon/captures/capture_reports.h"
+#include "daemon/captures/capture_store.h"
+#include "daemon/captures/capture_trigger.h"
+
+namespace stagefrontier {
+
+class CaptureMetrics {
+ public:
+  explicit CaptureMetrics(prometheus::Registry& registry);
+
+  void Update(const CaptureTrigger::Counters& trigger, const CaptureStore::Counters& store,
+              const CaptureReports::Counters& reports);
+
+ private:
+  struct Tracked {
+    prometheus::Counter* counter;
+    uint64_t seen = 0;
+    void To(uint64_t now) {
+      if (now > seen) counter->Increment(static_cast<double>(now - seen));
+      seen = now;
+    }
+  };
+  Tracked asked_, skipped_, unreached_, files_, bytes_, refused_, evicted_, analysed_, failed_;
+};
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_CAPTURES_CAPTURE_METRICS_H_

@@ -1,0 +1,255 @@
+#include "daemon/captures/capture_reports.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/captures/capture_analysis.h"
+#include "daemon/captures/operator_report_render.h"
+
+namespace stagefrontier {
+namespace {
+
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::stringstream s;
+  s << in.rdbuf();
+  *out = s.str();
+  return true;
+}
+
+// Written under a temporary name, then renamed: a reader never sees half a report.
+bool WriteFileAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out.flush()) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+}  // namespace
+
+const char* CaptureReportStateName(CaptureReportView::State state) {
+  switch (state) {
+    case CaptureReportView::State::kWaiting:
+      return "waiting";
+    case CaptureReportView::State::kAnalysed:
+      return "analysed";
+    case CaptureReportView::State::kFailed:
+      return "failed";
+    case CaptureReportView::State::kNotAnalysed:
+      return "not analysed";
+  }
+  return "?";
+}
+
+CaptureReports::CaptureReports(CaptureStore* store, DecisionsOf decisions_of, SchemaOf schema_of,
+                               Log log)
+    : store_(store),
+      decisions_of_(std::move(decisions_of)),
+      schema_of_(std::move(schema_of)),
+      log_(std::move(log)) {}
+
+CaptureReports::~CaptureReports() { Stop(); }
+
+void CaptureReports::Start() {
+  worker_ = std::thread([this] { Run(); });
+}
+
+void CaptureReports::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    cv_.notify_all();
+  }
+  if (worker_.joinable()) worker_.join();
+}
+
+void CaptureReports::OnFileStored(const StoredCapture& file) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (std::find(pending_jobs_.begin(), pending_jobs_.end(), file.job) == pending_jobs_.end()) {
+    pending_jobs_.push_back(file.job);
+  }
+  cv_.notify_all();
+}
+
+void CaptureReports::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return stop_ || !pending_jobs_.empty(); });
+    if (stop_) return;
+    const std::string job = pending_jobs_.front();
+    pending_jobs_.pop_front();
+    lock.unlock();
+    AnalyseJob(job);
+    lock.lock();
+  }
+}
+
+std::string CaptureReports::ReportPath(const std::string& job, uint64_t id) const {
+  return absl::StrCat(store_->options().root, "/", job, "/capture", id, ".report.json");
+}
+
+std::vector<StoredCapture> CaptureReports::FilesOf(const CaptureDecision& d, const std::string& job,
+                                                   std::vector<int32_t>* missing) const {
+  std::vector<StoredCapture> out;
+  const std::vector<StoredCapture> all = store_->Files(job);
+  for (int32_t rank : d.ranks()) {
+    auto it = std::find_if(all.begin(), all.end(), [&](const StoredCapture& f) {
+      return f.rank == rank && f.first_step == d.first_step;
+    });
+    if (it != all.end()) {
+      out.push_back(*it);
+    } else if (missing != nullptr) {
+      missing->push_back(rank);
+    }
+  }
+  return out;
+}
+
+int CaptureReports::AnalyseJob(const std::string& job) {
+  int written = 0;
+  for (const CaptureDecision& d : decisions_of_(job)) {
+    if (!d.asked || d.stage.empty() || d.references.empty()) continue;
+    const std::string path = ReportPath(job, d.id);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) continue;  // written already
+    std::vector<int32_t> missing;
+    const std::vector<StoredCapture> files = FilesOf(d, job, &missing);
+    if (!missing.empty()) continue;
+    nlohmann::ordered_json j;
+    j["capture"] = d.id;
+    j["job"] = job;
+    j["stage"] = d.stage;
+    j["why"] = d.reason;
+    j["first_step"] = d.first_step;
+    j["steps"] = d.steps;
+    j["suspects"] = d.suspects;
+    j["references"] = d.references;
+    std::vector<std::string> reference_paths;
+    for (const StoredCapture& f : files) {
+      if (std::find(d.references.begin(), d.references.end(), f.rank) != d.references.end()) {
+        reference_paths.push_back(f.path);
+      }
+    }
+    const std::optional<StageSchema> schema = schema_of_(job);
+    std::string text;
+    std::vector<std::string> errors;
+    j["reports"] = nlohmann::ordered_json::array();
+    for (int32_t suspect : d.suspects) {
+      const auto it = std::find_if(files.begin(), files.end(),
+                                   [&](const StoredCapture& f) { return f.rank == suspect; });
+      if (!schema) {
+        errors.push_back("the job's stages are not known (the job is gone)");
+        break;
+      }
+      absl::StatusOr<OperatorReport> r =
+          AnalyzeCaptureFiles(it->path, reference_paths, *schema, d.stage);
+      if (!r.ok()) {
+        errors.push_back(absl::StrCat("rank ", suspect, ": ", r.status().message()));
+        continue;
+      }
+      j["reports"].push_back(OperatorReportJson(*r));
+      absl::StrAppend(&text, RenderOperatorReportText(*r));
+    }
+    j["errors"] = errors;
+    const bool ok = errors.empty();
+    j["state"] = ok ? "analysed" : "failed";
+    j["text"] = text;
+    if (!WriteFileAtomically(path, j.dump(2) + "\n")) {
+      if (log_) log_(absl::StrCat("capture ", d.id, " of job ", job, ": cannot write ", path));
+      continue;
+    }
+    ++written;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++(ok ? counters_.analysed : counters_.failed);
+    }
+    if (log_) {
+      log_(ok ? absl::StrCat("capture ", d.id, " of job ", job, " analysed (", d.stage,
+                             "): sfctl capture-report --job ", job, " --capture ", d.id)
+              : absl::StrCat("capture ", d.id, " of job ", job,
+                             " not analysed: ", absl::StrJoin(errors, "; ")));
+    }
+  }
+  return written;
+}
+
+absl::StatusOr<CaptureReportView> CaptureReports::Get(const std::string& job, uint64_t id) const {
+  CaptureReportView v;
+  std::string body;
+  if (ReadFile(ReportPath(job, id), &body)) {
+    const nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) {
+      v.state = CaptureReportView::State::kFailed;
+      v.detail = "the report file is damaged";
+      return v;
+    }
+    const bool ok = j.value("state", "") == "analysed";
+    v.state = ok ? CaptureReportView::State::kAnalysed : CaptureReportView::State::kFailed;
+    v.text = j.value("text", "");
+    v.json = body;
+    if (!ok && j.contains("errors") && j["errors"].is_array()) {
+      std::vector<std::string> errors;
+      for (const auto& e : j["errors"]) {
+        if (e.is_string()) errors.push_back(e.get<std::string>());
+      }
+      v.detail = absl::StrJoin(errors, "; ");
+    }
+    CaptureDecision d;
+    d.id = id;
+    d.first_step = j.value("first_step", int64_t{-1});
+    if (j.contains("suspects") && j["suspects"].is_array()) {
+      for (const auto& r : j["suspects"]) {
+        if (r.is_number_integer()) d.suspects.push_back(r.get<int32_t>());
+      }
+    }
+    if (j.contains("references") && j["references"].is_array()) {
+      for (const auto& r : j["references"]) {
+        if (r.is_number_integer()) d.references.push_back(r.get<int32_t>());
+      }
+    }
+    v.files = FilesOf(d, job, nullptr);
+    return v;
+  }
+  std::optional<CaptureDecision> d;
+  for (const CaptureDecision& c : decisions_of_(job)) {
+    if (c.asked && c.id == id) d = c;
+  }
+  if (!d) {
+    return absl::NotFoundError(absl::StrCat("no capture ", id, " of job ", job,
+                                            " (sfctl captures --job ", job, " lists them)"));
+  }
+  std::vector<int32_t> missing;
+  v.files = FilesOf(*d, job, &missing);
+  if (d->stage.empty() || d->references.empty()) {
+    v.state = CaptureReportView::State::kNotAnalysed;
+    v.detail = d->stage.empty()
+                   ? "no stage to compare: asked by hand with no verdict naming one of its ranks; "
+                     "fetch the files (sfctl capture-fetch) and run stagefrontier compare-ops"
+                   : "no reference rank to compare with";
+    return v;
+  }
+  v.state = CaptureReportView::State::kWaiting;
+  v.detail = missing.empty()
+                 ? "every file is here; the analysis runs"
+                 : absl::StrCat("waiting for the files of rank", missing.size() == 1 ? " " : "s ",
+                                absl::StrJoin(missing, ", "));
+  return v;
+}
+
+CaptureReports::Counters CaptureReports::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
+}  // namespace stagefrontier

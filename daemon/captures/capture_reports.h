@@ -1,0 +1,94 @@
+// From collected capture files to the report a user reads (`sfctl capture-report`): once every
+// rank of a capture has sent its file (capture_store.h), the suspect's trace and the reference
+// ranks' are compared in the capture's stage (capture_analysis.h) on a worker thread of its
+// own, and the report is written beside the files as <root>/<job>/capture<ID>.report.json, so
+// it survives a restart of the coordinator.
+//
+//   CaptureReports reports(&store, decision_of, schema_of, log);
+//   store.SetOnComplete([&](const StoredCapture& f) { reports.OnFileStored(f); });
+//   reports.Start();  ...  absl::StatusOr<CaptureReportView> v = reports.Get("job1", 3);
+#ifndef STAGEFRONTIER_DAEMON_CAPTURES_CAPTURE_REPORTS_H_
+#define STAGEFRONTIER_DAEMON_CAPTURES_CAPTURE_REPORTS_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/captures/capture_policy.h"
+#include "daemon/captures/capture_store.h"
+#include "shm/stage_schema.h"
+
+namespace stagefrontier {
+
+// What a capture's report says now.
+struct CaptureReportView {
+  enum class State { kWaiting, kAnalysed, kFailed, kNotAnalysed };
+  State state = State::kWaiting;
+  std::string detail;                // waiting for which ranks, why it failed or was not analysed
+  std::vector<StoredCapture> files;  // this capture's files held by the coordinator
+  std::string text;                  // the report in words (analysed)
+  std::string json;                  // the whole report as JSON (analysed or failed)
+};
+
+const char* CaptureReportStateName(CaptureReportView::State state);
+
+class CaptureReports {
+ public:
+  using DecisionsOf = std::function<std::vector<CaptureDecision>(const std::string& job)>;
+  using SchemaOf = std::function<std::optional<StageSchema>(const std::string& job)>;
+  using Log = std::function<void(const std::string&)>;
+
+  struct Counters {
+    uint64_t analysed = 0;
+    uint64_t failed = 0;
+  };
+
+  CaptureReports(CaptureStore* store, DecisionsOf decisions_of, SchemaOf schema_of,
+                 Log log = nullptr);
+  ~CaptureReports();
+
+  void Start();
+  void Stop();
+
+  // A file arrived: the captures of its job are looked at again on the worker thread.
+  void OnFileStored(const StoredCapture& file);
+
+  // Looks at the job's captures now, on the caller's thread (tests; the worker calls it).
+  // Returns how many reports were written.
+  int AnalyseJob(const std::string& job);
+
+  // Capture `id` of `job`: its report if written, else where it stands. NotFound for a capture
+  // neither the policy nor the store knows.
+  [[nodiscard]] absl::StatusOr<CaptureReportView> Get(const std::string& job, uint64_t id) const;
+
+  Counters counters() const;
+
+ private:
+  std::string ReportPath(const std::string& job, uint64_t id) const;
+  // The capture's files in the store, and the ranks still missing.
+  std::vector<StoredCapture> FilesOf(const CaptureDecision& d, const std::string& job,
+                                     std::vector<int32_t>* missing) const;
+  void Run();
+
+  CaptureStore* store_;
+  DecisionsOf decisions_of_;
+  SchemaOf schema_of_;
+  Log log_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> pending_jobs_;
+  bool stop_ = false;
+  Counters counters_;
+  std::thread worker_;
+};
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_CAPTURES_CAPTURE_REPORTS_H_

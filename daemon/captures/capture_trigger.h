@@ -1,0 +1,98 @@
+// Turns closed verdicts into capture requests: the capture policy (capture_policy.h) decides,
+// and for each capture asked, every chosen rank gets a control request with the trace window
+// (the stub's `should_capture_trace`; stagefrontier.torch then runs torch.profiler for exactly
+// those steps). Requests are queued under the job's lock (OnJobWindow) and sent later by
+// Flush, outside every job lock.
+//
+//   CaptureTrigger trigger(CapturePolicyOptions{});
+//   job_options.verdict_observer = &trigger;
+//   ... every tick: trigger.Flush(&sessions);
+//
+// Until stubs report a capture done or failed, a capture counts as finished once the job is
+// past its last step by the lead it was asked with (the next may then start, after the
+// policy's cooldown).
+#ifndef STAGEFRONTIER_DAEMON_CAPTURES_CAPTURE_TRIGGER_H_
+#define STAGEFRONTIER_DAEMON_CAPTURES_CAPTURE_TRIGGER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/captures/capture_policy.h"
+#include "daemon/coordinator/sidecar_sessions.h"
+#include "daemon/coordinator/verdict_observer.h"
+
+namespace stagefrontier {
+
+class CaptureTrigger : public VerdictObserver {
+ public:
+  // `log` gets one line per capture asked, and one per new reason to skip (from Flush,
+  // outside the job's lock).
+  explicit CaptureTrigger(CapturePolicyOptions options,
+                          std::function<void(const std::string&)> log = nullptr)
+      : policy_(std::move(options)), log_(std::move(log)) {}
+
+  // Automatic captures on verdicts (--captures); off, windows only keep the job's pace and the
+  // rank the newest verdict named (for captures asked by hand).
+  void set_automatic(bool on) {
+    std::lock_guard<std::mutex> lock(mu_);
+    automatic_ = on;
+  }
+
+  void OnJobWindow(const ClosedJobWindow& window) override;
+
+  // A capture asked by hand (Control(capture)): the policy's Manual, then queued like the
+  // automatic ones. `job_control` carries the job-wide settings; `world_size` bounds the ranks.
+  [[nodiscard]] absl::StatusOr<CaptureDecision> Manual(
+      const std::string& job, const std::vector<int32_t>& ranks, int32_t steps, int32_t world_size,
+      int64_t newest_step, const v1::ControlRequest& job_control, int64_t now_ns);
+
+  // Sends the queued requests; returns how many reached a sidecar. A request no sidecar took
+  // (the rank's node is gone) is counted in unreached() and dropped.
+  int Flush(SidecarSessions* sessions);
+
+  struct Counters {
+    uint64_t asked = 0;    // captures asked
+    uint64_t skipped = 0;  // windows decided without a capture
+    uint64_t requests_sent = 0;
+    uint64_t unreached = 0;
+  };
+  Counters counters() const;
+  std::vector<CaptureDecision> Decisions(const std::string& job) const;
+  // Capture `id` of `job`, if the policy still holds it.
+  std::optional<CaptureDecision> Decision(const std::string& job, uint64_t id) const;
+  int32_t default_steps() const { return policy_.options().steps; }
+
+ private:
+  // Queues the trace window of `d` for each of its ranks; mu_ held.
+  void QueueLocked(const std::string& job, const CaptureDecision& d,
+                   const v1::ControlRequest& job_control);
+
+  struct JobPace {
+    int64_t step = -1;
+    int64_t ns = 0;
+    double steps_per_second = 0;
+    uint64_t in_flight = 0;
+    int64_t done_after_step = -1;
+    std::vector<std::string> stage_names;
+    int32_t focus_rank = -1;  // the newest rank-naming verdict's top cell
+    std::string focus_stage;
+  };
+
+  mutable std::mutex mu_;
+  bool automatic_ = true;
+  CapturePolicy policy_;
+  std::map<std::string, JobPace> pace_;
+  std::function<void(const std::string&)> log_;
+  std::vector<v1::ControlRequest> outbox_;
+  std::vector<std::string> log_lines_;
+  Counters counters_;
+};
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_CAPTURES_CAPTURE_TRIGGER_H_

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# What this project runs on a lent GPU machine (docs/results.md, "On a GPU"): such a machine
+# has CUDA, NCCL and PyTorch but no Bazel, so the binaries are built here with -c opt and
+# carried in a copy of bazel-bin (PREBUILT) with the Debian libraries they need (PREBUILT/lib).
+#   tests/bench/gpu_machine_run.sh PREBUILT OUT
+# 1. the GPU check (tests/probe/cuda_check.sh), 2. the probe's cost on real NCCL
+# (probe_gpu_overhead.sh), 3. the probe's cost against the fake libnccl (probe_overhead.sh),
+# 4. the node sweep's GPU checks, 5. Kineto captures with CUDA kernels for compare-ops
+# (tests/e2e/gpu_operator_traces.py), gzipped into OUT.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+pre=$(cd "$1" && pwd)
+out=$2
+mkdir -p "$out"
+nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0))'
+# NCCL and cuBLAS where the machine has them (the CUDA toolkit, or PyTorch's wheels).
+libdirs=$(find / -xdev \( -name 'libnccl.so.2' -o -name 'libcublas.so.13' \) 2>/dev/null |
+  xargs -r -n1 dirname | sort -u | tr '\n' ':')
+export LD_LIBRARY_PATH="$pre/lib:$libdirs/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+echo "== 1. cuda_check"
+PREBUILT="$pre/bin" tests/probe/cuda_check.sh
+echo "== 2. probe_gpu_overhead"
+BIN="$pre/bin" ROUNDS=${ROUNDS:-5} tests/bench/probe_gpu_overhead.sh
+echo "== 3. probe_overhead (fake libnccl)"
+BIN="$pre/bin" tests/bench/probe_overhead.sh
+echo "== 4. sweep"
+mkdir -p /tmp/sweep-scratch
+"$pre/bin/daemon/sweep/stagefrontier-sweep" --checks cpu,memory,gpu --scratch /tmp/sweep-scratch
+echo "== 5. captures"
+for mode in async sync; do
+  flag=""; [ $mode = sync ] && flag=--sync
+  for rank in 0 1; do
+    ms=0; [ $rank = 1 ] && ms=5
+    python3 tests/e2e/gpu_operator_traces.py --rank $rank --matmul-ms $ms $flag \
+      --out "/tmp/traces_$mode" || echo "gpu_operator_traces rank $rank $mode FAILED"
+  done
+  for f in /tmp/traces_$mode/*.json; do gzip -c "$f" > "$out/${mode}_$(basename "$f").gz"; done
+done
+ls -la "$out"

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The coordinator's capacity through real gRPC (docs/results.md "Coordinator ingest through
+# gRPC"): the in-process benchmark and the load harness in one run, so that their ratio is
+# taken on the same machine at the same time. Builds what it needs (-c opt).
+#   tests/bench/ingest_load.sh            # all shapes below (about 5 minutes)
+#   tests/bench/ingest_load.sh --quick    # the in-process figure and the 1,000-stream shape
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bazel build -c opt //tests/bench:ingest_load_harness //tests/bench:coordinator_ingest_benchmark \
+  //daemon/coordinator:stagefrontier-coordinator >/dev/null 2>&1
+bin=$(bazel info -c opt bazel-bin 2>/dev/null)
+coord="$bin/daemon/coordinator/stagefrontier-coordinator"
+harness="$bin/tests/bench/ingest_load_harness"
+
+echo "== in process (decode, journal, align, account; no gRPC), 1,024 ranks"
+inproc=$("$bin/tests/bench/coordinator_ingest_benchmark" \
+  --benchmark_filter='BM_CoordinatorIngest/1024$' 2>/dev/null | grep BM_CoordinatorIngest)
+echo "$inproc"
+# rank_steps_per_s=1.1146M/s or =980.5k/s -> thousands per second
+inproc_rate=$(sed -n 's/.*rank_steps_per_s=\([0-9.]*\)\([kM]\)\/s.*/\1 \2/p' <<<"$inproc" |
+  awk '{ print ($2 == "M") ? $1 * 1000 : $1 }')
+
+run() {
+  echo "== $1"
+  shift
+  out=$("$harness" "$coord" "$@")
+  echo "$out"
+  rate=$(sed -n 's/.*: \([0-9.]*\) M rank-steps per coordinator CPU-second.*/\1/p' <<<"$out")
+  if [[ -n "$rate" && -n "$inproc_rate" ]]; then
+    awk -v g="$rate" -v i="$inproc_rate" \
+      'BEGIN { printf "ratio through gRPC / in process: %.2f\n", g * 1000 / i }'
+  fi
+}
+
+run "1,000 streams x 8 ranks, 32 steps per message, saturated" \
+  --nodes 1000 --procs 4 --steps 800 --window 100 --steps-per-batch 32 --in-flight 2
+[[ "${1:-}" == "--quick" ]] && exit 0
+run "1,000 streams x 8 ranks, 4 steps per message, saturated" \
+  --nodes 1000 --procs 4 --steps 400 --window 100 --steps-per-batch 4 --in-flight 2
+run "1,000 streams x 8 ranks, 4 steps per message, 12.5 steps/s (100,000 rank-steps/s)" \
+  --nodes 1000 --procs 4 --steps 400 --window 100 --steps-per-batch 4 --step-rate 12.5 \
+  --in-flight 2
+run "12,500 streams x 8 ranks (100,000 GPUs), 4 steps per message, 1 step/s" \
+  --nodes 12500 --procs 8 --steps 40 --window 10 --steps-per-batch 4 --step-rate 1 --in-flight 2
+run "12,500 streams x 8 ranks (100,000 GPUs), 1 step per message, 1 step/s" \
+  --nodes 12500 --procs 8 --steps 30 --window 10 --steps-per-batch 1 --step-rate 1 --in-flight 4

@@ -1,0 +1,551 @@
+// Measures the coordinator's ingest end to end through gRPC (a documented harness, not a unit
+// test; docs/results.md "Coordinator ingest through gRPC"). It starts a real coordinator, then
+// --procs client processes that each hold the streams of --nodes/--procs sidecar-like nodes
+// (one HTTP/2 connection and one Ingest stream per node, --ranks-per-node ranks each, gRPC's
+// callback API so a process holds thousands of streams), and reports
+//   streams:      how many were held at once, and the coordinator's RSS per idle stream
+//                 (Hello and one acknowledged empty batch, no ranks declared);
+//   throughput:   rank-steps the coordinator acknowledged per second of wall time and per
+//                 second of the coordinator's own CPU time (user + system, /proc/PID/stat);
+//   ack latency:  from handing a batch to gRPC to its BatchAck, p50 / p99 / max;
+//   verdicts:     from the last node's send of a window's last step to the verdict arriving
+//                 over WatchVerdicts, p50 / p99 / max;
+//   memory:       the coordinator's RSS with every stream open and the job declared, and at
+//                 the end.
+// Every node sends --steps steps in batches of --steps-per-batch steps x its ranks, at most
+// --in-flight batches unacknowledged (as the sidecar's window), paced at --step-rate steps/s
+// (0: as fast as the acknowledgements allow). One job, world = nodes x ranks-per-node.
+//
+//   bazel build -c opt //tests/bench:ingest_load_harness
+//   //daemon/coordinator:stagefrontier-coordinator bazel-bin/tests/bench/ingest_load_harness
+//   COORDINATOR_BIN --nodes 12500 --procs 8 ... (COORDINATOR_BIN:
+//   bazel-bin/daemon/coordinator/stagefrontier-coordinator)
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/common/descriptor_limit.h"
+#include "daemon/wire/packed_steps.h"
+#include "grpcpp/grpcpp.h"
+#include "shm/monotonic_clock.h"
+#include "stagefrontier/v1/ingest.grpc.pb.h"
+#include "stagefrontier/v1/query.grpc.pb.h"
+#include "tests/bench/bench_processes.h"
+#include "tests/bench/bench_workload.h"
+
+namespace {
+
+using namespace stagefrontier;
+using bench::CpuSeconds;
+using bench::RssBytes;
+using bench::Spawn;
+
+constexpr uint32_t kStages = bench::kBenchStages;
+constexpr int kMaxSteps = 1 << 16;
+constexpr char kJob[] = "load";
+
+struct Options {
+  std::string coordinator;
+  int nodes = 1000;
+  int ranks_per_node = 8;
+  int procs = 4;
+  int steps = 200;
+  int steps_per_batch = 4;
+  int in_flight = 4;
+  double step_rate = 0;  // steps/s per node; 0: as fast as acks allow
+  int window = 100;
+  bool fsync = false;
+  int port = 17491;
+  std::string data_dir;  // default: a temporary directory on /tmp
+};
+
+// Shared between the harness and its client processes (MAP_SHARED, set up before fork).
+struct Shared {
+  std::atomic<int> phase;                   // 0 open, 1 declare, 2 send, 3 quit
+  std::atomic<int> opened;                  // streams whose empty first batch was acknowledged
+  std::atomic<int> declared;                // streams whose declarations were acknowledged
+  std::atomic<int> finished;                // streams whose last batch was acknowledged
+  std::atomic<int> failed;                  // streams that ended with an error
+  std::atomic<int64_t> accepted;            // rank-steps acknowledged as accepted
+  std::atomic<int64_t> late;                // ... as late (for steps already closed)
+  std::atomic<int64_t> rejected;            // rank-steps in rejections
+  std::atomic<int64_t> batches;             // step batches acknowledged
+  std::atomic<int64_t> sent_ns[kMaxSteps];  // latest hand-off of step s by any node
+};
+
+void FetchMax(std::atomic<int64_t>& a, int64_t v) {
+  int64_t cur = a.load(std::memory_order_relaxed);
+  while (cur < v && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+
+void SleepMs(double ms) {
+  std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+}
+
+bool PortAnswers(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  close(fd);
+  return ok;
+}
+
+// Waits until `done()` or `seconds` pass; false on timeout.
+template <typename F>
+bool WaitFor(F done, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    SleepMs(5);
+  }
+  return true;
+}
+
+// ---- client side (one process, many nodes) ----
+
+class NodeStream final
+    : public grpc::ClientBidiReactor<v1::SidecarMessage, v1::CoordinatorMessage> {
+ public:
+  NodeStream(const Options& o, Shared* shared, int node, const std::vector<std::string>* packed,
+             std::vector<double>* latencies_ms, std::mutex* lat_mu)
+      : o_(o),
+        shared_(shared),
+        node_(node),
+        packed_(packed),
+        batches_(o.steps / o.steps_per_batch),
+        latencies_ms_(latencies_ms),
+        lat_mu_(lat_mu) {}
+
+  void Open(v1::Ingest::Stub* stub) {
+    stub->async()->Stream(&ctx_, this);
+    StartRead(&in_);
+    v1::SidecarMessage hello;
+    hello.mutable_hello()->set_protocol_version(v1::PROTOCOL_VERSION_1);
+    hello.mutable_hello()->set_node("load-node-" + std::to_string(node_));
+    hello.mutable_hello()->set_sidecar_id("load-" + std::to_string(node_));
+    Queue(std::move(hello));
+    v1::SidecarMessage empty;
+    empty.mutable_batch()->set_batch_seq(1);
+    Queue(std::move(empty));
+    StartCall();
+  }
+
+  // Sends what phase and pacing allow. Thread-safe.
+  void Pump(int phase, int64_t now_ns, int64_t send_start_ns) {
+    // Cheap when nothing is due (thousands of streams per process share two cores with the
+    // coordinator): no lock until the pacing allows the next batch.
+    if (phase >= 2 && now_ns < next_due_ns_.load(std::memory_order_relaxed)) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ended_) return;
+    if (phase >= 1 && !declare_sent_ && opened_) {
+      declare_sent_ = true;
+      v1::SidecarMessage m;
+      m.mutable_batch()->set_batch_seq(2);
+      for (int r = 0; r < o_.ranks_per_node; ++r) {
+        *m.mutable_batch()->add_declarations() = bench::SixStageDeclaration(
+            kJob, node_ * o_.ranks_per_node + r, o_.nodes * o_.ranks_per_node, r);
+      }
+      QueueLocked(std::move(m), now_ns);
+    }
+    if (phase < 2 || !declared_) return;
+    while (next_ < batches_ && next_ - acked_ < o_.in_flight) {
+      const int64_t first_step = static_cast<int64_t>(next_) * o_.steps_per_batch;
+      if (o_.step_rate > 0) {
+        const int64_t due = send_start_ns + static_cast<int64_t>(first_step / o_.step_rate * 1e9);
+        next_due_ns_.store(due, std::memory_order_relaxed);
+        if (now_ns < due) break;
+      }
+      v1::SidecarMessage m;
+      v1::StepBatch* b = m.mutable_batch();
+      b->set_batch_seq(3 + static_cast<uint64_t>(next_));
+      for (int r = 0; r < o_.ranks_per_node; ++r) {
+        v1::RankSteps* rs = b->add_steps();
+        rs->set_job(kJob);
+        rs->set_rank(node_ * o_.ranks_per_node + r);
+        rs->set_base_step(first_step);
+        rs->set_count(static_cast<uint32_t>(o_.steps_per_batch));
+        rs->set_packed((*packed_)[(static_cast<size_t>(node_ + next_) * 7 + r) % packed_->size()]);
+      }
+      QueueLocked(std::move(m), now_ns);
+      for (int s = 0; s < o_.steps_per_batch; ++s)
+        FetchMax(shared_->sent_ns[first_step + s], now_ns);
+      ++next_;
+    }
+  }
+
+ private:
+  void Queue(v1::SidecarMessage m) {
+    std::lock_guard<std::mutex> lock(mu_);
+    QueueLocked(std::move(m), shm::MonotonicNowNs());
+  }
+  void QueueLocked(v1::SidecarMessage m, int64_t now_ns) {
+    if (m.has_batch()) sent_at_[m.batch().batch_seq()] = now_ns;
+    out_.push_back(std::move(m));
+    if (!writing_) {
+      writing_ = true;
+      StartWrite(&out_.front());
+    }
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    out_.pop_front();
+    writing_ = false;
+    if (!ok) return;  // OnDone follows
+    if (!out_.empty()) {
+      writing_ = true;
+      StartWrite(&out_.front());
+    }
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    const int64_t now = shm::MonotonicNowNs();
+    if (in_.has_ack()) {
+      const v1::BatchAck& a = in_.ack();
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = sent_at_.find(a.batch_seq());
+      if (it != sent_at_.end()) {
+        const double ms = (now - it->second) / 1e6;
+        sent_at_.erase(it);
+        if (a.batch_seq() >= 3) {
+          std::lock_guard<std::mutex> l2(*lat_mu_);
+          latencies_ms_->push_back(ms);
+        }
+      }
+      int64_t rejected = 0;
+      for (const auto& r : a.rejections()) rejected += r.records();
+      if (rejected > 0) shared_->rejected.fetch_add(rejected);
+      if (a.batch_seq() == 1) {
+        opened_ = true;
+        shared_->opened.fetch_add(1);
+      } else if (a.batch_seq() == 2) {
+        declared_ = true;
+        shared_->declared.fetch_add(1);
+      } else {
+        shared_->accepted.fetch_add(a.accepted());
+        shared_->late.fetch_add(a.late());
+        shared_->batches.fetch_add(1);
+        if (++acked_ == batches_) shared_->finished.fetch_add(1);
+      }
+    }
+    StartRead(&in_);
+  }
+
+  void OnDone(const grpc::Status& s) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ended_ = true;
+    if (!s.ok() && shared_->phase.load() < 3) {
+      if (shared_->failed.fetch_add(1) < 3) {
+        std::fprintf(stderr, "node %d: stream ended: %d %s\n", node_, s.error_code(),
+                     s.error_message().c_str());
+      }
+    }
+  }
+
+  const Options& o_;
+  Shared* shared_;
+  const int node_;
+  const std::vector<std::string>* packed_;
+  const int batches_;
+  std::vector<double>* latencies_ms_;
+  std::mutex* lat_mu_;
+  grpc::ClientContext ctx_;
+  v1::CoordinatorMessage in_;
+  std::mutex mu_;
+  std::deque<v1::SidecarMessage> out_;
+  std::map<uint64_t, int64_t> sent_at_;
+  std::atomic<int64_t> next_due_ns_{0};
+  bool writing_ = false;
+  bool opened_ = false;
+  bool declare_sent_ = false;
+  bool declared_ = false;
+  bool ended_ = false;
+  int next_ = 0;
+  int acked_ = 0;
+};
+
+int RunClients(const Options& o, Shared* shared, int proc, const std::string& lat_path) {
+  // Pre-encoded packed steps: steps 0..K-1 relative to base 0, reused with any base step.
+  std::vector<std::string> packed;
+  std::mt19937 rng(static_cast<uint32_t>(proc) + 1);
+  std::uniform_int_distribution<int> jitter(-200'000, 200'000);
+  for (int v = 0; v < 61; ++v) {
+    wire::PackedStepsEncoder e(kStages);
+    for (int s = 0; s < o.steps_per_batch; ++s) {
+      const int64_t d[kStages] = {4'000'000 + jitter(rng),  8'000'000 + jitter(rng),
+                                  12'000'000 + jitter(rng), 300'000 + jitter(rng) / 10,
+                                  3'000'000 + jitter(rng),  100'000};
+      e.Add(s, d, 0);
+    }
+    packed.push_back(e.bytes());
+  }
+  const std::string addr = "127.0.0.1:" + std::to_string(o.port);
+  std::vector<std::unique_ptr<v1::Ingest::Stub>> stubs;
+  std::vector<std::unique_ptr<NodeStream>> streams;
+  std::vector<double> latencies_ms;
+  std::mutex lat_mu;
+  for (int n = proc; n < o.nodes; n += o.procs) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // one connection per node
+    args.SetMaxReceiveMessageSize(-1);
+    stubs.push_back(v1::Ingest::NewStub(
+        grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args)));
+    streams.push_back(std::make_unique<NodeStream>(o, shared, n, &packed, &latencies_ms, &lat_mu));
+    streams.back()->Open(stubs.back().get());
+  }
+  int64_t send_start = 0;
+  for (;;) {
+    const int phase = shared->phase.load();
+    if (phase >= 3) break;
+    const int64_t now = shm::MonotonicNowNs();
+    if (phase >= 2 && send_start == 0) send_start = now;
+    for (auto& s : streams) s->Pump(phase, now, send_start);
+    SleepMs(phase < 2 ? 20 : o.step_rate > 0 ? 5 : 2);
+  }
+  {
+    std::lock_guard<std::mutex> lock(lat_mu);
+    std::ofstream out(lat_path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(latencies_ms.data()),
+              static_cast<std::streamsize>(latencies_ms.size() * sizeof(double)));
+  }
+  std::fflush(stderr);
+  _exit(0);  // the coordinator sees the connections close; no orderly shutdown needed
+}
+
+double Pct(const std::vector<double>& v, double p) {
+  if (v.empty()) return -1;
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+int Usage(const char* argv0) {
+  std::fprintf(stderr,
+               "usage: %s COORDINATOR_BIN [--nodes N] [--ranks-per-node N] [--procs N] "
+               "[--steps N] [--steps-per-batch N] [--in-flight N] [--step-rate STEPS_PER_S] "
+               "[--window N] [--fsync] [--port P] [--data-dir DIR]\n",
+               argv0);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return Usage(argv[0]);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // phases show as they end, also into a file
+  Options o;
+  o.coordinator = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    const std::string k = argv[i];
+    if (k == "--fsync") {
+      o.fsync = true;
+      continue;
+    }
+    if (i + 1 >= argc) return Usage(argv[0]);
+    const char* v = argv[++i];
+    if (k == "--nodes")
+      o.nodes = std::atoi(v);
+    else if (k == "--ranks-per-node")
+      o.ranks_per_node = std::atoi(v);
+    else if (k == "--procs")
+      o.procs = std::atoi(v);
+    else if (k == "--steps")
+      o.steps = std::atoi(v);
+    else if (k == "--steps-per-batch")
+      o.steps_per_batch = std::atoi(v);
+    else if (k == "--in-flight")
+      o.in_flight = std::atoi(v);
+    else if (k == "--step-rate")
+      o.step_rate = std::atof(v);
+    else if (k == "--window")
+      o.window = std::atoi(v);
+    else if (k == "--port")
+      o.port = std::atoi(v);
+    else if (k == "--data-dir")
+      o.data_dir = v;
+    else
+      return Usage(argv[0]);
+  }
+  if (o.nodes < 1 || o.ranks_per_node < 1 || o.procs < 1 || o.steps_per_batch < 1 ||
+      o.steps < o.steps_per_batch || o.steps >= kMaxSteps || o.in_flight < 1) {
+    std::fprintf(stderr,
+                 "bad options: need nodes, ranks, procs, steps-per-batch, in-flight >= 1 "
+                 "and steps-per-batch <= steps < 65536\n");
+    return 2;
+  }
+  o.steps -= o.steps % o.steps_per_batch;
+  // Every stream is a socket on both sides (the client processes inherit this limit).
+  const uint64_t wanted = static_cast<uint64_t>(o.nodes) + 256;
+  absl::StatusOr<uint64_t> nofile = RaiseDescriptorLimit(wanted);
+  if (!nofile.ok() || *nofile < wanted) {
+    std::fprintf(stderr, "%d streams need more descriptors than this process may open (%s)\n",
+                 o.nodes,
+                 nofile.ok() ? std::to_string(*nofile).c_str()
+                             : std::string(nofile.status().message()).c_str());
+    return 2;
+  }
+
+  char tmpl[] = "/tmp/sf_load_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string data = o.data_dir.empty() ? dir + "/data" : o.data_dir;
+  std::vector<std::string> cargs = {o.coordinator,
+                                    "--listen",
+                                    "127.0.0.1:" + std::to_string(o.port),
+                                    "--metrics-listen",
+                                    "",
+                                    "--data-dir",
+                                    data,
+                                    "--window-steps",
+                                    std::to_string(o.window),
+                                    "--max-streams",
+                                    std::to_string(o.nodes + 16)};
+  if (!o.fsync) cargs.push_back("--no-fsync");
+  const pid_t coord = Spawn(cargs, dir + "/coordinator.log");
+  // No gRPC in this process before the clients fork (gRPC does not survive fork).
+  if (!WaitFor([&] { return PortAnswers(o.port); }, 30)) {
+    std::fprintf(stderr, "the coordinator did not listen; see %s/coordinator.log\n", dir.c_str());
+    kill(coord, SIGKILL);
+    return 1;
+  }
+  SleepMs(300);
+  auto* shared = static_cast<Shared*>(
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  new (shared) Shared{};
+  const int64_t rss_start = RssBytes(coord);
+  const auto t_open = std::chrono::steady_clock::now();
+  std::vector<pid_t> clients;
+  for (int p = 0; p < o.procs; ++p) {
+    const pid_t pid = fork();
+    if (pid == 0) return RunClients(o, shared, p, dir + "/lat." + std::to_string(p));
+    clients.push_back(pid);
+  }
+  const auto elapsed = [](auto t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  bool ok = WaitFor([&] { return shared->opened.load() + shared->failed.load() >= o.nodes; }, 600);
+  const double open_s = elapsed(t_open);
+  SleepMs(1000);
+  const int64_t rss_open = RssBytes(coord);
+  const int held = shared->opened.load();
+  std::printf(
+      "ingest_load_harness: %d nodes x %d ranks = %d ranks, %d client processes, "
+      "%d steps in batches of %d, in flight %d, rate %s, window %d, fsync %s\n",
+      o.nodes, o.ranks_per_node, o.nodes * o.ranks_per_node, o.procs, o.steps, o.steps_per_batch,
+      o.in_flight,
+      o.step_rate > 0 ? (std::to_string(o.step_rate) + " steps/s per node").c_str()
+                      : "as fast as acks allow",
+      o.window, o.fsync ? "on" : "off");
+  std::printf(
+      "streams held: %d of %d opened in %.1f s (failed %d); coordinator RSS %.1f MB -> "
+      "%.1f MB: %.1f KB per idle stream\n",
+      held, o.nodes, open_s, shared->failed.load(), rss_start / 1e6, rss_open / 1e6,
+      held > 0 ? (rss_open - rss_start) / 1024.0 / held : -1.0);
+
+  shared->phase.store(1);
+  ok = ok &&
+       WaitFor([&] { return shared->declared.load() + shared->failed.load() >= o.nodes; }, 600);
+  const int64_t rss_declared = RssBytes(coord);
+  std::printf("job declared by %d streams: coordinator RSS %.1f MB\n", shared->declared.load(),
+              rss_declared / 1e6);
+
+  // Verdicts, watched from here (gRPC starts in this process only now).
+  std::mutex mu;
+  std::vector<double> verdict_ms;
+  int64_t verdicts_seen = 0;
+  grpc::ClientContext watch_ctx;
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(o.port),
+                                     grpc::InsecureChannelCredentials());
+  std::thread watcher([&] {
+    auto stub = v1::Query::NewStub(channel);
+    v1::WatchVerdictsRequest req;
+    req.set_job(kJob);
+    auto reader = stub->WatchVerdicts(&watch_ctx, req);
+    v1::VerdictEvent ev;
+    while (reader->Read(&ev)) {
+      const int64_t now = shm::MonotonicNowNs();
+      const int64_t last = ev.verdict().last_step();
+      if (last < 0 || last >= o.steps) continue;
+      const int64_t ready = shared->sent_ns[last].load();
+      std::lock_guard<std::mutex> lock(mu);
+      ++verdicts_seen;
+      if (ready > 0) verdict_ms.push_back((now - ready) / 1e6);
+    }
+  });
+  const double cpu0 = CpuSeconds(coord);
+  const auto t_send = std::chrono::steady_clock::now();
+  shared->phase.store(2);
+  ok = ok &&
+       WaitFor([&] { return shared->finished.load() + shared->failed.load() >= o.nodes; }, 3600);
+  const double send_s = elapsed(t_send);
+  const double cpu = CpuSeconds(coord) - cpu0;
+  const int64_t rss_end = RssBytes(coord);
+  SleepMs(1000);
+  shared->phase.store(3);
+  for (pid_t c : clients) waitpid(c, nullptr, 0);
+  watch_ctx.TryCancel();
+  watcher.join();
+  kill(coord, SIGTERM);
+  waitpid(coord, nullptr, 0);
+
+  std::vector<double> acks;
+  for (int p = 0; p < o.procs; ++p) {
+    std::ifstream in(dir + "/lat." + std::to_string(p), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t n = bytes.size() / sizeof(double);
+    const size_t at = acks.size();
+    acks.resize(at + n);
+    std::memcpy(acks.data() + at, bytes.data(), n * sizeof(double));
+  }
+  std::sort(acks.begin(), acks.end());
+  std::sort(verdict_ms.begin(), verdict_ms.end());
+  const int64_t accepted = shared->accepted.load();
+  std::printf(
+      "sent for %.2f s: %lld rank-steps accepted (late %lld, rejected %lld) in %lld "
+      "batches: %.3f M rank-steps/s wall\n",
+      send_s, static_cast<long long>(accepted), static_cast<long long>(shared->late.load()),
+      static_cast<long long>(shared->rejected.load()),
+      static_cast<long long>(shared->batches.load()), accepted / send_s / 1e6);
+  std::printf(
+      "coordinator CPU %.2f s (%.0f%% of one core): %.3f M rank-steps per coordinator "
+      "CPU-second\n",
+      cpu, 100 * cpu / send_s, cpu > 0 ? accepted / cpu / 1e6 : -1.0);
+  std::printf("ack latency over %zu batches: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", acks.size(),
+              Pct(acks, 0.5), Pct(acks, 0.99), acks.empty() ? -1 : acks.back());
+  std::printf("verdict latency over %zu of %lld windows: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+              verdict_ms.size(), static_cast<long long>(verdicts_seen), Pct(verdict_ms, 0.5),
+              Pct(verdict_ms, 0.99), verdict_ms.empty() ? -1 : verdict_ms.back());
+  std::printf("coordinator RSS at the end: %.1f MB\n", rss_end / 1e6);
+  if (o.data_dir.empty()) {
+    const std::string rm = "rm -rf " + dir;
+    if (std::system(rm.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", dir.c_str());
+  } else {
+    std::printf("coordinator log: %s/coordinator.log\n", dir.c_str());
+  }
+  return ok && held == o.nodes ? 0 : 1;
+}

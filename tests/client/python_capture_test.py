@@ -1,0 +1,92 @@
+"""stagefrontier.torch's profiler captures (capture.py), step by step as the instrumentation
+drives them: the trace holds exactly the asked steps, a busy profiler or an unwritable
+directory fails the capture with the reason and training goes on, a capture still running at
+exit is written."""
+import json
+import os
+import stat
+import tempfile
+import unittest
+
+import torch
+
+from stagefrontier.torch.capture import TraceCapture
+
+
+def work():
+    a = torch.randn(16, 16)
+    return (a @ a).sum()
+
+
+def run(capture, steps, wanted):
+    for step in steps:
+        capture.on_step_begin(step, step in wanted)
+        work()
+        capture.on_step_end()
+
+
+def step_names(path):
+    with open(path) as f:
+        doc = json.load(f)
+    events = doc if isinstance(doc, list) else doc["traceEvents"]
+    return sorted(e["name"] for e in events if e.get("name", "").startswith("ProfilerStep#"))
+
+
+class CaptureTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        self.messages = []
+
+    def capture(self, directory=None):
+        return TraceCapture(3, directory or self.dir, warn=self.messages.append)
+
+    def test_the_asked_steps_and_no_other(self):
+        c = self.capture()
+        run(c, range(1, 9), {3, 4, 5})
+        path = os.path.join(self.dir, "trace_rank3_step3.json")
+        self.assertEqual(c.done, [(3, 5, path, os.path.getsize(path))])
+        self.assertEqual(step_names(path), ["ProfilerStep#3", "ProfilerStep#4", "ProfilerStep#5"])
+        self.assertEqual([f for f in os.listdir(self.dir) if f.endswith(".part")], [])
+        self.assertEqual(c.summary()["captures_done"], 1)
+        self.assertIn("captured steps 3..5 of rank 3", self.messages[-1])
+        # A second window later in the run is a second file.
+        run(c, range(9, 14), {11, 12})
+        self.assertEqual(len(c.done), 2)
+        self.assertTrue(os.path.exists(os.path.join(self.dir, "trace_rank3_step11.json")))
+
+    def test_a_busy_profiler_fails_the_capture_once_and_training_goes_on(self):
+        c = self.capture()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+            run(c, range(1, 6), {2, 3, 4})
+        self.assertEqual(len(c.failed), 1)
+        self.assertEqual(c.failed[0][0], 2)
+        self.assertIn("busy", c.failed[0][1])
+        self.assertEqual(c.done, [])
+        # The next window is tried again, and works once the profiler is free.
+        run(c, range(6, 10), {7, 8})
+        self.assertEqual(len(c.done), 1)
+
+    def test_an_unwritable_directory_fails_with_the_reason(self):
+        locked = os.path.join(self.dir, "locked")
+        os.makedirs(locked)
+        os.chmod(locked, stat.S_IRUSR | stat.S_IXUSR)
+        if os.access(locked, os.W_OK):  # root writes anywhere: use a file as the directory
+            locked = os.path.join(self.dir, "a_file")
+            open(locked, "w").close()
+        c = self.capture(locked)
+        run(c, range(1, 5), {1, 2})
+        self.assertEqual(len(c.failed), 1)
+        self.assertIn("the trace was not written", c.failed[0][1])
+        self.assertEqual(c.summary()["captures_failed"], 1)
+
+    def test_a_capture_running_at_exit_is_written(self):
+        c = self.capture()
+        run(c, range(1, 4), {2, 3, 4, 5})
+        self.assertTrue(c.active)
+        c.finish()
+        self.assertFalse(c.active)
+        self.assertEqual(c.done[0][:2], (2, 3))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,150 @@
+#include "daemon/captures/capture_reports.h"
+
+#include <stdlib.h>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "daemon/captures/capture_compression.h"
+#include "daemon/captures/capture_file_name.h"
+#include "tests/daemon/captures/trace_builder.h"
+
+namespace stagefrontier {
+namespace {
+
+// Steps 20..24 of a stage "forward" holding one matmul of `mm_us`.
+std::string Trace(int rank, double mm_us) {
+  testing::TraceBuilder b(rank);
+  for (int step = 20; step < 25; ++step) {
+    const double base = step * 10'000.0;
+    b.Add("ProfilerStep#" + std::to_string(step), base, 9000, 1, "user_annotation");
+    b.Add("stagefrontier:forward", base, 1000 + mm_us, 1, "user_annotation");
+    b.Add("aten::mm", base + 100, mm_us);
+  }
+  return b.Json();
+}
+
+void Store(CaptureStore* store, const std::string& job, int rank, const std::string& text) {
+  v1::CaptureChunk c;
+  c.set_job(job);
+  c.set_file_name(CaptureFileNameFor(rank, 20));
+  c.set_file_bytes(text.size());
+  c.set_raw_bytes(static_cast<uint32_t>(text.size()));
+  c.set_data(DeflateChunk(text));
+  REQUIRE(store->Accept(c).ok());
+}
+
+CaptureDecision Decision(uint64_t id, std::string stage) {
+  CaptureDecision d;
+  d.id = id;
+  d.asked = true;
+  d.suspects = {1};
+  d.references = {0, 2};
+  d.first_step = 20;
+  d.steps = 5;
+  d.stage = std::move(stage);
+  d.reason = "CLEAR (forward, 1) on rank 1";
+  return d;
+}
+
+struct Fixture {
+  Fixture() : store({.root = Root()}) { REQUIRE(store.Open().ok()); }
+  static std::string Root() {
+    char tmpl[] = "/tmp/sf_capture_reports_XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    return tmpl;
+  }
+  CaptureReports Reports() {
+    return CaptureReports(
+        &store, [this](const std::string&) { return decisions; },
+        [this](const std::string&) { return schema; },
+        [this](const std::string& line) { log.push_back(line); });
+  }
+  CaptureStore store;
+  std::vector<CaptureDecision> decisions;
+  std::optional<StageSchema> schema = *StageSchema::Parse("forward:compute,sync:sync");
+  std::vector<std::string> log;
+};
+
+TEST_CASE("capture reports: waiting for the files, then the suspect's operator named") {
+  Fixture f;
+  f.decisions = {Decision(1, "forward")};
+  CaptureReports reports = f.Reports();
+  Store(&f.store, "job1", 1, Trace(1, 3000));
+  Store(&f.store, "job1", 0, Trace(0, 500));
+  CHECK(reports.AnalyseJob("job1") == 0);
+  absl::StatusOr<CaptureReportView> v = reports.Get("job1", 1);
+  REQUIRE(v.ok());
+  CHECK(v->state == CaptureReportView::State::kWaiting);
+  CHECK(v->detail == "waiting for the files of rank 2");
+  CHECK(v->files.size() == 2);
+
+  Store(&f.store, "job1", 2, Trace(2, 520));
+  CHECK(reports.AnalyseJob("job1") == 1);
+  CHECK(reports.AnalyseJob("job1") == 0);  // written once
+  v = reports.Get("job1", 1);
+  REQUIRE(v.ok());
+  CHECK(v->state == CaptureReportView::State::kAnalysed);
+  CHECK(v->files.size() == 3);
+  CHECK_THAT(v->text, Catch::Contains("culprit"));
+  CHECK_THAT(v->text, Catch::Contains("aten::mm"));
+  const nlohmann::json j = nlohmann::json::parse(v->json);
+  CHECK(j["stage"] == "forward");
+  CHECK(j["reports"][0]["suspect_rank"] == 1);
+  CHECK(j["reports"][0]["findings"][0]["path"] == "aten::mm");
+  CHECK(reports.counters().analysed == 1);
+  CHECK_THAT(f.log.back(), Catch::Contains("sfctl capture-report --job job1 --capture 1"));
+
+  // A restarted coordinator (the policy forgot the capture) still serves the written report.
+  f.decisions.clear();
+  CaptureReports after = f.Reports();
+  v = after.Get("job1", 1);
+  REQUIRE(v.ok());
+  CHECK(v->state == CaptureReportView::State::kAnalysed);
+  CHECK(v->files.size() == 3);
+  CHECK(after.Get("job1", 7).status().code() == absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("capture reports: a broken trace fails the report with its reason") {
+  Fixture f;
+  f.decisions = {Decision(4, "forward")};
+  CaptureReports reports = f.Reports();
+  Store(&f.store, "job1", 1, Trace(1, 3000));
+  Store(&f.store, "job1", 0, "{\"traceEvents\": [");
+  Store(&f.store, "job1", 2, Trace(2, 500));
+  CHECK(reports.AnalyseJob("job1") == 1);
+  absl::StatusOr<CaptureReportView> v = reports.Get("job1", 4);
+  REQUIRE(v.ok());
+  CHECK(v->state == CaptureReportView::State::kFailed);
+  CHECK_THAT(v->detail, Catch::Contains("not valid JSON"));
+  CHECK(reports.counters().failed == 1);
+}
+
+TEST_CASE("capture reports: no stage or no reference, not analysed, and why") {
+  Fixture f;
+  CaptureDecision by_hand = Decision(2, "");
+  by_hand.manual = true;
+  f.decisions = {by_hand};
+  CaptureReports reports = f.Reports();
+  absl::StatusOr<CaptureReportView> v = reports.Get("job1", 2);
+  REQUIRE(v.ok());
+  CHECK(v->state == CaptureReportView::State::kNotAnalysed);
+  CHECK_THAT(v->detail, Catch::Contains("stagefrontier compare-ops"));
+}
+
+TEST_CASE("capture reports: the worker thread analyses as files arrive") {
+  Fixture f;
+  f.decisions = {Decision(3, "forward")};
+  CaptureReports reports = f.Reports();
+  f.store.SetOnComplete([&](const StoredCapture& file) { reports.OnFileStored(file); });
+  reports.Start();
+  for (int r = 0; r < 3; ++r) Store(&f.store, "job1", r, Trace(r, r == 1 ? 3000 : 500));
+  for (int i = 0; i < 2000 && reports.counters().analysed == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  reports.Stop();
+  CHECK(reports.counters().analysed == 1);
+}
+
+}  // namespace
+}  // namespace stagefrontier
