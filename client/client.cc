@@ -67,6 +67,7 @@ Client::Client(StageSchema schema, LauncherIdentity identity)
       recorder_(static_cast<uint32_t>(schema_.size())) {}
 
 Client::~Client() {
+  if (capture_running_ && !InForkedChild()) EndCallbackCapture();
   if (enabled_ && slot_ != nullptr && !InForkedChild()) shm::ReleaseSlot(*slot_);
 }
 
@@ -129,6 +130,8 @@ void Client::BeginStep(int64_t step) noexcept {
     ++stats_.control_updates;
     OnSelfTestRequest();
   }
+  // A forked child's copy neither starts nor ends the parent's captures.
+  if (capture_handler_ && enabled_ && !InForkedChild()) CaptureAtBeginStep(step);
   selftest_injected_ = false;
   selftest_pending_ =
       enabled_ && !InForkedChild() && step >= selftest_.first_step && step <= selftest_.last_step;
@@ -142,6 +145,10 @@ void Client::EndStep() noexcept {
   }
   const int64_t t = shm::MonotonicNowNs();
   uint32_t flags = recorder_.Finish(t, boundaries_);
+  if (capture_running_ && !InForkedChild()) {
+    capture_running_through_ = current_step_;
+    if (current_step_ >= capture_running_last_) EndCallbackCapture();
+  }
   if (enabled_ && segment_->lost()) {
     // Someone truncated the segment file: our pages are private zeros now (mapping_guard.h).
     Disable(absl::StrCat("segment ", segment_->path(), " was truncated while in use"),
@@ -212,6 +219,92 @@ int64_t Client::InjectSelfTestDelay() noexcept {
   ++stats_.selftest_steps;
   if (enabled_) shm::CountSelfTestStep(*slot_);
   return selftest_.delay_ns;
+}
+
+void Client::SetCaptureCallbacks(const CaptureCallbacks& callbacks) noexcept {
+  if (capture_running_) EndCallbackCapture();
+  capture_callbacks_ = callbacks;
+  capture_handler_ = capture_handler_ || callbacks.begin != nullptr;
+}
+
+void Client::AnswerCapture(int64_t request_first_step, shm::v1::CaptureState state,
+                           shm::v1::CaptureFailure failure, uint64_t bytes) noexcept {
+  switch (state) {
+    case shm::v1::kCaptureRunning:
+      ++stats_.captures_begun;
+      break;
+    case shm::v1::kCaptureDone:
+      ++stats_.captures_done;
+      break;
+    case shm::v1::kCaptureFailed:
+      ++stats_.captures_failed;
+      break;
+    default:
+      break;
+  }
+  if (enabled_ && !InForkedChild()) {
+    shm::AnswerCapture(*slot_, request_first_step, state, failure, bytes);
+  }
+}
+
+template <typename Call>
+bool Client::CallCaptureCallback(Call&& call) noexcept {
+  // The callback is the trainer's code: nothing it throws may unwind through the stub.
+  try {
+    return call() == 0;
+  } catch (...) {
+    return false;
+  }
+}
+
+void Client::CaptureAtBeginStep(int64_t step) noexcept {
+  const shm::ControlRequest& c = control_;
+  // A running capture whose window this step left (done, or the request withdrawn) ends.
+  if (capture_running_ && !c.CapturesTrace(step)) EndCallbackCapture();
+  const bool has_window = c.trace_last_step >= c.trace_first_step;
+  if (!has_window ||
+      (c.trace_first_step == capture_seen_first_ && c.trace_last_step == capture_seen_last_)) {
+    return;  // nothing asked, or this window was handled already
+  }
+  if (step < c.trace_first_step) return;  // not yet
+  capture_seen_first_ = c.trace_first_step;
+  capture_seen_last_ = c.trace_last_step;
+  if (c.trace_last_step < step) {
+    // Asked too late: every requested step is past (the request travelled slower than the
+    // lead the coordinator allowed). Said once, so that the coordinator stops waiting.
+    AnswerCapture(c.trace_first_step, shm::v1::kCaptureFailed, shm::v1::kCaptureMissed);
+    return;
+  }
+  // The first step of the window this trainer runs. Without callbacks the trainer's own
+  // handler (stagefrontier.torch) starts its profiler and answers.
+  if (capture_callbacks_.begin == nullptr) return;
+  void* user = capture_callbacks_.user;
+  auto* begin = capture_callbacks_.begin;
+  if (!CallCaptureCallback([&] { return begin(user, step, c.trace_last_step); })) {
+    AnswerCapture(c.trace_first_step, shm::v1::kCaptureFailed, shm::v1::kCaptureCallbackFailed);
+    return;
+  }
+  capture_running_ = true;
+  capture_running_first_ = c.trace_first_step;
+  capture_running_last_ = c.trace_last_step;
+  capture_running_start_ = step;
+  capture_running_through_ = step - 1;
+  AnswerCapture(c.trace_first_step, shm::v1::kCaptureRunning);
+}
+
+void Client::EndCallbackCapture() noexcept {
+  capture_running_ = false;
+  uint64_t bytes = 0;
+  auto* end = capture_callbacks_.end;
+  void* user = capture_callbacks_.user;
+  const int64_t first = capture_running_first_;
+  const int64_t start = capture_running_start_;
+  const int64_t last = capture_running_through_;
+  if (end != nullptr && !CallCaptureCallback([&] { return end(user, start, last, &bytes); })) {
+    AnswerCapture(first, shm::v1::kCaptureFailed, shm::v1::kCaptureCallbackFailed);
+    return;
+  }
+  AnswerCapture(first, shm::v1::kCaptureDone, shm::v1::kCaptureFailureNone, bytes);
 }
 
 Client::StageId Client::stage_id(const std::string& name) const {

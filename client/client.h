@@ -61,6 +61,9 @@ struct ClientStats {
   // Steps the sidecar and coordinator would refuse (shm/record_limits.h: a step number outside
   // [0, 2^40), a stage longer than a day): counted here, never published.
   uint64_t steps_invalid = 0;
+  uint64_t captures_begun = 0;   // capture answers: the profiler runs
+  uint64_t captures_done = 0;    // the trace was written
+  uint64_t captures_failed = 0;  // failed (busy, start, write, callback, missed)
 };
 
 class Client {
@@ -135,6 +138,33 @@ class Client {
   bool should_capture_trace() const noexcept { return control_.CapturesTrace(current_step_); }
   int64_t current_step() const { return current_step_; }
 
+  // Captures. A C/C++ trainer that drives its own profiler (Nsight through NVTX ranges, CUPTI,
+  // a vendor tool) registers callbacks: the stub calls `begin` at the start of the first step
+  // it runs of a requested trace window and `end` at the end of the window's last step (or at
+  // the next step if the request was withdrawn), on the training thread, and answers the
+  // coordinator (running, done, failed). A callback returns 0 on success; anything else, or an
+  // exception, fails the capture: counted, answered, and training goes on. Callbacks run inside
+  // the step, so they must be quick. Registering replaces earlier callbacks; {} removes them.
+  struct CaptureCallbacks {
+    int (*begin)(void* user, int64_t first_step, int64_t last_step) = nullptr;
+    // May set `*bytes` to the size of what was written (left 0 when unknown).
+    int (*end)(void* user, int64_t first_step, int64_t last_step, uint64_t* bytes) = nullptr;
+    void* user = nullptr;
+  };
+  void SetCaptureCallbacks(const CaptureCallbacks& callbacks) noexcept;
+
+  // For a trainer that runs captures itself (stagefrontier.torch). DeclareCaptureHandler says
+  // one exists, so that a request whose steps are already past when it arrives is answered
+  // "missed" by the stub; AnswerCapture answers the request whose trace window starts at
+  // `request_first_step` (capture_first_step() when it began). No-ops while not recording.
+  void DeclareCaptureHandler() noexcept { capture_handler_ = true; }
+  void AnswerCapture(int64_t request_first_step, shm::v1::CaptureState state,
+                     shm::v1::CaptureFailure failure = shm::v1::kCaptureFailureNone,
+                     uint64_t bytes = 0) noexcept;
+  // The trace window of the request in force; capture_last_step() < capture_first_step(): none.
+  int64_t capture_first_step() const { return control_.trace_first_step; }
+  int64_t capture_last_step() const { return control_.trace_last_step; }
+
  private:
   Client(StageSchema schema, LauncherIdentity identity);
   void Attach(bool quiet);
@@ -150,6 +180,12 @@ class Client {
   }
   // Sleeps the self-test delay (this step's stage end); returns the delay in ns.
   int64_t InjectSelfTestDelay() noexcept;
+  // Captures driven by registered callbacks, at the start and end of step `step`.
+  void CaptureAtBeginStep(int64_t step) noexcept;
+  void EndCallbackCapture() noexcept;
+  // Calls a capture callback; false if it returned non-zero or threw.
+  template <typename Call>
+  static bool CallCaptureCallback(Call&& call) noexcept;
 
   StageSchema schema_;
   LauncherIdentity identity_;
@@ -178,6 +214,15 @@ class Client {
   SelfTestPlan selftest_seen_;      // the latest request answered, accepted or not
   bool selftest_pending_ = false;   // the current step still gets its delay
   bool selftest_injected_ = false;  // the current step got it: its record is marked
+  CaptureCallbacks capture_callbacks_;
+  bool capture_handler_ = false;     // callbacks, or DeclareCaptureHandler
+  int64_t capture_seen_first_ = -1;  // the latest trace window handled (its first step)
+  int64_t capture_seen_last_ = -1;
+  bool capture_running_ = false;       // `begin` succeeded; `end` is owed
+  int64_t capture_running_first_ = 0;  // the running capture's request window
+  int64_t capture_running_last_ = 0;
+  int64_t capture_running_start_ = 0;    // the step `begin` was called at
+  int64_t capture_running_through_ = 0;  // the last step it ran through
 };
 
 }  // namespace stagefrontier

@@ -1,6 +1,7 @@
 #include "shm/control_channel.h"
 
 #include <atomic>
+#include <iterator>
 
 namespace stagefrontier::shm {
 
@@ -51,6 +52,42 @@ void AnswerSelfTest(v1::SlotHeader& slot, int64_t first_step, v1::SelfTestState 
   slot.selftest_steps_done.store(0, std::memory_order_relaxed);
   slot.selftest_answered_first_step.store(first_step, std::memory_order_release);
   slot.selftest_state.store(state, std::memory_order_release);
+}
+
+void AnswerCapture(v1::SlotHeader& slot, int64_t first_step, v1::CaptureState state,
+                   v1::CaptureFailure failure, uint64_t bytes) noexcept {
+  // As AnswerSelfTest: the state goes last; "none" first, so that a reader never pairs the
+  // new first step with the previous answer's state.
+  slot.capture_state.store(v1::kCaptureNone, std::memory_order_release);
+  slot.capture_answered_first_step.store(first_step, std::memory_order_release);
+  slot.capture_failure.store(failure, std::memory_order_release);
+  slot.capture_bytes.store(bytes, std::memory_order_release);
+  slot.capture_state.store(state, std::memory_order_release);
+}
+
+namespace {
+constexpr const char* kCaptureStateNames[] = {"none", "running", "done", "failed"};
+constexpr const char* kCaptureFailureNames[] = {"", "busy", "start", "write", "callback", "missed"};
+static_assert(std::size(kCaptureFailureNames) == v1::kCaptureFailureMax + 1);
+}  // namespace
+
+const char* CaptureStateName(uint32_t state) {
+  return state < std::size(kCaptureStateNames) ? kCaptureStateNames[state] : "unknown";
+}
+const char* CaptureFailureName(uint32_t failure) {
+  return failure < std::size(kCaptureFailureNames) ? kCaptureFailureNames[failure] : "unknown";
+}
+std::optional<v1::CaptureState> ParseCaptureState(std::string_view name) {
+  for (uint32_t i = 1; i < std::size(kCaptureStateNames); ++i) {
+    if (name == kCaptureStateNames[i]) return static_cast<v1::CaptureState>(i);
+  }
+  return std::nullopt;
+}
+std::optional<v1::CaptureFailure> ParseCaptureFailure(std::string_view name) {
+  for (uint32_t i = 0; i < std::size(kCaptureFailureNames); ++i) {
+    if (name == kCaptureFailureNames[i]) return static_cast<v1::CaptureFailure>(i);
+  }
+  return std::nullopt;
 }
 
 void CountSelfTestStep(v1::SlotHeader& slot) noexcept {

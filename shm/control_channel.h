@@ -11,6 +11,8 @@
 #define STAGEFRONTIER_SHM_CONTROL_CHANNEL_H_
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 #include "shm/segment_layout_v1.h"
 
@@ -52,6 +54,19 @@ uint64_t PostControl(v1::SlotHeader& slot, const ControlRequest& request);
 // (v1::SelfTestState), and counts the steps the delay was added to.
 void AnswerSelfTest(v1::SlotHeader& slot, int64_t first_step, v1::SelfTestState state) noexcept;
 void CountSelfTestStep(v1::SlotHeader& slot) noexcept;
+
+// Stub side: answers the capture request whose trace window starts at `first_step`
+// (v1::CaptureState; `failure` for kCaptureFailed, `bytes` for kCaptureDone).
+void AnswerCapture(v1::SlotHeader& slot, int64_t first_step, v1::CaptureState state,
+                   v1::CaptureFailure failure, uint64_t bytes) noexcept;
+
+// Names of capture answers ("running", "done", "failed"; failures "busy", "start", "write",
+// "callback", "missed"), as sfctl shows them and stagefrontier.torch passes them; "unknown"
+// for a value this build does not know. Parse* return nullopt for an unknown name.
+const char* CaptureStateName(uint32_t state);
+const char* CaptureFailureName(uint32_t failure);
+std::optional<v1::CaptureState> ParseCaptureState(std::string_view name);
+std::optional<v1::CaptureFailure> ParseCaptureFailure(std::string_view name);
 
 // Stub side. If the control block changed since `*seen_seq`, copies a consistent request into
 // `*out`, sets `*seen_seq`, acknowledges it in the slot and returns true. Returns false when

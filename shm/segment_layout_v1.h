@@ -1,8 +1,8 @@
 // The per-node shared-memory segment, layout version 1. FROZEN: never change a field, an
 // offset or a size here; reserved bytes may only gain fields whose zero means "absent"
-// (the self-test extension below, documented in docs/segment-format.md). Extend in segment_layout_v2.h and teach the reader both; a reader
-// refuses versions newer than it knows (see segment_view.h). Byte-level description:
-// docs/segment-format.md.
+// (the self-test extension below, documented in docs/segment-format.md). Extend in
+// segment_layout_v2.h and teach the reader both; a reader refuses versions newer than it knows (see
+// segment_view.h). Byte-level description: docs/segment-format.md.
 //
 //   [SegmentHeader, 4096 bytes][slot 0][slot 1]...[slot N-1]
 //   slot = [SlotHeader, 1856 bytes][StepRecord x ring_capacity, 320 bytes each]
@@ -86,10 +86,10 @@ struct ControlBlock {
   // Self-test extension (bytes v1 reserved as zero; docs/segment-format.md): add
   // selftest_delay_us to stage selftest_stage in steps [first, last]; none when the delay is 0
   // (zeroed bytes) or last < first.
-  std::atomic<uint32_t> selftest_stage;       // 40
-  std::atomic<uint32_t> selftest_delay_us;    // 44
-  std::atomic<int64_t> selftest_first_step;   // 48
-  std::atomic<int64_t> selftest_last_step;    // 56
+  std::atomic<uint32_t> selftest_stage;      // 40
+  std::atomic<uint32_t> selftest_delay_us;   // 44
+  std::atomic<int64_t> selftest_first_step;  // 48
+  std::atomic<int64_t> selftest_last_step;   // 56
 };
 static_assert(sizeof(ControlBlock) == kCacheLine);
 static_assert(offsetof(ControlBlock, selftest_stage) == 40);
@@ -102,6 +102,25 @@ enum SelfTestState : uint32_t {
   kSelfTestNotAllowed = 2,  // refused: the trainer did not set STAGEFRONTIER_ALLOW_SELFTEST=1
   kSelfTestBadRequest = 3,  // refused: no such stage, or over the stub's caps
 };
+
+// The stub's answer to a capture request (SlotHeader::capture_state): what the trainer's
+// profiler (stagefrontier.torch, or the callbacks a C/C++ trainer registered) did with it.
+enum CaptureState : uint32_t {
+  kCaptureNone = 0,     // no answer (no profiler in this trainer, or a stub that predates it)
+  kCaptureRunning = 1,  // the profiler runs for the requested steps
+  kCaptureDone = 2,     // the trace was written (capture_bytes: its size, 0 if unknown)
+  kCaptureFailed = 3,   // capture_failure says why; training went on
+};
+// Why a capture failed (SlotHeader::capture_failure).
+enum CaptureFailure : uint32_t {
+  kCaptureFailureNone = 0,
+  kCaptureProfilerBusy = 1,    // a profiler was already running (the script profiles itself)
+  kCaptureStartFailed = 2,     // the profiler refused to start
+  kCaptureWriteFailed = 3,     // the trace could not be written (full disk, permissions)
+  kCaptureCallbackFailed = 4,  // a registered begin/end callback returned an error or threw
+  kCaptureMissed = 5,          // the requested steps were past when the request arrived
+};
+inline constexpr uint32_t kCaptureFailureMax = kCaptureMissed;
 
 struct alignas(kCacheLine) SlotHeader {
   // Ownership (line 0): written by the owning stub.
@@ -137,7 +156,13 @@ struct alignas(kCacheLine) SlotHeader {
   std::atomic<int64_t> selftest_answered_first_step;  // 1800
   std::atomic<uint32_t> selftest_state;               // 1808 SelfTestState
   std::atomic<uint32_t> selftest_steps_done;          // 1812
-  uint8_t reserved4[40];                              // 1816
+  // Capture answer (bytes v1 reserved as zero): the trace_first_step of the request answered,
+  // then the answer; the state is stored last.
+  std::atomic<int64_t> capture_answered_first_step;  // 1816
+  std::atomic<uint32_t> capture_state;               // 1824 CaptureState
+  std::atomic<uint32_t> capture_failure;             // 1828 CaptureFailure
+  std::atomic<uint64_t> capture_bytes;               // 1832
+  uint8_t reserved4[16];                             // 1840
 };
 static_assert(sizeof(SlotHeader) == 1856);
 static_assert(offsetof(SlotHeader, stages) == 64);
@@ -146,6 +171,8 @@ static_assert(offsetof(SlotHeader, read_cursor) == 1664);
 static_assert(offsetof(SlotHeader, control) == 1728);
 static_assert(offsetof(SlotHeader, control_applied_seq) == 1792);
 static_assert(offsetof(SlotHeader, selftest_state) == 1808);
+static_assert(offsetof(SlotHeader, capture_answered_first_step) == 1816);
+static_assert(offsetof(SlotHeader, capture_bytes) == 1832);
 
 // Record flags.
 inline constexpr uint32_t kRecordStageReentered = 1U << 0;  // a stage was entered twice or more

@@ -1,5 +1,6 @@
 #include "client/c/stagefrontier_c.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <exception>
@@ -141,6 +142,21 @@ int sf_should_capture_trace(const sf_client* client) {
   return client != nullptr && client->impl->should_capture_trace() ? 1 : 0;
 }
 
+int sf_set_capture_callbacks(sf_client* client, const sf_capture_callbacks* callbacks) {
+  if (client == nullptr) return SF_ERR_INVALID_ARGUMENT;
+  stagefrontier::Client::CaptureCallbacks c;
+  if (callbacks != nullptr) {
+    if (callbacks->struct_size > sizeof(sf_capture_callbacks)) return SF_ERR_VERSION;
+    sf_capture_callbacks full{};
+    std::memcpy(&full, callbacks, std::min<size_t>(callbacks->struct_size, sizeof(full)));
+    c.begin = full.begin;
+    c.end = full.begin != nullptr ? full.end : nullptr;
+    c.user = full.user;
+  }
+  client->impl->SetCaptureCallbacks(c);
+  return SF_OK;
+}
+
 int sf_client_get_stats(const sf_client* client, sf_client_stats* stats) {
   if (client == nullptr || stats == nullptr) return SF_ERR_INVALID_ARGUMENT;
   if (stats->struct_size > sizeof(sf_client_stats)) return SF_ERR_VERSION;
@@ -158,6 +174,9 @@ int sf_client_get_stats(const sf_client* client, sf_client_stats* stats) {
   full.steps_invalid = s.steps_invalid;
   full.selftest_steps = s.selftest_steps;
   full.selftest_refused = s.selftest_refused;
+  full.captures_begun = s.captures_begun;
+  full.captures_done = s.captures_done;
+  full.captures_failed = s.captures_failed;
   // Write only the fields the caller's struct has.
   const size_t n = std::min<size_t>(stats->struct_size, sizeof(full));
   if (n > sizeof(uint32_t)) {

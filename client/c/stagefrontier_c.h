@@ -78,10 +78,29 @@ typedef struct sf_client_stats {
   uint64_t steps_sampled_out;
   uint64_t misuse;
   uint64_t control_updates;
-  uint64_t steps_invalid; /* appended later (struct_size tells): steps refused unpublished */
+  uint64_t steps_invalid;    /* appended later (struct_size tells): steps refused unpublished */
   uint64_t selftest_steps;   /* appended later: steps a self-test delay was added to */
   uint64_t selftest_refused; /* appended later: self-test requests refused */
+  uint64_t captures_begun;   /* appended later: captures the begin callback started */
+  uint64_t captures_done;    /* appended later: captures ended and answered done */
+  uint64_t captures_failed;  /* appended later: failed (a callback error, steps missed) */
 } sf_client_stats;
+
+/* Captures driven by the trainer's own profiler (Nsight through NVTX ranges, CUPTI, ...).
+ * When the coordinator asks this rank for a trace of steps [first, last], the stub calls
+ * `begin(user, step, last)` at the start of the first of those steps this trainer runs and
+ * `end(user, first_run, last_run, &bytes)` at the end of the last one (or at the next step if
+ * the request is withdrawn), on the thread that drives the client, then answers the
+ * coordinator: running, done (with *bytes if the callback set it), or failed. A callback
+ * returns 0 on success, anything else for a failure; it must be quick (it runs inside the
+ * step) and must not throw. A request whose steps are already past when it arrives is
+ * answered "missed" without a call. */
+typedef struct sf_capture_callbacks {
+  uint32_t struct_size; /* sizeof(sf_capture_callbacks) */
+  int (*begin)(void* user, int64_t first_step, int64_t last_step);
+  int (*end)(void* user, int64_t first_step, int64_t last_step, uint64_t* bytes);
+  void* user;
+} sf_capture_callbacks;
 
 /* Returns SF_ABI_VERSION of the library actually loaded. */
 uint32_t sf_abi_version(void);
@@ -113,6 +132,10 @@ int sf_client_enabled(const sf_client* client);
 const char* sf_client_disabled_reason(const sf_client* client);
 /* 1 if the coordinator asked for a detailed trace of the current step. */
 int sf_should_capture_trace(const sf_client* client);
+/* Registers (replaces) the capture callbacks; NULL `callbacks` or a NULL `begin` removes
+ * them (a capture still running is ended first). Returns SF_OK, SF_ERR_VERSION for a
+ * struct_size larger than this library knows, SF_ERR_INVALID_ARGUMENT for a NULL client. */
+int sf_set_capture_callbacks(sf_client* client, const sf_capture_callbacks* callbacks);
 /* Copies the counters into *stats (stats->struct_size set by the caller). */
 int sf_client_get_stats(const sf_client* client, sf_client_stats* stats);
 

@@ -183,6 +183,9 @@ py::dict Stats(const PyClient& c) {
   d["steps_invalid"] = s.steps_invalid;
   d["selftest_steps"] = s.selftest_steps;
   d["selftest_refused"] = s.selftest_refused;
+  d["captures_begun"] = s.captures_begun;
+  d["captures_done"] = s.captures_done;
+  d["captures_failed"] = s.captures_failed;
   return d;
 }
 
@@ -245,6 +248,32 @@ PYBIND11_MODULE(_stagefrontier, m) {
       .def("stats", &Stats, "Counters: steps begun, recorded, dropped, not recorded, ...")
       .def("should_capture_trace",
            [](const PyClient& c) { return c.client->should_capture_trace(); })
+      .def_property_readonly(
+          "capture_window",
+          [](const PyClient& c) -> std::optional<std::pair<int64_t, int64_t>> {
+            if (c.client->capture_last_step() < c.client->capture_first_step()) {
+              return std::nullopt;
+            }
+            return std::make_pair(c.client->capture_first_step(), c.client->capture_last_step());
+          },
+          "The trace window (first, last) of the capture request in force, or None.")
+      .def(
+          "declare_capture_handler", [](PyClient& c) { c.client->DeclareCaptureHandler(); },
+          "This trainer runs captures (stagefrontier.torch): a request whose steps are past "
+          "when it arrives is answered 'missed' by the stub.")
+      .def(
+          "answer_capture",
+          [](PyClient& c, int64_t first_step, const std::string& state, const std::string& failure,
+             uint64_t nbytes) {
+            const auto s = stagefrontier::shm::ParseCaptureState(state);
+            if (!s) throw py::value_error("unknown capture state \"" + state + "\"");
+            const auto f = stagefrontier::shm::ParseCaptureFailure(failure);
+            if (!f) throw py::value_error("unknown capture failure \"" + failure + "\"");
+            c.client->AnswerCapture(first_step, *s, *f, nbytes);
+          },
+          py::arg("first_step"), py::arg("state"), py::arg("failure") = "", py::arg("bytes") = 0,
+          "Answers the capture request whose window starts at first_step: state running, "
+          "done (bytes: the trace's size) or failed (failure: busy, start, write, missed).")
       .def_property_readonly("enabled", [](const PyClient& c) { return c.client->enabled(); })
       .def_property_readonly("disabled_reason",
                              [](const PyClient& c) { return c.client->disabled_reason(); })

@@ -34,6 +34,16 @@ std::optional<CaptureFileName> ParseCaptureFileName(std::string_view name) {
   return out;
 }
 
+bool IsCapturePartFileName(std::string_view name) {
+  constexpr std::string_view kPart = ".part";
+  if (!name.ends_with(kPart)) return false;
+  name.remove_suffix(kPart.size());
+  const size_t dot = name.rfind('.');
+  int64_t pid = 0;
+  return dot != std::string_view::npos && ParseDigits(name.substr(dot + 1), &pid) &&
+         ParseCaptureFileName(name.substr(0, dot)).has_value();
+}
+
 std::string CaptureFileNameFor(int32_t rank, int64_t first_step) {
   return absl::StrCat("trace_rank", rank, "_step", first_step, ".json");
 }

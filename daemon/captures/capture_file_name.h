@@ -23,6 +23,10 @@ struct CaptureFileName {
 // temporary ".part" file, a marker, a path with a directory, numbers out of range).
 std::optional<CaptureFileName> ParseCaptureFileName(std::string_view name);
 
+// True for a trainer's temporary file of a capture being written:
+// trace_rank<R>_step<F>.json.<pid>.part (capture.py writes it, then renames it).
+bool IsCapturePartFileName(std::string_view name);
+
 // trace_rank<rank>_step<first_step>.json
 std::string CaptureFileNameFor(int32_t rank, int64_t first_step);
 

@@ -21,12 +21,20 @@ CaptureMetrics::CaptureMetrics(prometheus::Registry& r) {
                          "Capture chunks refused (malformed, too large, disk refused)");
   evicted_.counter =
       one("stagefrontier_capture_files_evicted_total", "Stored capture files dropped by retention");
+  abandoned_.counter = one("stagefrontier_capture_uploads_abandoned_total",
+                           "Unfinished uploads dropped after an hour without a chunk");
   auto& reports = BuildCounter()
                       .Name("stagefrontier_capture_reports_total")
                       .Help("Capture reports written, by result")
                       .Register(r);
   analysed_.counter = &reports.Add({{"result", "analysed"}});
   failed_.counter = &reports.Add({{"result", "failed"}});
+  auto& answers = BuildCounter()
+                      .Name("stagefrontier_capture_rank_answers_total")
+                      .Help("Ranks' final answers to capture requests (their trainer's profiler)")
+                      .Register(r);
+  rank_done_.counter = &answers.Add({{"state", "done"}});
+  rank_failed_.counter = &answers.Add({{"state", "failed"}});
 }
 
 void CaptureMetrics::Update(const CaptureTrigger::Counters& t, const CaptureStore::Counters& s,
@@ -38,8 +46,11 @@ void CaptureMetrics::Update(const CaptureTrigger::Counters& t, const CaptureStor
   bytes_.To(s.bytes);
   refused_.To(s.refused);
   evicted_.To(s.evicted);
+  abandoned_.To(s.abandoned);
   analysed_.To(r.analysed);
   failed_.To(r.failed);
+  rank_done_.To(t.ranks_done);
+  rank_failed_.To(t.ranks_failed);
 }
 
 }  // namespace stagefrontier

@@ -33,6 +33,7 @@ class CaptureMetrics {
     }
   };
   Tracked asked_, skipped_, unreached_, files_, bytes_, refused_, evicted_, analysed_, failed_;
+  Tracked rank_done_, rank_failed_, abandoned_;
 };
 
 }  // namespace stagefrontier

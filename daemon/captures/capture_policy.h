@@ -14,6 +14,7 @@
 #ifndef STAGEFRONTIER_DAEMON_CAPTURES_CAPTURE_POLICY_H_
 #define STAGEFRONTIER_DAEMON_CAPTURES_CAPTURE_POLICY_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -77,6 +78,15 @@ struct CaptureDecision {
   std::vector<int32_t> ranks() const;
 };
 
+// One rank's answer to a capture, from its stub (shm CaptureState / CaptureFailure values).
+struct RankCaptureAnswer {
+  int32_t rank = -1;
+  uint32_t state = 0;  // 0: no answer yet
+  uint32_t failure = 0;
+  uint64_t bytes = 0;
+  bool operator==(const RankCaptureAnswer&) const = default;
+};
+
 class CapturePolicy {
  public:
   explicit CapturePolicy(CapturePolicyOptions options) : options_(std::move(options)) {}
@@ -122,6 +132,11 @@ class CapturePolicy {
   CapturePolicyOptions options_;
   std::map<std::string, JobBook> jobs_;
   uint64_t next_id_ = 1;
+
+ public:
+  // Ids go on from `first` (a restarted coordinator starts past the ids it wrote before, so a
+  // new capture never takes an old one's files or report). Ignored below the next id.
+  void SeedNextId(uint64_t first) { next_id_ = std::max(next_id_, first); }
 };
 
 // What kind of reason a decision's is: its text before the first ':' ("cooldown", "capture 3

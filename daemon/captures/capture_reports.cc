@@ -1,17 +1,23 @@
 #include "daemon/captures/capture_reports.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string_view>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/captures/capture_analysis.h"
 #include "daemon/captures/operator_report_render.h"
+#include "shm/control_channel.h"
+#include "shm/record_limits.h"
 
 namespace stagefrontier {
 namespace {
@@ -34,6 +40,39 @@ bool WriteFileAtomically(const std::string& path, const std::string& text) {
     if (!out.flush()) return false;
   }
   return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+// capture<ID>.decision.json and capture<ID>.report.json in `dir`: (ID, file name).
+std::vector<std::pair<uint64_t, std::string>> IdFiles(const std::string& dir) {
+  std::vector<std::pair<uint64_t, std::string>> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (const dirent* e = ::readdir(d)) {
+    std::string_view name = e->d_name;
+    if (!name.starts_with("capture")) continue;
+    std::string_view rest = name.substr(7);
+    size_t digits = 0;
+    while (digits < rest.size() && digits < 18 && rest[digits] >= '0' && rest[digits] <= '9') {
+      ++digits;
+    }
+    const std::string_view suffix = rest.substr(digits);
+    if (digits == 0 || (suffix != ".decision.json" && suffix != ".report.json")) continue;
+    uint64_t id = 0;
+    std::from_chars(rest.data(), rest.data() + digits, id);
+    out.emplace_back(id, std::string(name));
+  }
+  ::closedir(d);
+  return out;
+}
+
+std::vector<int32_t> IntList(const nlohmann::json& j, const char* key) {
+  std::vector<int32_t> out;
+  if (j.contains(key) && j[key].is_array()) {
+    for (const auto& r : j[key]) {
+      if (r.is_number_integer()) out.push_back(r.get<int32_t>());
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -74,12 +113,27 @@ void CaptureReports::Stop() {
   if (worker_.joinable()) worker_.join();
 }
 
-void CaptureReports::OnFileStored(const StoredCapture& file) {
+void CaptureReports::Poke(const std::string& job) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (std::find(pending_jobs_.begin(), pending_jobs_.end(), file.job) == pending_jobs_.end()) {
-    pending_jobs_.push_back(file.job);
+  if (std::find(pending_jobs_.begin(), pending_jobs_.end(), job) == pending_jobs_.end()) {
+    pending_jobs_.push_back(job);
   }
   cv_.notify_all();
+}
+
+std::vector<std::string> CaptureReports::GivenUp(const std::string& job, const CaptureDecision& d,
+                                                 const std::vector<int32_t>& missing) const {
+  std::vector<std::string> out;
+  if (!answers_of_ || missing.empty()) return out;
+  const std::vector<RankCaptureAnswer> answers = answers_of_(job, d);
+  for (int32_t rank : missing) {
+    const auto a = std::find_if(answers.begin(), answers.end(),
+                                [&](const RankCaptureAnswer& x) { return x.rank == rank; });
+    if (a == answers.end() || a->state != shm::v1::kCaptureFailed) return {};
+    out.push_back(absl::StrCat("rank ", rank, ": its profiler failed (",
+                               shm::CaptureFailureName(a->failure), "), no trace"));
+  }
+  return out;
 }
 
 void CaptureReports::Run() {
@@ -93,6 +147,82 @@ void CaptureReports::Run() {
     AnalyseJob(job);
     lock.lock();
   }
+}
+
+std::string CaptureReports::DecisionPath(const std::string& job, uint64_t id) const {
+  return absl::StrCat(store_->options().root, "/", job, "/capture", id, ".decision.json");
+}
+
+void CaptureReports::Remember(const std::string& job, const CaptureDecision& d) {
+  if (!d.asked || !shm::ValidJobId(job)) return;
+  nlohmann::ordered_json j;
+  j["capture"] = d.id;
+  j["job"] = job;
+  j["manual"] = d.manual;
+  j["why"] = d.reason;
+  j["stage"] = d.stage;
+  j["first_step"] = d.first_step;
+  j["steps"] = d.steps;
+  j["verdict_last_step"] = d.verdict_last_step;
+  j["suspects"] = d.suspects;
+  j["references"] = d.references;
+  const std::string dir = absl::StrCat(store_->options().root, "/", job);
+  ::mkdir(dir.c_str(), 0750);  // exists already once a file arrived
+  if (!WriteFileAtomically(DecisionPath(job, d.id), j.dump(2) + "\n") && log_) {
+    log_(absl::StrCat("capture ", d.id, " of job ", job, ": cannot write ", DecisionPath(job, d.id),
+                      " (analysed only while this run remembers it)"));
+  }
+}
+
+std::vector<CaptureDecision> CaptureReports::Remembered(const std::string& job) const {
+  std::vector<CaptureDecision> out;
+  if (!shm::ValidJobId(job)) return out;
+  for (const auto& [id, name] : IdFiles(absl::StrCat(store_->options().root, "/", job))) {
+    if (!name.ends_with(".decision.json")) continue;
+    std::string body;
+    if (!ReadFile(absl::StrCat(store_->options().root, "/", job, "/", name), &body)) continue;
+    const nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) continue;  // damaged: that capture is not resumed
+    CaptureDecision d;
+    d.id = id;
+    d.asked = true;
+    d.manual = j.value("manual", false);
+    d.reason = j.value("why", "");
+    d.stage = j.value("stage", "");
+    d.first_step = j.value("first_step", int64_t{-1});
+    d.steps = j.value("steps", 0);
+    d.verdict_last_step = j.value("verdict_last_step", int64_t{-1});
+    d.suspects = IntList(j, "suspects");
+    d.references = IntList(j, "references");
+    out.push_back(std::move(d));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const CaptureDecision& a, const CaptureDecision& b) { return a.id < b.id; });
+  return out;
+}
+
+uint64_t CaptureReports::HighestIdIn(const std::string& root) {
+  uint64_t highest = 0;
+  if (DIR* d = ::opendir(root.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      if (!shm::ValidJobId(e->d_name)) continue;
+      for (const auto& [id, name] : IdFiles(absl::StrCat(root, "/", e->d_name))) {
+        highest = std::max(highest, id);
+      }
+    }
+    ::closedir(d);
+  }
+  return highest;
+}
+
+std::vector<CaptureDecision> CaptureReports::KnownDecisions(const std::string& job) const {
+  std::vector<CaptureDecision> out = decisions_of_(job);
+  for (CaptureDecision& d : Remembered(job)) {
+    const bool held = std::any_of(
+        out.begin(), out.end(), [&](const CaptureDecision& x) { return x.asked && x.id == d.id; });
+    if (!held) out.push_back(std::move(d));
+  }
+  return out;
 }
 
 std::string CaptureReports::ReportPath(const std::string& job, uint64_t id) const {
@@ -118,14 +248,19 @@ std::vector<StoredCapture> CaptureReports::FilesOf(const CaptureDecision& d, con
 
 int CaptureReports::AnalyseJob(const std::string& job) {
   int written = 0;
-  for (const CaptureDecision& d : decisions_of_(job)) {
+  for (const CaptureDecision& d : KnownDecisions(job)) {
     if (!d.asked || d.stage.empty() || d.references.empty()) continue;
     const std::string path = ReportPath(job, d.id);
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0) continue;  // written already
     std::vector<int32_t> missing;
     const std::vector<StoredCapture> files = FilesOf(d, job, &missing);
-    if (!missing.empty()) continue;
+    // A missing file is waited for, unless its rank's profiler answered failed.
+    const std::vector<std::string> given_up = GivenUp(job, d, missing);
+    if (!missing.empty() && given_up.empty()) continue;
+    auto present = [&](int32_t rank) {
+      return std::find(missing.begin(), missing.end(), rank) == missing.end();
+    };
     nlohmann::ordered_json j;
     j["capture"] = d.id;
     j["job"] = job;
@@ -135,6 +270,7 @@ int CaptureReports::AnalyseJob(const std::string& job) {
     j["steps"] = d.steps;
     j["suspects"] = d.suspects;
     j["references"] = d.references;
+    j["left_out"] = given_up;
     std::vector<std::string> reference_paths;
     for (const StoredCapture& f : files) {
       if (std::find(d.references.begin(), d.references.end(), f.rank) != d.references.end()) {
@@ -145,7 +281,14 @@ int CaptureReports::AnalyseJob(const std::string& job) {
     std::string text;
     std::vector<std::string> errors;
     j["reports"] = nlohmann::ordered_json::array();
+    if (reference_paths.empty() || std::none_of(d.suspects.begin(), d.suspects.end(), present)) {
+      errors = given_up;
+      errors.push_back(reference_paths.empty() ? "no reference rank's trace to compare with"
+                                               : "no suspect rank's trace");
+    }
     for (int32_t suspect : d.suspects) {
+      if (!errors.empty()) break;
+      if (!present(suspect)) continue;  // its failure is in left_out
       const auto it = std::find_if(files.begin(), files.end(),
                                    [&](const StoredCapture& f) { return f.rank == suspect; });
       if (!schema) {
@@ -163,6 +306,9 @@ int CaptureReports::AnalyseJob(const std::string& job) {
     }
     j["errors"] = errors;
     const bool ok = errors.empty();
+    if (ok && !given_up.empty()) {
+      absl::StrAppend(&text, "left out: ", absl::StrJoin(given_up, "; "), "\n");
+    }
     j["state"] = ok ? "analysed" : "failed";
     j["text"] = text;
     if (!WriteFileAtomically(path, j.dump(2) + "\n")) {
@@ -208,21 +354,13 @@ absl::StatusOr<CaptureReportView> CaptureReports::Get(const std::string& job, ui
     CaptureDecision d;
     d.id = id;
     d.first_step = j.value("first_step", int64_t{-1});
-    if (j.contains("suspects") && j["suspects"].is_array()) {
-      for (const auto& r : j["suspects"]) {
-        if (r.is_number_integer()) d.suspects.push_back(r.get<int32_t>());
-      }
-    }
-    if (j.contains("references") && j["references"].is_array()) {
-      for (const auto& r : j["references"]) {
-        if (r.is_number_integer()) d.references.push_back(r.get<int32_t>());
-      }
-    }
+    d.suspects = IntList(j, "suspects");
+    d.references = IntList(j, "references");
     v.files = FilesOf(d, job, nullptr);
     return v;
   }
   std::optional<CaptureDecision> d;
-  for (const CaptureDecision& c : decisions_of_(job)) {
+  for (const CaptureDecision& c : KnownDecisions(job)) {
     if (c.asked && c.id == id) d = c;
   }
   if (!d) {

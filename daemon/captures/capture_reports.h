@@ -44,6 +44,9 @@ class CaptureReports {
   using DecisionsOf = std::function<std::vector<CaptureDecision>(const std::string& job)>;
   using SchemaOf = std::function<std::optional<StageSchema>(const std::string& job)>;
   using Log = std::function<void(const std::string&)>;
+  // The ranks' answers to capture `d` (CaptureTrigger::Answers).
+  using AnswersOf =
+      std::function<std::vector<RankCaptureAnswer>(const std::string&, const CaptureDecision&)>;
 
   struct Counters {
     uint64_t analysed = 0;
@@ -57,8 +60,26 @@ class CaptureReports {
   void Start();
   void Stop();
 
+  // With answers, a capture stops waiting for the file of a rank whose profiler failed: it is
+  // analysed without that rank if a suspect and a reference remain, else its report says
+  // which ranks failed and why. Set before Start.
+  void SetAnswersOf(AnswersOf answers_of) { answers_of_ = std::move(answers_of); }
+
+  // Keeps capture `d` of `job` on disk (<root>/<job>/capture<ID>.decision.json), so that a
+  // restarted coordinator, or one whose policy has since forgotten it, still analyses it when
+  // its files arrive and still answers for it. A write that fails is logged: the capture is
+  // then analysed only while the policy holds it.
+  void Remember(const std::string& job, const CaptureDecision& d);
+  // The captures of `job` kept by Remember, by id.
+  std::vector<CaptureDecision> Remembered(const std::string& job) const;
+  // The highest capture id with a decision or a report under `root`, 0 when none: a restarted
+  // coordinator's ids go on after it (CaptureTrigger::SeedNextId).
+  static uint64_t HighestIdIn(const std::string& root);
+
   // A file arrived: the captures of its job are looked at again on the worker thread.
-  void OnFileStored(const StoredCapture& file);
+  void OnFileStored(const StoredCapture& file) { Poke(file.job); }
+  // Something changed for `job` (a file, a rank's answer): looked at again on the worker.
+  void Poke(const std::string& job);
 
   // Looks at the job's captures now, on the caller's thread (tests; the worker calls it).
   // Returns how many reports were written.
@@ -72,12 +93,21 @@ class CaptureReports {
 
  private:
   std::string ReportPath(const std::string& job, uint64_t id) const;
+  std::string DecisionPath(const std::string& job, uint64_t id) const;
+  // The policy's captures of `job`, then the remembered ones it no longer holds.
+  std::vector<CaptureDecision> KnownDecisions(const std::string& job) const;
   // The capture's files in the store, and the ranks still missing.
   std::vector<StoredCapture> FilesOf(const CaptureDecision& d, const std::string& job,
                                      std::vector<int32_t>* missing) const;
   void Run();
 
+  // The missing ranks that answered failed, as "rank R: its profiler failed (why)"; empty
+  // unless every missing rank did.
+  std::vector<std::string> GivenUp(const std::string& job, const CaptureDecision& d,
+                                   const std::vector<int32_t>& missing) const;
+
   CaptureStore* store_;
+  AnswersOf answers_of_;
   DecisionsOf decisions_of_;
   SchemaOf schema_of_;
   Log log_;

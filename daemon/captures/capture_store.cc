@@ -139,8 +139,7 @@ absl::StatusOr<v1::CaptureChunkAck> CaptureStore::Accept(const v1::CaptureChunk&
   return ack;
 }
 
-std::vector<StoredCapture> CaptureStore::FilesLocked(const std::string& job) const {
-  std::vector<StoredCapture> out;
+std::vector<std::string> CaptureStore::Jobs(const std::string& job) const {
   std::vector<std::string> jobs;
   if (!job.empty()) {
     jobs.push_back(job);
@@ -150,7 +149,41 @@ std::vector<StoredCapture> CaptureStore::FilesLocked(const std::string& job) con
     }
     ::closedir(d);
   }
-  for (const std::string& j : jobs) {
+  return jobs;
+}
+
+int CaptureStore::RemoveAbandonedUploads(int64_t now_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int removed = 0;
+  for (const std::string& j : Jobs("")) {
+    const std::string dir = absl::StrCat(options_.root, "/", j);
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) continue;
+    std::vector<std::string> stale;
+    while (const dirent* e = ::readdir(d)) {
+      std::string_view name = e->d_name;
+      if (!name.ends_with(".part")) continue;
+      name.remove_suffix(5);
+      if (!ParseCaptureFileName(name)) continue;
+      const std::string path = absl::StrCat(dir, "/", e->d_name);
+      struct stat st {};
+      if (::lstat(path.c_str(), &st) != 0) continue;
+      if (now_s - static_cast<int64_t>(st.st_mtim.tv_sec) >= options_.abandoned_upload_s) {
+        stale.push_back(path);
+      }
+    }
+    ::closedir(d);
+    for (const std::string& path : stale) {
+      if (::unlink(path.c_str()) == 0) ++removed;
+    }
+  }
+  counters_.abandoned += static_cast<uint64_t>(removed);
+  return removed;
+}
+
+std::vector<StoredCapture> CaptureStore::FilesLocked(const std::string& job) const {
+  std::vector<StoredCapture> out;
+  for (const std::string& j : Jobs(job)) {
     const std::string dir = absl::StrCat(options_.root, "/", j);
     DIR* d = ::opendir(dir.c_str());
     if (d == nullptr) continue;

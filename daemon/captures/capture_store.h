@@ -30,6 +30,9 @@ struct CaptureStoreOptions {
   uint64_t max_total_bytes = 4ULL << 30;   // retention
   int max_files = 1000;                    // retention
   uint32_t max_chunk_bytes = 4U << 20;     // one chunk's raw bytes at most
+  // An upload whose ".part" file got no chunk for this long is abandoned (its sidecar never
+  // came back): RemoveAbandonedUploads drops it. A sidecar that comes back later starts over.
+  int64_t abandoned_upload_s = 3600;
 };
 
 struct StoredCapture {
@@ -45,11 +48,12 @@ struct StoredCapture {
 class CaptureStore {
  public:
   struct Counters {
-    uint64_t chunks = 0;   // chunks written
-    uint64_t files = 0;    // files completed since start
-    uint64_t bytes = 0;    // their bytes
-    uint64_t refused = 0;  // chunks refused (bad, too large, not writable)
-    uint64_t evicted = 0;  // files dropped by retention
+    uint64_t chunks = 0;     // chunks written
+    uint64_t files = 0;      // files completed since start
+    uint64_t bytes = 0;      // their bytes
+    uint64_t refused = 0;    // chunks refused (bad, too large, not writable)
+    uint64_t evicted = 0;    // files dropped by retention
+    uint64_t abandoned = 0;  // uploads dropped unfinished (RemoveAbandonedUploads)
   };
 
   explicit CaptureStore(CaptureStoreOptions options);
@@ -68,6 +72,10 @@ class CaptureStore {
   // Unavailable when the disk refuses the write (the .part file is left as it was).
   [[nodiscard]] absl::StatusOr<v1::CaptureChunkAck> Accept(const v1::CaptureChunk& chunk);
 
+  // Removes the ".part" files of uploads that got no chunk for abandoned_upload_s, at
+  // `now_s` (seconds since the epoch). Returns how many; the coordinator calls it every minute.
+  int RemoveAbandonedUploads(int64_t now_s);
+
   // The complete files of `job` (every job when empty), oldest first.
   std::vector<StoredCapture> Files(const std::string& job) const;
 
@@ -75,6 +83,8 @@ class CaptureStore {
   const CaptureStoreOptions& options() const { return options_; }
 
  private:
+  // `job`, or every job folder under the root when empty.
+  std::vector<std::string> Jobs(const std::string& job) const;
   std::vector<StoredCapture> FilesLocked(const std::string& job) const;
   // Drops the oldest files beyond the limits, never `keep` (the file just completed).
   void EnforceRetentionLocked(const std::string& keep);

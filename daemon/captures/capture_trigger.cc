@@ -1,8 +1,10 @@
 #include "daemon/captures/capture_trigger.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "shm/control_channel.h"
 
 namespace stagefrontier {
 namespace {
@@ -23,10 +25,7 @@ void CaptureTrigger::OnJobWindow(const ClosedJobWindow& w) {
   }
   pace.step = w.newest_step;
   pace.ns = w.now_ns;
-  if (pace.in_flight != 0 && w.newest_step > pace.done_after_step) {
-    policy_.OnCaptureFinished(w.job, pace.in_flight, w.now_ns);
-    pace.in_flight = 0;
-  }
+  MaybeFinishLocked(w.job, pace, w.newest_step, w.now_ns);
   if (w.schema != nullptr && pace.stage_names.size() != w.schema->size()) {
     pace.stage_names.clear();
     for (const Stage& s : w.schema->stages()) pace.stage_names.push_back(s.name);
@@ -62,10 +61,105 @@ void CaptureTrigger::OnJobWindow(const ClosedJobWindow& w) {
     return;
   }
   ++counters_.asked;
+  asked_outbox_.emplace_back(w.job, d);
   log_lines_.push_back(absl::StrCat("capture ", d.id, " of job ", w.job, ": ", d.reason));
   pace.in_flight = d.id;
   pace.done_after_step = d.first_step + d.steps + (d.first_step - w.newest_step);
   QueueLocked(w.job, d, w.job_control);
+}
+
+void CaptureTrigger::MaybeFinishLocked(const std::string& job, JobPace& pace, int64_t newest_step,
+                                       int64_t now_ns) {
+  if (pace.in_flight == 0) return;
+  bool finished = newest_step > pace.done_after_step;
+  if (!finished) {
+    // Every rank answered done or failed: nothing more will come of this capture.
+    const auto answers = answers_.find(job);
+    for (const CaptureDecision& d : policy_.Decisions(job)) {
+      if (d.id != pace.in_flight || answers == answers_.end()) continue;
+      finished = true;
+      for (int32_t rank : d.ranks()) {
+        const auto a = answers->second.find({d.first_step, rank});
+        if (a == answers->second.end() || (a->second.state != shm::v1::kCaptureDone &&
+                                           a->second.state != shm::v1::kCaptureFailed)) {
+          finished = false;
+        }
+      }
+    }
+  }
+  if (!finished) return;
+  policy_.OnCaptureFinished(job, pace.in_flight, now_ns);
+  pace.in_flight = 0;
+}
+
+void CaptureTrigger::OnCaptureAnswer(const std::string& job, const v1::SlotHealth& h) {
+  RankCaptureAnswer a;
+  a.rank = h.rank();
+  a.state = h.capture_state();
+  a.failure = h.capture_failure();
+  a.bytes = h.capture_bytes();
+  const std::pair<int64_t, int32_t> key{h.capture_first_step(), h.rank()};
+  bool newly_failed = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    newly_failed = NoteAnswerLocked(job, key, a);
+  }
+  if (newly_failed && on_rank_failed_) on_rank_failed_(job);
+}
+
+bool CaptureTrigger::NoteAnswerLocked(const std::string& job,
+                                      const std::pair<int64_t, int32_t>& key,
+                                      const RankCaptureAnswer& a) {
+  auto job_answers = answers_.find(job);
+  if (job_answers != answers_.end()) {
+    const auto known = job_answers->second.find(key);
+    if (known != job_answers->second.end() && known->second == a) return false;  // a repeat
+  }
+  // Only answers to a capture the policy holds (it keeps the newest few per job).
+  const std::vector<CaptureDecision> decisions = policy_.Decisions(job);
+  int64_t oldest = INT64_MAX;
+  bool ours = false;
+  for (const CaptureDecision& d : decisions) {
+    if (!d.asked) continue;
+    oldest = std::min(oldest, d.first_step);
+    const std::vector<int32_t> ranks = d.ranks();
+    if (d.first_step == key.first && std::find(ranks.begin(), ranks.end(), a.rank) != ranks.end()) {
+      ours = true;
+    }
+  }
+  if (!ours) return false;
+  auto& answers = answers_[job];
+  std::erase_if(answers, [&](const auto& e) { return e.first.first < oldest; });
+  const bool terminal_before =
+      answers.count(key) > 0 && (answers[key].state == shm::v1::kCaptureDone ||
+                                 answers[key].state == shm::v1::kCaptureFailed);
+  answers[key] = a;
+  if (!terminal_before && a.state == shm::v1::kCaptureDone) ++counters_.ranks_done;
+  if (!terminal_before && a.state == shm::v1::kCaptureFailed) {
+    ++counters_.ranks_failed;
+    log_lines_.push_back(absl::StrCat("capture of job ", job, " from step ", key.first, ": rank ",
+                                      a.rank, " failed (", shm::CaptureFailureName(a.failure),
+                                      ")"));
+    return true;
+  }
+  return false;
+}
+
+std::vector<RankCaptureAnswer> CaptureTrigger::Answers(const std::string& job,
+                                                       const CaptureDecision& d) const {
+  std::vector<RankCaptureAnswer> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto answers = answers_.find(job);
+  for (int32_t rank : d.ranks()) {
+    RankCaptureAnswer a;
+    a.rank = rank;
+    if (answers != answers_.end()) {
+      const auto it = answers->second.find({d.first_step, rank});
+      if (it != answers->second.end()) a = it->second;
+    }
+    out.push_back(a);
+  }
+  return out;
 }
 
 void CaptureTrigger::QueueLocked(const std::string& job, const CaptureDecision& d,
@@ -86,10 +180,7 @@ absl::StatusOr<CaptureDecision> CaptureTrigger::Manual(
     int64_t newest_step, const v1::ControlRequest& job_control, int64_t now_ns) {
   std::lock_guard<std::mutex> lock(mu_);
   JobPace& pace = pace_[job];
-  if (pace.in_flight != 0 && newest_step > pace.done_after_step) {
-    policy_.OnCaptureFinished(job, pace.in_flight, now_ns);
-    pace.in_flight = 0;
-  }
+  MaybeFinishLocked(job, pace, newest_step, now_ns);
   CaptureJobFacts facts;
   for (int32_t r = 0; r < world_size; ++r) facts.ranks.push_back(r);
   facts.newest_step = newest_step;
@@ -100,6 +191,7 @@ absl::StatusOr<CaptureDecision> CaptureTrigger::Manual(
   absl::StatusOr<CaptureDecision> d = policy_.Manual(job, ranks, steps, facts, now_ns);
   if (!d.ok()) return d;
   ++counters_.asked;
+  asked_outbox_.emplace_back(job, *d);
   log_lines_.push_back(absl::StrCat("capture ", d->id, " of job ", job, ": ", d->reason));
   pace.in_flight = d->id;
   pace.done_after_step = d->first_step + d->steps + (d->first_step - newest_step);
@@ -110,13 +202,18 @@ absl::StatusOr<CaptureDecision> CaptureTrigger::Manual(
 int CaptureTrigger::Flush(SidecarSessions* sessions) {
   std::vector<v1::ControlRequest> out;
   std::vector<std::string> lines;
+  std::vector<std::pair<std::string, CaptureDecision>> asked;
   {
     std::lock_guard<std::mutex> lock(mu_);
     out.swap(outbox_);
     lines.swap(log_lines_);
+    asked.swap(asked_outbox_);
   }
   if (log_) {
     for (const std::string& line : lines) log_(line);
+  }
+  if (on_asked_) {
+    for (const auto& [job, d] : asked) on_asked_(job, d);
   }
   int reached = 0;
   uint64_t unreached = 0;

@@ -8,9 +8,11 @@
 //   job_options.verdict_observer = &trigger;
 //   ... every tick: trigger.Flush(&sessions);
 //
-// Until stubs report a capture done or failed, a capture counts as finished once the job is
-// past its last step by the lead it was asked with (the next may then start, after the
-// policy's cooldown).
+// A capture counts as finished (the next may then start, after the policy's cooldown) at the
+// first window close after every rank it asked answered done or failed (the stub's answer,
+// relayed in the sidecars' health reports: OnCaptureAnswer), or once the job is past its last
+// step by the lead it was asked with, whichever comes first: a trainer without a capture
+// handler never answers.
 #ifndef STAGEFRONTIER_DAEMON_CAPTURES_CAPTURE_TRIGGER_H_
 #define STAGEFRONTIER_DAEMON_CAPTURES_CAPTURE_TRIGGER_H_
 
@@ -20,15 +22,17 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "daemon/captures/capture_policy.h"
+#include "daemon/coordinator/capture_answer_observer.h"
 #include "daemon/coordinator/sidecar_sessions.h"
 #include "daemon/coordinator/verdict_observer.h"
 
 namespace stagefrontier {
 
-class CaptureTrigger : public VerdictObserver {
+class CaptureTrigger : public VerdictObserver, public CaptureAnswerObserver {
  public:
   // `log` gets one line per capture asked, and one per new reason to skip (from Flush,
   // outside the job's lock).
@@ -44,6 +48,28 @@ class CaptureTrigger : public VerdictObserver {
   }
 
   void OnJobWindow(const ClosedJobWindow& window) override;
+  // Notes a rank's answer to the capture whose window starts at health.capture_first_step();
+  // answers to no capture the policy still holds are ignored.
+  void OnCaptureAnswer(const std::string& job, const v1::SlotHealth& health) override;
+  // Each rank of `d`, in d.ranks() order, with its answer (state 0 when none came).
+  std::vector<RankCaptureAnswer> Answers(const std::string& job, const CaptureDecision& d) const;
+  // Called (outside every lock, from the thread that passed the answer) when a rank first
+  // answers failed: its file will never come (the reports stop waiting for it). Set before
+  // the ingest server starts.
+  void SetOnRankFailed(std::function<void(const std::string& job)> f) {
+    on_rank_failed_ = std::move(f);
+  }
+  // Called from Flush, outside every lock and before the requests go out, with each capture
+  // asked since the previous Flush (CaptureReports::Remember keeps it on disk). Set before
+  // the first window.
+  void SetOnAsked(std::function<void(const std::string& job, const CaptureDecision&)> f) {
+    on_asked_ = std::move(f);
+  }
+  // Capture ids go on from `first` (CaptureReports::HighestIdIn + 1 after a restart).
+  void SeedNextId(uint64_t first) {
+    std::lock_guard<std::mutex> lock(mu_);
+    policy_.SeedNextId(first);
+  }
 
   // A capture asked by hand (Control(capture)): the policy's Manual, then queued like the
   // automatic ones. `job_control` carries the job-wide settings; `world_size` bounds the ranks.
@@ -60,6 +86,8 @@ class CaptureTrigger : public VerdictObserver {
     uint64_t skipped = 0;  // windows decided without a capture
     uint64_t requests_sent = 0;
     uint64_t unreached = 0;
+    uint64_t ranks_done = 0;    // ranks that answered done
+    uint64_t ranks_failed = 0;  // ranks that answered failed
   };
   Counters counters() const;
   std::vector<CaptureDecision> Decisions(const std::string& job) const;
@@ -68,6 +96,14 @@ class CaptureTrigger : public VerdictObserver {
   int32_t default_steps() const { return policy_.options().steps; }
 
  private:
+  struct JobPace;
+  // Ends the capture in flight if the job is past its steps or every rank answered; mu_ held.
+  void MaybeFinishLocked(const std::string& job, JobPace& pace, int64_t newest_step,
+                         int64_t now_ns);
+  // Keeps a rank's answer if it answers a capture the policy holds; true if the rank newly
+  // failed. mu_ held.
+  bool NoteAnswerLocked(const std::string& job, const std::pair<int64_t, int32_t>& key,
+                        const RankCaptureAnswer& a);
   // Queues the trace window of `d` for each of its ranks; mu_ held.
   void QueueLocked(const std::string& job, const CaptureDecision& d,
                    const v1::ControlRequest& job_control);
@@ -87,7 +123,12 @@ class CaptureTrigger : public VerdictObserver {
   bool automatic_ = true;
   CapturePolicy policy_;
   std::map<std::string, JobPace> pace_;
+  // Per job, the answers by (the capture's first step, rank).
+  std::map<std::string, std::map<std::pair<int64_t, int32_t>, RankCaptureAnswer>> answers_;
   std::function<void(const std::string&)> log_;
+  std::function<void(const std::string&)> on_rank_failed_;
+  std::function<void(const std::string&, const CaptureDecision&)> on_asked_;
+  std::vector<std::pair<std::string, CaptureDecision>> asked_outbox_;
   std::vector<v1::ControlRequest> outbox_;
   std::vector<std::string> log_lines_;
   Counters counters_;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <memory>
 #include <set>
 #include <string>
@@ -260,6 +261,8 @@ int main(int argc, char** argv) {
   // Always told of windows (the pace and the last named rank serve captures asked by hand);
   // decides on its own only with --captures.
   capture_trigger.set_automatic(captures);
+  // Ids go on after those of earlier runs, whose files and reports stay in the store.
+  capture_trigger.SeedNextId(CaptureReports::HighestIdIn(data_dir + "/captures") + 1);
   options.verdict_observer = &capture_trigger;
   FleetBaselineOptions fleet_options;
   fleet_options.path = data_dir + "/sweeps.ledger";
@@ -300,6 +303,7 @@ int main(int argc, char** argv) {
       &jobs, &sessions, &metrics, *token, limits,
       [](const std::string& line) { spdlog::info("{}", line); }, &self_tests);
   ingest.SetNodeLedger(ledger->get());
+  ingest.SetCaptureAnswerObserver(&capture_trigger);
   QueryService query(&jobs, &sessions, &metrics, *token, &self_tests, ledger->get(), fleet->get());
   query.SetCaptureTrigger(&capture_trigger, captures);
   // Capture files the sidecars send (with or without --captures: captures asked by hand too).
@@ -325,6 +329,17 @@ int main(int argc, char** argv) {
       [](const std::string& line) { spdlog::info("{}", line); });
   capture_store.SetOnComplete(
       [&capture_reports](const StoredCapture& f) { capture_reports.OnFileStored(f); });
+  // A rank whose profiler failed will send no file: its capture stops waiting for it.
+  capture_reports.SetAnswersOf(
+      [&capture_trigger](const std::string& job, const CaptureDecision& d) {
+        return capture_trigger.Answers(job, d);
+      });
+  capture_trigger.SetOnRankFailed(
+      [&capture_reports](const std::string& job) { capture_reports.Poke(job); });
+  // Each capture asked is kept on disk: analysed when its files come, even after a restart.
+  capture_trigger.SetOnAsked([&capture_reports](const std::string& job, const CaptureDecision& d) {
+    capture_reports.Remember(job, d);
+  });
   capture_reports.Start();
   query.SetCaptureReports(&capture_reports, &capture_store);
   CaptureMetrics capture_metrics(*metrics.registry());
@@ -365,6 +380,7 @@ int main(int argc, char** argv) {
   std::atomic<bool> stop{false};
   std::thread ticker([&] {
     int64_t nodes_shown_ns = 0;
+    int64_t uploads_swept_ns = 0;
     while (!stop) {
       const int64_t now = shm::MonotonicNowNs();
       for (const auto& job : jobs.All()) {
@@ -380,6 +396,13 @@ int main(int argc, char** argv) {
         capture_metrics.Update(capture_trigger.counters(), capture_store.counters(),
                                capture_reports.counters());
         nodes_shown_ns = now;
+      }
+      if (now - uploads_swept_ns >= 60'000'000'000) {  // uploads their sidecar gave up
+        if (const int n = capture_store.RemoveAbandonedUploads(::time(nullptr)); n > 0) {
+          spdlog::info("captures: removed {} unfinished upload(s) idle for {} s", n,
+                       capture_store.options().abandoned_upload_s);
+        }
+        uploads_swept_ns = now;
       }
       metrics.memory_reserved().Set(static_cast<double>(budget.used()));
       metrics.memory_budget().Set(static_cast<double>(budget.total()));

@@ -35,6 +35,11 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   // Notes the machine under each sidecar's node name in `nodes` (node_ledger.h). Call before
   // the server starts.
   void SetNodeLedger(NodeLedger* nodes) { deps_.nodes = nodes; }
+  // Passes the stubs' capture answers to `observer` (the capture trigger). Call before the
+  // server starts.
+  void SetCaptureAnswerObserver(CaptureAnswerObserver* observer) {
+    deps_.capture_answers = observer;
+  }
   // Stops the Hello watchdog. Destroy after the server has shut down.
   ~IngestService() override;
 

@@ -299,6 +299,9 @@ void IngestStream::OnHealth(const v1::Health& health) {
     if (auto job = deps_.jobs->Find(h.job())) {
       job->UpdateStubHealth(h, node_);
       if (deps_.self_tests != nullptr) deps_.self_tests->OnStubAnswer(h.job(), h);
+      if (deps_.capture_answers != nullptr && h.capture_state() != 0) {
+        deps_.capture_answers->OnCaptureAnswer(h.job(), h);
+      }
     }
   }
 }

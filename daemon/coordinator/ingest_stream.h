@@ -25,6 +25,7 @@
 #include <string>
 #include <utility>
 
+#include "daemon/coordinator/capture_answer_observer.h"
 #include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/coordinator/durable_acker.h"
 #include "daemon/coordinator/job_registry.h"
@@ -48,6 +49,7 @@ struct IngestDeps {
   std::function<void(const std::string&)> log;
   SelfTestBook* self_tests = nullptr;  // null: self-test answers are not followed
   NodeLedger* nodes = nullptr;         // null: the machines under node names are not noted
+  CaptureAnswerObserver* capture_answers = nullptr;  // null: capture answers are not followed
 };
 
 class IngestStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,

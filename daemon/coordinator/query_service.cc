@@ -12,6 +12,7 @@
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/grpc_status.h"
 #include "daemon/nodes/nodes_reply.h"
+#include "shm/control_channel.h"
 #include "shm/monotonic_clock.h"
 #include "shm/record_limits.h"
 
@@ -275,6 +276,14 @@ grpc::Status QueryService::ListCaptures(grpc::ServerContext* context,
     o->set_steps(d.steps);
     o->set_verdict_last_step(d.verdict_last_step);
     o->set_stage(d.stage);
+    if (!d.asked) continue;
+    for (const RankCaptureAnswer& a : captures_->Answers(job->name(), d)) {
+      v1::RankCaptureAnswer* out = o->add_answers();
+      out->set_rank(a.rank);
+      if (a.state != 0) out->set_state(shm::CaptureStateName(a.state));
+      if (a.state == shm::v1::kCaptureFailed) out->set_failure(shm::CaptureFailureName(a.failure));
+      out->set_bytes(a.bytes);
+    }
   }
   return grpc::Status::OK;
 }

@@ -1,5 +1,8 @@
 #include "daemon/sfctl/sfctl_render.h"
 
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -158,6 +161,16 @@ std::string RenderCaptures(const v1::ListCapturesReply& reply) {
     if (d.asked()) {
       absl::StrAppend(&out, "  capture ", d.id(), d.manual() ? " (by hand)" : "", ": ", d.reason(),
                       d.stage().empty() ? "" : absl::StrCat("; report on ", d.stage()), "\n");
+      std::vector<std::string> answers;
+      for (const v1::RankCaptureAnswer& a : d.answers()) {
+        std::string line =
+            absl::StrCat("rank ", a.rank(), " ", a.state().empty() ? "no answer" : a.state());
+        if (a.state() == "done" && a.bytes() > 0)
+          absl::StrAppend(&line, " (", a.bytes(), " bytes)");
+        if (a.state() == "failed") absl::StrAppend(&line, " (", a.failure(), ")");
+        answers.push_back(std::move(line));
+      }
+      if (!answers.empty()) absl::StrAppend(&out, "    ", absl::StrJoin(answers, ", "), "\n");
     } else {
       absl::StrAppend(&out, "  not captured after the window ending at step ",
                       d.verdict_last_step(), ": ", d.reason(), "\n");

@@ -80,6 +80,7 @@ int CaptureUploader::UploadPass() {
     CaptureSender* sender = sender_for_(job);
     if (sender == nullptr) continue;
     for (const std::string& name : List(dir)) {
+      if (IsCapturePartFileName(name)) RemoveIfStale(absl::StrCat(dir, "/", name));
       if (!ParseCaptureFileName(name)) continue;
       const std::string path = absl::StrCat(dir, "/", name);
       if (Exists(path + ".uploaded") || Exists(path + ".refused")) continue;
@@ -88,6 +89,21 @@ int CaptureUploader::UploadPass() {
     }
   }
   return completed;
+}
+
+void CaptureUploader::RemoveIfStale(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return;
+  const auto age =
+      std::chrono::system_clock::now() - std::chrono::system_clock::from_time_t(st.st_mtime);
+  if (age < options_.stale_part_age) return;
+  if (::unlink(path.c_str()) != 0) return;  // not ours to remove (permissions): left alone
+  ++counters_.parts_removed;
+  if (log_) {
+    log_(absl::StrCat("removed ", path, ": a capture left half-written for ",
+                      std::chrono::duration_cast<std::chrono::seconds>(age).count(),
+                      " s (its trainer died while writing it)"));
+  }
 }
 
 bool CaptureUploader::UploadFile(const std::string& job, const std::string& dir,

@@ -4,7 +4,9 @@
 // chunks from the offset the coordinator acknowledges, so an upload cut by a restart of either
 // side resumes where it stopped. A sent file gets a "<file>.uploaded" marker beside it, a file
 // the coordinator refuses for good (too large, malformed) a "<file>.refused" marker holding the
-// reason; the files themselves stay for the node's owner. Runs on its own thread with its own
+// reason; the files themselves stay for the node's owner. A trainer's temporary file
+// (<file>.<pid>.part) left for longer than `stale_part_age` (a trainer that died while
+// writing) is removed, counted and logged. Runs on its own thread with its own
 // channel, so it never delays the step records.
 //
 //   CaptureUploader uploader(options, [&](const std::string& job) { return &sender; }, log);
@@ -56,6 +58,8 @@ struct CaptureUploaderOptions {
   std::set<std::string> skip_jobs;
   uint32_t chunk_bytes = 1U << 20;
   std::chrono::milliseconds interval{1000};
+  // A trace is written in seconds: a ".part" file this old belongs to a trainer that died.
+  std::chrono::seconds stale_part_age{600};
 };
 
 class CaptureUploader {
@@ -65,7 +69,8 @@ class CaptureUploader {
     std::atomic<uint64_t> bytes_sent{0};  // file bytes acknowledged
     std::atomic<uint64_t> wire_bytes{0};  // compressed bytes sent
     std::atomic<uint64_t> files_refused{0};
-    std::atomic<uint64_t> send_errors{0};  // transient: tried again next pass
+    std::atomic<uint64_t> send_errors{0};    // transient: tried again next pass
+    std::atomic<uint64_t> parts_removed{0};  // stale ".part" files of dead trainers
   };
   using SenderFor = std::function<CaptureSender*(const std::string& job)>;
   using Log = std::function<void(const std::string&)>;
@@ -81,6 +86,8 @@ class CaptureUploader {
   const Counters& counters() const { return counters_; }
 
  private:
+  // Removes `path`, a trainer's temporary file, if it is older than stale_part_age.
+  void RemoveIfStale(const std::string& path);
   // Sends one file; true when it is complete at the coordinator or refused for good.
   bool UploadFile(const std::string& job, const std::string& dir, const std::string& name,
                   CaptureSender* sender);

@@ -311,6 +311,20 @@ void SegmentDrainer::FillHealth(v1::Health* out) const {
         h->set_selftest_state(answer);
         h->set_selftest_steps_done(slot.selftest_steps_done.load(std::memory_order_relaxed));
       }
+      // The stub stores "none" first and the state last: a state that changed while the
+      // fields were read waits for the next report.
+      const uint32_t capture = slot.capture_state.load(std::memory_order_acquire);
+      const int64_t capture_first =
+          slot.capture_answered_first_step.load(std::memory_order_acquire);
+      const uint32_t capture_failure = slot.capture_failure.load(std::memory_order_acquire);
+      const uint64_t capture_bytes = slot.capture_bytes.load(std::memory_order_acquire);
+      if (capture != shm::v1::kCaptureNone &&
+          slot.capture_state.load(std::memory_order_acquire) == capture) {
+        h->set_capture_first_step(capture_first);
+        h->set_capture_failure(capture_failure);
+        h->set_capture_bytes(capture_bytes);
+        h->set_capture_state(capture);
+      }
     }
   }
 }

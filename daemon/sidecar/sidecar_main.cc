@@ -178,8 +178,10 @@ int main(int argc, char** argv) {
         lane.drainer->reader_errors());
   }
   const CaptureUploader::Counters& uc = uploader.counters();
-  spdlog::info("captures: {} files sent ({} bytes, {} on the wire), {} refused, {} send errors",
-               uc.files_sent.load(), uc.bytes_sent.load(), uc.wire_bytes.load(),
-               uc.files_refused.load(), uc.send_errors.load());
+  spdlog::info(
+      "captures: {} files sent ({} bytes, {} on the wire), {} refused, {} send errors, {} stale "
+      ".part files removed",
+      uc.files_sent.load(), uc.bytes_sent.load(), uc.wire_bytes.load(), uc.files_refused.load(),
+      uc.send_errors.load(), uc.parts_removed.load());
   return 0;
 }

@@ -24,6 +24,18 @@ typedef struct {
   uint64_t sentinel; /* not part of the old struct: must stay untouched */
 } old_stats;
 
+static int capture_begin(void* user, int64_t first, int64_t last) {
+  (void)user;
+  return first <= last ? 0 : -1;
+}
+static int capture_end(void* user, int64_t first, int64_t last, uint64_t* bytes) {
+  (void)user;
+  (void)first;
+  (void)last;
+  *bytes = 0;
+  return 0;
+}
+
 int main(void) {
   const char* tmp = getenv("TEST_TMPDIR");
   setenv("STAGEFRONTIER_SHM_DIR", tmp ? tmp : "/tmp", 1);
@@ -68,6 +80,23 @@ int main(void) {
 
   st.struct_size = sizeof st + 8; /* from a newer header than this library */
   EXPECT(sf_client_get_stats(c, &st) == SF_ERR_VERSION);
+
+  /* Capture callbacks: registered, replaced, removed; a newer struct is refused. (What the
+   * stub does with them is checked in client_test.cc, through the same C++ client.) */
+  sf_capture_callbacks cb;
+  memset(&cb, 0, sizeof cb);
+  cb.struct_size = sizeof cb;
+  cb.begin = capture_begin;
+  cb.end = capture_end;
+  EXPECT(sf_set_capture_callbacks(c, &cb) == SF_OK);
+  EXPECT(sf_set_capture_callbacks(c, NULL) == SF_OK);
+  cb.struct_size = sizeof cb + 8;
+  EXPECT(sf_set_capture_callbacks(c, &cb) == SF_ERR_VERSION);
+  EXPECT(sf_set_capture_callbacks(NULL, NULL) == SF_ERR_INVALID_ARGUMENT);
+  memset(&st, 0, sizeof st);
+  st.struct_size = sizeof st;
+  EXPECT(sf_client_get_stats(c, &st) == SF_OK);
+  EXPECT(st.captures_begun == 0 && st.captures_failed == 0);
   sf_client_destroy(c);
 
   /* Errors come back as codes plus a message. */

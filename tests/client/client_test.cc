@@ -9,7 +9,9 @@
 #include <cstdlib>
 #include <map>
 #include <new>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "shm/segment_file.h"
@@ -305,6 +307,182 @@ TEST_CASE("self-test: refused unless the trainer opted in, and over the caps") {
   CHECK((*d)->stats().selftest_steps == 0);
   // Zeroed control bytes (a sidecar that predates self-tests) mean no self-test.
   CHECK_FALSE(shm::ControlRequest{}.HasSelfTest());
+}
+
+namespace {
+// What the capture callbacks saw, and what they should return.
+struct CaptureLog {
+  std::vector<std::pair<int64_t, int64_t>> begun, ended;
+  int begin_result = 0;
+  int end_result = 0;
+  bool throw_in_end = false;
+  uint64_t bytes = 0;
+};
+int LogBegin(void* user, int64_t first, int64_t last) {
+  auto* log = static_cast<CaptureLog*>(user);
+  log->begun.emplace_back(first, last);
+  return log->begin_result;
+}
+int LogEnd(void* user, int64_t first, int64_t last, uint64_t* bytes) {
+  auto* log = static_cast<CaptureLog*>(user);
+  log->ended.emplace_back(first, last);
+  if (log->throw_in_end) throw std::runtime_error("the profiler crashed");
+  *bytes = log->bytes;
+  return log->end_result;
+}
+Client::CaptureCallbacks Callbacks(CaptureLog* log) {
+  Client::CaptureCallbacks cb;
+  cb.begin = &LogBegin;
+  cb.end = &LogEnd;
+  cb.user = log;
+  return cb;
+}
+shm::ControlRequest TraceWindow(int64_t first, int64_t last) {
+  shm::ControlRequest req;
+  req.trace_first_step = first;
+  req.trace_last_step = last;
+  return req;
+}
+}  // namespace
+
+TEST_CASE("capture callbacks: begin and end around exactly the asked steps, answered done") {
+  const std::string dir = MakeTempDir();
+  auto c = Client::Create(kStages, Options(dir), kNoEnv);
+  REQUIRE(c.ok());
+  CaptureLog log;
+  log.bytes = 4096;
+  (*c)->SetCaptureCallbacks(Callbacks(&log));
+  auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
+  REQUIRE(seg.ok());
+  shm::v1::SlotHeader& slot = (*seg)->view().slot(0);
+  shm::PostControl(slot, TraceWindow(3, 5));
+  for (int i = 0; i < 3; ++i) RunStep(**c);  // steps 0..2: not yet
+  CHECK(log.begun.empty());
+  CHECK(slot.capture_state.load() == shm::v1::kCaptureNone);
+  RunStep(**c);  // step 3
+  REQUIRE(log.begun.size() == 1);
+  CHECK(log.begun[0] == std::make_pair<int64_t, int64_t>(3, 5));
+  CHECK(slot.capture_state.load() == shm::v1::kCaptureRunning);
+  CHECK(slot.capture_answered_first_step.load() == 3);
+  RunStep(**c);  // 4
+  CHECK(log.ended.empty());
+  RunStep(**c);  // 5: the window's last step ends the capture at its end
+  REQUIRE(log.ended.size() == 1);
+  CHECK(log.ended[0] == std::make_pair<int64_t, int64_t>(3, 5));
+  CHECK(slot.capture_state.load() == shm::v1::kCaptureDone);
+  CHECK(slot.capture_bytes.load() == 4096);
+  for (int i = 0; i < 3; ++i) RunStep(**c);  // the same request again: not captured twice
+  CHECK(log.begun.size() == 1);
+  const ClientStats s = (*c)->stats();
+  CHECK(s.captures_begun == 1);
+  CHECK(s.captures_done == 1);
+  CHECK(s.captures_failed == 0);
+}
+
+TEST_CASE("capture callbacks: failures, exceptions, late and withdrawn requests") {
+  const std::string dir = MakeTempDir();
+  auto c = Client::Create(kStages, Options(dir), kNoEnv);
+  REQUIRE(c.ok());
+  CaptureLog log;
+  (*c)->SetCaptureCallbacks(Callbacks(&log));
+  auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
+  REQUIRE(seg.ok());
+  shm::v1::SlotHeader& slot = (*seg)->view().slot(0);
+  auto failure = [&] { return slot.capture_failure.load(); };
+
+  SECTION("a begin callback that fails: answered failed, no end owed") {
+    log.begin_result = -1;
+    shm::PostControl(slot, TraceWindow(1, 2));
+    for (int i = 0; i < 4; ++i) RunStep(**c);
+    CHECK(slot.capture_state.load() == shm::v1::kCaptureFailed);
+    CHECK(failure() == shm::v1::kCaptureCallbackFailed);
+    CHECK(log.ended.empty());
+    CHECK((*c)->stats().captures_failed == 1);
+  }
+  SECTION("an end callback that throws: caught, answered failed, training goes on") {
+    log.throw_in_end = true;
+    shm::PostControl(slot, TraceWindow(0, 0));
+    RunStep(**c);
+    CHECK(slot.capture_state.load() == shm::v1::kCaptureFailed);
+    CHECK(failure() == shm::v1::kCaptureCallbackFailed);
+    RunStep(**c);
+    CHECK((*c)->stats().steps_recorded == 2);
+  }
+  SECTION("a request whose steps are past when it arrives: missed, no call") {
+    for (int i = 0; i < 5; ++i) RunStep(**c);  // steps 0..4
+    shm::PostControl(slot, TraceWindow(1, 3));
+    RunStep(**c);
+    CHECK(log.begun.empty());
+    CHECK(slot.capture_state.load() == shm::v1::kCaptureFailed);
+    CHECK(failure() == shm::v1::kCaptureMissed);
+    CHECK(slot.capture_answered_first_step.load() == 1);
+  }
+  SECTION("a request arriving mid-window starts at the current step") {
+    for (int i = 0; i < 3; ++i) RunStep(**c);  // 0..2
+    shm::PostControl(slot, TraceWindow(1, 4));
+    RunStep(**c);  // 3
+    RunStep(**c);  // 4
+    REQUIRE(log.begun.size() == 1);
+    CHECK(log.begun[0] == std::make_pair<int64_t, int64_t>(3, 4));
+    CHECK(log.ended[0] == std::make_pair<int64_t, int64_t>(3, 4));
+    CHECK(slot.capture_answered_first_step.load() == 1);
+    CHECK(slot.capture_state.load() == shm::v1::kCaptureDone);
+  }
+  SECTION("a withdrawn request ends the capture at the next step") {
+    shm::PostControl(slot, TraceWindow(0, 100));
+    RunStep(**c);  // 0
+    RunStep(**c);  // 1
+    shm::PostControl(slot, shm::ControlRequest{});
+    RunStep(**c);  // 2: not captured
+    REQUIRE(log.ended.size() == 1);
+    CHECK(log.ended[0] == std::make_pair<int64_t, int64_t>(0, 1));
+    CHECK(slot.capture_state.load() == shm::v1::kCaptureDone);
+  }
+  SECTION("a client destroyed mid-capture ends it") {
+    shm::PostControl(slot, TraceWindow(0, 100));
+    RunStep(**c);
+    c->reset();
+    REQUIRE(log.ended.size() == 1);
+    CHECK(log.ended[0] == std::make_pair<int64_t, int64_t>(0, 0));
+  }
+}
+
+TEST_CASE("capture answers from a trainer's own handler (stagefrontier.torch)") {
+  const std::string dir = MakeTempDir();
+  auto c = Client::Create(kStages, Options(dir), kNoEnv);
+  REQUIRE(c.ok());
+  auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
+  REQUIRE(seg.ok());
+  shm::v1::SlotHeader& slot = (*seg)->view().slot(0);
+  // Without a handler, a late request is not answered: nobody would have captured it.
+  RunStep(**c);
+  RunStep(**c);
+  shm::PostControl(slot, TraceWindow(0, 0));
+  RunStep(**c);
+  CHECK(slot.capture_state.load() == shm::v1::kCaptureNone);
+  (*c)->DeclareCaptureHandler();
+  shm::PostControl(slot, TraceWindow(0, 1));
+  RunStep(**c);
+  CHECK(slot.capture_failure.load() == shm::v1::kCaptureMissed);
+  // The handler's own answers go through as given.
+  shm::PostControl(slot, TraceWindow(10, 12));
+  (*c)->BeginStep(10);
+  CHECK((*c)->capture_first_step() == 10);
+  CHECK((*c)->capture_last_step() == 12);
+  (*c)->AnswerCapture(10, shm::v1::kCaptureRunning);
+  CHECK(slot.capture_state.load() == shm::v1::kCaptureRunning);
+  (*c)->EndStep();
+  (*c)->AnswerCapture(10, shm::v1::kCaptureDone, shm::v1::kCaptureFailureNone, 123);
+  CHECK(slot.capture_state.load() == shm::v1::kCaptureDone);
+  CHECK(slot.capture_bytes.load() == 123);
+  // A finished window is not later answered "missed" over the handler's answer.
+  RunStep(**c);
+  RunStep(**c);
+  CHECK(slot.capture_state.load() == shm::v1::kCaptureDone);
+  CHECK(shm::ParseCaptureState("done") == shm::v1::kCaptureDone);
+  CHECK_FALSE(shm::ParseCaptureState("finished").has_value());
+  CHECK(std::string(shm::CaptureFailureName(shm::v1::kCaptureProfilerBusy)) == "busy");
+  CHECK(std::string(shm::CaptureFailureName(99)) == "unknown");
 }
 
 TEST_CASE("a forked child (a DataLoader worker) does not write into the parent's ring") {

@@ -1,7 +1,8 @@
 """stagefrontier.torch's profiler captures (capture.py), step by step as the instrumentation
 drives them: the trace holds exactly the asked steps, a busy profiler or an unwritable
 directory fails the capture with the reason and training goes on, a capture still running at
-exit is written."""
+exit is written; each state is answered to the coordinator (running, done with the size,
+failed with busy/start/write) for the request's first step."""
 import json
 import os
 import stat
@@ -19,8 +20,10 @@ def work():
 
 
 def run(capture, steps, wanted):
+    first = min(wanted) if wanted else None
     for step in steps:
-        capture.on_step_begin(step, step in wanted)
+        capture.on_step_begin(step, step in wanted,
+                              request_first=first if step in wanted else None)
         work()
         capture.on_step_end()
 
@@ -36,9 +39,11 @@ class CaptureTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
         self.messages = []
+        self.answers = []
 
     def capture(self, directory=None):
-        return TraceCapture(3, directory or self.dir, warn=self.messages.append)
+        return TraceCapture(3, directory or self.dir, warn=self.messages.append,
+                            answer=lambda *a: self.answers.append(a))
 
     def test_the_asked_steps_and_no_other(self):
         c = self.capture()
@@ -49,6 +54,8 @@ class CaptureTest(unittest.TestCase):
         self.assertEqual([f for f in os.listdir(self.dir) if f.endswith(".part")], [])
         self.assertEqual(c.summary()["captures_done"], 1)
         self.assertIn("captured steps 3..5 of rank 3", self.messages[-1])
+        self.assertEqual(self.answers, [(3, "running", "", 0),
+                                        (3, "done", "", os.path.getsize(path))])
         # A second window later in the run is a second file.
         run(c, range(9, 14), {11, 12})
         self.assertEqual(len(c.done), 2)
@@ -62,6 +69,7 @@ class CaptureTest(unittest.TestCase):
         self.assertEqual(c.failed[0][0], 2)
         self.assertIn("busy", c.failed[0][1])
         self.assertEqual(c.done, [])
+        self.assertEqual(self.answers, [(2, "failed", "busy", 0)])
         # The next window is tried again, and works once the profiler is free.
         run(c, range(6, 10), {7, 8})
         self.assertEqual(len(c.done), 1)
@@ -77,6 +85,7 @@ class CaptureTest(unittest.TestCase):
         run(c, range(1, 5), {1, 2})
         self.assertEqual(len(c.failed), 1)
         self.assertIn("the trace was not written", c.failed[0][1])
+        self.assertEqual(self.answers[-1], (1, "failed", "write", 0))
         self.assertEqual(c.summary()["captures_failed"], 1)
 
     def test_a_capture_running_at_exit_is_written(self):
@@ -86,6 +95,25 @@ class CaptureTest(unittest.TestCase):
         c.finish()
         self.assertFalse(c.active)
         self.assertEqual(c.done[0][:2], (2, 3))
+
+    def test_a_new_request_while_running_ends_the_old_capture_first(self):
+        c = self.capture()
+        for step, first in [(1, 1), (2, 1), (3, 3), (4, 3)]:
+            c.on_step_begin(step, True, request_first=first)
+            work()
+            c.on_step_end()
+        c.finish()
+        self.assertEqual([d[:2] for d in c.done], [(1, 2), (3, 4)])
+        self.assertEqual([(a[0], a[1]) for a in self.answers],
+                         [(1, "running"), (1, "done"), (3, "running"), (3, "done")])
+
+    def test_an_answer_that_raises_is_only_warned(self):
+        def broken(*_):
+            raise RuntimeError("no stub")
+        c = TraceCapture(3, self.dir, warn=self.messages.append, answer=broken)
+        run(c, range(1, 4), {1, 2})
+        self.assertEqual(len(c.done), 1)
+        self.assertTrue(any("capture answer not given" in m for m in self.messages))
 
 
 if __name__ == "__main__":

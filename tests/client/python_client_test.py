@@ -92,6 +92,23 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(KeyError):
             c.stage("nope")
 
+    def test_capture_answers(self):
+        c = self.client()
+        self.assertIsNone(c.capture_window)  # nothing asked
+        c.declare_capture_handler()
+        c.begin_step()
+        c.answer_capture(0, "running")
+        c.end_step()
+        c.answer_capture(0, "done", bytes=1234)
+        c.answer_capture(7, "failed", "busy")
+        s = c.stats()
+        self.assertEqual((s["captures_begun"], s["captures_done"], s["captures_failed"]),
+                         (1, 1, 1))
+        with self.assertRaisesRegex(ValueError, "unknown capture state \"finished\""):
+            c.answer_capture(0, "finished")
+        with self.assertRaisesRegex(ValueError, "unknown capture failure \"oops\""):
+            c.answer_capture(0, "failed", "oops")
+
     def test_no_segment_means_a_counting_no_op(self):
         c = self.client(shm_dir=os.path.join(self.dir, "missing"))
         self.assertFalse(c.enabled)

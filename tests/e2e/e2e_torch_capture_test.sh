@@ -12,7 +12,8 @@
 # byte), compares the suspect's with the references' and writes a report (`sfctl
 # capture-report`) whose first three findings must hold a matrix product on rank 1, a culprit,
 # as must `stagefrontier compare-ops` on each set; `sfctl capture-fetch` gets the files back.
-# Requests for a rank outside the job are refused.
+# Each rank's stub answers done with the trace's size (`sfctl captures`). Requests for a rank
+# outside the job are refused.
 set -euo pipefail
 source deploy/demo/pipeline.sh
 sf_torch_env
@@ -122,6 +123,19 @@ for id in 1 2; do
   [ "$(jq '[.findings[:3][] | select(.role == "culprit" and (.path | test("aten::(mm|matmul)$")))] | length' <<<"$findings")" -ge 1 ] \
     || sf_fail "capture $id: no matmul culprit in the report's first three: $findings"
 done
+# Each rank's profiler answered done, with the size of the trace it wrote (the stub's answer,
+# relayed by the sidecar's health reports).
+listed=$(sf_ctl captures --job capture)
+echo "$listed"
+for f in "$auto_first" "$first"; do
+  for r in 0 1 2; do
+    size=$(stat -c %s "$local_files/trace_rank${r}_step${f}.json")
+    grep -q "rank $r done ($size bytes)" <<<"$listed" \
+      || sf_fail "rank $r's answer for steps $f.. ($size bytes) not listed"
+  done
+done
+answers=$(sf_ctl --json captures --job capture | jq -c '[.decisions[] | select(.asked) | .answers[] | .state]')
+[ "$answers" = '["done","done","done","done","done","done"]' ] || sf_fail "answers: $answers"
 # The files, back from the coordinator as they were written.
 mkdir -p "$SF_WORK/fetched"
 sf_ctl capture-fetch --job capture --capture 1 --out "$SF_WORK/fetched" || sf_fail "capture-fetch"
@@ -138,7 +152,8 @@ set -e
 for ((i = 0; i < 50; i++)); do
   m=$(curl -sf http://127.0.0.1:17392/metrics || true)
   grep -q '^stagefrontier_capture_files_stored_total 6$' <<<"$m" &&
-    grep -q '^stagefrontier_capture_reports_total{result="analysed"} 2$' <<<"$m" && break
+    grep -q '^stagefrontier_capture_reports_total{result="analysed"} 2$' <<<"$m" &&
+    grep -q '^stagefrontier_capture_rank_answers_total{state="done"} 6$' <<<"$m" && break
   sleep 0.2
 done
 grep '^stagefrontier_capture' <<<"$m" || true
@@ -146,6 +161,8 @@ grep -q '^stagefrontier_captures_asked_total 2$' <<<"$m" || sf_fail "/metrics: c
 grep -q '^stagefrontier_capture_files_stored_total 6$' <<<"$m" || sf_fail "/metrics: files stored"
 grep -q '^stagefrontier_capture_reports_total{result="analysed"} 2$' <<<"$m" \
   || sf_fail "/metrics: reports"
+grep -q '^stagefrontier_capture_rank_answers_total{state="done"} 6$' <<<"$m" \
+  || sf_fail "/metrics: rank answers"
 grep -E "capture [0-9]+ of job capture" "$SF_WORK/coordinator.log"  # the verdict-to-report times
 sf_stop_all  # the sidecar's counts come with its last words
 grep "captures:" "$SF_WORK/sidecar-node0.log" || true

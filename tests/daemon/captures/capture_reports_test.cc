@@ -3,10 +3,12 @@
 #include <stdlib.h>
 
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "daemon/captures/capture_compression.h"
 #include "daemon/captures/capture_file_name.h"
+#include "shm/control_channel.h"
 #include "tests/daemon/captures/trace_builder.h"
 
 namespace stagefrontier {
@@ -103,6 +105,81 @@ TEST_CASE("capture reports: waiting for the files, then the suspect's operator n
   CHECK(v->state == CaptureReportView::State::kAnalysed);
   CHECK(v->files.size() == 3);
   CHECK(after.Get("job1", 7).status().code() == absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("capture reports: a rank whose profiler failed is not waited for") {
+  Fixture f;
+  f.decisions = {Decision(2, "forward")};
+  std::vector<RankCaptureAnswer> answers;
+  CaptureReports reports = f.Reports();
+  reports.SetAnswersOf([&](const std::string&, const CaptureDecision&) { return answers; });
+  Store(&f.store, "job1", 1, Trace(1, 3000));
+  Store(&f.store, "job1", 0, Trace(0, 500));
+  // Rank 2 still capturing: waited for.
+  answers = {{1, shm::v1::kCaptureDone, 0, 10},
+             {0, shm::v1::kCaptureDone, 0, 10},
+             {2, shm::v1::kCaptureRunning, 0, 0}};
+  CHECK(reports.AnalyseJob("job1") == 0);
+  // Rank 2's profiler was busy: analysed with rank 0 alone, and the report says so.
+  answers[2] = {2, shm::v1::kCaptureFailed, shm::v1::kCaptureProfilerBusy, 0};
+  CHECK(reports.AnalyseJob("job1") == 1);
+  absl::StatusOr<CaptureReportView> v = reports.Get("job1", 2);
+  REQUIRE(v.ok());
+  CHECK(v->state == CaptureReportView::State::kAnalysed);
+  CHECK_THAT(v->text, Catch::Contains("aten::mm"));
+  CHECK_THAT(v->text, Catch::Contains("left out: rank 2: its profiler failed (busy), no trace"));
+  const nlohmann::json j = nlohmann::json::parse(v->json);
+  CHECK(j["left_out"].size() == 1);
+
+  // The suspect's profiler failed: nothing to analyse, and the report says why.
+  f.decisions.push_back(Decision(3, "forward"));
+  f.decisions.back().first_step = 40;
+  answers = {{1, shm::v1::kCaptureFailed, shm::v1::kCaptureWriteFailed, 0},
+             {0, shm::v1::kCaptureFailed, shm::v1::kCaptureMissed, 0},
+             {2, shm::v1::kCaptureFailed, shm::v1::kCaptureMissed, 0}};
+  CHECK(reports.AnalyseJob("job1") == 1);
+  v = reports.Get("job1", 3);
+  REQUIRE(v.ok());
+  CHECK(v->state == CaptureReportView::State::kFailed);
+  CHECK_THAT(v->detail, Catch::Contains("rank 1: its profiler failed (write), no trace"));
+  CHECK_THAT(v->detail, Catch::Contains("no reference rank's trace to compare with"));
+}
+
+TEST_CASE("capture reports: a remembered capture is analysed after a restart, ids go on") {
+  Fixture f;
+  CHECK(CaptureReports::HighestIdIn(f.store.options().root) == 0);
+  f.decisions = {Decision(5, "forward")};
+  {
+    CaptureReports reports = f.Reports();
+    reports.Remember("job1", f.decisions[0]);
+    Store(&f.store, "job1", 1, Trace(1, 3000));
+    CHECK(reports.AnalyseJob("job1") == 0);  // waiting for ranks 0 and 2
+  }
+  // The coordinator restarts: its policy remembers nothing, the files still come.
+  f.decisions.clear();
+  CaptureReports reports = f.Reports();
+  const std::vector<CaptureDecision> kept = reports.Remembered("job1");
+  REQUIRE(kept.size() == 1);
+  CHECK(kept[0].id == 5);
+  CHECK(kept[0].suspects == std::vector<int32_t>{1});
+  CHECK(kept[0].references == std::vector<int32_t>{0, 2});
+  CHECK(kept[0].stage == "forward");
+  CHECK(kept[0].first_step == 20);
+  absl::StatusOr<CaptureReportView> v = reports.Get("job1", 5);
+  REQUIRE(v.ok());
+  CHECK(v->detail == "waiting for the files of ranks 0, 2");
+  Store(&f.store, "job1", 0, Trace(0, 500));
+  Store(&f.store, "job1", 2, Trace(2, 510));
+  CHECK(reports.AnalyseJob("job1") == 1);
+  v = reports.Get("job1", 5);
+  REQUIRE(v.ok());
+  CHECK(v->state == CaptureReportView::State::kAnalysed);
+  // The next run's ids start past every id on disk.
+  CHECK(CaptureReports::HighestIdIn(f.store.options().root) == 5);
+  // A damaged decision file is skipped, not fatal.
+  std::ofstream(f.store.options().root + "/job1/capture9.decision.json") << "{\"capture\": ";
+  CHECK(reports.Remembered("job1").size() == 1);
+  CHECK(CaptureReports::HighestIdIn(f.store.options().root) == 9);
 }
 
 TEST_CASE("capture reports: a broken trace fails the report with its reason") {

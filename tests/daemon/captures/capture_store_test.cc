@@ -1,7 +1,9 @@
 #include "daemon/captures/capture_store.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <catch2/catch.hpp>
 #include <fstream>
@@ -60,6 +62,13 @@ TEST_CASE("capture file names: parsed only in their exact form") {
         "trace_rank1_step1.jso"}) {
     INFO(bad);
     CHECK_FALSE(ParseCaptureFileName(bad).has_value());
+  }
+  CHECK(IsCapturePartFileName("trace_rank3_step120.json.4242.part"));
+  for (const char* bad :
+       {"trace_rank3_step120.json.part", "trace_rank3_step120.json.x.part",
+        "trace_rank3_step120.json.4242", "notes.4242.part", "trace_rank3_step.json.1.part"}) {
+    INFO(bad);
+    CHECK_FALSE(IsCapturePartFileName(bad));
   }
 }
 
@@ -138,6 +147,36 @@ TEST_CASE("capture store: an upload cut short resumes at what is held") {
   REQUIRE(ack.ok());
   CHECK(ack->complete());
   CHECK(Slurp(root + "/job1/" + name) == whole);
+}
+
+TEST_CASE("capture store: an upload abandoned for an hour is dropped; its sidecar starts over") {
+  const std::string root = TempDir();
+  const std::string whole = Payload(30000);
+  CaptureStore store({.root = root});
+  REQUIRE(store.Open().ok());
+  REQUIRE(store.Accept(Chunk("trace_rank0_step7.json", whole, 0, 10000)).ok());
+  REQUIRE(store.Accept(Chunk("trace_rank1_step7.json", whole, 0, 10000)).ok());
+  REQUIRE(store.Accept(Chunk("trace_rank2_step7.json", whole, 0, 30000)).ok());  // complete
+  const int64_t now = ::time(nullptr);
+  CHECK(store.RemoveAbandonedUploads(now) == 0);  // both uploads just got a chunk
+  // An hour later, rank 1's upload got another chunk; rank 0's got none.
+  const struct timespec hour_ago[2] = {{now - 3600, 0}, {now - 3600, 0}};
+  REQUIRE(::utimensat(AT_FDCWD, (root + "/job1/trace_rank0_step7.json.part").c_str(), hour_ago,
+                      0) == 0);
+  REQUIRE(::utimensat(AT_FDCWD, (root + "/job1/trace_rank2_step7.json").c_str(), hour_ago, 0) == 0);
+  CHECK(store.RemoveAbandonedUploads(now) == 1);
+  struct stat st {};
+  CHECK(::stat((root + "/job1/trace_rank0_step7.json.part").c_str(), &st) != 0);
+  CHECK(::stat((root + "/job1/trace_rank1_step7.json.part").c_str(), &st) == 0);
+  CHECK(::stat((root + "/job1/trace_rank2_step7.json").c_str(), &st) == 0);  // complete: kept
+  CHECK(store.counters().abandoned == 1);
+  // The sidecar comes back: told to start at 0, and the file completes.
+  absl::StatusOr<v1::CaptureChunkAck> ack =
+      store.Accept(Chunk("trace_rank0_step7.json", whole, 10000, 20000));
+  REQUIRE(ack.ok());
+  CHECK(ack->next_offset() == 0);
+  REQUIRE(store.Accept(Chunk("trace_rank0_step7.json", whole, 0, 30000)).ok());
+  CHECK(Slurp(root + "/job1/trace_rank0_step7.json") == whole);
 }
 
 TEST_CASE("capture store: bad chunks get specific errors and a count") {

@@ -1,6 +1,9 @@
 #include "daemon/captures/capture_trigger.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+
+#include "shm/control_channel.h"
 
 namespace stagefrontier {
 namespace {
@@ -86,6 +89,92 @@ TEST_CASE("a CLEAR window sends the trace window to the suspect and its referenc
   CHECK(trigger.Decisions("run").back().asked);
   sessions.Remove(a);
   sessions.Remove(b);
+}
+
+v1::SlotHealth Answer(int32_t rank, int64_t first, uint32_t state, uint32_t failure = 0,
+                      uint64_t bytes = 0) {
+  v1::SlotHealth h;
+  h.set_job("run");
+  h.set_rank(rank);
+  h.set_capture_first_step(first);
+  h.set_capture_state(state);
+  h.set_capture_failure(failure);
+  h.set_capture_bytes(bytes);
+  return h;
+}
+
+TEST_CASE("the ranks' answers end a capture before its steps have passed, and are listed") {
+  std::vector<std::string> lines;
+  CapturePolicyOptions o;
+  o.references = 1;
+  o.cooldown_windows = 0;
+  CaptureTrigger trigger(o, [&](const std::string& l) { lines.push_back(l); });
+  const Verdict healthy;
+  trigger.OnJobWindow(Window(healthy, 100, 0));
+  const Verdict clear = Clear(1);
+  trigger.OnJobWindow(Window(clear, 200, 10 * kSecond));
+  const CaptureDecision d = trigger.Decisions("run").back();
+  REQUIRE(d.asked);
+  REQUIRE(d.ranks().size() == 2);
+  const int32_t reference = d.references[0];
+  // Answers to no capture held, or from a rank not asked, are ignored.
+  trigger.OnCaptureAnswer("run", Answer(1, d.first_step + 1, shm::v1::kCaptureDone));
+  REQUIRE(reference >= 2);  // on node b: rank 0 was not asked
+  trigger.OnCaptureAnswer("run", Answer(0, d.first_step, shm::v1::kCaptureDone));
+  trigger.OnCaptureAnswer("other", Answer(1, d.first_step, shm::v1::kCaptureDone));
+  std::vector<RankCaptureAnswer> a = trigger.Answers("run", d);
+  REQUIRE(a.size() == 2);
+  CHECK(a[0].rank == 1);
+  CHECK(a[0].state == 0);
+  CHECK(a[1].state == 0);
+  // The suspect is done, the reference still running: in flight at the next window.
+  trigger.OnCaptureAnswer("run", Answer(1, d.first_step, shm::v1::kCaptureRunning));
+  trigger.OnCaptureAnswer("run", Answer(1, d.first_step, shm::v1::kCaptureDone, 0, 777));
+  trigger.OnCaptureAnswer("run", Answer(1, d.first_step, shm::v1::kCaptureDone, 0, 777));
+  trigger.OnCaptureAnswer("run", Answer(reference, d.first_step, shm::v1::kCaptureRunning));
+  trigger.OnJobWindow(Window(clear, 210, 11 * kSecond));
+  CHECK(trigger.Decisions("run").back().reason == "capture 1 in flight");
+  // The reference fails (its profiler was busy): every rank has answered, so the next window
+  // may ask again, long before step 307.
+  trigger.OnCaptureAnswer("run", Answer(reference, d.first_step, shm::v1::kCaptureFailed,
+                                        shm::v1::kCaptureProfilerBusy));
+  trigger.OnJobWindow(Window(clear, 220, 12 * kSecond));
+  CHECK(trigger.Decisions("run").back().asked);
+  CHECK(trigger.Decisions("run").back().id == 2);
+  a = trigger.Answers("run", d);
+  CHECK(a[0] == RankCaptureAnswer{1, shm::v1::kCaptureDone, 0, 777});
+  CHECK(a[1].state == shm::v1::kCaptureFailed);
+  CHECK(a[1].failure == shm::v1::kCaptureProfilerBusy);
+  CHECK(trigger.counters().ranks_done == 1);  // repeats are not counted again
+  CHECK(trigger.counters().ranks_failed == 1);
+  SidecarSessions sessions;
+  trigger.Flush(&sessions);  // the log lines go out with the requests
+  CHECK(std::count_if(lines.begin(), lines.end(), [](const std::string& l) {
+          return l.find("rank 2 failed (busy)") != std::string::npos ||
+                 l.find("rank 3 failed (busy)") != std::string::npos;
+        }) == 1);
+}
+
+TEST_CASE("ids go on from a seed; each capture asked is handed over once, at Flush") {
+  CaptureTrigger trigger(CapturePolicyOptions{});
+  trigger.SeedNextId(42);
+  std::vector<std::pair<std::string, uint64_t>> asked;
+  trigger.SetOnAsked(
+      [&](const std::string& job, const CaptureDecision& d) { asked.emplace_back(job, d.id); });
+  const Verdict clear = Clear(2);
+  trigger.OnJobWindow(Window(clear, 100, 0));
+  CHECK(asked.empty());  // not under the job's lock: at Flush
+  SidecarSessions sessions;
+  trigger.Flush(&sessions);
+  REQUIRE(asked.size() == 1);
+  CHECK(asked[0] == std::make_pair(std::string("run"), uint64_t{42}));
+  trigger.Flush(&sessions);
+  CHECK(asked.size() == 1);
+  trigger.SeedNextId(7);  // never backwards
+  absl::StatusOr<CaptureDecision> d =
+      trigger.Manual("other", {0, 1}, 5, 4, 100, v1::ControlRequest(), kSecond);
+  REQUIRE(d.ok());
+  CHECK(d->id == 43);
 }
 
 TEST_CASE("requests no sidecar takes are counted, not kept") {

@@ -1,6 +1,7 @@
 // CaptureTrigger's threading contract (run under TSan): jobs tell it of closed windows from
 // their own threads while the coordinator's ticker flushes and queries read its decisions;
-// every capture asked reaches its sidecar exactly once.
+// every capture asked reaches its sidecar exactly once; the stubs' answers come in from ingest
+// threads meanwhile.
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <string>
@@ -62,9 +63,28 @@ TEST_CASE("windows from many jobs' threads, flushes and queries at once") {
       (void)trigger.counters();
     }
   });
+  // An ingest thread passes the stubs' answers to whatever job0 asked last, and reads them.
+  std::atomic<int> failed_calls{0};
+  trigger.SetOnRankFailed([&](const std::string&) { ++failed_calls; });
+  std::thread ingest([&] {
+    while (!done) {
+      const std::vector<CaptureDecision> ds = trigger.Decisions("job0");
+      if (ds.empty() || !ds.back().asked) continue;
+      for (int32_t rank : ds.back().ranks()) {
+        v1::SlotHealth h;
+        h.set_job("job0");
+        h.set_rank(rank);
+        h.set_capture_first_step(ds.back().first_step);
+        h.set_capture_state(rank % 2 == 0 ? 2 : 3);  // done, failed
+        trigger.OnCaptureAnswer("job0", h);
+      }
+      (void)trigger.Answers("job0", ds.back());
+    }
+  });
   for (std::thread& t : jobs) t.join();
   done = true;
   ticker.join();
+  ingest.join();
   trigger.Flush(&sessions);
   const CaptureTrigger::Counters c = trigger.counters();
   // Each window after the first finishes the previous capture and asks the next.
@@ -72,6 +92,7 @@ TEST_CASE("windows from many jobs' threads, flushes and queries at once") {
   CHECK(c.requests_sent == 2 * c.asked);  // suspect + one reference
   CHECK(writer.sent == static_cast<int>(c.requests_sent));
   CHECK(c.unreached == 0);
+  CHECK(static_cast<uint64_t>(failed_calls.load()) == c.ranks_failed);
   sessions.Remove(session);
 }
 

@@ -1,12 +1,16 @@
 #include "daemon/sidecar/capture_uploader.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "daemon/captures/capture_store.h"
 
@@ -143,6 +147,37 @@ TEST_CASE("capture uploader: a symbolic link or a non-file is refused, never fol
   CHECK(Slurp(node_dir + "/job1/trace_rank1_step5.json.refused").find("not a regular file") !=
         std::string::npos);
   CHECK(store.Files("").empty());
+}
+
+TEST_CASE("capture uploader: a half-written file of a dead trainer is removed once stale") {
+  const std::string node_dir = TempDir();
+  CaptureStore store({.root = TempDir()});
+  REQUIRE(store.Open().ok());
+  StoreSender sender(&store);
+  REQUIRE(::mkdir((node_dir + "/job1").c_str(), 0700) == 0);
+  const std::string stale = node_dir + "/job1/trace_rank0_step5.json.111.part";
+  const std::string fresh = node_dir + "/job1/trace_rank1_step5.json.222.part";
+  const std::string other = node_dir + "/job1/notes.333.part";
+  for (const std::string& p : {stale, fresh, other}) Write(p, "{\"traceEvents\": [");
+  // Written 11 minutes ago (the default age is 10).
+  const struct timespec old_times[2] = {{::time(nullptr) - 660, 0}, {::time(nullptr) - 660, 0}};
+  REQUIRE(::utimensat(AT_FDCWD, stale.c_str(), old_times, 0) == 0);
+  REQUIRE(::utimensat(AT_FDCWD, other.c_str(), old_times, 0) == 0);
+  CaptureUploaderOptions options;
+  options.directory = node_dir;
+  std::vector<std::string> log;
+  CaptureUploader uploader(
+      options, [&](const std::string&) { return &sender; },
+      [&](const std::string& line) { log.push_back(line); });
+  CHECK(uploader.UploadPass() == 0);  // nothing to send
+  CHECK_FALSE(Exists(stale));
+  CHECK(Exists(fresh));  // maybe still being written
+  CHECK(Exists(other));  // not a capture's: not the sidecar's to remove
+  CHECK(uploader.counters().parts_removed == 1);
+  REQUIRE(log.size() == 1);
+  CHECK_THAT(log[0],
+             Catch::Contains("trace_rank0_step5.json.111.part: a capture left half-written"));
+  CHECK(sender.calls == 0);
 }
 
 TEST_CASE("capture uploader: only the sidecar's jobs, and folders that are job ids") {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "daemon/wire/packed_steps.h"
+#include "shm/control_channel.h"
 #include "shm/monotonic_clock.h"
 #include "shm/probe_ring_writer.h"
 #include "shm/ring_writer.h"
@@ -132,6 +133,23 @@ TEST_CASE("drain, read ahead, commit on ack, rewind, control") {
   CHECK(h.slots(0).rank() == 5);
   CHECK(h.slots(0).records_read() == 22);  // 10, the same 10 re-read after the rewind, 2
   CHECK(h.slots(0).owner() == "alive");
+  CHECK(h.slots(0).capture_state() == 0);  // no answer: the fields stay absent
+
+  // The stub's capture answer travels in the slot's health.
+  shm::AnswerCapture((*seg)->view().slot(1), 100, shm::v1::kCaptureDone,
+                     shm::v1::kCaptureFailureNone, 5000);
+  h.Clear();
+  drainer.FillHealth(&h);
+  REQUIRE(h.slots_size() == 1);
+  CHECK(h.slots(0).capture_first_step() == 100);
+  CHECK(h.slots(0).capture_state() == shm::v1::kCaptureDone);
+  CHECK(h.slots(0).capture_bytes() == 5000);
+  shm::AnswerCapture((*seg)->view().slot(1), 200, shm::v1::kCaptureFailed,
+                     shm::v1::kCaptureProfilerBusy, 0);
+  h.Clear();
+  drainer.FillHealth(&h);
+  CHECK(h.slots(0).capture_first_step() == 200);
+  CHECK(h.slots(0).capture_failure() == shm::v1::kCaptureProfilerBusy);
 }
 
 // A one-slot segment (layout v2) in a fresh directory, with slot 0 claimed (stages compute,

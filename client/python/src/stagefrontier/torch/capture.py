@@ -11,7 +11,9 @@ can be compared with other ranks' (`stagefrontier compare-ops`, docs/cli.md).
 
 A capture never stops or breaks training: a profiler that is already running (the script
 profiles itself), or that fails to start or to write, ends the capture as failed with the
-reason, and training goes on. The directory is STAGEFRONTIER_CAPTURE_DIR, by default
+reason, and training goes on. Each state is answered to the coordinator through the stub
+(`answer`: running, done with the trace's size, failed with busy/start/write), which shows it
+per rank in `sfctl captures`. The directory is STAGEFRONTIER_CAPTURE_DIR, by default
 "stagefrontier-captures" beside the segment (STAGEFRONTIER_SHM_DIR, else /dev/shm).
 """
 import os
@@ -27,8 +29,11 @@ def default_directory():
 class TraceCapture:
     """Follows the stub's trace window step by step (`on_step_begin` / `on_step_end`)."""
 
-    def __init__(self, rank, directory=None, warn=None, job=None):
+    def __init__(self, rank, directory=None, warn=None, job=None, answer=None):
         self.rank = rank
+        # answer(request_first_step, state, failure, bytes): the stub's Client.answer_capture.
+        self._answer_to = answer
+        self.request_first = None  # the first step of the request being captured
         self.directory = directory or default_directory()
         if job:
             self.directory = os.path.join(self.directory, job)
@@ -46,14 +51,19 @@ class TraceCapture:
     def active(self):
         return self.profiler is not None
 
-    def on_step_begin(self, step, wanted):
-        """At the start of step `step`; `wanted`: the stub says this step is to be captured."""
+    def on_step_begin(self, step, wanted, request_first=None):
+        """At the start of step `step`; `wanted`: the stub says this step is to be captured;
+        `request_first`: the first step of the request's window (for the answer)."""
         if not wanted:
             if self.profiler is not None:
                 self.finish()
             self.refused_from = None
             return
+        if self.profiler is not None and request_first is not None and \
+                request_first != self.request_first:
+            self.finish()  # a new request replaced the one running
         if self.profiler is None and self.refused_from is None:
+            self.request_first = step if request_first is None else request_first
             self._start(step)
         if self.profiler is not None:
             self.last_step = step
@@ -79,18 +89,20 @@ class TraceCapture:
             import torch
 
             if torch.autograd._profiler_enabled():
-                raise RuntimeError("the profiler is busy (the script profiles itself)")
+                self._fail(step, "the profiler is busy (the script profiles itself)", "busy")
+                return
             activities = [torch.profiler.ProfilerActivity.CPU]
             if torch.cuda.is_available():
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
             prof = torch.profiler.profile(activities=activities)
             prof.start()
         except Exception as e:
-            self._fail(step, f"the profiler did not start: {e}")
+            self._fail(step, f"the profiler did not start: {e}", "start")
             return
         self.profiler = prof
         self.first_step = step
         self.last_step = step
+        self._answer("running")
 
     def finish(self):
         """Stops the running capture and writes its trace (also at exit)."""
@@ -109,16 +121,26 @@ class TraceCapture:
             os.replace(temporary, path)
             size = os.path.getsize(path)
         except Exception as e:
-            self._fail(first, f"the trace was not written: {e}")
+            self._fail(first, f"the trace was not written: {e}", "write")
             return
         self.done.append((first, last, path, size))
+        self._answer("done", nbytes=size)
         self._warn(f"captured steps {first}..{last} of rank {self.rank}: {path} ({size} bytes, "
                    f"stopped and written in {time.monotonic() - started:.3f} s)")
 
-    def _fail(self, first_step, reason):
+    def _fail(self, first_step, reason, failure):
         self.refused_from = first_step
         self.failed.append((first_step, reason))
         self._warn(f"capture from step {first_step} failed: {reason}; training goes on")
+        self._answer("failed", failure=failure)
+
+    def _answer(self, state, failure="", nbytes=0):
+        if self._answer_to is None or self.request_first is None:
+            return
+        try:
+            self._answer_to(self.request_first, state, failure, nbytes)
+        except Exception as e:  # an answer is a courtesy to the coordinator, never a failure
+            self._warn(f"capture answer not given ({e})")
 
     def summary(self):
         return {"captures_done": len(self.done), "captures_failed": len(self.failed),

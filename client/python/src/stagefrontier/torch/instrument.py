@@ -104,7 +104,9 @@ class Instrumentation:
         if self.client is not None and self.client.enabled:
             from stagefrontier.torch.capture import TraceCapture
 
-            self.capture = TraceCapture(self.client.rank, warn=_warn, job=self.client.job_id)
+            self.capture = TraceCapture(self.client.rank, warn=_warn, job=self.client.job_id,
+                                        answer=self.client.answer_capture)
+            self.client.declare_capture_handler()
 
     # ---- explicit API ----------------------------------------------------------------------
     def begin(self):
@@ -114,8 +116,10 @@ class Instrumentation:
             self.client.begin_step()
             self.in_step = True
             if self.capture is not None:
-                self.capture.on_step_begin(self.client.current_step,
-                                           self.client.should_capture_trace())
+                wanted = self.client.should_capture_trace()
+                self.capture.on_step_begin(
+                    self.client.current_step, wanted,
+                    request_first=self.client.capture_window[0] if wanted else None)
 
     def end(self):
         """Ends the open step and publishes it."""
