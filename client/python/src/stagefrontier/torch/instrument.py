@@ -117,9 +117,9 @@ class Instrumentation:
             self.in_step = True
             if self.capture is not None:
                 wanted = self.client.should_capture_trace()
-                self.capture.on_step_begin(
-                    self.client.current_step, wanted,
-                    request_first=self.client.capture_window[0] if wanted else None)
+                window = self.client.capture_window if wanted else None
+                self.capture.on_step_begin(self.client.current_step, wanted,
+                                           request_first=window[0] if window else None)
 
     def end(self):
         """Ends the open step and publishes it."""
