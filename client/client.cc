@@ -224,7 +224,14 @@ int64_t Client::InjectSelfTestDelay() noexcept {
 void Client::SetCaptureCallbacks(const CaptureCallbacks& callbacks) noexcept {
   if (capture_running_) EndCallbackCapture();
   capture_callbacks_ = callbacks;
-  capture_handler_ = capture_handler_ || callbacks.begin != nullptr;
+  if (callbacks.begin != nullptr) DeclareCaptureHandler();
+}
+
+void Client::DeclareCaptureHandler() noexcept {
+  capture_handler_ = true;
+  // Told to the coordinator (through the sidecar's health reports), which asks captures only
+  // of ranks that can take them.
+  if (enabled_ && !InForkedChild()) slot_->capture_handler.store(1, std::memory_order_release);
 }
 
 void Client::AnswerCapture(int64_t request_first_step, shm::v1::CaptureState state,

@@ -157,7 +157,7 @@ class Client {
   // one exists, so that a request whose steps are already past when it arrives is answered
   // "missed" by the stub; AnswerCapture answers the request whose trace window starts at
   // `request_first_step` (capture_first_step() when it began). No-ops while not recording.
-  void DeclareCaptureHandler() noexcept { capture_handler_ = true; }
+  void DeclareCaptureHandler() noexcept;
   void AnswerCapture(int64_t request_first_step, shm::v1::CaptureState state,
                      shm::v1::CaptureFailure failure = shm::v1::kCaptureFailureNone,
                      uint64_t bytes = 0) noexcept;

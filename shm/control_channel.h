@@ -46,6 +46,11 @@ struct ControlRequest {
   bool operator==(const ControlRequest&) const = default;
 };
 
+// ControlRequest.sets on the wire (proto/stagefrontier/v1/ingest.proto): which rank-targeted
+// fields a request changes; the sidecar keeps the others in the slot's control block.
+inline constexpr uint32_t kControlSetsTrace = 1U << 0;
+inline constexpr uint32_t kControlSetsSelfTest = 1U << 1;
+
 // Writes `request` into the slot's control block (sidecar side; one writer per segment).
 // Returns the new sequence number.
 uint64_t PostControl(v1::SlotHeader& slot, const ControlRequest& request);

@@ -162,7 +162,10 @@ struct alignas(kCacheLine) SlotHeader {
   std::atomic<uint32_t> capture_state;               // 1824 CaptureState
   std::atomic<uint32_t> capture_failure;             // 1828 CaptureFailure
   std::atomic<uint64_t> capture_bytes;               // 1832
-  uint8_t reserved4[16];                             // 1840
+  // 1 while the owner has a capture handler (stagefrontier.torch, or C/C++ callbacks): the
+  // coordinator asks captures only of ranks that can take them. Cleared by every claim.
+  std::atomic<uint32_t> capture_handler;  // 1840
+  uint8_t reserved4[12];                  // 1844
 };
 static_assert(sizeof(SlotHeader) == 1856);
 static_assert(offsetof(SlotHeader, stages) == 64);
@@ -173,6 +176,7 @@ static_assert(offsetof(SlotHeader, control_applied_seq) == 1792);
 static_assert(offsetof(SlotHeader, selftest_state) == 1808);
 static_assert(offsetof(SlotHeader, capture_answered_first_step) == 1816);
 static_assert(offsetof(SlotHeader, capture_bytes) == 1832);
+static_assert(offsetof(SlotHeader, capture_handler) == 1840);
 
 // Record flags.
 inline constexpr uint32_t kRecordStageReentered = 1U << 0;  // a stage was entered twice or more

@@ -132,6 +132,9 @@ absl::StatusOr<ClaimResult> ClaimSlot(const SegmentView& view, uint32_t local_ra
       d.kind = identity.stages[k].second;
     }
   }
+  // The previous owner's capture answer and handler are not this owner's.
+  slot.capture_state.store(v1::kCaptureNone, std::memory_order_relaxed);
+  slot.capture_handler.store(0, std::memory_order_relaxed);
   // A record the previous owner began but never published carries an odd sequence number.
   // Publish it as it is: the reader sees the mismatch, counts it torn and moves on.
   const uint64_t w = slot.write_cursor.load(std::memory_order_relaxed);

@@ -68,7 +68,7 @@ std::vector<int32_t> PickReferences(const std::vector<int32_t>& suspects,
   }
   std::vector<int32_t> elsewhere, beside;
   for (int32_t r : facts.ranks) {
-    if (suspect_set.count(r)) continue;
+    if (suspect_set.count(r) || facts.cannot_capture.count(r)) continue;
     auto it = facts.node_of_rank.find(r);
     const bool same_node = it != facts.node_of_rank.end() && suspect_nodes.count(it->second);
     (same_node ? beside : elsewhere).push_back(r);
@@ -138,6 +138,18 @@ CaptureDecision CapturePolicy::OnVerdict(const std::string& job, const Verdict& 
   std::vector<int32_t> suspects = verdict.candidate_ranks;
   if (suspects.empty() && !verdict.suspects.empty()) suspects = {verdict.suspects[0].rank};
   if (suspects.empty()) return skip("no rank named");
+  // A rank whose trainer has no capture handler would lose steps of evidence for no trace.
+  std::vector<int32_t> unable;
+  std::erase_if(suspects, [&](int32_t r) {
+    if (!facts.cannot_capture.count(r)) return false;
+    unable.push_back(r);
+    return true;
+  });
+  if (suspects.empty()) {
+    return skip(absl::StrCat("cannot capture: no capture handler in the trainer of rank",
+                             unable.size() == 1 ? " " : "s ", absl::StrJoin(unable, ", "),
+                             " (stagefrontier.torch, or C/C++ callbacks)"));
+  }
   std::string capped;
   if (static_cast<int32_t>(suspects.size()) > options_.max_suspects) {
     capped = absl::StrCat(" (", options_.max_suspects, " of ", suspects.size(), " candidates)");
@@ -157,7 +169,9 @@ CaptureDecision CapturePolicy::OnVerdict(const std::string& job, const Verdict& 
   if (facts.newest_step < 0) return skip("no step accounted yet");
   d.references = PickReferences(suspects, facts, options_.references);
   if (options_.references > 0 && d.references.empty()) {
-    return skip("no rank to compare with: every rank is a suspect");
+    return skip(facts.cannot_capture.empty()
+                    ? "no rank to compare with: every rank is a suspect"
+                    : "no rank to compare with: every other rank is a suspect or cannot capture");
   }
   d.suspects = std::move(suspects);
   if (!verdict.suspects.empty() && verdict.suspects[0].stage >= 0 &&

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,9 @@ struct CaptureJobFacts {
   // analysed as this rank's against the others', in this stage.
   int32_t focus_rank = -1;
   std::string focus_stage;
+  // Ranks whose stub said its trainer has no capture handler: never asked automatically
+  // (a capture asked by hand still is).
+  std::set<int32_t> cannot_capture;
 };
 
 struct CaptureDecision {

@@ -44,6 +44,11 @@ void CaptureTrigger::OnJobWindow(const ClosedJobWindow& w) {
     facts.ranks.push_back(static_cast<int32_t>(r));
     if (!w.rank_nodes[r].empty()) facts.node_of_rank[static_cast<int32_t>(r)] = w.rank_nodes[r];
   }
+  for (size_t r = 0; r < w.rank_can_capture.size(); ++r) {
+    // Not known yet counts as cannot: a capture asked of a trainer that cannot take it costs
+    // its steps of evidence for nothing.
+    if (w.rank_can_capture[r] != 1) facts.cannot_capture.insert(static_cast<int32_t>(r));
+  }
   facts.newest_step = w.newest_step;
   facts.steps_per_second = pace.steps_per_second;
   Verdict v = *w.verdict;
@@ -171,6 +176,7 @@ void CaptureTrigger::QueueLocked(const std::string& job, const CaptureDecision& 
     req.set_rank(rank);
     req.set_trace_first_step(d.first_step);
     req.set_trace_last_step(d.first_step + d.steps - 1);
+    req.set_sets(shm::kControlSetsTrace);  // a self-test of the rank stays
     outbox_.push_back(std::move(req));
   }
 }

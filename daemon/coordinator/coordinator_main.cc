@@ -141,11 +141,13 @@ int main(int argc, char** argv) {
   app.add_option("--drain-timeout-s", drain_timeout_s, "kill the drain command after this long")
       ->check(CLI::Range(int64_t{1}, int64_t{3600}))
       ->capture_default_str();
-  bool captures = false;
+  bool captures = true;
   CapturePolicyOptions capture_options;
-  app.add_flag("--captures", captures,
+  app.add_flag("--captures,!--no-captures", captures,
                "after a CLEAR or rank-naming AMBIGUOUS verdict, ask the suspects and reference "
-               "ranks to capture a profiler trace of the same future steps (off by default)");
+               "ranks whose trainers can take captures (stagefrontier.torch, or C/C++ "
+               "callbacks) to capture a profiler trace of the same future steps (on by "
+               "default; --no-captures: only captures asked by hand)");
   app.add_option("--capture-steps", capture_options.steps, "steps per capture")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();

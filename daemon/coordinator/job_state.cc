@@ -504,6 +504,7 @@ void JobState::AccountLocked(int64_t step, int64_t now_ns, bool replaying) {
       w.schema = &schema_;
       w.unreliable.assign(ev.verdict().unreliable().begin(), ev.verdict().unreliable().end());
       w.rank_nodes = RankNodesLocked();
+      for (const RankHealthState& r : ranks_) w.rank_can_capture.push_back(r.can_capture);
       w.newest_step = std::max(aligner_.last_closed(), aligner_.newest_step());
       w.job_control = JobControlLocked();
       w.now_ns = shm::MonotonicNowNs();
@@ -610,6 +611,7 @@ void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string&
   h.probe_dropped = health.probe_dropped();
   h.owner = health.owner();
   h.last_error = health.last_error();
+  h.can_capture = health.capture_handler() ? 1 : 0;
 }
 
 int64_t JobState::NewestStep() const {

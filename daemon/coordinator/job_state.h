@@ -157,6 +157,7 @@ class JobState {
     uint64_t probe_intervals = 0, probe_dropped = 0;
     std::string owner;
     std::string last_error;
+    int8_t can_capture = -1;  // from the stub's health: 1 a capture handler, 0 none, -1 unknown
   };
 
   JobState(std::string name, int32_t world_size, StageSchema schema, const JobOptions& options,

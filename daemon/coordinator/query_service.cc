@@ -170,6 +170,7 @@ grpc::Status QueryService::Control(grpc::ServerContext* context, const v1::Contr
       c.set_rank(t.rank());
       c.set_trace_first_step(t.first_step());
       c.set_trace_last_step(t.last_step());
+      c.set_sets(shm::kControlSetsTrace);
       if (sessions_->Send(c) == 0) return NoSidecar(*job, t.rank());
       reply->set_message(absl::StrCat("asked rank ", t.rank(), " for a detailed trace of steps ",
                                       t.first_step(), "..", t.last_step()));

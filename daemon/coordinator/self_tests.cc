@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "shm/control_channel.h"
 #include "shm/segment_layout_v1.h"
 
 namespace stagefrontier {
@@ -89,6 +90,7 @@ absl::StatusOr<v1::ControlRequest> SelfTestBook::Start(const SelfTestJobFacts& j
   req.set_selftest_delay_us(command.delay_ms() * 1000);
   req.set_selftest_first_step(r.first_step());
   req.set_selftest_last_step(r.last_step());
+  req.set_sets(shm::kControlSetsSelfTest);  // a capture of the rank stays
 
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Test>& tests = tests_[job.job];

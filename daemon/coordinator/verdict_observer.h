@@ -28,6 +28,9 @@ struct ClosedJobWindow {
   const StageSchema* schema = nullptr;  // the job's stages; valid during the call only
   std::vector<std::string> unreliable;  // detector-health conditions holding now
   std::vector<std::string> rank_nodes;  // by rank; "" where not known yet
+  // By rank: 1 the trainer can take captures, 0 its stub said it cannot (no capture handler),
+  // -1 not known yet (no health report; treated as cannot). Empty: every rank may be asked.
+  std::vector<int8_t> rank_can_capture;
   int64_t newest_step = -1;
   v1::ControlRequest job_control;  // the job-wide settings every request must carry
   int64_t now_ns = 0;              // monotonic

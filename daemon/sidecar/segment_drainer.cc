@@ -311,6 +311,7 @@ void SegmentDrainer::FillHealth(v1::Health* out) const {
         h->set_selftest_state(answer);
         h->set_selftest_steps_done(slot.selftest_steps_done.load(std::memory_order_relaxed));
       }
+      h->set_capture_handler(slot.capture_handler.load(std::memory_order_relaxed) != 0);
       // The stub stores "none" first and the state last: a state that changed while the
       // fields were read waits for the next report.
       const uint32_t capture = slot.capture_state.load(std::memory_order_acquire);
@@ -346,9 +347,15 @@ v1::ControlAck SegmentDrainer::ApplyControl(const v1::ControlRequest& request) {
       shm::ControlRequest& c = a.control[i];
       c.paused = request.paused();
       c.sample_every = std::max<uint32_t>(1, request.sample_every());
-      if (request.rank() >= 0) {
+      // A capture and a self-test of the same rank share the slot's control block: each
+      // request changes only what it sets, so that one never cancels the other.
+      const uint32_t sets =
+          request.sets() == 0 ? shm::kControlSetsTrace | shm::kControlSetsSelfTest : request.sets();
+      if (request.rank() >= 0 && (sets & shm::kControlSetsTrace) != 0) {
         c.trace_first_step = request.trace_first_step();
         c.trace_last_step = request.trace_last_step();
+      }
+      if (request.rank() >= 0 && (sets & shm::kControlSetsSelfTest) != 0) {
         c.selftest_stage = request.selftest_stage();
         c.selftest_delay_us = request.selftest_delay_us();
         c.selftest_first_step = request.selftest_first_step();

@@ -355,6 +355,22 @@ TEST_CASE("capture callbacks: begin and end around exactly the asked steps, answ
   auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
   REQUIRE(seg.ok());
   shm::v1::SlotHeader& slot = (*seg)->view().slot(0);
+  CHECK(slot.capture_handler.load() == 1);
+  // The next owner of the slot starts without the handler and the answer of this one.
+  shm::AnswerCapture(slot, 1, shm::v1::kCaptureDone, shm::v1::kCaptureFailureNone, 1);
+  {
+    auto next = Client::Create(kStages, Options(dir, 1), kNoEnv);
+    REQUIRE(next.ok());
+    shm::v1::SlotHeader& slot1 = (*seg)->view().slot(1);
+    slot1.capture_handler.store(1);
+    slot1.capture_state.store(shm::v1::kCaptureDone);
+    next->reset();
+    auto again = Client::Create(kStages, Options(dir, 1), kNoEnv);
+    REQUIRE(again.ok());
+    CHECK(slot1.capture_handler.load() == 0);
+    CHECK(slot1.capture_state.load() == shm::v1::kCaptureNone);
+  }
+  slot.capture_state.store(shm::v1::kCaptureNone);
   shm::PostControl(slot, TraceWindow(3, 5));
   for (int i = 0; i < 3; ++i) RunStep(**c);  // steps 0..2: not yet
   CHECK(log.begun.empty());
@@ -454,6 +470,7 @@ TEST_CASE("capture answers from a trainer's own handler (stagefrontier.torch)") 
   auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
   REQUIRE(seg.ok());
   shm::v1::SlotHeader& slot = (*seg)->view().slot(0);
+  CHECK(slot.capture_handler.load() == 0);
   // Without a handler, a late request is not answered: nobody would have captured it.
   RunStep(**c);
   RunStep(**c);
@@ -461,6 +478,7 @@ TEST_CASE("capture answers from a trainer's own handler (stagefrontier.torch)") 
   RunStep(**c);
   CHECK(slot.capture_state.load() == shm::v1::kCaptureNone);
   (*c)->DeclareCaptureHandler();
+  CHECK(slot.capture_handler.load() == 1);  // told to the coordinator
   shm::PostControl(slot, TraceWindow(0, 1));
   RunStep(**c);
   CHECK(slot.capture_failure.load() == shm::v1::kCaptureMissed);

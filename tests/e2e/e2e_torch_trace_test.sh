@@ -5,7 +5,8 @@
 # reduce-trace` reduces the 4 Chrome traces to the same stages and accounts them with the same
 # engine: its top (stage, rank) must be the live summary's for the same steps (`sfctl
 # suspects --window 40`), and the injected one. The traces' bytes and StageFrontier's for the
-# same rank-steps are printed. Malformed traces get clear errors (exit 2).
+# same rank-steps are printed. Malformed traces get clear errors (exit 2). The script profiles
+# itself, so its launcher runs with --no-captures and the coordinator asks no capture of it.
 set -euo pipefail
 source deploy/demo/pipeline.sh
 sf_torch_env
@@ -21,11 +22,20 @@ mkdir -p "$SF_WORK/shm-node0" "$SF_WORK/traces"
 STAGEFRONTIER_SHM_DIR="$SF_WORK/shm-node0" OMP_NUM_THREADS=1 \
   /usr/bin/python3 -m torch.distributed.run --nproc_per_node 4 --master_port 29621 \
   --rdzv_id trace --redirects 2 --tee 1 --log_dir "$SF_WORK/torchrun-logs" \
-  -m stagefrontier.torch.run --annotate client/examples/ddp_example.py --steps "$steps" \
+  -m stagefrontier.torch.run --annotate --no-captures client/examples/ddp_example.py \
+  --steps "$steps" \
   --fault data:2:25 --fault-start 20 --profile-steps "$first:$((steps - 1))" \
   --profile-dir "$SF_WORK/traces" >"$SF_WORK/torchrun.log" 2>&1 || sf_fail "torchrun"
 sf_wait_steps trace "$steps" 30 || sf_fail "steps"
 
+# The script runs its own torch.profiler, so the launcher was told --no-captures: its ranks
+# say they cannot capture, and the coordinator (captures on by default) asks none of them.
+listed=$(sf_ctl captures --job trace)
+echo "$listed"
+grep -q "automatic captures on" <<<"$listed" || sf_fail "captures: $listed"
+! grep -q "^  capture [0-9]" <<<"$listed" || sf_fail "a capture was asked of ranks that cannot: $listed"
+grep -q "cannot capture: no capture handler in the trainer of rank" <<<"$listed" ||
+  sf_fail "no 'cannot capture' decision: $listed"
 live=$(sf_ctl --json suspects --job trace --window 40)
 live_top=$(jq -r '.verdict.suspects[0] | "\(.stage):\(.rank)"' <<<"$live")
 echo "live summary, last 40 steps: $live_top ($(jq -r .verdict.label <<<"$live"))"

@@ -45,6 +45,26 @@ TEST_CASE("a CLEAR verdict asks the suspect and two references on other nodes, a
   CHECK_THAT(d.reason, Catch::Contains("CLEAR on rank 5: steps 1051..1055, references"));
 }
 
+TEST_CASE("ranks whose trainer cannot capture are neither asked nor references") {
+  CapturePolicy policy(CapturePolicyOptions{});
+  CaptureJobFacts f = Facts();
+  // Every rank but 5, 12 and 13 is a plain C++ trainer with no capture handler.
+  for (int32_t r = 0; r < 16; ++r) {
+    if (r != 5 && r != 12 && r != 13) f.cannot_capture.insert(r);
+  }
+  CaptureDecision d = policy.OnVerdict("job", Clear(5), f, 0);
+  REQUIRE(d.asked);
+  CHECK(d.references == std::vector<int32_t>{12, 13});
+  // The suspect itself cannot: nothing asked, and why.
+  CapturePolicy other(CapturePolicyOptions{});
+  d = other.OnVerdict("job", Clear(7), f, 0);
+  CHECK_FALSE(d.asked);
+  CHECK(d.reason ==
+        "cannot capture: no capture handler in the trainer of rank 7 (stagefrontier.torch, or "
+        "C/C++ callbacks)");
+  CHECK(ReasonKind(d.reason) == "cannot capture");
+}
+
 TEST_CASE("skips say why: label, group-wide, unreliable, in flight, cooldown, hourly cap") {
   CapturePolicyOptions o;
   o.cooldown_windows = 3;

@@ -177,6 +177,23 @@ TEST_CASE("ids go on from a seed; each capture asked is handed over once, at Flu
   CHECK(d->id == 43);
 }
 
+TEST_CASE("the stubs' word on capture handlers reaches the policy with the window") {
+  CaptureTrigger trigger(CapturePolicyOptions{});
+  const Verdict clear = Clear(2);
+  ClosedJobWindow w = Window(clear, 100, 0);
+  w.rank_can_capture = {1, 1, 0, -1};  // rank 2 has no handler; rank 3 not known yet
+  trigger.OnJobWindow(w);
+  CHECK_THAT(trigger.Decisions("run").back().reason,
+             Catch::Contains("cannot capture: no capture handler in the trainer of rank 2"));
+  const Verdict clear0 = Clear(0);
+  ClosedJobWindow w0 = Window(clear0, 200, kSecond);
+  w0.rank_can_capture = {1, 1, 0, -1};
+  trigger.OnJobWindow(w0);
+  const CaptureDecision d = trigger.Decisions("run").back();
+  REQUIRE(d.asked);
+  CHECK(d.references == std::vector<int32_t>{1});  // never rank 2, nor 3 (not known yet)
+}
+
 TEST_CASE("requests no sidecar takes are counted, not kept") {
   CaptureTrigger trigger(CapturePolicyOptions{});
   SidecarSessions sessions;

@@ -122,6 +122,35 @@ TEST_CASE("drain, read ahead, commit on ack, rewind, control") {
   REQUIRE(shm::PollControl((*seg)->view().slot(1), &seen, &got));
   CHECK(got.paused);
   CHECK(got.CapturesTrace(102));
+  // A self-test of the same rank that sets only its own fields keeps the capture, and a
+  // capture that sets only the trace window keeps the self-test.
+  v1::ControlRequest selftest;
+  selftest.set_job("jobx");
+  selftest.set_rank(5);
+  selftest.set_paused(true);
+  selftest.set_sample_every(1);
+  selftest.set_selftest_delay_us(1000);
+  selftest.set_selftest_first_step(100);
+  selftest.set_selftest_last_step(101);
+  selftest.set_sets(shm::kControlSetsSelfTest);
+  CHECK(drainer.ApplyControl(selftest).applied());
+  REQUIRE(shm::PollControl((*seg)->view().slot(1), &seen, &got));
+  CHECK(got.CapturesTrace(102));
+  CHECK(got.HasSelfTest());
+  v1::ControlRequest capture = req;
+  capture.set_rank(5);
+  capture.set_trace_first_step(200);
+  capture.set_trace_last_step(204);
+  capture.set_sets(shm::kControlSetsTrace);
+  CHECK(drainer.ApplyControl(capture).applied());
+  REQUIRE(shm::PollControl((*seg)->view().slot(1), &seen, &got));
+  CHECK(got.CapturesTrace(202));
+  CHECK(got.HasSelfTest());
+  // Without `sets` (a coordinator that predates it) a rank-targeted request sets both.
+  capture.clear_sets();
+  CHECK(drainer.ApplyControl(capture).applied());
+  REQUIRE(shm::PollControl((*seg)->view().slot(1), &seen, &got));
+  CHECK_FALSE(got.HasSelfTest());
   req.set_rank(6);
   ack = drainer.ApplyControl(req);
   CHECK(!ack.applied());
@@ -134,6 +163,11 @@ TEST_CASE("drain, read ahead, commit on ack, rewind, control") {
   CHECK(h.slots(0).records_read() == 22);  // 10, the same 10 re-read after the rewind, 2
   CHECK(h.slots(0).owner() == "alive");
   CHECK(h.slots(0).capture_state() == 0);  // no answer: the fields stay absent
+  CHECK_FALSE(h.slots(0).capture_handler());
+  (*seg)->view().slot(1).capture_handler.store(1);
+  h.Clear();
+  drainer.FillHealth(&h);
+  CHECK(h.slots(0).capture_handler());
 
   // The stub's capture answer travels in the slot's health.
   shm::AnswerCapture((*seg)->view().slot(1), 100, shm::v1::kCaptureDone,

@@ -14,6 +14,11 @@ optimizer (compute).
   and backward, which then contains the wait, is declared `mixed`.
 * optimizer: `Optimizer.step`; the step ends when it returns, and the next one begins.
 
+Captures (capture.py): when the coordinator asks this rank for a profiler trace of a few
+steps, torch.profiler runs for exactly those steps. captures=False (STAGEFRONTIER_CAPTURES=0,
+`--no-captures`) turns that off, as a script that runs its own torch.profiler should: the
+rank then tells the coordinator it cannot capture, and is never asked.
+
 With annotate=True (STAGEFRONTIER_TORCH_ANNOTATE=1, `--annotate`), each stage is also a
 torch.profiler range named "stagefrontier:<stage>", so that a profiler trace reduces to the
 same stages (`stagefrontier reduce-trace`, docs/cli.md). It costs a record_function per stage:
@@ -51,7 +56,7 @@ class Instrumentation:
     """One per process. `install()` patches PyTorch; the methods are the explicit API."""
 
     def __init__(self, stages=None, extra_stages=(), comm_hook=None, annotate=None,
-                 grad_ready=None, **client_kwargs):
+                 grad_ready=None, captures=None, **client_kwargs):
         if comm_hook is None:
             comm_hook = os.environ.get("STAGEFRONTIER_TORCH_COMM_HOOK", "0") == "1"
         self.comm_hook = comm_hook
@@ -99,9 +104,14 @@ class Instrumentation:
         self._forward_depth = 0
         self._backward_depth = 0
         self._patches = []
-        # Profiler captures the coordinator asks for (capture.py).
+        # Profiler captures the coordinator asks for (capture.py). A script that runs its own
+        # torch.profiler should turn them off (captures=False, STAGEFRONTIER_CAPTURES=0,
+        # `--no-captures`): two profilers cannot run at once, and ours could be the one
+        # running when the script starts its own.
+        if captures is None:
+            captures = os.environ.get("STAGEFRONTIER_CAPTURES", "1") != "0"
         self.capture = None
-        if self.client is not None and self.client.enabled:
+        if captures and self.client is not None and self.client.enabled:
             from stagefrontier.torch.capture import TraceCapture
 
             self.capture = TraceCapture(self.client.rank, warn=_warn, job=self.client.job_id,

@@ -1,6 +1,6 @@
 """Runs a training script with StageFrontier instrumentation, unchanged:
 
-    python -m stagefrontier.torch.run [--comm-hook|--no-comm-hook] [--annotate] train.py [args...]
+    python -m stagefrontier.torch.run [--comm-hook|--no-comm-hook] [--annotate] [--no-captures] train.py [args...]
     torchrun --nproc_per_node 4 -m stagefrontier.torch.run train.py [args...]
 """
 import atexit
@@ -15,10 +15,13 @@ def main():
     argv = sys.argv[1:]
     comm_hook = None
     annotate = None
+    captures = None
     while argv and argv[0].startswith("--"):
         flag = argv.pop(0)
         if flag == "--annotate":
             annotate = True
+        elif flag == "--no-captures":
+            captures = False
         elif flag == "--no-comm-hook":
             comm_hook = False
         elif flag == "--comm-hook":
@@ -26,14 +29,14 @@ def main():
         elif flag == "--":
             break
         else:
-            print(f"usage: python -m stagefrontier.torch.run [--comm-hook|--no-comm-hook] [--annotate] SCRIPT [ARGS...]"
+            print(f"usage: python -m stagefrontier.torch.run [--comm-hook|--no-comm-hook] [--annotate] [--no-captures] SCRIPT [ARGS...]"
                   f"\nunknown flag {flag}", file=sys.stderr)
             return 2
     if not argv:
-        print("usage: python -m stagefrontier.torch.run [--comm-hook|--no-comm-hook] [--annotate] SCRIPT [ARGS...]",
+        print("usage: python -m stagefrontier.torch.run [--comm-hook|--no-comm-hook] [--annotate] [--no-captures] SCRIPT [ARGS...]",
               file=sys.stderr)
         return 2
-    sf = instrument(comm_hook=comm_hook, annotate=annotate)
+    sf = instrument(comm_hook=comm_hook, annotate=annotate, captures=captures)
 
     def report():
         sf.close()
