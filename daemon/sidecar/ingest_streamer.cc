@@ -172,7 +172,9 @@ IngestStreamer::StreamOutcome IngestStreamer::RunStream(std::shared_ptr<grpc::Ch
         drainer_->Rescan();
         next_rescan = now + options_.rescan_every;
       }
-      if (now >= next_health) {
+      // A stub's capture answer goes out at once: the next request's answer replaces it in the
+      // slot, possibly before the regular report.
+      if (now >= next_health || drainer_->CaptureAnswersChanged()) {
         v1::SidecarMessage h;
         drainer_->FillHealth(h.mutable_health());
         if (h.health().slots_size() > 0 && !stream->Write(h)) break;

@@ -19,6 +19,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -79,6 +80,10 @@ class SegmentDrainer {
 
   // Per-slot counters of every segment, for the coordinator.
   void FillHealth(v1::Health* out) const;
+  // True if a stub's capture answer changed since the last call: the streamer then sends a
+  // health report now, since a stub answers a capture, then the next one, in the same slot,
+  // possibly within one regular report's interval. A few loads per slot.
+  bool CaptureAnswersChanged();
   // Posts a control request into the slots it names. The ack says whether any slot matched.
   v1::ControlAck ApplyControl(const v1::ControlRequest& request);
 
@@ -105,6 +110,8 @@ class SegmentDrainer {
     // Error logging per slot: when the last line was logged and how many were not since.
     std::vector<int64_t> error_logged_ns;
     std::vector<uint64_t> errors_unlogged;
+    // The capture answer last seen in each slot: (first step, state).
+    std::vector<std::pair<int64_t, uint32_t>> capture_seen;
   };
   using FileId = std::pair<uint64_t, uint64_t>;  // (device, inode)
   void Attach(const std::string& path);

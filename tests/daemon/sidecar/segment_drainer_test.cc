@@ -169,9 +169,13 @@ TEST_CASE("drain, read ahead, commit on ack, rewind, control") {
   drainer.FillHealth(&h);
   CHECK(h.slots(0).capture_handler());
 
-  // The stub's capture answer travels in the slot's health.
+  // The stub's capture answer travels in the slot's health, and a change is noticed at once
+  // (the streamer then reports without waiting for its interval).
+  CHECK_FALSE(drainer.CaptureAnswersChanged());
   shm::AnswerCapture((*seg)->view().slot(1), 100, shm::v1::kCaptureDone,
                      shm::v1::kCaptureFailureNone, 5000);
+  CHECK(drainer.CaptureAnswersChanged());
+  CHECK_FALSE(drainer.CaptureAnswersChanged());
   h.Clear();
   drainer.FillHealth(&h);
   REQUIRE(h.slots_size() == 1);
