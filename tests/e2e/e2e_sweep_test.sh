@@ -33,6 +33,9 @@ set -e
 [ $rc -le 1 ] || sf_fail "n6 again: exit $rc $out"
 jq -e '.judgement.checks[] | select(.name == "cpu_gflops") | .verdict | test("^(pass|fail)$")' \
   <<<"$out" >/dev/null || sf_fail "cpu judged against 5+ fleet figures: $out"
+# Only a sweep that passed joins the baseline: what the fleet holds now.
+held=$(jq '(.judgement.checks[] | select(.name == "cpu_gflops") | .fleet_samples) +
+  (if .judgement.passed then 1 else 0 end)' <<<"$out")
 jq -e '.judgement.checks[] | select(.name == "cpu_gflops") | .fleet_samples >= 5' <<<"$out" >/dev/null \
   || sf_fail "fleet samples: $out"
 # No GPU here: skipped with a reason, never passed.
@@ -80,5 +83,6 @@ out=$(sweep --node n7 --checks cpu --json)
 rc=$?
 set -e
 [ $rc -le 1 ] || sf_fail "after restart: exit $rc $out"
-jq -e '.judgement.checks[0].fleet_samples >= 7' <<<"$out" >/dev/null || sf_fail "samples lost: $out"
+jq -e ".judgement.checks[0].fleet_samples == $held" <<<"$out" >/dev/null ||
+  sf_fail "samples lost: $held held before the restart: $out"
 echo "PASS: bootstrap, judged pass, failing check, GPU skipped, restart kept the baseline"
