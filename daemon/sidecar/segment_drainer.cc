@@ -165,7 +165,7 @@ void SegmentDrainer::Attach(const std::string& path) {
   a.reader = std::make_unique<shm::SegmentReader>(a.mapped->view(), std::move(ro));
   a.declared_generation.assign(a.mapped->view().slot_count(), 0);
   a.control.assign(a.mapped->view().slot_count(), shm::ControlRequest{});
-  a.capture_seen.assign(a.mapped->view().slot_count(), {0, shm::v1::kCaptureNone});
+  a.capture_seen.assign(a.mapped->view().slot_count(), {0, shm::v1::kCaptureNone, 0});
   if (log_) {
     log_(absl::StrCat("draining job ", a.job, " from ", path, " (", a.mapped->view().slot_count(),
                       " slots of ", a.mapped->view().ring_capacity(), " records)"));
@@ -337,9 +337,10 @@ bool SegmentDrainer::CaptureAnswersChanged() {
     if (seg->quarantined) continue;
     for (uint32_t i = 0; i < seg->capture_seen.size(); ++i) {
       const shm::v1::SlotHeader& slot = seg->mapped->view().slot(i);
-      const std::pair<int64_t, uint32_t> now{
+      const std::tuple<int64_t, uint32_t, uint32_t> now{
           slot.capture_answered_first_step.load(std::memory_order_acquire),
-          slot.capture_state.load(std::memory_order_acquire)};
+          slot.capture_state.load(std::memory_order_acquire),
+          slot.capture_handler.load(std::memory_order_acquire)};
       if (now != seg->capture_seen[i]) {
         seg->capture_seen[i] = now;
         changed = true;

@@ -19,6 +19,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -80,9 +81,10 @@ class SegmentDrainer {
 
   // Per-slot counters of every segment, for the coordinator.
   void FillHealth(v1::Health* out) const;
-  // True if a stub's capture answer changed since the last call: the streamer then sends a
-  // health report now, since a stub answers a capture, then the next one, in the same slot,
-  // possibly within one regular report's interval. A few loads per slot.
+  // True if a stub's capture answer or handler changed since the last call: the streamer then
+  // sends a health report now, since a stub answers a capture, then the next one, in the same
+  // slot, possibly within one regular report's interval, and a new trainer's handler should
+  // count at the job's first verdict. A few loads per slot.
   bool CaptureAnswersChanged();
   // Posts a control request into the slots it names. The ack says whether any slot matched.
   v1::ControlAck ApplyControl(const v1::ControlRequest& request);
@@ -110,8 +112,8 @@ class SegmentDrainer {
     // Error logging per slot: when the last line was logged and how many were not since.
     std::vector<int64_t> error_logged_ns;
     std::vector<uint64_t> errors_unlogged;
-    // The capture answer last seen in each slot: (first step, state).
-    std::vector<std::pair<int64_t, uint32_t>> capture_seen;
+    // The capture answer last seen in each slot: (first step, state, handler).
+    std::vector<std::tuple<int64_t, uint32_t, uint32_t>> capture_seen;
   };
   using FileId = std::pair<uint64_t, uint64_t>;  // (device, inode)
   void Attach(const std::string& path);

@@ -171,11 +171,16 @@ TEST_CASE("drain, read ahead, commit on ack, rewind, control") {
 
   // The stub's capture answer travels in the slot's health, and a change is noticed at once
   // (the streamer then reports without waiting for its interval).
+  CHECK(drainer.CaptureAnswersChanged());  // the handler set above
   CHECK_FALSE(drainer.CaptureAnswersChanged());
   shm::AnswerCapture((*seg)->view().slot(1), 100, shm::v1::kCaptureDone,
                      shm::v1::kCaptureFailureNone, 5000);
   CHECK(drainer.CaptureAnswersChanged());
   CHECK_FALSE(drainer.CaptureAnswersChanged());
+  (*seg)->view().slot(1).capture_handler.store(0);  // a new owner, without a handler
+  CHECK(drainer.CaptureAnswersChanged());
+  (*seg)->view().slot(1).capture_handler.store(1);  // it declares one: reported at once too
+  CHECK(drainer.CaptureAnswersChanged());
   h.Clear();
   drainer.FillHealth(&h);
   REQUIRE(h.slots_size() == 1);
