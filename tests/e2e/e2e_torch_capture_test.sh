@@ -150,7 +150,7 @@ set -e
 [ $rc = 1 ] && grep -q "no capture 99 of job capture" <<<"$out" || sf_fail "capture 99: $rc $out"
 # /metrics: the ticker brings the capture counters up every second.
 for ((i = 0; i < 50; i++)); do
-  m=$(curl -sf --max-time 5 http://127.0.0.1:17392/metrics || true)
+  m=$(timeout 10 curl -sf --max-time 5 http://127.0.0.1:17392/metrics || true)
   grep -q '^stagefrontier_capture_files_stored_total 6$' <<<"$m" &&
     grep -q '^stagefrontier_capture_reports_total{result="analysed"} 2$' <<<"$m" &&
     grep -q '^stagefrontier_capture_rank_answers_total{state="done"} 6$' <<<"$m" && break
