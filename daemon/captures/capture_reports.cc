@@ -75,6 +75,34 @@ std::vector<int32_t> IntList(const nlohmann::json& j, const char* key) {
   return out;
 }
 
+// The fields a decision file and a report share, in the report's order.
+void PutDecision(const std::string& job, const CaptureDecision& d, nlohmann::ordered_json* j) {
+  (*j)["capture"] = d.id;
+  (*j)["job"] = job;
+  (*j)["stage"] = d.stage;
+  (*j)["why"] = d.reason;
+  (*j)["first_step"] = d.first_step;
+  (*j)["steps"] = d.steps;
+  (*j)["suspects"] = d.suspects;
+  (*j)["references"] = d.references;
+}
+
+// Capture `id` as a decision file or a report holds it; fields it lacks take their defaults.
+CaptureDecision DecisionFromJson(const nlohmann::json& j, uint64_t id) {
+  CaptureDecision d;
+  d.id = id;
+  d.asked = true;
+  d.manual = j.value("manual", false);
+  d.reason = j.value("why", "");
+  d.stage = j.value("stage", "");
+  d.first_step = j.value("first_step", int64_t{-1});
+  d.steps = j.value("steps", 0);
+  d.verdict_last_step = j.value("verdict_last_step", int64_t{-1});
+  d.suspects = IntList(j, "suspects");
+  d.references = IntList(j, "references");
+  return d;
+}
+
 }  // namespace
 
 const char* CaptureReportStateName(CaptureReportView::State state) {
@@ -156,16 +184,9 @@ std::string CaptureReports::DecisionPath(const std::string& job, uint64_t id) co
 void CaptureReports::Remember(const std::string& job, const CaptureDecision& d) {
   if (!d.asked || !shm::ValidJobId(job)) return;
   nlohmann::ordered_json j;
-  j["capture"] = d.id;
-  j["job"] = job;
+  PutDecision(job, d, &j);
   j["manual"] = d.manual;
-  j["why"] = d.reason;
-  j["stage"] = d.stage;
-  j["first_step"] = d.first_step;
-  j["steps"] = d.steps;
   j["verdict_last_step"] = d.verdict_last_step;
-  j["suspects"] = d.suspects;
-  j["references"] = d.references;
   const std::string dir = absl::StrCat(store_->options().root, "/", job);
   ::mkdir(dir.c_str(), 0750);  // exists already once a file arrived
   if (!WriteFileAtomically(DecisionPath(job, d.id), j.dump(2) + "\n") && log_) {
@@ -183,18 +204,7 @@ std::vector<CaptureDecision> CaptureReports::Remembered(const std::string& job) 
     if (!ReadFile(absl::StrCat(store_->options().root, "/", job, "/", name), &body)) continue;
     const nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) continue;  // damaged: that capture is not resumed
-    CaptureDecision d;
-    d.id = id;
-    d.asked = true;
-    d.manual = j.value("manual", false);
-    d.reason = j.value("why", "");
-    d.stage = j.value("stage", "");
-    d.first_step = j.value("first_step", int64_t{-1});
-    d.steps = j.value("steps", 0);
-    d.verdict_last_step = j.value("verdict_last_step", int64_t{-1});
-    d.suspects = IntList(j, "suspects");
-    d.references = IntList(j, "references");
-    out.push_back(std::move(d));
+    out.push_back(DecisionFromJson(j, id));
   }
   std::sort(out.begin(), out.end(),
             [](const CaptureDecision& a, const CaptureDecision& b) { return a.id < b.id; });
@@ -262,14 +272,7 @@ int CaptureReports::AnalyseJob(const std::string& job) {
       return std::find(missing.begin(), missing.end(), rank) == missing.end();
     };
     nlohmann::ordered_json j;
-    j["capture"] = d.id;
-    j["job"] = job;
-    j["stage"] = d.stage;
-    j["why"] = d.reason;
-    j["first_step"] = d.first_step;
-    j["steps"] = d.steps;
-    j["suspects"] = d.suspects;
-    j["references"] = d.references;
+    PutDecision(job, d, &j);
     j["left_out"] = given_up;
     std::vector<std::string> reference_paths;
     for (const StoredCapture& f : files) {
@@ -351,11 +354,7 @@ absl::StatusOr<CaptureReportView> CaptureReports::Get(const std::string& job, ui
       }
       v.detail = absl::StrJoin(errors, "; ");
     }
-    CaptureDecision d;
-    d.id = id;
-    d.first_step = j.value("first_step", int64_t{-1});
-    d.suspects = IntList(j, "suspects");
-    d.references = IntList(j, "references");
+    const CaptureDecision d = DecisionFromJson(j, id);
     v.files = FilesOf(d, job, nullptr);
     return v;
   }
