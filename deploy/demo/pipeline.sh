@@ -132,6 +132,31 @@ sf_preload() {
 
 sf_ctl() { "$SF_BIN/daemon/sfctl/sfctl" --coordinator "$SF_COORD" "${SF_CTL_FLAGS[@]}" "$@"; }
 
+# sf_metrics PORT: prints the coordinator's /metrics page served on 127.0.0.1:PORT; on failure
+# prints nothing on stdout, says why on stderr (refused, timed out, HTTP status) and returns 1.
+# Every socket step times out after 5 s and the whole read after 15 s. Python rather than curl:
+# CI saw curl hang past its own --max-time in the tests that preload the ASan runtime into
+# their children (and once without it, where the cause was never seen); the preload is dropped.
+sf_metrics() {
+  local rc=0
+  env -u LD_PRELOAD timeout -k 2 15 /usr/bin/python3 -c '
+import http.client, sys
+port = int(sys.argv[1])
+try:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    c.request("GET", "/metrics")
+    r = c.getresponse()
+    body = r.read()
+except Exception as e:
+    sys.exit(f"/metrics on 127.0.0.1:{port}: {type(e).__name__}: {e}")
+if r.status != 200:
+    sys.exit(f"/metrics on 127.0.0.1:{port}: HTTP {r.status} {r.reason}")
+sys.stdout.buffer.write(body)
+' "$1" || rc=$?
+  [ $rc -lt 124 ] || echo "/metrics on 127.0.0.1:$1: no answer in 15 s" >&2
+  return $rc
+}
+
 # Stops every daemon with SIGTERM (they flush), then waits.
 sf_stop_all() {
   local v p

@@ -14,7 +14,7 @@ sf_run_trainers bd 4 1 120 || sf_fail "trainers"
 sf_wait_steps bd 120 30 || sf_fail "steps"
 jobs=$(sf_ctl --json jobs)
 [ "$(jq -r '.jobs[0].partial_steps // 0' <<<"$jobs")" = 0 ] || sf_fail "partial steps: $jobs"
-batches=$(curl -s http://127.0.0.1:17402/metrics |
+batches=$(sf_metrics 17402 |
   awk '/^stagefrontier_ingest_batches_total/ { print int($2) }')
 echo "120 steps of 4 ranks arrived in $batches batches"
 # The synthetic trainer takes ~10 ms per step, so a 300 ms hold carries many steps per message;

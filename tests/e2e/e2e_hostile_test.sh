@@ -93,7 +93,7 @@ json=$(sf_ctl --json suspects --job good-a)
 rss_kb=$(awk '/VmRSS/ {print $2}' "/proc/$SF_COORD_PID/status")
 echo "coordinator RSS: $((rss_kb / 1024)) MB"
 [ "$rss_kb" -lt 1048576 ] || sf_fail "coordinator RSS ${rss_kb} kB"
-metrics=$(curl -sf http://127.0.0.1:17362/metrics)
+metrics=$(sf_metrics 17362)
 metric() { awk -v m="$1" '$1 == m {print $2}' <<<"$metrics"; }
 for m in 'stagefrontier_ingest_streams_cut_total{reason="slow_reader"}' \
          'stagefrontier_ingest_streams_cut_total{reason="malformed_message"}' \

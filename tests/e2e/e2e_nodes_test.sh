@@ -48,7 +48,7 @@ grep -q "drain hook (dry run.*node node1: would run: scontrol update" "$SF_WORK/
   || sf_fail "no dry-run drain line"
 [ "$(grep -c "would run:" "$SF_WORK/coordinator.log")" = 1 ] || sf_fail "drain hook ran more than once"
 
-metrics=$(curl -s http://127.0.0.1:17352/metrics)
+metrics=$(sf_metrics 17352)
 grep -q 'stagefrontier_node_class{node="node1"} 2' <<<"$metrics" || sf_fail "node class gauge"
 grep -q 'stagefrontier_node_wasted_gpu_seconds{node="node1"}' <<<"$metrics" || sf_fail "gauge"
 grep -q 'stagefrontier_drain_hook_nodes{outcome="dry_run"} 1' <<<"$metrics" || sf_fail "drain gauge"

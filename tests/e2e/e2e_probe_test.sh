@@ -64,7 +64,7 @@ health=$(sf_ctl --json health --job ahead)
 grep -q "rank 1: .* collectives issued in \"optimizer\" lie in no stage allowed" \
   "$SF_WORK/health-ahead.txt" || sf_fail "explanation not printed"
 # The same counts on /metrics.
-metrics=$(curl -fsS http://127.0.0.1:17342/metrics)
+metrics=$(sf_metrics 17342)
 violations=$(grep '^stagefrontier_probe_collectives_total{' <<<"$metrics" | grep 'training_job="ahead"' |
   grep 'stage="optimizer"' | grep 'bracketing="violation"' | awk '{print $2}')
 [ -n "$violations" ] && awk -v v="$violations" 'BEGIN { exit !(v >= 130) }' \

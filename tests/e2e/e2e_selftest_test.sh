@@ -72,7 +72,7 @@ sf_ctl health --job closed
 text=$(sf_ctl suspects --job closed)
 grep -q "UNRELIABLE: stage_always_zero" <<<"$text" \
   || sf_fail "the verdict does not say it is unreliable"
-metrics=$(curl -fsS "http://127.0.0.1:17362/metrics")
+metrics=$(sf_metrics 17362)
 grep -q 'stagefrontier_detector_condition{condition="stage_always_zero",training_job="closed"} 1' \
   <<<"$metrics" || sf_fail "no detector gauge"
 

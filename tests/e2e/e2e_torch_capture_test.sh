@@ -150,13 +150,19 @@ set -e
 [ $rc = 1 ] && grep -q "no capture 99 of job capture" <<<"$out" || sf_fail "capture 99: $rc $out"
 # /metrics: the ticker brings the capture counters up every second.
 for ((i = 0; i < 50; i++)); do
-  m=$(timeout 10 curl -sf --max-time 5 http://127.0.0.1:17392/metrics || true)
+  m=$(sf_metrics 17392 || true)
   grep -q '^stagefrontier_capture_files_stored_total 6$' <<<"$m" &&
     grep -q '^stagefrontier_capture_reports_total{result="analysed"} 2$' <<<"$m" &&
     grep -q '^stagefrontier_capture_rank_answers_total{state="done"} 6$' <<<"$m" && break
   sleep 0.2
 done
 grep '^stagefrontier_capture' <<<"$m" || true
+if [ -z "$m" ]; then  # what the connections and the coordinator's threads were doing
+  ss -tanp 2>/dev/null | grep ':17392' >&2 || true
+  for t in /proc/"$SF_COORD_PID"/task/*; do
+    echo "thread $(cat "$t/comm"): $(awk '{print $3}' "$t/stat") $(cat "$t/wchan")" >&2
+  done
+fi
 grep -q '^stagefrontier_captures_asked_total 2$' <<<"$m" || sf_fail "/metrics: captures asked"
 grep -q '^stagefrontier_capture_files_stored_total 6$' <<<"$m" || sf_fail "/metrics: files stored"
 grep -q '^stagefrontier_capture_reports_total{result="analysed"} 2$' <<<"$m" \
