@@ -167,7 +167,11 @@ void Client::EndStep() noexcept {
     ++stats_.steps_sampled_out;
     return;
   }
-  if (control_.CapturesTrace(current_step_)) flags |= shm::v1::kRecordTraceCaptured;
+  // The step after a capture window too: the profiler's stop and export (stagefrontier.torch)
+  // or the end callback run after the window's last step ended, so they land in that step.
+  if (control_.CapturesTrace(current_step_) || control_.CapturesTrace(current_step_ - 1)) {
+    flags |= shm::v1::kRecordTraceCaptured;
+  }
   if (selftest_injected_) flags |= shm::v1::kRecordSelfTestDelay;
   // What the sidecar would refuse is not published (it would be counted invalid there).
   if (shm::CheckStepRecord(current_step_, boundaries_, recorder_.stage_count(), t) !=

@@ -182,7 +182,8 @@ static_assert(offsetof(SlotHeader, capture_handler) == 1840);
 inline constexpr uint32_t kRecordStageReentered = 1U << 0;  // a stage was entered twice or more
 inline constexpr uint32_t kRecordStageMissing = 1U << 1;    // a stage was never entered
 inline constexpr uint32_t kRecordStagesOverlap = 1U << 2;   // stage scopes nested or overlapped
-inline constexpr uint32_t kRecordTraceCaptured = 1U << 3;   // step inside a trace request
+// A step inside a trace request, or the one right after it (the profiler's stop and export).
+inline constexpr uint32_t kRecordTraceCaptured = 1U << 3;
 inline constexpr uint32_t kRecordSelfTestDelay = 1U << 4;   // a self-test delay was added
 
 // One step of one rank. Record i of a ring lives at index i % ring_capacity; `seq` is

@@ -10,8 +10,8 @@ Faults (flags, or STAGEFRONTIER_FAULT="STAGE:RANK:MS[:EVERY[:START[:STOP]]]"): d
 loader), forward, backward (a gradient hook), optimizer (the step) slowed by MS milliseconds on
 RANK, every EVERY steps from step START until step STOP (never stops when omitted); these
 sleep. Operator-level faults, where a user would meet them: `matmul` (the model's forward does
-extra matrix products worth about MS milliseconds, calibrated at start, as a slower module
-would), `collate` (the DataLoader's collate_fn sleeps MS ms per batch) and `optstep` (the
+extra matrix products worth about MS milliseconds, calibrated at start, inside its `mixer`
+module: one nn.Module of the model made slower), `collate` (the DataLoader's collate_fn sleeps MS ms per batch) and `optstep` (the
 optimizer's step sleeps MS ms inside its own step: a slow custom optimizer).
 """
 import argparse
@@ -71,14 +71,13 @@ class Synthetic(IterableDataset):
             yield x, x.sum(dim=1, keepdim=True)
 
 
-class Model(torch.nn.Module):
-    def __init__(self, fault, features, hidden):
+class Mixer(torch.nn.Module):
+    """A module of the model that the matmul fault makes slower on one rank: its extra
+    hidden x hidden products (none on other ranks, or without that fault)."""
+
+    def __init__(self, fault, hidden):
         super().__init__()
         self.fault = fault
-        self.net = torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.ReLU(),
-                                       torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
-                                       torch.nn.Linear(hidden, 1))
-        # The matmul fault's extra products (none on other ranks, or without that fault).
         self.extra = torch.randn(hidden, hidden) / hidden ** 0.5
         self.extra_products = 0
         if fault.stage == "matmul" and fault.rank == fault.my_rank:
@@ -93,15 +92,27 @@ class Model(torch.nn.Module):
         each = (time.perf_counter() - start) / 50
         return max(1, round(ms / 1000 / max(each, 1e-7)))
 
-    def forward(self, x):
-        self.fault.hit("forward")
-        out = self.net(x)
+    def forward(self, h):
         if self.extra_products and self.fault.due("matmul"):
             with torch.no_grad():
-                m = out.new_ones(x.shape[0], self.extra.shape[0])
+                m = h.new_ones(h.shape[0], self.extra.shape[0])
                 for _ in range(self.extra_products):
                     m = m @ self.extra
-        return out
+        return h
+
+
+class Model(torch.nn.Module):
+    def __init__(self, fault, features, hidden):
+        super().__init__()
+        self.fault = fault
+        self.net = torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.ReLU(),
+                                       torch.nn.Linear(hidden, hidden), torch.nn.ReLU())
+        self.mixer = Mixer(fault, hidden)
+        self.head = torch.nn.Linear(hidden, 1)
+
+    def forward(self, x):
+        self.fault.hit("forward")
+        return self.head(self.mixer(self.net(x)))
 
 
 class TrainingSGD(torch.optim.SGD):

@@ -37,11 +37,13 @@ absl::StatusOr<OperatorProfile> ProfileFile(const std::string& path, const Stage
   if (!trace.ok()) return trace.status();
   if (trace->rank < 0) {
     trace->rank = RankFromFileName(path);
+    // The base name only: a report is read far from the machine whose folders hold the file.
+    const std::string base = std::filesystem::path(path).filename().string();
     notes->push_back(trace->rank < 0
-                         ? absl::StrCat(path,
+                         ? absl::StrCat(base,
                                         " has no distributedInfo.rank and no rank<N> in its "
                                         "name: rank -1")
-                         : absl::StrCat(path, " has no distributedInfo.rank: rank ", trace->rank,
+                         : absl::StrCat(base, " has no distributedInfo.rank: rank ", trace->rank,
                                         " from its name"));
   }
   return ProfileOperators(*trace, schema, stage, path);

@@ -2,7 +2,8 @@
 drives them: the trace holds exactly the asked steps, a busy profiler or an unwritable
 directory fails the capture with the reason and training goes on, a capture still running at
 exit is written; each state is answered to the coordinator (running, done with the size,
-failed with busy/start/write) for the request's first step."""
+failed with busy/start/write) for the request's first step; while a capture runs, each module's
+forward is a range named after the module (module_ranges.py), and only then."""
 import json
 import os
 import stat
@@ -12,6 +13,7 @@ import unittest
 import torch
 
 from stagefrontier.torch.capture import TraceCapture
+from stagefrontier.torch.module_ranges import ModuleRanges
 
 
 def work():
@@ -28,11 +30,40 @@ def run(capture, steps, wanted):
         capture.on_step_end()
 
 
-def step_names(path):
+def names(path, prefix):
     with open(path) as f:
         doc = json.load(f)
     events = doc if isinstance(doc, list) else doc["traceEvents"]
-    return sorted(e["name"] for e in events if e.get("name", "").startswith("ProfilerStep#"))
+    return sorted(e["name"] for e in events if e.get("name", "").startswith(prefix))
+
+
+def step_names(path):
+    return names(path, "ProfilerStep#")
+
+
+class Mixer(torch.nn.Module):
+    def forward(self, x):
+        return x @ x.t()
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+        self.mixer = Mixer()
+
+    def forward(self, x):
+        return self.mixer(self.net(x))
+
+
+class Broken(torch.nn.Module):
+    def forward(self, x):
+        raise ValueError("a forward that raises")
+
+
+def global_hooks():
+    import torch.nn.modules.module as m
+    return len(m._global_forward_pre_hooks) + len(m._global_forward_hooks)
 
 
 class CaptureTest(unittest.TestCase):
@@ -114,6 +145,57 @@ class CaptureTest(unittest.TestCase):
         run(c, range(1, 4), {1, 2})
         self.assertEqual(len(c.done), 1)
         self.assertTrue(any("capture answer not given" in m for m in self.messages))
+
+    def test_modules_are_named_ranges_while_a_capture_runs_and_only_then(self):
+        model = Model()
+        c = TraceCapture(3, self.dir, warn=self.messages.append, modules=lambda: [model])
+        hooks_before = global_hooks()
+        for step in range(1, 6):
+            c.on_step_begin(step, step in (2, 3), request_first=2 if step in (2, 3) else None)
+            self.assertEqual(global_hooks(), hooks_before + (2 if step in (2, 3) else 0))
+            model(torch.randn(4, 8))
+            c.on_step_end()
+        self.assertEqual(global_hooks(), hooks_before)
+        path = os.path.join(self.dir, "trace_rank3_step2.json")
+        got = names(path, "nn.Module: ")
+        # Two steps, each calling the model, its Sequential, Linear, ReLU and the mixer once.
+        self.assertEqual(sorted(set(got)), ["nn.Module: Model", "nn.Module: mixer (Mixer)",
+                                            "nn.Module: net (Sequential)",
+                                            "nn.Module: net.0 (Linear)",
+                                            "nn.Module: net.1 (ReLU)"])
+        self.assertEqual(len(got), 10)
+
+    def test_a_module_that_raises_leaves_no_range_open(self):
+        model = Model()
+        r = ModuleRanges(lambda: [model])
+        self.assertTrue(r.start())
+        outer = torch.nn.Sequential(Broken())
+        with self.assertRaises(ValueError):
+            outer(torch.randn(2, 8))
+        self.assertEqual(len(r._local.stack), 2)  # Sequential and Broken never exited
+        model(torch.randn(2, 8))  # nesting goes on from where it was
+        self.assertEqual(len(r._local.stack), 2)
+        r.stop()
+        self.assertEqual(r._local.stack, [])
+        self.assertFalse(r.active)
+        self.assertEqual(r.label(model.mixer), "nn.Module: mixer (Mixer)")
+        self.assertEqual(r.label(Broken()), "nn.Module: Broken")  # under no root
+
+    def test_a_ddp_root_is_named_without_its_wrapper(self):
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        class FakeDDP(DDP):  # no process group needed: only .module is read
+            def __init__(self, module):
+                torch.nn.Module.__init__(self)
+                self.module = module
+
+        model = Model()
+        wrapper = FakeDDP(model)
+        r = ModuleRanges(lambda: [wrapper])
+        r._labels = r._label_map()
+        self.assertIsNone(r.label(wrapper))
+        self.assertEqual(r.label(model), "nn.Module: Model")
+        self.assertEqual(r.label(model.net[0]), "nn.Module: net.0 (Linear)")
 
 
 if __name__ == "__main__":

@@ -209,6 +209,9 @@ class TorchTest(unittest.TestCase):
         names = {e.get("name") for e in events}
         for stage in ("data", "forward", "backward", "optimizer"):
             self.assertIn("stagefrontier:" + stage, names)
+        # The installed model's modules are named ranges in the capture.
+        self.assertIn("nn.Module: Model", names)
+        self.assertIn("nn.Module: lin (Linear)", names)
 
     def test_training_goes_on_when_the_stub_cannot_be_used(self):
         sf = sft.Instrumentation(stages=[("bad name!", "io")])  # refused by the schema rules

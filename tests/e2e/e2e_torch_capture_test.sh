@@ -107,9 +107,12 @@ for f in "$auto_first" "$first"; do
   out=$("$SF" compare-ops --json --stage forward --suspect "$stored/trace_rank1_step$f.json" \
     "$stored/trace_rank0_step$f.json" "$stored/trace_rank2_step$f.json")
   [ "$(jq -r .suspect_steps <<<"$out")" = 5 ] || sf_fail "captured steps: $out"
-  # The issue's bar: the injected operator among the first three findings, a culprit.
+  # The issue's bar: the injected operator among the first three findings, a culprit, named
+  # with the module it ran in (the capture's module ranges).
   [ "$(jq '[.findings[:3][] | select(.role == "culprit" and (.path | test("aten::(mm|matmul)$")))] | length' <<<"$out")" -ge 1 ] \
     || sf_fail "no matmul culprit in the first three: $out"
+  [ "$(jq '[.findings[:3][] | select(.role == "culprit" and (.path | contains("nn.Module: mixer (Mixer)")))] | length' <<<"$out")" -ge 1 ] \
+    || sf_fail "no culprit in the mixer module in the first three: $out"
 done
 # The coordinator's own report of each capture, written once the three files arrived: the
 # automatic one (rank 1 against 0 and 2, in the verdict's stage) and the one asked by hand
@@ -122,6 +125,8 @@ for id in 1 2; do
   [ "$(jq -r .suspect_rank <<<"$findings")" = 1 ] || sf_fail "capture $id: suspect: $findings"
   [ "$(jq '[.findings[:3][] | select(.role == "culprit" and (.path | test("aten::(mm|matmul)$")))] | length' <<<"$findings")" -ge 1 ] \
     || sf_fail "capture $id: no matmul culprit in the report's first three: $findings"
+  [ "$(jq '[.findings[:3][] | select(.role == "culprit" and (.path | contains("nn.Module: mixer (Mixer)")))] | length' <<<"$findings")" -ge 1 ] \
+    || sf_fail "capture $id: no culprit in the mixer module in the report's first three: $findings"
 done
 # Each rank's profiler answered done, with the size of the trace it wrote (the stub's answer,
 # relayed by the sidecar's health reports).

@@ -27,7 +27,7 @@ import hidden_rank_eval as ev  # noqa: E402
 
 # What a user would call the injected thing, as the trace names it.
 EXPECT = {
-    "matmul": r"aten::(mm|matmul)$",                     # an nn.Module's extra matrix products
+    "matmul": r"nn\.Module: mixer \(Mixer\)",          # the module doing extra products
     "collate": r"DataLoader",                            # a slow collate_fn: the loader's next()
     "optstep": r"Optimizer\.step#",                      # a slow optimizer step
     "backward": r"AccumulateGrad|evaluate_function|hook",  # a sleep in a gradient hook
@@ -48,7 +48,7 @@ def log_time(line):
     return datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f") if m else None
 
 
-def run_row(index, fault, world, out, port, steps):
+def run_row(index, fault, world, out, port, steps, policy):
     work = os.path.join(out, f"row{index:02d}")
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(os.path.join(work, "shm0"))
@@ -56,7 +56,7 @@ def run_row(index, fault, world, out, port, steps):
     coord = subprocess.Popen(
         [f"{ev.BIN}/daemon/coordinator/stagefrontier-coordinator", "--listen",
          f"127.0.0.1:{port}", "--metrics-listen", "", "--data-dir", os.path.join(work, "data"),
-         "--no-fsync", "--captures", "--capture-cooldown-windows", "1000"],
+         "--no-fsync", *policy],
         stdout=logs, stderr=logs)
     for _ in range(100):
         try:
@@ -137,6 +137,10 @@ def main():
     ap.add_argument("--port", type=int, default=47900)
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--rows", default="", help="comma-separated row numbers (default: all)")
+    ap.add_argument("--policy", default="--captures --capture-cooldown-windows 1000",
+                    help="the coordinator's capture flags (default: one capture per job); "
+                         "'' for the defaults, '--no-captures' for none: with --verdicts-only, "
+                         "what captures cost the verdicts")
     args = ap.parse_args()
     ev.BIN = args.bin
     os.makedirs(args.out, exist_ok=True)
@@ -148,14 +152,24 @@ def main():
         for index, fault, world in plan:
             if wanted and index not in wanted:
                 continue
-            r = run_row(index, fault, world, args.out, args.port + 10 * index, args.steps)
+            r = run_row(index, fault, world, args.out, args.port + 10 * index, args.steps,
+                        args.policy.split())
+            # The end-of-run verdict as a user reads it: its first suspect is the faulty rank
+            # (faulty rows), or HEALTHY (healthy rows).
+            top = r.get("verdict_top") or []
+            r["verdict_right"] = (bool(top) and top[0][1] == fault[1] and
+                                  not r.get("verdict", "").startswith("HEALTHY")) \
+                if fault is not None else r.get("verdict", "").startswith("HEALTHY")
             print(json.dumps(r), flush=True)
             out.write(json.dumps(r) + "\n")
             results.append(r)
     faulty = [r for r in results if r["fault"]]
     healthy = [r for r in results if not r["fault"]]
     print(f"faulty rows passed: {sum(r['pass'] for r in faulty)}/{len(faulty)}; "
-          f"healthy rows without a capture: {sum(r['pass'] for r in healthy)}/{len(healthy)}")
+          f"healthy rows without a capture: {sum(r['pass'] for r in healthy)}/{len(healthy)}; "
+          f"end-of-run verdict right: faulty {sum(r['verdict_right'] for r in faulty)}/"
+          f"{len(faulty)}, healthy {sum(r['verdict_right'] for r in healthy)}/{len(healthy)} "
+          f"(captures asked: {sum(r.get('captures_asked', 0) for r in results)})")
 
 
 if __name__ == "__main__":

@@ -5,9 +5,11 @@ written to the capture directory, in a folder named after the job, as
 <job>/trace_rank<R>_step<FIRST>.json (written under a temporary name, then renamed, so the
 sidecar, which sends finished files to the coordinator, never reads half a file).
 
-Each captured step is a "ProfilerStep#<N>" range with the stub's step number N, and each stage
-a "stagefrontier:<stage>" range, so the trace reduces to the stub's stages and its operators
-can be compared with other ranks' (`stagefrontier compare-ops`, docs/cli.md).
+Each captured step is a "ProfilerStep#<N>" range with the stub's step number N, each stage
+a "stagefrontier:<stage>" range and, when the instrumentation knows the model, each module's
+forward a "nn.Module: <name> (<Class>)" range (module_ranges.py), so the trace reduces to the
+stub's stages and its operators can be compared with other ranks' by module and call path
+(`stagefrontier compare-ops`, docs/cli.md).
 
 A capture never stops or breaks training: a profiler that is already running (the script
 profiles itself), or that fails to start or to write, ends the capture as failed with the
@@ -29,8 +31,12 @@ def default_directory():
 class TraceCapture:
     """Follows the stub's trace window step by step (`on_step_begin` / `on_step_end`)."""
 
-    def __init__(self, rank, directory=None, warn=None, job=None, answer=None):
+    def __init__(self, rank, directory=None, warn=None, job=None, answer=None, modules=None):
         self.rank = rank
+        # modules(): the models whose submodules' forwards become named ranges (None: no
+        # module ranges).
+        self._modules = modules
+        self.module_ranges = None
         # answer(request_first_step, state, failure, bytes): the stub's Client.answer_capture.
         self._answer_to = answer
         self.request_first = None  # the first step of the request being captured
@@ -100,6 +106,11 @@ class TraceCapture:
             self._fail(step, f"the profiler did not start: {e}", "start")
             return
         self.profiler = prof
+        if self._modules is not None:
+            from stagefrontier.torch.module_ranges import ModuleRanges
+
+            self.module_ranges = ModuleRanges(self._modules, warn=self._warn)
+            self.module_ranges.start()
         self.first_step = step
         self.last_step = step
         self._answer("running")
@@ -110,6 +121,9 @@ class TraceCapture:
         if prof is None:
             return
         self.on_step_end()
+        if self.module_ranges is not None:
+            self.module_ranges.stop()
+            self.module_ranges = None
         self.profiler = None
         started = time.monotonic()
         try:

@@ -103,6 +103,7 @@ class Instrumentation:
                 _warn(f"collective intervals not reported ({e})")
         self._forward_depth = 0
         self._backward_depth = 0
+        self._models = []  # weak references: the DDP models built and the model installed
         self._patches = []
         # Profiler captures the coordinator asks for (capture.py). A script that runs its own
         # torch.profiler should turn them off (captures=False, STAGEFRONTIER_CAPTURES=0,
@@ -115,7 +116,8 @@ class Instrumentation:
             from stagefrontier.torch.capture import TraceCapture
 
             self.capture = TraceCapture(self.client.rank, warn=_warn, job=self.client.job_id,
-                                        answer=self.client.answer_capture)
+                                        answer=self.client.answer_capture,
+                                        modules=self._live_models)
             self.client.declare_capture_handler()
 
     # ---- explicit API ----------------------------------------------------------------------
@@ -195,6 +197,18 @@ class Instrumentation:
         if self.capture is not None:
             self.capture.finish()
 
+    def _live_models(self):
+        """The models whose modules a capture names (DDP wrappers and the installed model)."""
+        return [m for m in (ref() for ref in self._models) if m is not None]
+
+    def _remember_model(self, model):
+        import weakref
+
+        try:
+            self._models.append(weakref.ref(model))
+        except TypeError:  # not weakly referenceable: its modules are named by class only
+            pass
+
     # ---- hooks -----------------------------------------------------------------------------
     def _patch(self, owner, attr, make):
         original = getattr(owner, attr)
@@ -241,12 +255,15 @@ class Instrumentation:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         self._patch(DDP, "forward", make_forward)
+        if model is not None:
+            self._remember_model(model)
         if model is not None and not isinstance(model, DDP):
             self._patch(type(model), "forward", make_forward)
 
         def make_ddp_init(orig):
             def __init__(ddp, *args, **kwargs):
                 orig(ddp, *args, **kwargs)
+                sf._remember_model(ddp)
                 if sf.comm_hook:
                     sf._register_comm_hook(ddp)
                 elif sf.grad_ready:
