@@ -12,7 +12,9 @@
 // linker (a real libnccl, or the tests' fake one over the same barrier), so that the
 // collective probe (libsfprobe.so) can be run on it; --mixed-backward folds the sync into a
 // `mixed` backward stage; --marks-ahead-rank R makes rank R mark its sync stage finished
-// before issuing the collective (stage marks that do not bracket the collective).
+// before issuing the collective (stage marks that do not bracket the collective);
+// --capture-callbacks registers capture callbacks (the C++ API a trainer uses to drive its own
+// profiler) that only say on stderr which steps they would profile.
 #include <dlfcn.h>
 #include <time.h>
 
@@ -55,6 +57,7 @@ int main(int argc, char** argv) {
   std::string collective = "barrier";
   bool mixed_backward = false;
   int marks_ahead_rank = -1;
+  bool capture_callbacks = false;
   app.add_option("--steps", steps, "steps to run")->capture_default_str();
   app.add_option("--barrier", barrier_path, "barrier file shared by the job's processes")
       ->required();
@@ -74,6 +77,8 @@ int main(int argc, char** argv) {
                "no grad_sync stage: the sync happens inside a mixed backward stage");
   app.add_option("--marks-ahead-rank", marks_ahead_rank,
                  "this rank marks grad_sync finished before issuing the collective");
+  app.add_flag("--capture-callbacks", capture_callbacks,
+               "take captures the coordinator asks for: callbacks that say so on stderr");
   CLI11_PARSE(app, argc, argv);
 
   const std::vector<std::string> local = {"data", "forward", "backward", "optimizer"};
@@ -133,6 +138,23 @@ int main(int argc, char** argv) {
   }
   stagefrontier::Client& c = **client;
   const int rank = c.identity().rank;
+  if (capture_callbacks) {
+    stagefrontier::Client::CaptureCallbacks cb;
+    cb.user = &c;
+    cb.begin = [](void* user, int64_t first, int64_t last) {
+      std::fprintf(stderr, "synthetic_trainer: rank %d: capture of steps %lld..%lld begun\n",
+                   static_cast<stagefrontier::Client*>(user)->identity().rank,
+                   static_cast<long long>(first), static_cast<long long>(last));
+      return 0;
+    };
+    cb.end = [](void* user, int64_t first, int64_t last, uint64_t*) {
+      std::fprintf(stderr, "synthetic_trainer: rank %d: capture of steps %lld..%lld ended\n",
+                   static_cast<stagefrontier::Client*>(user)->identity().rank,
+                   static_cast<long long>(first), static_cast<long long>(last));
+      return 0;
+    };
+    c.SetCaptureCallbacks(cb);
+  }
   auto barrier = stagefrontier::ProcessBarrier::Open(barrier_path, rank, c.identity().world_size);
   if (!barrier.ok()) {
     std::fprintf(stderr, "synthetic_trainer: %s\n",

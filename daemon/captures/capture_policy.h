@@ -35,10 +35,13 @@ struct CapturePolicyOptions {
   int32_t max_suspects = 4;  // candidate ranks of a TIE captured at most
   int32_t steps = 5;         // steps captured
   // The first captured step lies at least this far ahead, and far enough that the request
-  // reaches every rank first: delivery_seconds at the job's step rate (the sidecar relays
-  // control requests with its health report, every 2 s).
+  // reaches every rank first: delivery_seconds at the job's step rate. The coordinator's tick
+  // pushes it on the sidecar's stream within 10 ms and the sidecar posts it to the slots at
+  // once (milliseconds end to end here); the rest is margin for a busy network or a sidecar
+  // reconnecting (a rank asked too late answers "missed"). Until 2026-11-24 it was 5 s, which
+  // put captures after the end of short jobs.
   int32_t min_lead_steps = 10;
-  double delivery_seconds = 5.0;
+  double delivery_seconds = 1.0;
   int32_t cooldown_windows = 3;  // verdict windows after a capture before the next one
   int32_t max_per_hour = 6;
   // A capture not reported finished this long after its last step is abandoned.

@@ -155,6 +155,11 @@ int main(int argc, char** argv) {
                  "reference ranks per capture, on other nodes where possible")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
+  app.add_option("--capture-lead-seconds", capture_options.delivery_seconds,
+                 "a capture starts this far ahead at the job's step rate (at least 10 steps), "
+                 "so that the request reaches every rank first")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
   app.add_option("--capture-cooldown-windows", capture_options.cooldown_windows,
                  "verdict windows after a capture before the next one")
       ->check(CLI::Range(0, 1'000'000))

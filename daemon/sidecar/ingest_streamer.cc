@@ -196,7 +196,18 @@ IngestStreamer::StreamOutcome IngestStreamer::RunStream(std::shared_ptr<grpc::Ch
         pending_f.seq = ++seq;
         pending_f.records = pending_n;
         pending.mutable_batch()->set_batch_seq(pending_f.seq);
+        const bool declares = pending.batch().declarations_size() > 0;
         if (!stream->Write(pending)) break;
+        if (declares) {
+          // Ranks the coordinator did not know until this batch: their health (whether their
+          // trainer can capture) goes right behind it, on the same ordered stream, so that it
+          // counts at the job's first verdict. Sent before the job existed there, it was lost,
+          // and the first window of a short job passed with its ranks "unknown: cannot capture".
+          v1::SidecarMessage h;
+          drainer_->FillHealth(h.mutable_health());
+          if (h.health().slots_size() > 0 && !stream->Write(h)) break;
+          next_health = now + options_.health_every;
+        }
         ++counters_.batches_sent;
         counters_.records_sent += pending_n;
         unacked += pending_n;

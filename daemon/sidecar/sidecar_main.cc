@@ -58,6 +58,12 @@ int main(int argc, char** argv) {
                  "the coordinator's cost is per message); 0 sends at every poll")
       ->check(CLI::Range(0, 10000))
       ->capture_default_str();
+  int health_every_ms = 2000;
+  app.add_option("--health-every-ms", health_every_ms,
+                 "how often each slot's health goes to the coordinator (also sent at once when "
+                 "ranks first appear and when a capture answer changes)")
+      ->check(CLI::Range(100, 600000))
+      ->capture_default_str();
   std::vector<std::string> routes;
   app.add_option("--route", routes,
                  "JOB=ADDRESS: send job JOB's records to the coordinator at ADDRESS instead "
@@ -72,6 +78,7 @@ int main(int argc, char** argv) {
   ApplyLogLevel(log_level);
   so.poll_max = std::chrono::milliseconds(poll_max_ms);
   so.batch_delay = std::chrono::milliseconds(batch_delay_ms);
+  so.health_every = std::chrono::milliseconds(health_every_ms);
 
   // Signals are taken by the main thread; block them before any thread starts.
   BlockTerminationSignals();

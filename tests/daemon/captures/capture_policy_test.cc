@@ -7,7 +7,7 @@ namespace {
 
 constexpr int64_t kSecond = 1'000'000'000;
 
-// 16 ranks, 4 per node (node0..node3), at step 1000, 10 steps per second.
+// 16 ranks, 4 per node (node0..node3), at step 1000, 20 steps per second.
 CaptureJobFacts Facts(int64_t newest = 1000) {
   CaptureJobFacts f;
   for (int32_t r = 0; r < 16; ++r) {
@@ -15,7 +15,7 @@ CaptureJobFacts Facts(int64_t newest = 1000) {
     f.node_of_rank[r] = "node" + std::to_string(r / 4);
   }
   f.newest_step = newest;
-  f.steps_per_second = 10;
+  f.steps_per_second = 20;
   return f;
 }
 
@@ -38,11 +38,11 @@ TEST_CASE("a CLEAR verdict asks the suspect and two references on other nodes, a
   CHECK(d.suspects == std::vector<int32_t>{5});
   REQUIRE(d.references.size() == 2);
   for (int32_t r : d.references) CHECK(r / 4 != 5 / 4);  // not on node1
-  // 5 s of delivery at 10 steps/s: 50 steps ahead (more than the 10-step minimum).
-  CHECK(d.first_step == 1051);
+  // 1 s of delivery at 20 steps/s: 20 steps ahead (more than the 10-step minimum).
+  CHECK(d.first_step == 1021);
   CHECK(d.steps == 5);
   CHECK(d.ranks().size() == 3);
-  CHECK_THAT(d.reason, Catch::Contains("CLEAR on rank 5: steps 1051..1055, references"));
+  CHECK_THAT(d.reason, Catch::Contains("CLEAR on rank 5: steps 1021..1025, references"));
 }
 
 TEST_CASE("ranks whose trainer cannot capture are neither asked nor references") {
@@ -153,7 +153,7 @@ TEST_CASE("by hand: any ranks of the job, refused while a capture is in flight")
   CHECK(d->manual);
   CHECK(d->suspects == std::vector<int32_t>{3, 7});
   CHECK(d->steps == 8);
-  CHECK(d->first_step == 1051);
+  CHECK(d->first_step == 1021);
   CHECK(policy.Manual("job", {1}, 5, Facts(), 0).status().code() ==
         absl::StatusCode::kFailedPrecondition);
   CHECK_THAT(std::string(policy.Manual("job", {99}, 5, Facts(), 0).status().message()),
