@@ -49,6 +49,13 @@ TEST_CASE("files in, report out; the rank from the file name when the trace lack
   CHECK(r->notes[0] == "trace_rank7.json has no distributedInfo.rank: rank 7 from its name");
   CHECK(r->notes[1] == "peer.json has no distributedInfo.rank and no rank<N> in its name: rank -1");
 
+  // A capture's own file name (trace_rank<R>_step<F>.json) says its rank by design: no note.
+  const std::string captured = write("trace_rank5_step120.json", Trace(-1, 3000));
+  absl::StatusOr<OperatorReport> c = AnalyzeCaptureFiles(captured, {ref}, schema, "forward");
+  REQUIRE(c.ok());
+  CHECK(c->suspect_rank == 5);
+  for (const std::string& n : c->notes) CHECK_THAT(n, !Catch::Contains("distributedInfo"));
+
   CHECK(AnalyzeCaptureFiles(dir + "/none.json", {ref}, schema, "forward").status().code() ==
         absl::StatusCode::kNotFound);
   const std::string broken = write("trace_rank3.json", "{\"traceEvents\": [");

@@ -43,6 +43,7 @@ TEST_CASE("a CLEAR window sends the trace window to the suspect and its referenc
   std::vector<std::string> lines;
   CapturePolicyOptions o;
   o.references = 1;
+  o.delivery_seconds = 5;  // a lead longer than the 10-step minimum (the default is 1 s)
   CaptureTrigger trigger(o, [&](const std::string& l) { lines.push_back(l); });
   SidecarSessions sessions;
   Recorder node_a, node_b;
