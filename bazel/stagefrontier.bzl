@@ -59,3 +59,22 @@ def sf_proto_library(name, srcs, deps = []):
         includes = ["."],
         deps = deps + ["//bazel/system:grpc"],
     )
+
+def sf_nccl_program(name, src, out, hdrs = []):
+    """A CUDA + NCCL program for a GPU machine, built by nvcc where CUDA is installed.
+
+    Tagged manual: `bazel build //...` skips it (CUDA is not a Debian package);
+    tests/probe/cuda_check.sh builds it by name. Sources may include project headers by their
+    path from the workspace root (-I.).
+    """
+    cuda = "$${CUDA_HOME:-/usr/local/cuda}"
+    native.genrule(
+        name = name,
+        testonly = True,
+        srcs = [src] + hdrs,
+        outs = [out],
+        cmd = (cuda + "/bin/nvcc -std=c++17 -O2 -I. $(location " + src + ") -o $@ " +
+               "-L" + cuda + "/lib -L" + cuda + "/lib64 -lnccl -lcudart " +
+               "-Xlinker -rpath=" + cuda + "/lib"),
+        tags = ["manual"],
+    )

@@ -21,22 +21,8 @@ __global__ void Touch(float* x, int n) {
   if (i < n) x[i] = x[i] * 0.5f + 1.0f;
 }
 
-#define CHECK_CUDA(x)                                                                  \
-  do {                                                                                 \
-    cudaError_t e = (x);                                                               \
-    if (e != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "probe_gpu_overhead: %s: %s\n", #x, cudaGetErrorString(e)); \
-      return 1;                                                                        \
-    }                                                                                  \
-  } while (0)
-#define CHECK_NCCL(x)                                                                  \
-  do {                                                                                 \
-    ncclResult_t r = (x);                                                              \
-    if (r != ncclSuccess) {                                                            \
-      std::fprintf(stderr, "probe_gpu_overhead: %s: %s\n", #x, ncclGetErrorString(r)); \
-      return 1;                                                                        \
-    }                                                                                  \
-  } while (0)
+static const char kProgram[] = "probe_gpu_overhead";
+#include "tests/probe/gpu_program_checks.cuh"
 
 static double NowNs() {
   return std::chrono::duration<double, std::nano>(

@@ -18,22 +18,8 @@ __global__ void Spin(float* x, int n, int rounds) {
   x[i] = v;
 }
 
-#define CHECK_CUDA(x)                                                         \
-  do {                                                                        \
-    cudaError_t e = (x);                                                      \
-    if (e != cudaSuccess) {                                                   \
-      std::fprintf(stderr, "gpu_check: %s: %s\n", #x, cudaGetErrorString(e)); \
-      return 1;                                                               \
-    }                                                                         \
-  } while (0)
-#define CHECK_NCCL(x)                                                         \
-  do {                                                                        \
-    ncclResult_t r = (x);                                                     \
-    if (r != ncclSuccess) {                                                   \
-      std::fprintf(stderr, "gpu_check: %s: %s\n", #x, ncclGetErrorString(r)); \
-      return 1;                                                               \
-    }                                                                         \
-  } while (0)
+static const char kProgram[] = "gpu_check";
+#include "tests/probe/gpu_program_checks.cuh"
 
 int main() {
   int devices = 0;
