@@ -11,8 +11,9 @@ loader), forward, backward (a gradient hook), optimizer (the step) slowed by MS 
 RANK, every EVERY steps from step START until step STOP (never stops when omitted); these
 sleep. Operator-level faults, where a user would meet them: `matmul` (the model's forward does
 extra matrix products worth about MS milliseconds, calibrated at start, inside its `mixer`
-module: one nn.Module of the model made slower), `collate` (the DataLoader's collate_fn sleeps MS ms per batch) and `optstep` (the
-optimizer's step sleeps MS ms inside its own step: a slow custom optimizer).
+module: one nn.Module of the model made slower), `collate` (the DataLoader's collate_fn sleeps
+MS ms per batch) and `optstep` (the optimizer's step sleeps MS ms inside its own step: a slow
+custom optimizer).
 """
 import argparse
 import os

@@ -1,7 +1,6 @@
 #include "daemon/captures/capture_analysis.h"
 
 #include <filesystem>
-#include <optional>
 #include <fstream>
 #include <sstream>
 
@@ -38,20 +37,18 @@ absl::StatusOr<OperatorProfile> ProfileFile(const std::string& path, const Stage
   absl::StatusOr<ChromeTrace> trace = ParseChromeTrace(buf.str(), path);
   if (!trace.ok()) return trace.status();
   if (trace->rank < 0) {
+    trace->rank = RankFromFileName(path);
     // The base name only: a report is read far from the machine whose folders hold the file.
     const std::string base = std::filesystem::path(path).filename().string();
-    if (const std::optional<CaptureFileName> n = ParseCaptureFileName(base)) {
-      // A capture's own name (trace_rank<R>_step<F>.json) says its rank by design: no note.
-      trace->rank = n->rank;
-      return ProfileOperators(*trace, schema, stage, path);
+    // A capture's own name (trace_rank<R>_step<F>.json) says its rank by design: no note.
+    if (!ParseCaptureFileName(base)) {
+      notes->push_back(trace->rank < 0
+                           ? absl::StrCat(base,
+                                          " has no distributedInfo.rank and no rank<N> in its "
+                                          "name: rank -1")
+                           : absl::StrCat(base, " has no distributedInfo.rank: rank ",
+                                          trace->rank, " from its name"));
     }
-    trace->rank = RankFromFileName(path);
-    notes->push_back(trace->rank < 0
-                         ? absl::StrCat(base,
-                                        " has no distributedInfo.rank and no rank<N> in its "
-                                        "name: rank -1")
-                         : absl::StrCat(base, " has no distributedInfo.rank: rank ", trace->rank,
-                                        " from its name"));
   }
   return ProfileOperators(*trace, schema, stage, path);
 }

@@ -114,6 +114,14 @@ IngestStreamer::StreamOutcome IngestStreamer::RunStream(std::shared_ptr<grpc::Ch
     uint64_t seq = 0;
     auto next_rescan = Clock::now();
     auto next_health = Clock::now() + options_.health_every;
+    // Every slot's health, now; the next regular report is one interval later. False when the
+    // stream broke.
+    auto send_health = [&](Clock::time_point now) {
+      v1::SidecarMessage h;
+      drainer_->FillHealth(h.mutable_health());
+      next_health = now + options_.health_every;
+      return h.health().slots_size() == 0 || stream->Write(h);
+    };
     auto poll = options_.poll_min;
     std::set<std::string> said;
     std::chrono::steady_clock::time_point stop_deadline{};
@@ -174,12 +182,7 @@ IngestStreamer::StreamOutcome IngestStreamer::RunStream(std::shared_ptr<grpc::Ch
       }
       // A stub's capture answer goes out at once: the next request's answer replaces it in the
       // slot, possibly before the regular report.
-      if (now >= next_health || drainer_->CaptureAnswersChanged()) {
-        v1::SidecarMessage h;
-        drainer_->FillHealth(h.mutable_health());
-        if (h.health().slots_size() > 0 && !stream->Write(h)) break;
-        next_health = now + options_.health_every;
-      }
+      if ((now >= next_health || drainer_->CaptureAnswersChanged()) && !send_health(now)) break;
       size_t n = 0;
       const size_t held = unacked + pending_n;
       if (held < options_.max_unacked_records && pending_n < batch_limit_) {
@@ -198,16 +201,11 @@ IngestStreamer::StreamOutcome IngestStreamer::RunStream(std::shared_ptr<grpc::Ch
         pending.mutable_batch()->set_batch_seq(pending_f.seq);
         const bool declares = pending.batch().declarations_size() > 0;
         if (!stream->Write(pending)) break;
-        if (declares) {
-          // Ranks the coordinator did not know until this batch: their health (whether their
-          // trainer can capture) goes right behind it, on the same ordered stream, so that it
-          // counts at the job's first verdict. Sent before the job existed there, it was lost,
-          // and the first window of a short job passed with its ranks "unknown: cannot capture".
-          v1::SidecarMessage h;
-          drainer_->FillHealth(h.mutable_health());
-          if (h.health().slots_size() > 0 && !stream->Write(h)) break;
-          next_health = now + options_.health_every;
-        }
+        // Ranks the coordinator did not know until this batch: their health (whether their
+        // trainer can capture) goes right behind it, on the same ordered stream, so that it
+        // counts at the job's first verdict. Sent before the job existed there, it was lost,
+        // and the first window of a short job passed with its ranks "unknown: cannot capture".
+        if (declares && !send_health(now)) break;
         ++counters_.batches_sent;
         counters_.records_sent += pending_n;
         unacked += pending_n;

@@ -23,6 +23,14 @@ SF=daemon/analyze/stagefrontier
 captures="$SF_WORK/captures"
 local_files="$captures/capture"            # the trainers' folder for job "capture"
 stored="$SF_WORK/data/captures/capture"    # what the coordinator holds
+# top3_culprits REGEX REPORT_JSON: how many of the report's first three findings are culprits
+# whose call path matches REGEX.
+top3_culprits() {
+  jq --arg p "$1" '[.findings[:3][] | select(.role == "culprit" and (.path | test($p)))] | length' \
+    <<<"$2"
+}
+matmul='aten::(mm|matmul)$'
+mixer='nn\.Module: mixer \(Mixer\)'
 
 # (A long cooldown, so that no third capture replaces the hand-asked window in the slots.)
 sf_start_coordinator 17391 17392 --step-deadline-ms 10000 --captures \
@@ -109,9 +117,9 @@ for f in "$auto_first" "$first"; do
   [ "$(jq -r .suspect_steps <<<"$out")" = 5 ] || sf_fail "captured steps: $out"
   # The issue's bar: the injected operator among the first three findings, a culprit, named
   # with the module it ran in (the capture's module ranges).
-  [ "$(jq '[.findings[:3][] | select(.role == "culprit" and (.path | test("aten::(mm|matmul)$")))] | length' <<<"$out")" -ge 1 ] \
+  [ "$(top3_culprits "$matmul" "$out")" -ge 1 ] \
     || sf_fail "no matmul culprit in the first three: $out"
-  [ "$(jq '[.findings[:3][] | select(.role == "culprit" and (.path | contains("nn.Module: mixer (Mixer)")))] | length' <<<"$out")" -ge 1 ] \
+  [ "$(top3_culprits "$mixer" "$out")" -ge 1 ] \
     || sf_fail "no culprit in the mixer module in the first three: $out"
 done
 # The coordinator's own report of each capture, written once the three files arrived: the
@@ -123,9 +131,9 @@ for id in 1 2; do
   [ "$(jq -r .state <<<"$report")" = analysed ] || sf_fail "capture $id: $report"
   findings=$(jq -r .report_json <<<"$report" | jq '.reports[0]')
   [ "$(jq -r .suspect_rank <<<"$findings")" = 1 ] || sf_fail "capture $id: suspect: $findings"
-  [ "$(jq '[.findings[:3][] | select(.role == "culprit" and (.path | test("aten::(mm|matmul)$")))] | length' <<<"$findings")" -ge 1 ] \
+  [ "$(top3_culprits "$matmul" "$findings")" -ge 1 ] \
     || sf_fail "capture $id: no matmul culprit in the report's first three: $findings"
-  [ "$(jq '[.findings[:3][] | select(.role == "culprit" and (.path | contains("nn.Module: mixer (Mixer)")))] | length' <<<"$findings")" -ge 1 ] \
+  [ "$(top3_culprits "$mixer" "$findings")" -ge 1 ] \
     || sf_fail "capture $id: no culprit in the mixer module in the report's first three: $findings"
 done
 # Each rank's profiler answered done, with the size of the trace it wrote (the stub's answer,

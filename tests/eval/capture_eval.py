@@ -139,8 +139,8 @@ def main():
     ap.add_argument("--rows", default="", help="comma-separated row numbers (default: all)")
     ap.add_argument("--policy", default="--captures --capture-cooldown-windows 1000",
                     help="the coordinator's capture flags (default: one capture per job); "
-                         "'' for the defaults, '--no-captures' for none: with --verdicts-only, "
-                         "what captures cost the verdicts")
+                         "'' for the coordinator's defaults, '--no-captures' for none (each "
+                         "row's verdict_right then shows what captures cost the verdicts)")
     args = ap.parse_args()
     ev.BIN = args.bin
     os.makedirs(args.out, exist_ok=True)

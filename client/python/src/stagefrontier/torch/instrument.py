@@ -257,8 +257,8 @@ class Instrumentation:
         self._patch(DDP, "forward", make_forward)
         if model is not None:
             self._remember_model(model)
-        if model is not None and not isinstance(model, DDP):
-            self._patch(type(model), "forward", make_forward)
+            if not isinstance(model, DDP):
+                self._patch(type(model), "forward", make_forward)
 
         def make_ddp_init(orig):
             def __init__(ddp, *args, **kwargs):

@@ -110,11 +110,12 @@ class ModuleRanges:
             stack = getattr(self._local, "stack", None)
             key = id(module)
             # Ranges of modules whose forward raised (no exit hook) close with their caller's.
-            while stack and any(k == key for k, _ in stack):
-                k, r = stack.pop()
-                self._close(r)
-                if k == key:
-                    break
+            if stack and any(k == key for k, _ in stack):
+                while True:
+                    k, r = stack.pop()
+                    self._close(r)
+                    if k == key:
+                        break
         except Exception as e:
             self._failed(e)
         return None
