@@ -16,6 +16,11 @@ namespace {
 // be acknowledged; the sidecar sends it again after its backoff.
 bool StorageUnavailable(const absl::Status& s) { return absl::IsUnavailable(s); }
 
+// Health of slots whose job is not declared yet: a sidecar reports at most its node's slots
+// (a few dozen); job ids are at most 63 characters (shm/record_limits.h).
+constexpr size_t kMaxEarlyHealth = 4096;
+constexpr size_t kMaxEarlyHealthJobChars = 63;
+
 }  // namespace
 
 IngestStream::IngestStream(const IngestDeps& deps, grpc::CallbackServerContext* context,
@@ -238,6 +243,10 @@ bool IngestStream::OnBatch(const v1::StepBatch& batch) {
     }
     declared_jobs_.insert(d.job());
     declared_[key] = {*job, absl::OkStatus()};
+    if (auto early = early_health_.find(key); early != early_health_.end()) {
+      (*job)->UpdateStubHealth(early->second, node_);
+      early_health_.erase(early);
+    }
     if (deps_.sessions->Bind(session_, d.job(), d.rank())) {
       v1::ControlRequest c = (*job)->JobControl();
       if (c.paused() || c.sample_every() > 1) to_send.push_back(std::move(c));
@@ -296,12 +305,20 @@ bool IngestStream::OnBatch(const v1::StepBatch& batch) {
 
 void IngestStream::OnHealth(const v1::Health& health) {
   for (const v1::SlotHealth& h : health.slots()) {
-    if (auto job = deps_.jobs->Find(h.job())) {
-      job->UpdateStubHealth(h, node_);
-      if (deps_.self_tests != nullptr) deps_.self_tests->OnStubAnswer(h.job(), h);
-      if (deps_.capture_answers != nullptr && h.capture_state() != 0) {
-        deps_.capture_answers->OnCaptureAnswer(h.job(), h);
+    auto job = deps_.jobs->Find(h.job());
+    if (job == nullptr) {
+      // Kept only while plausible: a short name, room left (hostile streams stay bounded).
+      const auto key = std::make_pair(h.job(), h.rank());
+      if (h.job().size() <= kMaxEarlyHealthJobChars &&
+          (early_health_.size() < kMaxEarlyHealth || early_health_.count(key) != 0)) {
+        early_health_[key] = h;
       }
+      continue;
+    }
+    job->UpdateStubHealth(h, node_);
+    if (deps_.self_tests != nullptr) deps_.self_tests->OnStubAnswer(h.job(), h);
+    if (deps_.capture_answers != nullptr && h.capture_state() != 0) {
+      deps_.capture_answers->OnCaptureAnswer(h.job(), h);
     }
   }
 }

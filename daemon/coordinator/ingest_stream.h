@@ -108,6 +108,11 @@ class IngestStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
   std::shared_ptr<SidecarSessions::Session> session_;
   std::map<std::pair<std::string, int32_t>, Declared> declared_;
   std::set<std::string> declared_jobs_;
+  // The newest health of slots whose job the coordinator did not know yet, applied when the
+  // rank is declared: the sidecar sends health before the batch that declares new ranks, and
+  // that batch may close the job's first window (whose capture decision reads the health).
+  // Bounded by kMaxEarlyHealth entries.
+  std::map<std::pair<std::string, int32_t>, v1::SlotHealth> early_health_;
 
   std::atomic<bool> hello_{false};
   // Write side and the end of the stream.

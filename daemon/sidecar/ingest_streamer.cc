@@ -199,13 +199,13 @@ IngestStreamer::StreamOutcome IngestStreamer::RunStream(std::shared_ptr<grpc::Ch
         pending_f.seq = ++seq;
         pending_f.records = pending_n;
         pending.mutable_batch()->set_batch_seq(pending_f.seq);
-        const bool declares = pending.batch().declarations_size() > 0;
+        // Ranks the coordinator does not know until this batch: their health (whether their
+        // trainer can capture) goes first, on the same ordered stream; the coordinator holds
+        // it until the declaration and so has it when this very batch closes the job's first
+        // window. Sent behind the batch, it came too late whenever the sidecar found a
+        // segment with a window's steps already written ("cannot capture" on a capable rank).
+        if (pending.batch().declarations_size() > 0 && !send_health(now)) break;
         if (!stream->Write(pending)) break;
-        // Ranks the coordinator did not know until this batch: their health (whether their
-        // trainer can capture) goes right behind it, on the same ordered stream, so that it
-        // counts at the job's first verdict. Sent before the job existed there, it was lost,
-        // and the first window of a short job passed with its ranks "unknown: cannot capture".
-        if (declares && !send_health(now)) break;
         ++counters_.batches_sent;
         counters_.records_sent += pending_n;
         unacked += pending_n;

@@ -12,10 +12,16 @@ source deploy/demo/pipeline.sh
 sf_init "${TEST_TMPDIR:-$(mktemp -d)}/firstwindow" .
 trap 'sf_stop_all; kill ${SF_TRAINER_PIDS[@]:-} 2>/dev/null || true' EXIT
 
+# Regression (CI, 2026-11-24): a sidecar that finds the segment with a window's steps already
+# written sends them in the batch that declares the ranks, and that batch closes the first
+# window; the report sent behind it came too late. Here the trainers start 1.5 s (about 100
+# steps) before the sidecar, so the first batch always holds the whole first window.
 sf_start_coordinator 17431 17432 --window-steps 50 || sf_fail "coordinator"
+sf_spawn_trainers fw 4 1 300 --stage-ms data=1,forward=2,backward=2,optimizer=1 \
+  --fault forward:2:8 --capture-callbacks
+sleep 1.5
 sf_start_sidecar node0 --health-every-ms 60000
-sf_run_trainers fw 4 1 300 --stage-ms data=1,forward=2,backward=2,optimizer=1 \
-  --fault forward:2:8 --capture-callbacks || sf_fail "trainers"
+sf_wait_trainers || sf_fail "trainers"
 sf_wait_steps fw 300 30 || sf_fail "steps"
 caps=$(sf_ctl --json captures --job fw)
 sf_ctl captures --job fw

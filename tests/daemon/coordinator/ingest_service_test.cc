@@ -11,6 +11,7 @@
 
 #include "daemon/common/grpc_security.h"
 #include "daemon/coordinator/query_service.h"
+#include "daemon/coordinator/verdict_observer.h"
 #include "daemon/wire/packed_steps.h"
 #include "daemon/wire/rank_steps.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -22,12 +23,15 @@ namespace {
 constexpr char kToken[] = "s3cret";
 
 struct Server {
-  explicit Server(ResourceLimits limits = {}) {
+  explicit Server(ResourceLimits limits = {}, VerdictObserver* observer = nullptr,
+                  int window_steps = 100) {
     char dir[] = "/tmp/sf_ingest_XXXXXX";
     REQUIRE(mkdtemp(dir) != nullptr);
     options.data_dir = dir;
     options.fsync = false;
     options.limits = limits;
+    options.verdict_observer = observer;
+    options.engine.window_steps = window_steps;
     jobs = std::make_unique<JobRegistry>(options, &metrics, std::set<std::string>{});
     ingest = std::make_unique<IngestService>(jobs.get(), &sessions, &metrics, kToken, limits);
     query = std::make_unique<QueryService>(jobs.get(), &sessions, &metrics, kToken);
@@ -468,6 +472,53 @@ TEST_CASE("a job that cannot be journaled yet is not acknowledged, and arrives w
   CHECK(ack.rejections_size() == 0);
   CHECK(ack.accepted() == 10);
   CHECK(s.End().ok());
+}
+
+}  // namespace
+}  // namespace stagefrontier
+
+namespace stagefrontier {
+namespace {
+
+// What each closed window said about whether its ranks can take captures.
+struct CaptureAbilityObserver : VerdictObserver {
+  void OnJobWindow(const ClosedJobWindow& w) override {
+    std::lock_guard<std::mutex> lock(mu);
+    seen.push_back(w.rank_can_capture);
+  }
+  std::mutex mu;
+  std::vector<std::vector<int8_t>> seen;
+};
+
+// Regression (CI, session 10): a sidecar that found a segment late sent the batch declaring its
+// ranks with a whole window of steps; the window closed before the health behind it arrived, and
+// the first capture decision read "cannot capture" for capable ranks.
+TEST_CASE("health sent before its job is declared counts at the job's first window") {
+  CaptureAbilityObserver observer;
+  Server server({}, &observer, /*window_steps=*/10);
+  Stream s(server);
+  REQUIRE(s.rw->Write(Hello()));
+  v1::SidecarMessage health;
+  for (int rank = 0; rank < 2; ++rank) {
+    v1::SlotHealth* h = health.mutable_health()->add_slots();
+    h->set_job("early");
+    h->set_rank(rank);
+    h->set_capture_handler(rank == 1);
+  }
+  REQUIRE(s.rw->Write(health));
+  v1::StepBatch b;
+  for (int rank = 0; rank < 2; ++rank) {
+    Declare(&b, rank, "early", /*world=*/2);
+    AddSteps(&b, rank, 0, 29, "early");
+  }
+  const v1::BatchAck ack = SendBatch(s, b);
+  CHECK(ack.accepted() == 60);
+  CHECK(ack.rejections_size() == 0);
+  std::lock_guard<std::mutex> lock(observer.mu);
+  REQUIRE_FALSE(observer.seen.empty());
+  // Rank 0 said it has no handler, rank 1 that it has one: neither is "unknown" (-1).
+  CHECK(observer.seen.front() == std::vector<int8_t>{0, 1});
+  s.End();
 }
 
 }  // namespace
