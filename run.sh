@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # StageFrontier's one entry point. On a fresh Debian 12 machine:
 #   ./run.sh demo   install what is missing, build, and run the main demo
+#   ./run.sh wheel  install what is missing and build the Python wheel into out/dist/
 #   ./run.sh test   install what is missing, build, and run every test: plain, the probe's
 #                   CUDA build (and GPU check where a GPU is), under ASan+UBSan, the
 #                   concurrency tests under TSan, and libFuzzer on every decoder
@@ -8,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-usage() { echo "usage: ./run.sh demo | test [--quick]   (--quick: plain build only)" >&2; exit 1; }
+usage() { echo "usage: ./run.sh demo | wheel | test [--quick]   (--quick: plain build only)" >&2; exit 1; }
 [ $# -ge 1 ] || usage
 
 deploy/install-deps.sh
@@ -19,6 +20,12 @@ case "$1" in
       //daemon/sidecar:stagefrontier-sidecar //daemon/sfctl:sfctl //client/examples:synthetic_trainer \
       //client/python:package
     deploy/demo/run_demo.sh bazel-bin
+    ;;
+  wheel)
+    bazel build -c opt //client/python:wheel
+    mkdir -p out/dist
+    cp -f bazel-bin/client/python/stagefrontier-*.whl out/dist/
+    ls out/dist/stagefrontier-*.whl
     ;;
   test)
     full=1

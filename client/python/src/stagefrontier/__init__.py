@@ -14,5 +14,6 @@
 (`python -m stagefrontier.torch.run train.py`). docs/link-the-stub.md.
 """
 from stagefrontier._stagefrontier import Client, ProbeRing, StageScope  # noqa: F401
+from stagefrontier._version import __version__  # noqa: F401
 
-__all__ = ["Client", "ProbeRing", "StageScope"]
+__all__ = ["Client", "ProbeRing", "StageScope", "__version__"]
