@@ -677,6 +677,16 @@ void JobState::Steps(int64_t from, int64_t to, int32_t limit, v1::GetStepsReply*
   }
 }
 
+int64_t JobState::VisitHeldInputs(int64_t from, int64_t to,
+                                  absl::FunctionRef<bool(const StepInput&)> visit) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = std::lower_bound(inputs_.begin(), inputs_.end(), from,
+                             [](const StepInput& s, int64_t v) { return s.step < v; });
+  for (; it != inputs_.end() && it->step <= to && visit(*it); ++it) {
+  }
+  return inputs_.empty() ? -1 : inputs_.front().step;
+}
+
 void JobState::JudgeDetectorLocked() {
   std::vector<RankRecordCounters> counters(ranks_.size());
   for (size_t r = 0; r < ranks_.size(); ++r) {

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "daemon/accounting/engine.h"
@@ -123,6 +124,11 @@ class JobState {
   void Info(v1::JobInfo* out) const;
   [[nodiscard]] absl::Status Suspects(int32_t window, v1::SuspectsReply* out) const;
   void Steps(int64_t from, int64_t to, int32_t limit, v1::GetStepsReply* out) const;
+  // Passes the raw inputs held for re-accounting (each rank's boundaries, its step starting at
+  // 0) of the steps in [from, to] to `visit`, oldest first, until it returns false. Runs under
+  // the job's lock: `visit` must not call into the job. Returns the oldest step held (-1: none).
+  int64_t VisitHeldInputs(int64_t from, int64_t to,
+                          absl::FunctionRef<bool(const StepInput&)> visit) const;
   void Health(v1::GetHealthReply* out) const;
   // Verdicts with seq > after_seq; waits up to `wait` for one if there is none yet.
   std::vector<v1::VerdictEvent> VerdictsAfter(int64_t after_seq,

@@ -11,6 +11,7 @@
 #include "daemon/captures/capture_file_name.h"
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/grpc_status.h"
+#include "daemon/coordinator/rank_steps_query.h"
 #include "daemon/nodes/nodes_reply.h"
 #include "shm/control_channel.h"
 #include "shm/monotonic_clock.h"
@@ -91,12 +92,26 @@ grpc::Status QueryService::GetSteps(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status QueryService::GetRankSteps(grpc::ServerContext* context,
+                                        const v1::GetRankStepsRequest* request,
+                                        v1::GetRankStepsReply* reply) {
+  std::shared_ptr<JobState> job;
+  if (grpc::Status s = Lookup(*context, request->job(), &job); !s.ok()) return s;
+  return ToGrpcStatus(FillRankSteps(*job, *request, reply));
+}
+
 grpc::Status QueryService::WatchVerdicts(grpc::ServerContext* context,
                                          const v1::WatchVerdictsRequest* request,
                                          grpc::ServerWriter<v1::VerdictEvent>* writer) {
   std::shared_ptr<JobState> job;
   if (grpc::Status s = Lookup(*context, request->job(), &job); !s.ok()) return s;
   int64_t after = request->after_seq();
+  if (request->held_only()) {
+    for (const v1::VerdictEvent& ev : job->VerdictsAfter(after, std::chrono::milliseconds(0))) {
+      if (!writer->Write(ev)) break;
+    }
+    return grpc::Status::OK;
+  }
   while (!context->IsCancelled() && !shutting_down_) {
     for (const v1::VerdictEvent& ev : job->VerdictsAfter(after, std::chrono::milliseconds(200))) {
       if (!writer->Write(ev)) return grpc::Status::OK;

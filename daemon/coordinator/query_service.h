@@ -1,6 +1,6 @@
 // The coordinator's query API (proto/stagefrontier/v1/query.proto): job list, suspects,
-// per-step accounting, a live verdict stream, per-rank health, runtime control, self-tests
-// the node ledger and node sweeps.
+// per-step accounting, each rank's recorded stage durations, a live verdict stream, per-rank
+// health, runtime control, self-tests the node ledger and node sweeps.
 //
 //   QueryService query(&jobs, &sessions, token);
 //   builder.RegisterService(&query);
@@ -41,6 +41,8 @@ class QueryService final : public v1::Query::Service {
                            v1::SuspectsReply* reply) override;
   grpc::Status GetSteps(grpc::ServerContext* context, const v1::GetStepsRequest* request,
                         v1::GetStepsReply* reply) override;
+  grpc::Status GetRankSteps(grpc::ServerContext* context, const v1::GetRankStepsRequest* request,
+                            v1::GetRankStepsReply* reply) override;
   grpc::Status WatchVerdicts(grpc::ServerContext* context, const v1::WatchVerdictsRequest* request,
                              grpc::ServerWriter<v1::VerdictEvent>* writer) override;
   grpc::Status GetHealth(grpc::ServerContext* context, const v1::GetHealthRequest* request,

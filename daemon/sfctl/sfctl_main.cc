@@ -13,6 +13,7 @@
 #include "daemon/common/proto_json.h"
 #include "daemon/nodes/nodes_text.h"
 #include "daemon/sfctl/sfctl_captures.h"
+#include "daemon/sfctl/sfctl_export.h"
 #include "daemon/sfctl/sfctl_render.h"
 #include "daemon/sfctl/sfctl_selftest.h"
 #include "grpcpp/grpcpp.h"
@@ -142,6 +143,17 @@ int main(int argc, char** argv) {
   selftest->add_flag("--sweep", st.sweep, "probe several stages and ranks; print the rates");
   selftest->add_option("--ranks", st_ranks, "sweep: ranks, comma-separated (default 0,mid,last)");
   selftest->add_option("--stages", st_stages, "sweep: stages, comma-separated (default non-sync)");
+  ExportOptions ex;
+  std::string ex_ranks;
+  auto* export_cmd = app.add_subcommand(
+      "export", "a job's steps as a trace for ui.perfetto.dev (Chrome trace JSON)");
+  export_cmd->add_option("--job", ex.job, "job id")->required();
+  export_cmd->add_option("--from", ex.from, "first step");
+  export_cmd->add_option("--to", ex.to, "last step");
+  export_cmd->add_option("--format", ex.format, "perfetto, or chrome (the same document)")
+      ->capture_default_str();
+  export_cmd->add_option("--output", ex.output, "write to this file (default: standard output)");
+  export_cmd->add_option("--ranks", ex_ranks, "only these ranks' tracks, comma-separated");
   // Usage errors exit 2, as documented (CLI11's own codes are 100 and up).
   if (int rc = ParseCommandLine(app, argc, argv); rc >= 0) return rc;
 
@@ -175,6 +187,18 @@ int main(int argc, char** argv) {
       st.stages.emplace_back(s);
     }
     return RunSelfTest(*stub, *token, st, std::cout);
+  }
+  if (export_cmd->parsed()) {
+    ex.call_timeout_s = c.timeout_s;
+    for (absl::string_view r : absl::StrSplit(ex_ranks, ',', absl::SkipEmpty())) {
+      int32_t v = 0;
+      if (!absl::SimpleAtoi(r, &v)) {
+        std::cerr << "sfctl: --ranks wants numbers, got \"" << r << "\"\n";
+        return 2;
+      }
+      ex.ranks.push_back(v);
+    }
+    return RunExport(*stub, *token, ex, std::cout);
   }
   if (capture_report->parsed() || capture_fetch->parsed()) {
     cr.json = c.json;

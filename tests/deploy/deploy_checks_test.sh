@@ -17,7 +17,7 @@ mkdir -p "$SF_WORK/help"
 ./daemon/sfctl/sfctl --help >"$SF_WORK/help/sfctl.txt"
 ./daemon/sweep/stagefrontier-sweep --help >"$SF_WORK/help/sweep.txt"
 for sub in suspects steps watch health control selftest nodes capture captures capture-report \
-  capture-fetch; do
+  capture-fetch export; do
   ./daemon/sfctl/sfctl "$sub" --help >"$SF_WORK/help/sfctl-$sub.txt"
 done
 /usr/bin/python3 tests/deploy/check_deploy.py "$SF_WORK/metrics.txt" "$SF_WORK/help"

@@ -262,6 +262,41 @@ TEST_CASE("queries: token, unknown job, bad arguments") {
     v1::ControlReply r;
     CHECK(stub->Control(&ctx, cmd, &r).error_code() == grpc::INVALID_ARGUMENT);
   }
+  // GetRankSteps: GetSteps' checks, and a rank outside the job.
+  const auto rank_steps = [&](const std::string& job, int64_t from, int64_t to, int32_t rank,
+                              v1::GetRankStepsReply* r) {
+    grpc::ClientContext ctx;
+    AttachToken(&ctx, kToken);
+    v1::GetRankStepsRequest req;
+    req.set_job(job);
+    req.set_from_step(from);
+    req.set_to_step(to);
+    if (rank >= 0) req.add_ranks(rank);
+    return stub->GetRankSteps(&ctx, req, r);
+  };
+  {
+    v1::GetRankStepsReply r;
+    CHECK(rank_steps("nope", 0, 10, -1, &r).error_code() == grpc::NOT_FOUND);
+    CHECK(rank_steps("j", 10, 0, -1, &r).error_code() == grpc::INVALID_ARGUMENT);
+    CHECK(rank_steps("j", 0, 10, 4, &r).error_code() == grpc::OUT_OF_RANGE);
+    REQUIRE(rank_steps("j", 0, 10, 3, &r).ok());
+    CHECK(r.steps().empty());
+    CHECK(r.oldest_held_step() == -1);
+    CHECK(r.world_size() == 4);
+  }
+  {
+    // held_only: the stream ends after the verdicts held (none here) instead of waiting.
+    grpc::ClientContext ctx;
+    AttachToken(&ctx, kToken);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::WatchVerdictsRequest req;
+    req.set_job("j");
+    req.set_held_only(true);
+    auto reader = stub->WatchVerdicts(&ctx, req);
+    v1::VerdictEvent ev;
+    CHECK_FALSE(reader->Read(&ev));
+    CHECK(reader->Finish().ok());
+  }
   CHECK(good.End().ok());
 }
 
