@@ -23,13 +23,21 @@ PACKAGES=(
   libspdlog-dev          # logs
   prometheus-cpp-dev     # the coordinator's /metrics
   zlib1g-dev             # capture files travel compressed (sidecar -> coordinator)
-  prometheus             # the metrics test scrapes /metrics with a real Prometheus
+  prometheus             # a real Prometheus scrapes /metrics in a test; promtool checks the alert rules
   curl                   # tests talk to Prometheus's HTTP API
   jq                     # tests read --json output
   openssl                # the TLS test makes its certificates
   python3-yaml           # the deployment checks read the Kubernetes manifests
   systemd                # systemd-analyze verifies the units
   python3-torch          # PyTorch (CPU, Gloo) for the stagefrontier.torch tests
+  python3-venv           # the wheel test installs the wheel into a fresh virtual environment
+  python3-wheel          # the wheel test checks the archive with `wheel unpack`
+  libboost-dev           # Boost.Beast: the coordinator's web view (HTTP and HTTPS)
+  libssl-dev             # OpenSSL for the web view's HTTPS
+  libjs-chart.js         # Chart.js, built into the web view
+  chromium               # the web view's browser test (headless)
+  chromium-driver        # WebDriver for it
+  python3-selenium       # the browser test drives Chromium with Selenium
 )
 
 missing=()

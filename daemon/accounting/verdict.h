@@ -27,6 +27,17 @@ const char* VerdictLabelName(VerdictLabel label);
 // "", "TIE", "SPLIT", "MIXED_SYNC", "CONCURRENT".
 const char* AmbiguityReasonName(AmbiguityReason reason);
 
+// One (stage, rank) cell of a window's excess: what the stage-by-rank heatmap shows.
+struct ExcessCell {
+  int32_t stage = 0;
+  int32_t rank = 0;
+  int64_t excess_ns = 0;      // attributed over the window (a tie's excess split evenly)
+  int32_t flagged_steps = 0;  // steps that charged this cell
+};
+
+// At most this many cells are kept per verdict (the largest).
+inline constexpr size_t kMaxExcessCells = 1024;
+
 struct Suspect {
   int32_t stage = 0;
   int32_t rank = 0;
@@ -70,6 +81,9 @@ struct Verdict {
   std::string explanation;
   std::string settle;                     // what evidence would settle an AMBIGUOUS verdict
   std::vector<int64_t> steps_to_profile;  // a few steps where the excess appeared
+  // Every cell that carried excess in the window, largest first (at most kMaxExcessCells),
+  // HEALTHY windows included.
+  std::vector<ExcessCell> excess_cells;
 };
 
 // "HEALTHY", "CLEAR", or "AMBIGUOUS TIE" and the like: the label and, if any, the reason.

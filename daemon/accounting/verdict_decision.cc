@@ -81,6 +81,18 @@ Verdict GroupAccountant::DecideVerdict() const {
     }
   }
   v.total_excess_ns = static_cast<int64_t>(total);
+  // Every cell with excess, largest first: the suspects below are the first of them.
+  std::vector<size_t> order;
+  for (size_t c = 0; c < cell.size(); ++c) {
+    if (cell[c] > 0) order.push_back(c);
+  }
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return cell[a] != cell[b] ? cell[a] > cell[b] : a < b; });
+  for (size_t i = 0; i < order.size() && i < kMaxExcessCells; ++i) {
+    const size_t c = order[i];
+    v.excess_cells.push_back(
+        {static_cast<int32_t>(c / n), ranks_[c % n], static_cast<int64_t>(cell[c]), cell_steps[c]});
+  }
 
   if (v.flagged_steps < config_.min_flagged_steps ||
       total < config_.healthy_fraction * static_cast<double>(v.exposed_ns)) {
@@ -97,12 +109,6 @@ Verdict GroupAccountant::DecideVerdict() const {
   }
 
   // Suspects: the largest cells.
-  std::vector<size_t> order;
-  for (size_t c = 0; c < cell.size(); ++c) {
-    if (cell[c] > 0) order.push_back(c);
-  }
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return cell[a] != cell[b] ? cell[a] > cell[b] : a < b; });
   auto suspect_of = [&](size_t c) {
     Suspect s;
     s.stage = static_cast<int32_t>(c / n);

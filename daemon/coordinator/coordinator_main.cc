@@ -35,6 +35,9 @@
 #include "daemon/nodes/node_ledger.h"
 #include "daemon/nodes/node_metrics.h"
 #include "daemon/sweep/fleet_baseline.h"
+#include "daemon/web/query_bridge.h"
+#include "daemon/web/web_metrics.h"
+#include "daemon/web/web_server.h"
 #include "grpcpp/grpcpp.h"
 #include "prometheus/exposer.h"
 #include "shm/monotonic_clock.h"
@@ -51,6 +54,7 @@ int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:7311";
   std::string metrics_listen = "127.0.0.1:7312";
   std::string health_listen;
+  std::string http_listen;
   std::string data_dir;
   bool no_fsync = false;
   std::string jobs_csv;
@@ -70,6 +74,9 @@ int main(int argc, char** argv) {
   app.add_option("--listen", listen, "gRPC address (ingest and query)")->capture_default_str();
   app.add_option("--metrics-listen", metrics_listen, "Prometheus /metrics address; empty disables")
       ->capture_default_str();
+  app.add_option("--http-listen", http_listen,
+                 "serve the web view (jobs, verdicts, charts, rank health, captures) on this "
+                 "IPv4 HOST:PORT; off by default. Same TLS files and token as the gRPC port");
   app.add_option("--health-listen", health_listen,
                  "also serve gRPC health checking (grpc.health.v1) in plaintext here, for probes "
                  "that cannot speak TLS (Kubernetes grpc probes); empty: only on --listen");
@@ -351,6 +358,7 @@ int main(int argc, char** argv) {
   query.SetCaptureReports(&capture_reports, &capture_store);
   CaptureMetrics capture_metrics(*metrics.registry());
   NodeMetrics node_metrics(*metrics.registry(), static_cast<size_t>(node_metrics_max));
+  WebMetrics web_metrics(*metrics.registry());
   HealthService health;
   grpc::ServerBuilder builder;
   int bound_port = 0;
@@ -378,6 +386,29 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // The web view asks the Query service over an in-process channel: the gRPC API's rules.
+  std::unique_ptr<QueryBridge> web_bridge;
+  std::unique_ptr<WebServer> web;
+  if (!http_listen.empty()) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(64 << 20);
+    web_bridge = std::make_unique<QueryBridge>(server->InProcessChannel(args));
+    WebServerOptions web_options;
+    web_options.listen = http_listen;
+    web_options.tls_cert = tls.cert;
+    web_options.tls_key = tls.key;
+    web_options.tls_client_ca = tls.ca;
+    absl::StatusOr<std::unique_ptr<WebServer>> started = WebServer::Start(
+        web_options, [bridge = web_bridge.get()](
+                         absl::string_view path, absl::string_view url_query,
+                         absl::string_view auth) { return bridge->Get(path, url_query, auth); });
+    if (!started.ok()) {
+      spdlog::error("{}", std::string(started.status().message()));
+      return 2;
+    }
+    web = std::move(*started);
+    spdlog::info("web view on {}://{}", web->tls() ? "https" : "http", http_listen);
+  }
   health.SetServing(true);
   spdlog::info("coordinator listening on {} (metrics on {}), data in {}{}", listen,
                metrics_listen.empty() ? "none" : metrics_listen, data_dir,
@@ -402,6 +433,7 @@ int main(int argc, char** argv) {
         node_metrics.Update((*ledger)->Nodes(), &drain_hook.counters());
         capture_metrics.Update(capture_trigger.counters(), capture_store.counters(),
                                capture_reports.counters());
+        if (web != nullptr) web_metrics.Update(web->counters());
         nodes_shown_ns = now;
       }
       if (now - uploads_swept_ns >= 60'000'000'000) {  // uploads their sidecar gave up
@@ -425,6 +457,7 @@ int main(int argc, char** argv) {
   if (health_server) health_server->Shutdown();
   stop = true;
   ticker.join();
+  web.reset();  // after the ticker, which reads its counters; its last requests got UNAVAILABLE
   for (const auto& job : jobs.All()) {
     if (absl::Status s = job->Flush(); !s.ok()) spdlog::error("{}", std::string(s.message()));
   }

@@ -120,6 +120,13 @@ void ReportToProto(const StageSchema& schema, const GroupReport& r, int32_t wait
     d->set_stage(StageName(schema, r.divergence[i].stage));
     d->set_ks(r.divergence[i].ks);
   }
+  for (const ExcessCell& c : r.verdict.excess_cells) {
+    v1::ExcessCell* e = out->add_excess_cells();
+    e->set_stage(StageName(schema, c.stage));
+    e->set_rank(c.rank);
+    e->set_excess_ns(c.excess_ns);
+    e->set_flagged_steps(c.flagged_steps);
+  }
 }
 
 void StepToProto(const StageSchema& schema, const StepAccounting& acc, v1::StepSummary* out) {

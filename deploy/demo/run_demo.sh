@@ -8,6 +8,8 @@
 # coordinator runs with --captures, so its verdict makes rank 1 and two reference ranks
 # capture the same 5 steps with torch.profiler, the sidecar sends the traces, and the
 # coordinator's report names the operator. Skipped where python3-torch is missing.
+# Part 1's coordinator also serves the web view (--http-listen, port + 2); SF_DEMO_HOLD=1 keeps
+# it up until Enter.
 #   deploy/demo/run_demo.sh [BAZEL_BIN]      (./run.sh demo builds and calls this)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,8 +20,10 @@ rm -rf out/demo
 sf_init out/demo "$bin"
 trap 'sf_stop_all; kill ${SF_TRAINER_PIDS[@]:-} 2>/dev/null || true' EXIT
 
-echo "== starting the coordinator on 127.0.0.1:$port (metrics on :$((port + 1))) and 2 sidecars"
-sf_start_coordinator "$port" "$((port + 1))"
+web="http://127.0.0.1:$((port + 2))/#job=demo"
+echo "== starting the coordinator on 127.0.0.1:$port (metrics on :$((port + 1)), web view on"
+echo "   $web) and 2 sidecars"
+sf_start_coordinator "$port" "$((port + 1))" --http-listen "127.0.0.1:$((port + 2))"
 sf_start_sidecar node0
 sf_start_sidecar node1
 echo "== 16 trainer processes on 2 nodes, 300 steps; the hidden fault: rank 11's data loader"
@@ -37,6 +41,11 @@ echo
 echo "\$ sfctl health --job demo   (first lines)"
 sf_ctl health --job demo | head -4
 echo
+if [ -n "${SF_DEMO_HOLD:-}" ] && [ -t 0 ]; then
+  read -r -p "== the web view is up at $web; press Enter to go on " _
+else
+  echo "(SF_DEMO_HOLD=1 ./run.sh demo keeps it up here for a look at $web)"
+fi
 echo "== stopping the sidecars and the coordinator (SIGTERM: they flush and exit)"
 sf_stop_all
 echo

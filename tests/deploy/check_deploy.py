@@ -183,6 +183,11 @@ def check_grafana(metrics):
         for name in re.findall(r"\b(stagefrontier_[a-z_]+)", json.dumps(v)):
             if name not in metrics:
                 fail(f"grafana: variable {v['name']} uses {name}, which is not exported")
+    # The dashboard leads to the coordinator's web view of the same job.
+    if not any("#job=${training_job}" in link.get("url", "") for link in d.get("links", [])):
+        fail("grafana: no link to the web view of the selected job")
+    if "web_view" not in [v["name"] for v in d["templating"]["list"]]:
+        fail("grafana: no web_view variable for the web view's address")
     scrape = yaml.safe_load((ROOT / "deploy/grafana/prometheus-scrape.yml").read_text())
     if not scrape["scrape_configs"][0]["static_configs"][0]["targets"]:
         fail("grafana: the scrape config has no target")

@@ -24,13 +24,44 @@ echo "wrong" >"$tls/bad-token"
 
 SF_CTL_FLAGS=(--tls-ca "$tls/ca.pem" --token-file "$tls/token")
 sf_start_coordinator 17341 17342 --tls-cert "$tls/server.pem" --tls-key "$tls/server.key" \
-  --token-file "$tls/token" --health-listen 127.0.0.1:17343 || sf_fail "coordinator"
+  --token-file "$tls/token" --health-listen 127.0.0.1:17343 --http-listen 127.0.0.1:17344 \
+  || sf_fail "coordinator"
 # The plaintext probe port (Kubernetes grpc probes cannot speak TLS) accepts connections.
 (exec 3<>/dev/tcp/127.0.0.1/17343) || sf_fail "no health port"
 sf_start_sidecar node0 --tls-ca "$tls/ca.pem" --token-file "$tls/token"
 sf_run_trainers job1 4 1 150 --fault forward:2:10 --fault-start 30 || sf_fail "trainers"
 sf_wait_steps job1 150 30 || sf_fail "steps over TLS"
 [ "$(sf_ctl --json suspects --job job1 | jq -r '.verdict.suspects[0].rank')" = 2 ] || sf_fail "suspect"
+
+# The web view (--http-listen) follows the gRPC port's rules: HTTPS with its certificate, its
+# token for the API. web_get PATH TOKEN SCHEME prints "STATUS BODY" (or the client's error).
+web_get() {
+  /usr/bin/python3 - "$@" "$tls/ca.pem" <<'PY'
+import http.client, ssl, sys
+path, token, scheme, ca = sys.argv[1:5]
+if scheme == "https":
+    c = http.client.HTTPSConnection("127.0.0.1", 17344, timeout=5,
+                                    context=ssl.create_default_context(cafile=ca))
+else:
+    c = http.client.HTTPConnection("127.0.0.1", 17344, timeout=5)
+try:
+    c.request("GET", path, headers={"Authorization": "Bearer " + token} if token else {})
+    r = c.getresponse()
+    print(r.status, r.read().decode())
+except Exception as e:  # what a plaintext client gets from the TLS port
+    print("error", type(e).__name__, e)
+PY
+}
+got=$(web_get /api/jobs correct-horse https)
+[[ "$got" == "200 "*'"job":"job1"'* ]] || sf_fail "web API with the token over HTTPS: $got"
+got=$(web_get /api/jobs "" https)
+[[ "$got" == "401 "*UNAUTHENTICATED* ]] || sf_fail "web API without the token: $got"
+got=$(web_get /api/jobs wrong https)
+[[ "$got" == "401 "* ]] || sf_fail "web API with a wrong token: $got"
+got=$(web_get / "" https)
+[[ "$got" == "200 <!doctype html>"* ]] || sf_fail "web page over HTTPS: $got"
+got=$(web_get /api/jobs correct-horse http)
+[[ "$got" != 200* ]] || sf_fail "the web view answered plaintext HTTP: $got"
 
 set +e
 SF_CTL_FLAGS=(--tls-ca "$tls/ca.pem" --token-file "$tls/bad-token")

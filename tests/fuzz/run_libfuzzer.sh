@@ -26,6 +26,7 @@ declare -A sources=(
   [operator_profile]="tests/fuzz/operator_profile_fuzz.cc daemon/captures/chrome_trace.cc daemon/captures/operator_profile.cc daemon/captures/operator_compare.cc daemon/analyze/trace_reduce.cc daemon/analyze/run_file.cc daemon/wire/packed_steps.cc daemon/accounting/robust_stats.cc shm/stage_schema.cc daemon/accounting/step_input.cc"
   [ingest_batch]="tests/fuzz/ingest_batch_fuzz.cc daemon/wire/packed_steps.cc $gen/ingest.pb.cc"
   [capture_chunk]="tests/fuzz/capture_chunk_fuzz.cc daemon/captures/capture_store.cc daemon/captures/capture_compression.cc daemon/captures/capture_file_name.cc $gen/captures.pb.cc"
+  [web_request]="tests/fuzz/web_request_fuzz.cc daemon/web/query_string.cc"
   [journal]="tests/fuzz/journal_fuzz.cc shm/stage_schema.cc daemon/coordinator/job_journal.cc daemon/coordinator/job_state.cc daemon/coordinator/resource_limits.cc daemon/common/log_safe.cc daemon/coordinator/crc32c.cc daemon/coordinator/proto_convert.cc daemon/coordinator/step_aligner.cc daemon/coordinator/coordinator_metrics.cc daemon/coordinator/detector_health.cc daemon/nodes/node_window.cc daemon/nodes/node_ledger.cc daemon/nodes/node_class.cc daemon/nodes/node_name.cc daemon/sweep/fleet_baseline.cc daemon/wire/packed_steps.cc $accounting $gen/ingest.pb.cc $gen/query.pb.cc $gen/journal.pb.cc"
 )
 declare -A libs=(
@@ -36,7 +37,7 @@ declare -A libs=(
 
 status=0
 # FUZZ_TARGETS picks a subset (space-separated); default: every target.
-for target in ${FUZZ_TARGETS:-segment_reader segment_live run_file ingest_batch journal trace_reduce operator_profile capture_chunk}; do
+for target in ${FUZZ_TARGETS:-segment_reader segment_live run_file ingest_batch journal trace_reduce operator_profile capture_chunk web_request}; do
   work=out/fuzz/$target
   mkdir -p "$work/corpus"
   cp -n tests/fuzz/corpus/$target/* "$work/corpus/" 2>/dev/null || true

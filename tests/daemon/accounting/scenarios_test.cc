@@ -58,6 +58,52 @@ TEST_CASE("row 1: data stall on one rank, every step -> CLEAR (data, rank)", "[s
   CHECK(r.report.job.stages[3].mean_excess_ns == 0);
 }
 
+TEST_CASE("excess cells: every charged (stage, rank), largest first, the suspects first",
+          "[scenario]") {
+  SimConfig c = Ddp();
+  c.faults.push_back(MustFault("slow:data:rank=5:magnitude=30ms"));
+  const ScenarioResult r = RunScenario(c);
+  const Verdict& v = r.report.job.verdict;
+  REQUIRE(v.excess_cells.size() >= v.suspects.size());
+  REQUIRE(v.excess_cells.size() <= kMaxExcessCells);
+  double sum = 0;
+  for (size_t i = 0; i < v.excess_cells.size(); ++i) {
+    const ExcessCell& e = v.excess_cells[i];
+    CHECK(e.excess_ns > 0);
+    CHECK(e.flagged_steps > 0);
+    if (i > 0) CHECK(v.excess_cells[i - 1].excess_ns >= e.excess_ns);
+    if (i < v.suspects.size()) {
+      CHECK(e.stage == v.suspects[i].stage);
+      CHECK(e.rank == v.suspects[i].rank);
+      CHECK(e.excess_ns == v.suspects[i].excess_ns);
+    }
+    sum += static_cast<double>(e.excess_ns);
+  }
+  // The cells hold the window's whole attributed excess (truncated to ns per cell).
+  CHECK(sum <= static_cast<double>(v.total_excess_ns) + 1);
+  CHECK(sum >= static_cast<double>(v.total_excess_ns) - static_cast<double>(v.excess_cells.size()));
+  const auto has = [&](const std::string& stage, int32_t rank) {
+    return std::any_of(v.excess_cells.begin(), v.excess_cells.end(), [&](const ExcessCell& e) {
+      return r.schema.stage(e.stage).name == stage && e.rank == rank;
+    });
+  };
+  CHECK(has("data", 5));
+}
+
+TEST_CASE("excess cells: a group-wide tie has a cell for every rank, beyond the 5 suspects",
+          "[scenario]") {
+  SimConfig c = Ddp();
+  c.faults.push_back(MustFault("collective:grad_sync:magnitude=10ms:start=60"));
+  const ScenarioResult r = RunScenario(c);
+  const Verdict& v = r.report.job.verdict;
+  REQUIRE(v.suspects.size() == 5);
+  std::set<int32_t> ranks;
+  for (const ExcessCell& e : v.excess_cells) {
+    if (r.schema.stage(e.stage).name == "grad_sync") ranks.insert(e.rank);
+  }
+  CHECK(ranks.size() == 16);
+}
+
 TEST_CASE("row 2: slow forward on one rank -> CLEAR (forward, rank)", "[scenario]") {
   ExpectClear("slow:forward:rank=7:magnitude=10ms", "forward", 7);
 }
