@@ -13,6 +13,7 @@
 #include "daemon/captures/capture_reports.h"
 #include "daemon/captures/capture_store.h"
 #include "daemon/captures/capture_trigger.h"
+#include "daemon/common/counter_follower.h"
 
 namespace stagefrontier {
 
@@ -24,16 +25,9 @@ class CaptureMetrics {
               const CaptureReports::Counters& reports);
 
  private:
-  struct Tracked {
-    prometheus::Counter* counter;
-    uint64_t seen = 0;
-    void To(uint64_t now) {
-      if (now > seen) counter->Increment(static_cast<double>(now - seen));
-      seen = now;
-    }
-  };
-  Tracked asked_, skipped_, unreached_, files_, bytes_, refused_, evicted_, analysed_, failed_;
-  Tracked rank_done_, rank_failed_, abandoned_;
+  CounterFollower asked_, skipped_, unreached_, files_, bytes_, refused_, evicted_, analysed_,
+      failed_;
+  CounterFollower rank_done_, rank_failed_, abandoned_;
 };
 
 }  // namespace stagefrontier

@@ -8,8 +8,8 @@
 
 #include <cstdint>
 
+#include "daemon/common/counter_follower.h"
 #include "daemon/web/web_server.h"
-#include "prometheus/counter.h"
 #include "prometheus/registry.h"
 
 namespace stagefrontier {
@@ -22,15 +22,7 @@ class WebMetrics {
   void Update(const WebServerCounters& counters);
 
  private:
-  struct Tracked {
-    prometheus::Counter* counter = nullptr;
-    uint64_t seen = 0;
-    void To(uint64_t now) {
-      if (now > seen) counter->Increment(static_cast<double>(now - seen));
-      seen = now;
-    }
-  };
-  Tracked requests_, bad_, refused_;
+  CounterFollower requests_, bad_, refused_;
 };
 
 }  // namespace stagefrontier
