@@ -189,6 +189,12 @@ int main(int argc, char** argv) {
   app.add_option("--capture-keep-files", store_options.max_files, "capture files kept at most")
       ->check(CLI::Range(1, 1'000'000))
       ->capture_default_str();
+  FleetBaselineOptions fleet_options;
+  app.add_option("--sweep-max-drop", fleet_options.max_drop,
+                 "a node-sweep figure fails when it lies this fraction (and 4 robust SDs) below "
+                 "the fleet's median; raise it on nodes that share their cores")
+      ->check(CLI::Range(0.01, 0.99))
+      ->capture_default_str();
   AddLogLevelFlag(app, &log_level);
   if (int rc = ParseCommandLine(app, argc, argv); rc >= 0) return rc;
   ApplyLogLevel(log_level);
@@ -278,7 +284,6 @@ int main(int argc, char** argv) {
   // Ids go on after those of earlier runs, whose files and reports stay in the store.
   capture_trigger.SeedNextId(CaptureReports::HighestIdIn(data_dir + "/captures") + 1);
   options.verdict_observer = &capture_trigger;
-  FleetBaselineOptions fleet_options;
   fleet_options.path = data_dir + "/sweeps.ledger";
   fleet_options.fsync = options.fsync;
   JournalOpenInfo fleet_info;

@@ -9,15 +9,19 @@ sf_init "${TEST_TMPDIR:-$(mktemp -d)}/sweep" .
 trap 'sf_stop_all' EXIT
 sweep() { ./daemon/sweep/stagefrontier-sweep --coordinator "$SF_COORD" --quick "$@"; }
 
-sf_start_coordinator 17371 17372 || sf_fail "coordinator"
+# This 2-core VM shares its cores with other tests and other VMs: a sweep on a busy moment
+# measured 25% below the five before it (CI, three tries in a row). The fleet's floor is raised
+# as an operator would for nodes that share their cores (--sweep-max-drop); the default 20%
+# is unit-tested (fleet_baseline_test).
+sf_start_coordinator 17371 17372 --sweep-max-drop 0.5 || sf_fail "coordinator"
 for i in 1 2 3 4 5; do
   out=$(sweep --node "n$i" --checks cpu,gpu --json) || sf_fail "bootstrap sweep $i: $out"
   [ "$(jq -r '.judgement.checks[] | select(.name == "cpu_gflops") | .verdict' <<<"$out")" = bootstrap ] \
     || sf_fail "sweep $i should bootstrap: $out"
 done
-# The same machine passes against its own fleet figures. This 2-core machine runs other tests
-# beside this one (under ASan, two at once): a sweep that lands on a busy moment measures
-# 40% less, so the sixth node gets three tries, as an operator would re-run a noisy sweep.
+# The same machine passes against its own fleet figures. A sweep that lands on a busy moment
+# (under ASan, two tests at once) measured 40% less, so the sixth node also gets three tries,
+# as an operator would re-run a noisy sweep.
 for attempt in 1 2 3; do
   sweep --node n6 --checks cpu,gpu >"$SF_WORK/n6.txt" && break
   echo "n6, try $attempt of 3 (a busy moment?):"
@@ -41,6 +45,14 @@ jq -e '.judgement.checks[] | select(.name == "cpu_gflops") | .fleet_samples >= 5
 # No GPU here: skipped with a reason, never passed.
 [ "$(jq -r '[.judgement.checks[] | select(.name | startswith("gpu_") or startswith("nccl_")) | .verdict] | unique | join(",")' <<<"$out")" = skipped ] \
   || sf_fail "GPU checks must be skipped without a GPU: $out"
+
+echo "== a --sweep-max-drop outside (0, 1) is a usage error"
+set +e
+"$SF_BIN/daemon/coordinator/stagefrontier-coordinator" --sweep-max-drop 1.5 \
+  --data-dir "$SF_WORK/unused" >"$SF_WORK/usage.txt" 2>&1
+rc=$?
+set -e
+[ $rc = 2 ] && grep -q "sweep-max-drop: Value 1.5 not in range" "$SF_WORK/usage.txt" || sf_fail "usage: rc $rc $(cat "$SF_WORK/usage.txt")"
 
 echo "== a check that cannot run fails the node"
 set +e
@@ -77,7 +89,7 @@ set -e
 
 echo "== the fleet baseline survives a restart"
 sf_stop_all
-sf_start_coordinator 17371 17372 || sf_fail "restart"
+sf_start_coordinator 17371 17372 --sweep-max-drop 0.5 || sf_fail "restart"
 set +e
 out=$(sweep --node n7 --checks cpu --json)
 rc=$?
