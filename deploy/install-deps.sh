@@ -23,6 +23,7 @@ PACKAGES=(
   libspdlog-dev          # logs
   prometheus-cpp-dev     # the coordinator's /metrics
   zlib1g-dev             # capture files travel compressed (sidecar -> coordinator)
+  libzstd-dev            # the journal's compact record blocks (docs/journal-format.md)
   prometheus             # a real Prometheus scrapes /metrics in a test; promtool checks the alert rules
   curl                   # tests talk to Prometheus's HTTP API
   jq                     # tests read --json output

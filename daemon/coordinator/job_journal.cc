@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/archive/record_block.h"
 #include "daemon/coordinator/crc32c.h"
 
 namespace stagefrontier {
@@ -171,6 +172,13 @@ size_t TryFrame(absl::string_view data, size_t off, uint32_t format, v1::Journal
   return header + len;
 }
 
+// Hands `record` to `sink`, or each record of it when it is a record block.
+absl::Status ReplayRecord(const v1::JournalRecord& record,
+                          absl::FunctionRef<absl::Status(const v1::JournalRecord&)> sink) {
+  if (!record.has_block()) return sink(record);
+  return DecodeRecordBlock(record.block(), sink);
+}
+
 // The scan behind ScanJournal, also handing each intact frame to `frames`.
 JournalScan Scan(absl::string_view data,
                  absl::FunctionRef<absl::Status(const v1::JournalRecord&)> sink,
@@ -247,7 +255,8 @@ bool JournalScan::TailOnly() const {
 
 JournalScan ScanJournal(absl::string_view data,
                         absl::FunctionRef<absl::Status(const v1::JournalRecord&)> sink) {
-  return Scan(data, sink, nullptr);
+  return Scan(
+      data, [&](const v1::JournalRecord& r) { return ReplayRecord(r, sink); }, nullptr);
 }
 
 void AppendJournalFrame(absl::string_view payload, std::string* out) {
@@ -345,7 +354,7 @@ absl::StatusOr<std::unique_ptr<JobJournal>> JobJournal::Open(
   const JournalScan scan = Scan(
       data,
       [&](const v1::JournalRecord& r) {
-        replay_status = replay(r);
+        replay_status = ReplayRecord(r, replay);
         return replay_status;
       },
       &frames);

@@ -67,8 +67,9 @@ struct JournalScan {
   bool TailOnly() const;
 };
 
-// Scans `data`, calling `sink` for each intact record in order and skipping damaged regions
-// by resynchronizing on the next intact record. Stops (setting `error`) on an unknown format
+// Scans `data`, calling `sink` for each intact record in order (each record a record block
+// holds, in its place: daemon/archive/record_block.h) and skipping damaged regions by
+// resynchronizing on the next intact record. Stops (setting `error`) on an unknown format
 // or when `sink` fails. Never reads outside `data`.
 JournalScan ScanJournal(absl::string_view data,
                         absl::FunctionRef<absl::Status(const v1::JournalRecord&)> sink);
@@ -99,10 +100,11 @@ class JobJournal {
       const std::string& path, bool fsync, std::span<const v1::JournalRecord> records);
 
   // Opens an existing journal (never through a symbolic link), replays every intact record
-  // through `replay` and repairs damage as described at the top. Fails, leaving the file as it
-  // was, with FailedPrecondition when it is not a regular file, not a journal or of a newer
-  // format; with the status `replay` returned; or with the errno-derived status of a failed
-  // system call, naming the path.
+  // (a record block's records in its place) through `replay` and repairs damage as described at
+  // the top. Fails, leaving the file as it was, with FailedPrecondition when it is not a regular
+  // file, not a journal, of a newer format or holds a record block of a newer version; with
+  // InvalidArgument for a malformed record block; with the status `replay` returned; or with
+  // the errno-derived status of a failed system call, naming the path.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<JobJournal>> Open(
       const std::string& path, bool fsync,
       absl::FunctionRef<absl::Status(const v1::JournalRecord&)> replay, JournalOpenInfo* info);

@@ -1,39 +1,11 @@
 #include "daemon/wire/packed_steps.h"
 
 #include "absl/strings/str_cat.h"
+#include "daemon/wire/varint.h"
 #include "shm/record_limits.h"
 #include "shm/segment_layout_v1.h"
 
 namespace stagefrontier::wire {
-namespace {
-
-void PutVarint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
-
-uint64_t ZigZag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ (v < 0 ? ~0ULL : 0ULL); }
-int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>((v >> 1) ^ (~(v & 1) + 1)); }
-
-// Reads one varint; false if truncated or longer than 10 bytes / 64 bits.
-bool GetVarint(const char*& p, const char* end, uint64_t* v) {
-  uint64_t result = 0;
-  for (int shift = 0; shift < 64 && p < end; shift += 7) {
-    const uint8_t byte = static_cast<uint8_t>(*p++);
-    if (shift == 63 && byte > 1) return false;
-    result |= static_cast<uint64_t>(byte & 0x7f) << shift;
-    if ((byte & 0x80) == 0) {
-      *v = result;
-      return true;
-    }
-  }
-  return false;
-}
-
-}  // namespace
 
 void PackedStepsEncoder::Add(int64_t step, const int64_t* durations_ns, uint32_t flags) {
   if (count_ == 0) {

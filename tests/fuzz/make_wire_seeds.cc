@@ -1,13 +1,18 @@
-// Writes seed inputs for the ingest_batch, journal and capture_chunk fuzz targets: a batch as a
-// sidecar sends it, a small journal as the coordinator writes it, and the chunks of a small
-// capture file as a sidecar sends them.
+// Writes seed inputs for the ingest_batch, journal, capture_chunk and record_block fuzz targets:
+// a batch as a sidecar sends it, a small journal as the coordinator writes it (and the same
+// journal compacted into record blocks), the chunks of a small capture file as a sidecar sends
+// them, and a record block.
 //   make_wire_seeds OUT_DIR   (writes OUT_DIR/ingest_batch/seed0.bin,
-//   OUT_DIR/journal/seed0.journal, OUT_DIR/capture_chunk/seed{0,1}.bin)
+//   OUT_DIR/journal/seed0.journal, OUT_DIR/journal/seed_blocks.journal,
+//   OUT_DIR/capture_chunk/seed{0,1}.bin, OUT_DIR/record_block/seed0.bin)
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
+#include "daemon/archive/journal_compaction.h"
+#include "daemon/archive/record_block.h"
 #include "daemon/captures/capture_compression.h"
 #include "daemon/coordinator/job_state.h"
 #include "daemon/wire/packed_steps.h"
@@ -91,5 +96,21 @@ int main(int argc, char** argv) {
   if (!(*job)->Flush().ok()) return 1;
   job->reset();
   std::filesystem::rename(JournalPath(o.data_dir, "seed"), out + "/journal/seed0.journal");
+  std::filesystem::remove(out + "/journal/seed_blocks.journal");
+  if (!CompactJournal(out + "/journal/seed0.journal", out + "/journal/seed_blocks.journal",
+                      {.block_steps = 4, .fsync = false})
+           .ok()) {
+    return 1;
+  }
+
+  std::filesystem::create_directories(out + "/record_block");
+  std::vector<v1::JournalRecord> records(4);
+  for (int r = 0; r < 2; ++r) *records[0].mutable_ranks()->add_steps() = Steps(r, 0, 2);
+  records[1].mutable_closed()->set_step(0);
+  records[2].mutable_pause()->set_paused(true);
+  for (int r = 0; r < 2; ++r) *records[3].mutable_ranks()->add_steps() = Steps(r, 3, 4);
+  auto block = EncodeRecordBlock(records, {.stage_count = 3});
+  if (!block.ok()) return 1;
+  std::ofstream(out + "/record_block/seed0.bin", std::ios::binary) << *block;
   return 0;
 }

@@ -58,4 +58,25 @@ set +e
 "$SF" journal "$tmp/run.jsonl" > /dev/null 2> "$tmp/err.txt"; rc=$?
 set -e
 [ "$rc" -eq 2 ] && grep -q 'not a StageFrontier journal' "$tmp/err.txt" || fail "non-journal: rc $rc"
+# A journal compacted into record blocks: the same report, the original untouched; damaged
+# journals and an existing output are refused with exit 2 and the reason.
+sum_before=$(md5sum < "$JOURNAL")
+"$SF" journal-compact "$JOURNAL" --out "$tmp/compact.journal" --block-steps 5 > "$tmp/compact.txt" \
+  || fail "journal-compact failed"
+grep -q 'read back and compared: the same records' "$tmp/compact.txt" || fail "compact output"
+[ "$(md5sum < "$JOURNAL")" = "$sum_before" ] || fail "compaction changed the original"
+"$SF" journal "$tmp/compact.journal" | tail -n +2 > "$tmp/compact_report.txt"
+"$SF" journal "$JOURNAL" | tail -n +2 > "$tmp/plain_report.txt"
+diff "$tmp/plain_report.txt" "$tmp/compact_report.txt" || fail "the compacted journal accounts differently"
+"$SF" journal-compact --json --block-steps 5 "$JOURNAL" --out "$tmp/compact2.journal" | jq -e '.blocks == 3 and .output_bytes < .input_bytes' >/dev/null \
+  || fail "compact --json"
+set +e
+"$SF" journal-compact "$JOURNAL" --out "$tmp/compact.journal" > /dev/null 2> "$tmp/err.txt"; rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q 'exists' "$tmp/err.txt" || fail "existing output: rc $rc $(cat "$tmp/err.txt")"
+set +e
+"$SF" journal-compact "$DAMAGED_JOURNAL" --out "$tmp/damaged_compact.journal" > /dev/null 2> "$tmp/err.txt"; rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q 'damaged bytes' "$tmp/err.txt" || fail "damaged: rc $rc $(cat "$tmp/err.txt")"
+[ ! -e "$tmp/damaged_compact.journal" ] || fail "a refused compaction wrote a file"
 echo PASS

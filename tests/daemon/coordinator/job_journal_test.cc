@@ -15,6 +15,7 @@
 #include <sstream>
 #include <vector>
 
+#include "daemon/archive/record_block.h"
 #include "daemon/coordinator/crc32c.h"
 
 namespace stagefrontier {
@@ -207,6 +208,41 @@ TEST_CASE("what is not a journal, or of a newer format, is left untouched") {
   CHECK(absl::IsFailedPrecondition(s));
   CHECK_THAT(std::string(s.message()), Catch::Contains("format 3 is newer"));
   CHECK(ReadAll(path) == newer);
+}
+
+TEST_CASE("a record block's records replay in its place; a newer block version is refused") {
+  const std::string path = TempDir() + "/job.journal";
+  std::vector<v1::JournalRecord> inner = {Closed(1), Closed(2), Closed(3)};
+  auto block = EncodeRecordBlock(inner, {.stage_count = 2});
+  REQUIRE(block.ok());
+  std::vector<v1::JournalRecord> records(3);
+  records[0] = Closed(0);
+  records[1].set_block(*block);
+  records[2] = Closed(4);
+  REQUIRE(JobJournal::Create(path, false, records).ok());
+  JournalOpenInfo info;
+  CHECK(Reopen(path, &info) == std::vector<int64_t>{0, 1, 2, 3, 4});
+  std::vector<int64_t> scanned;
+  const JournalScan scan = ScanJournal(ReadAll(path), [&](const v1::JournalRecord& r) {
+    scanned.push_back(r.closed().step());
+    return absl::OkStatus();
+  });
+  CHECK(scan.records == 3);  // frames
+  CHECK(scanned == std::vector<int64_t>{0, 1, 2, 3, 4});
+
+  const std::string newer_path = TempDir() + "/job.journal";
+  std::string newer = *block;
+  newer[0] = 9;
+  records[1].set_block(newer);
+  REQUIRE(JobJournal::Create(newer_path, false, records).ok());
+  const std::string before = ReadAll(newer_path);
+  absl::Status s =
+      JobJournal::Open(
+          newer_path, false, [](const v1::JournalRecord&) { return absl::OkStatus(); }, nullptr)
+          .status();
+  CHECK(absl::IsFailedPrecondition(s));
+  CHECK_THAT(std::string(s.message()), Catch::Contains("record block version 9 is newer"));
+  CHECK(ReadAll(newer_path) == before);
 }
 
 // Regression (hostile input): a full disk when a job first appeared left an empty journal

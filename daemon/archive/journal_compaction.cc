@@ -1,0 +1,133 @@
+#include "daemon/archive/journal_compaction.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/coordinator/job_journal.h"
+
+namespace stagefrontier {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Blocks also end at this many bytes of records, far below the block's bounds.
+constexpr uint64_t kBlockInputBytes = 8 << 20;
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// Every record of the journal in `data`, blocks expanded; fails as CompactJournal says.
+absl::StatusOr<std::vector<v1::JournalRecord>> ReadRecords(const std::string& path,
+                                                           const std::string& data) {
+  std::vector<v1::JournalRecord> records;
+  const JournalScan scan = ScanJournal(data, [&](const v1::JournalRecord& r) {
+    records.push_back(r);
+    return absl::OkStatus();
+  });
+  if (scan.format == 0 || !scan.error.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": ", scan.error.empty() ? "not a StageFrontier journal" : scan.error));
+  }
+  if (!scan.skipped.empty()) {
+    uint64_t bytes = 0;
+    for (const JournalRegion& r : scan.skipped) bytes += r.bytes;
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, ": ", bytes, " damaged bytes in ", scan.skipped.size(),
+        " region(s) (the first at offset ", scan.skipped[0].offset,
+        "); start a coordinator on it to repair it (docs/journal-format.md), then compact"));
+  }
+  if (records.empty() || !records[0].has_declared()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": its first record is not the job's declaration"));
+  }
+  return records;
+}
+
+}  // namespace
+
+absl::StatusOr<CompactionReport> CompactJournal(const std::string& input, const std::string& output,
+                                                const CompactionOptions& options) {
+  absl::StatusOr<std::string> data = ReadWholeFile(input);
+  if (!data.ok()) return data.status();
+  absl::StatusOr<std::vector<v1::JournalRecord>> records = ReadRecords(input, *data);
+  if (!records.ok()) return records.status();
+
+  CompactionReport report;
+  report.input_bytes = data->size();
+  const v1::JobDeclared& declared = (*records)[0].declared();
+  report.job = declared.job();
+  report.stages = static_cast<uint32_t>(declared.stages_size());
+  const RecordBlockOptions block_options{.stage_count = report.stages,
+                                         .zstd_level = options.zstd_level};
+
+  const auto encode_start = Clock::now();
+  std::vector<v1::JournalRecord> out = {(*records)[0]};
+  std::vector<v1::JournalRecord> pending;
+  uint64_t pending_closed = 0, pending_bytes = 0;
+  auto flush = [&]() -> absl::Status {
+    if (pending.empty()) return absl::OkStatus();
+    RecordBlockStats stats;
+    absl::StatusOr<std::string> block = EncodeRecordBlock(pending, block_options, &stats);
+    if (!block.ok()) return block.status();
+    out.emplace_back().set_block(*std::move(block));
+    ++report.blocks;
+    RecordBlockStats& t = report.totals;
+    t.records += stats.records;
+    t.whole_records += stats.whole_records;
+    t.rank_steps += stats.rank_steps;
+    t.rank_stage_steps += stats.rank_stage_steps;
+    t.input_bytes += stats.input_bytes;
+    t.column_bytes += stats.column_bytes;
+    t.block_bytes += stats.block_bytes;
+    pending.clear();
+    pending_closed = pending_bytes = 0;
+    return absl::OkStatus();
+  };
+  for (size_t i = 1; i < records->size(); ++i) {
+    const v1::JournalRecord& r = (*records)[i];
+    pending.push_back(r);
+    pending_bytes += r.ByteSizeLong();
+    if (r.has_closed()) ++pending_closed;
+    if (pending_closed >= options.block_steps || pending_bytes >= kBlockInputBytes) {
+      if (absl::Status s = flush(); !s.ok()) return s;
+    }
+  }
+  if (absl::Status s = flush(); !s.ok()) return s;
+  report.encode_seconds = std::chrono::duration<double>(Clock::now() - encode_start).count();
+
+  absl::StatusOr<std::unique_ptr<JobJournal>> created =
+      JobJournal::Create(output, options.fsync, out);
+  if (!created.ok()) return created.status();
+  created->reset();
+
+  // Read the new file back: the same records, in the same order, or no new file.
+  absl::StatusOr<std::string> written = ReadWholeFile(output);
+  if (!written.ok()) return written.status();
+  report.output_bytes = written->size();
+  const auto replay_start = Clock::now();
+  absl::StatusOr<std::vector<v1::JournalRecord>> back = ReadRecords(output, *written);
+  report.read_back_seconds = std::chrono::duration<double>(Clock::now() - replay_start).count();
+  bool same = back.ok() && back->size() == records->size();
+  for (size_t i = 0; same && i < records->size(); ++i) {
+    same = (*back)[i].SerializeAsString() == (*records)[i].SerializeAsString();
+  }
+  if (!same) {
+    ::unlink(output.c_str());
+    return absl::InternalError(absl::StrCat(
+        "the compacted journal did not read back as the original (",
+        back.ok() ? "different records" : back.status().message(), "); ", output, " removed"));
+  }
+  return report;
+}
+
+}  // namespace stagefrontier

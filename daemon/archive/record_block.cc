@@ -1,0 +1,486 @@
+#include "daemon/archive/record_block.h"
+
+#include <zstd.h>
+
+#include <array>
+#include <memory>
+#include <unordered_map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/wire/packed_steps.h"
+#include "daemon/wire/varint.h"
+#include "shm/record_limits.h"
+#include "shm/segment_layout_v1.h"
+
+namespace stagefrontier {
+namespace {
+
+using wire::GetVarint;
+using wire::PutVarint;
+using wire::UnZigZag;
+using wire::ZigZag;
+
+enum Kind : uint8_t { kWhole = 0, kRanks = 1, kClosed = 2 };
+
+// The columns, in the order they are stored (docs/journal-format.md, "Record blocks").
+enum Column : int {
+  kKinds,      // one byte per record: Kind
+  kWholeRecs,  // per whole record: length, serialized JournalRecord
+  kClosedCol,  // per StepClosed: zigzag(step - previous closed step)
+  kGroups,     // per RanksLogged: number of RankSteps
+  kJobs,       // per RankSteps: job index; == jobs so far means a new job, named in kStrings
+  kStrings,    // per new job: length, bytes
+  kHeads,  // per RankSteps: zigzag(rank - previous rank), zigzag(base_step - series next), count
+  kGaps,   // per step after a RankSteps' first: step delta - 1
+  kFlags,  // per step: record flags
+  kDurations,  // per series (job, rank) in order of appearance, per stage, per step:
+               // zigzag(duration - previous duration of that series and stage)
+  kColumnCount
+};
+constexpr std::array<const char*, kColumnCount> kColumnNames = {
+    "kinds",     "whole records", "closed steps", "groups", "jobs",
+    "job names", "heads",         "step gaps",    "flags",  "durations"};
+
+uint64_t SeriesKey(uint32_t job, int32_t rank) {
+  return (uint64_t{job} << 32) | static_cast<uint32_t>(rank);
+}
+
+// One series' durations, step-major (step t, stage k at t * stages + k).
+struct Series {
+  int64_t next_step = 0;
+  std::vector<int64_t> durations;
+};
+
+class Encoder {
+ public:
+  explicit Encoder(uint32_t stages) : stages_(stages) {}
+
+  void Add(const v1::JournalRecord& record, RecordBlockStats* stats) {
+    const std::string original = record.SerializeAsString();
+    stats->input_bytes += original.size();
+    if (record.has_closed() && Rebuilt(record) == original) {
+      col_[kKinds].push_back(kClosed);
+      const int64_t step = record.closed().step();
+      PutVarint(col_[kClosedCol],
+                ZigZag(static_cast<int64_t>(static_cast<uint64_t>(step) -
+                                            static_cast<uint64_t>(last_closed_))));
+      last_closed_ = step;
+      return;
+    }
+    if (record.has_ranks() && AddRanks(record, original, stats)) return;
+    col_[kKinds].push_back(kWhole);
+    PutVarint(col_[kWholeRecs], original.size());
+    col_[kWholeRecs].append(original);
+    ++stats->whole_records;
+  }
+
+  std::string Columns() {
+    for (const Series& s : series_) {
+      const size_t steps = s.durations.size() / stages_;
+      for (uint32_t k = 0; k < stages_; ++k) {
+        int64_t previous = 0;
+        for (size_t t = 0; t < steps; ++t) {
+          const int64_t d = s.durations[t * stages_ + k];
+          PutVarint(col_[kDurations], ZigZag(d - previous));
+          previous = d;
+        }
+      }
+    }
+    std::string raw;
+    for (const std::string& c : col_) {
+      PutVarint(raw, c.size());
+      raw.append(c);
+    }
+    return raw;
+  }
+
+ private:
+  static std::string Rebuilt(const v1::JournalRecord& record) {
+    v1::JournalRecord copy;
+    if (record.has_closed()) copy.mutable_closed()->set_step(record.closed().step());
+    return copy.SerializeAsString();
+  }
+
+  // Takes a RanksLogged apart when its rebuilt bytes equal `original`; false (nothing written)
+  // otherwise.
+  bool AddRanks(const v1::JournalRecord& record, const std::string& original,
+                RecordBlockStats* stats) {
+    struct Decoded {
+      std::vector<int64_t> steps;
+      std::vector<uint32_t> flags;
+      std::vector<int64_t> durations;
+    };
+    std::vector<Decoded> decoded(record.ranks().steps_size());
+    v1::JournalRecord rebuilt;
+    for (int i = 0; i < record.ranks().steps_size(); ++i) {
+      const v1::RankSteps& rs = record.ranks().steps(i);
+      if (rs.collectives_size() > 0) return false;
+      Decoded& d = decoded[i];
+      wire::PackedStepsEncoder packed(stages_);
+      const absl::Status s = wire::DecodePackedSteps(
+          rs.packed(), rs.count(), rs.base_step(), stages_,
+          [&](int64_t step, const int64_t* durations, uint32_t flags) {
+            d.steps.push_back(step);
+            d.flags.push_back(flags);
+            d.durations.insert(d.durations.end(), durations, durations + stages_);
+            packed.Add(step, durations, flags);
+          });
+      if (!s.ok()) return false;
+      v1::RankSteps* out = rebuilt.mutable_ranks()->add_steps();
+      out->set_job(rs.job());
+      out->set_rank(rs.rank());
+      out->set_base_step(rs.base_step());
+      out->set_count(rs.count());
+      out->set_packed(packed.bytes());
+    }
+    if (rebuilt.SerializeAsString() != original) return false;
+
+    col_[kKinds].push_back(kRanks);
+    PutVarint(col_[kGroups], record.ranks().steps_size());
+    for (int i = 0; i < record.ranks().steps_size(); ++i) {
+      const v1::RankSteps& rs = record.ranks().steps(i);
+      const Decoded& d = decoded[i];
+      auto [job, fresh_job] = jobs_.try_emplace(rs.job(), static_cast<uint32_t>(jobs_.size()));
+      PutVarint(col_[kJobs], job->second);
+      if (fresh_job) {
+        PutVarint(col_[kStrings], rs.job().size());
+        col_[kStrings].append(rs.job());
+      }
+      auto [it, fresh_series] = series_index_.try_emplace(SeriesKey(job->second, rs.rank()),
+                                                          static_cast<uint32_t>(series_.size()));
+      if (fresh_series) series_.emplace_back();
+      Series& series = series_[it->second];
+      PutVarint(col_[kHeads], ZigZag(int64_t{rs.rank()} - last_rank_));
+      last_rank_ = rs.rank();
+      PutVarint(col_[kHeads], ZigZag(rs.base_step() - series.next_step));
+      PutVarint(col_[kHeads], rs.count());
+      for (size_t t = 0; t < d.steps.size(); ++t) {
+        if (t > 0) PutVarint(col_[kGaps], static_cast<uint64_t>(d.steps[t] - d.steps[t - 1] - 1));
+        PutVarint(col_[kFlags], d.flags[t]);
+      }
+      if (!d.steps.empty()) series.next_step = d.steps.back() + 1;
+      series.durations.insert(series.durations.end(), d.durations.begin(), d.durations.end());
+      stats->rank_steps += d.steps.size();
+      stats->rank_stage_steps += d.steps.size() * stages_;
+    }
+    return true;
+  }
+
+  const uint32_t stages_;
+  std::array<std::string, kColumnCount> col_;
+  int64_t last_closed_ = 0;
+  int64_t last_rank_ = 0;
+  std::unordered_map<std::string, uint32_t> jobs_;
+  std::unordered_map<uint64_t, uint32_t> series_index_;
+  std::vector<Series> series_;
+};
+
+absl::Status Bad(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("record block: ", what));
+}
+
+// Reads a column's values, failing with the column's name.
+class ColumnReader {
+ public:
+  ColumnReader() = default;
+  ColumnReader(absl::string_view bytes, const char* name)
+      : p_(bytes.data()), end_(bytes.data() + bytes.size()), name_(name) {}
+
+  absl::Status Varint(uint64_t* v) {
+    if (!GetVarint(p_, end_, v)) return Bad(absl::StrCat(name_, " column cut short"));
+    return absl::OkStatus();
+  }
+  absl::Status Bytes(uint64_t n, absl::string_view* out) {
+    if (n > static_cast<uint64_t>(end_ - p_)) return Bad(absl::StrCat(name_, " column cut short"));
+    *out = absl::string_view(p_, n);
+    p_ += n;
+    return absl::OkStatus();
+  }
+  size_t left() const { return static_cast<size_t>(end_ - p_); }
+  absl::Status Done() const {
+    if (p_ != end_) return Bad(absl::StrCat(left(), " bytes left over in the ", name_, " column"));
+    return absl::OkStatus();
+  }
+
+ private:
+  const char* p_ = nullptr;
+  const char* end_ = nullptr;
+  const char* name_ = "";
+};
+
+#define SF_RETURN_IF_ERROR(expr)       \
+  do {                                 \
+    absl::Status _status = (expr);     \
+    if (!_status.ok()) return _status; \
+  } while (0)
+
+// A RankSteps whose packed bytes are written once every series' durations are read.
+struct PendingSteps {
+  v1::RankSteps* out;
+  uint32_t series;
+  size_t first;      // index into the decoder's steps / flags
+  size_t series_t0;  // its first step's index within the series
+  uint32_t count;
+};
+
+absl::Status DecodeColumns(absl::string_view raw, uint32_t stages, uint64_t record_count,
+                           std::vector<v1::JournalRecord>* records) {
+  std::array<ColumnReader, kColumnCount> col;
+  {
+    ColumnReader all(raw, "block");
+    for (int c = 0; c < kColumnCount; ++c) {
+      uint64_t n = 0;
+      absl::string_view bytes;
+      if (!all.Varint(&n).ok() || !all.Bytes(n, &bytes).ok()) {
+        return Bad(absl::StrCat("the ", kColumnNames[c], " column is cut short"));
+      }
+      col[c] = ColumnReader(bytes, kColumnNames[c]);
+    }
+    SF_RETURN_IF_ERROR(all.Done());
+  }
+  if (col[kKinds].left() != record_count) {
+    return Bad(absl::StrCat(col[kKinds].left(), " kinds for ", record_count, " records"));
+  }
+  std::vector<std::string> jobs;
+  std::unordered_map<uint64_t, uint32_t> series_index;
+  std::vector<int64_t> series_next;
+  std::vector<size_t> series_steps;
+  std::vector<int64_t> steps;
+  std::vector<uint32_t> flags;
+  std::vector<PendingSteps> pending;
+  int64_t last_closed = 0;
+  int64_t last_rank = 0;
+  records->reserve(record_count);
+  for (uint64_t r = 0; r < record_count; ++r) {
+    absl::string_view kind_byte;
+    SF_RETURN_IF_ERROR(col[kKinds].Bytes(1, &kind_byte));
+    v1::JournalRecord& record = records->emplace_back();
+    const uint8_t kind = static_cast<uint8_t>(kind_byte[0]);
+    uint64_t v = 0;
+    if (kind == kWhole) {
+      absl::string_view bytes;
+      SF_RETURN_IF_ERROR(col[kWholeRecs].Varint(&v));
+      SF_RETURN_IF_ERROR(col[kWholeRecs].Bytes(v, &bytes));
+      if (!record.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())) ||
+          record.body_case() == v1::JournalRecord::BODY_NOT_SET) {
+        return Bad(absl::StrCat("record ", r, " does not parse as a journal record"));
+      }
+      if (record.has_block()) return Bad(absl::StrCat("record ", r, " is a block in a block"));
+    } else if (kind == kClosed) {
+      SF_RETURN_IF_ERROR(col[kClosedCol].Varint(&v));
+      last_closed = static_cast<int64_t>(static_cast<uint64_t>(last_closed) +
+                                         static_cast<uint64_t>(UnZigZag(v)));
+      record.mutable_closed()->set_step(last_closed);
+    } else if (kind == kRanks) {
+      uint64_t groups = 0;
+      SF_RETURN_IF_ERROR(col[kGroups].Varint(&groups));
+      // Every RankSteps takes at least three head bytes.
+      if (groups > col[kHeads].left() / 3) {
+        return Bad(absl::StrCat("record ", r, ": ", groups, " rank-steps"));
+      }
+      v1::RanksLogged* ranks = record.mutable_ranks();
+      for (uint64_t g = 0; g < groups; ++g) {
+        v1::RankSteps* rs = ranks->add_steps();
+        SF_RETURN_IF_ERROR(col[kJobs].Varint(&v));
+        if (v > jobs.size()) return Bad(absl::StrCat("record ", r, ": job index ", v));
+        if (v == jobs.size()) {
+          uint64_t len = 0;
+          absl::string_view name;
+          SF_RETURN_IF_ERROR(col[kStrings].Varint(&len));
+          SF_RETURN_IF_ERROR(col[kStrings].Bytes(len, &name));
+          jobs.emplace_back(name);
+        }
+        const uint32_t job = static_cast<uint32_t>(v);
+        rs->set_job(jobs[job]);
+        SF_RETURN_IF_ERROR(col[kHeads].Varint(&v));
+        const int64_t rank_delta = UnZigZag(v);
+        if (rank_delta > (int64_t{1} << 33) || rank_delta < -(int64_t{1} << 33) ||
+            last_rank + rank_delta < INT32_MIN || last_rank + rank_delta > INT32_MAX) {
+          return Bad(absl::StrCat("record ", r, ": rank out of range"));
+        }
+        last_rank += rank_delta;
+        rs->set_rank(static_cast<int32_t>(last_rank));
+        auto [it, fresh] = series_index.try_emplace(SeriesKey(job, rs->rank()),
+                                                    static_cast<uint32_t>(series_next.size()));
+        if (fresh) {
+          series_next.push_back(0);
+          series_steps.push_back(0);
+        }
+        const uint32_t series = it->second;
+        SF_RETURN_IF_ERROR(col[kHeads].Varint(&v));
+        const int64_t delta = UnZigZag(v);
+        if (delta > shm::kMaxStepNumber || delta < -shm::kMaxStepNumber ||
+            !shm::ValidStepNumber(series_next[series] + delta)) {
+          return Bad(absl::StrCat("record ", r, ": base step out of range"));
+        }
+        const int64_t base_step = series_next[series] + delta;
+        uint64_t count = 0;
+        SF_RETURN_IF_ERROR(col[kHeads].Varint(&count));
+        if (count > wire::kMaxPackedCount || count > col[kFlags].left()) {
+          return Bad(absl::StrCat("record ", r, ": ", count, " steps"));
+        }
+        rs->set_base_step(base_step);
+        rs->set_count(static_cast<uint32_t>(count));
+        pending.push_back(
+            {rs, series, steps.size(), series_steps[series], static_cast<uint32_t>(count)});
+        int64_t step = base_step;
+        for (uint64_t t = 0; t < count; ++t) {
+          if (t > 0) {
+            SF_RETURN_IF_ERROR(col[kGaps].Varint(&v));
+            if (v >= static_cast<uint64_t>(shm::kMaxStepNumber - step)) {
+              return Bad(absl::StrCat("record ", r, ": step out of range"));
+            }
+            step += static_cast<int64_t>(v) + 1;
+          }
+          uint64_t f = 0;
+          SF_RETURN_IF_ERROR(col[kFlags].Varint(&f));
+          if (f > 0xffffffffULL) return Bad(absl::StrCat("record ", r, ": flags out of range"));
+          steps.push_back(step);
+          flags.push_back(static_cast<uint32_t>(f));
+        }
+        if (count > 0) series_next[series] = step + 1;
+        series_steps[series] += count;
+      }
+    } else {
+      return Bad(absl::StrCat("record ", r, ": unknown kind ", int{kind}));
+    }
+  }
+  // Every duration takes at least one byte: check before allocating.
+  if (steps.size() > col[kDurations].left() / stages) {
+    return Bad(absl::StrCat(steps.size(), " steps of ", stages, " stages in ",
+                            col[kDurations].left(), " duration bytes"));
+  }
+  std::vector<std::vector<int64_t>> durations(series_steps.size());
+  for (size_t s = 0; s < series_steps.size(); ++s) {
+    const size_t n = series_steps[s];
+    durations[s].resize(n * stages);
+    for (uint32_t k = 0; k < stages; ++k) {
+      int64_t previous = 0;
+      for (size_t t = 0; t < n; ++t) {
+        uint64_t v = 0;
+        SF_RETURN_IF_ERROR(col[kDurations].Varint(&v));
+        const int64_t delta = UnZigZag(v);
+        if (delta > shm::kMaxStageNs || delta < -shm::kMaxStageNs ||
+            !shm::ValidStageDuration(previous + delta)) {
+          return Bad(absl::StrCat("a duration out of range in series ", s));
+        }
+        previous += delta;
+        durations[s][t * stages + k] = previous;
+      }
+    }
+  }
+  for (int c = 0; c < kColumnCount; ++c) SF_RETURN_IF_ERROR(col[c].Done());
+  for (const PendingSteps& p : pending) {
+    wire::PackedStepsEncoder packed(stages);
+    for (uint32_t t = 0; t < p.count; ++t) {
+      packed.Add(steps[p.first + t], &durations[p.series][(p.series_t0 + t) * stages],
+                 flags[p.first + t]);
+    }
+    p.out->set_packed(packed.bytes());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> EncodeRecordBlock(const std::vector<v1::JournalRecord>& records,
+                                              const RecordBlockOptions& options,
+                                              RecordBlockStats* stats) {
+  RecordBlockStats local;
+  if (stats == nullptr) stats = &local;
+  *stats = {};
+  if (options.stage_count == 0 || options.stage_count > shm::v1::kMaxStages) {
+    return absl::InvalidArgumentError(absl::StrCat("record block: ", options.stage_count,
+                                                   " stages (1..", shm::v1::kMaxStages, ")"));
+  }
+  if (records.empty() || records.size() > kMaxRecordBlockRecords) {
+    return absl::InvalidArgumentError(absl::StrCat("record block: ", records.size(),
+                                                   " records (1..", kMaxRecordBlockRecords, ")"));
+  }
+  Encoder encoder(options.stage_count);
+  for (const v1::JournalRecord& r : records) {
+    if (r.has_block()) {
+      return absl::InvalidArgumentError("record block: a block cannot hold another block");
+    }
+    encoder.Add(r, stats);
+  }
+  stats->records = records.size();
+  const std::string raw = encoder.Columns();
+  stats->column_bytes = raw.size();
+  if (raw.size() > kMaxRecordBlockRawBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("record block: ", raw.size(),
+                                                   " bytes of columns, over ",
+                                                   kMaxRecordBlockRawBytes, ": use fewer records"));
+  }
+  std::string block;
+  block.push_back(static_cast<char>(kRecordBlockVersion));
+  block.push_back(static_cast<char>(options.stage_count));
+  PutVarint(block, records.size());
+  PutVarint(block, raw.size());
+  const size_t header = block.size();
+  block.resize(header + ZSTD_compressBound(raw.size()));
+  // With the frame's content checksum: damage that the journal's CRC cannot see (a block
+  // copied by hand, a bug) is found, not decoded into other numbers.
+  std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> ctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
+  if (ctx == nullptr) return absl::InternalError("record block: zstd: out of memory");
+  ZSTD_CCtx_setParameter(ctx.get(), ZSTD_c_compressionLevel, options.zstd_level);
+  ZSTD_CCtx_setParameter(ctx.get(), ZSTD_c_checksumFlag, 1);
+  const size_t n = ZSTD_compress2(ctx.get(), block.data() + header, block.size() - header,
+                                  raw.data(), raw.size());
+  if (ZSTD_isError(n)) {
+    return absl::InternalError(absl::StrCat("record block: zstd: ", ZSTD_getErrorName(n)));
+  }
+  block.resize(header + n);
+  stats->block_bytes = block.size();
+  return block;
+}
+
+absl::Status DecodeRecordBlock(absl::string_view block,
+                               absl::FunctionRef<absl::Status(const v1::JournalRecord&)> sink) {
+  if (block.size() < 2) return Bad("cut short before its header");
+  const uint8_t version = static_cast<uint8_t>(block[0]);
+  if (version > kRecordBlockVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "record block version ", int{version}, " is newer than the versions this build reads (1..",
+        int{kRecordBlockVersion}, "): upgrade"));
+  }
+  if (version == 0) return Bad("version 0 does not exist");
+  const uint32_t stages = static_cast<uint8_t>(block[1]);
+  if (stages == 0 || stages > shm::v1::kMaxStages) {
+    return Bad(absl::StrCat(stages, " stages (1..", shm::v1::kMaxStages, ")"));
+  }
+  const char* p = block.data() + 2;
+  const char* end = block.data() + block.size();
+  uint64_t record_count = 0, raw_size = 0;
+  if (!GetVarint(p, end, &record_count) || !GetVarint(p, end, &raw_size)) {
+    return Bad("cut short in its header");
+  }
+  if (record_count == 0 || record_count > kMaxRecordBlockRecords) {
+    return Bad(absl::StrCat(record_count, " records (1..", kMaxRecordBlockRecords, ")"));
+  }
+  if (raw_size > kMaxRecordBlockRawBytes) {
+    return Bad(absl::StrCat(raw_size, " bytes of columns, over ", kMaxRecordBlockRawBytes));
+  }
+  const size_t frame = static_cast<size_t>(end - p);
+  const unsigned long long content = ZSTD_getFrameContentSize(p, frame);
+  if (content == ZSTD_CONTENTSIZE_ERROR || content == ZSTD_CONTENTSIZE_UNKNOWN ||
+      content != raw_size) {
+    return Bad("its zstd frame is damaged or does not hold the size the header says");
+  }
+  const size_t frame_bytes = ZSTD_findFrameCompressedSize(p, frame);
+  if (ZSTD_isError(frame_bytes) || frame_bytes != frame) {
+    return Bad("bytes after its zstd frame, or the frame is cut short");
+  }
+  std::string raw(raw_size, '\0');
+  const size_t n = ZSTD_decompress(raw.data(), raw.size(), p, frame);
+  if (ZSTD_isError(n) || n != raw_size) {
+    return Bad(absl::StrCat("zstd: ", ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short output"));
+  }
+  std::vector<v1::JournalRecord> records;
+  SF_RETURN_IF_ERROR(DecodeColumns(raw, stages, record_count, &records));
+  for (const v1::JournalRecord& r : records) SF_RETURN_IF_ERROR(sink(r));
+  return absl::OkStatus();
+}
+
+}  // namespace stagefrontier
