@@ -7,7 +7,8 @@
 //                                              which operator of a stage makes a rank slow
 //   stagefrontier journal JOURNAL [--json] [--window N] [--out RUN.jsonl]
 //                                              account a coordinator journal offline
-//   stagefrontier journal-compact JOURNAL --out NEW.journal [--block-steps N] [--level L] [--json]
+//   stagefrontier journal-compact JOURNAL --out NEW.journal [--block-steps N] [--level L]
+//                                [--round-us] [--json]
 //                                              the same journal in compact record blocks
 //   stagefrontier nodes JOURNAL... [--ranks-per-node K] [--ledger FILE] [--json]
 //                                              charge jobs to nodes offline (the node ledger)
@@ -185,6 +186,7 @@ int CompactJournalCommand(const std::string& path, const std::string& out_path,
     nlohmann::json j = {
         {"job", r->job},
         {"stages", r->stages},
+        {"duration_unit_ns", options.duration_unit_ns},
         {"input_bytes", r->input_bytes},
         {"output_bytes", r->output_bytes},
         {"blocks", r->blocks},
@@ -206,7 +208,11 @@ int CompactJournalCommand(const std::string& path, const std::string& out_path,
             << std::fixed << std::setprecision(2) << path << ": " << r->input_bytes << " bytes, "
             << r->input_bytes / cells << " per rank-stage-step\n"
             << out_path << ": " << r->output_bytes << " bytes, " << r->output_bytes / cells
-            << " per rank-stage-step (read back and compared: the same records)\n"
+            << " per rank-stage-step (read back and compared: the same records"
+            << (options.duration_unit_ns > 1
+                    ? absl::StrCat(", durations rounded to ", options.duration_unit_ns, " ns")
+                    : std::string())
+            << ")\n"
             << std::setprecision(3) << "blocks built in " << r->encode_seconds
             << " s, read back in " << r->read_back_seconds << " s (" << std::setprecision(0)
             << rank_steps / std::max(r->read_back_seconds, 1e-9) << " rank-steps/s)\n";
@@ -380,6 +386,10 @@ int main(int argc, char** argv) {
   compact->add_option("--level", compact_options.zstd_level, "zstd level")
       ->check(CLI::Range(1, 19))
       ->capture_default_str();
+  bool compact_round_us = false;
+  compact->add_flag("--round-us", compact_round_us,
+                    "Round the step records' durations to the nearest microsecond: a lossy, "
+                    "smaller archive (each replayed stage differs by at most 0.5 us)");
   compact->add_flag("--json", compact_json, "Print the figures as JSON");
   CLI::App* nodes = app.add_subcommand(
       "nodes",
@@ -412,6 +422,7 @@ int main(int argc, char** argv) {
     return stagefrontier::Nodes(node_journals, node_options, ledger_path, as_json);
   }
   if (compact->parsed()) {
+    if (compact_round_us) compact_options.duration_unit_ns = 1000;
     return stagefrontier::CompactJournalCommand(compact_in, compact_out, compact_options,
                                                 compact_json);
   }

@@ -2,7 +2,8 @@
 // declaration travel in record blocks (record_block.h): the same records, in the same order,
 // several times smaller. The coordinator and `stagefrontier journal` read either file and
 // rebuild the same state. The original is never modified; the new file is created atomically
-// and read back and compared record by record before this reports success.
+// and read back and compared record by record before this reports success (with a duration
+// unit above 1: the same records but for durations rounded by at most half a unit).
 //
 //   absl::StatusOr<CompactionReport> r =
 //       CompactJournal("/data/run42.journal", "/archive/run42.journal", {});
@@ -21,6 +22,10 @@ namespace stagefrontier {
 struct CompactionOptions {
   uint32_t block_steps = 100;  // a block ends after this many closed steps (a verdict window)
   int zstd_level = 12;
+  // 1: exact (the default). 1000: durations rounded to the nearest microsecond — a lossy
+  // archive (each stage of a replayed step differs by at most half a unit); only the step
+  // records taken into columns are rounded.
+  int64_t duration_unit_ns = 1;
   bool fsync = true;
 };
 

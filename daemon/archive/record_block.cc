@@ -54,7 +54,7 @@ struct Series {
 
 class Encoder {
  public:
-  explicit Encoder(uint32_t stages) : stages_(stages) {}
+  Encoder(uint32_t stages, int64_t unit_ns) : stages_(stages), unit_(unit_ns) {}
 
   void Add(const v1::JournalRecord& record, RecordBlockStats* stats) {
     const std::string original = record.SerializeAsString();
@@ -75,7 +75,8 @@ class Encoder {
     ++stats->whole_records;
   }
 
-  std::string Columns() {
+  // The block's content: its parameters, then the columns.
+  std::string Content(uint64_t records) {
     for (const Series& s : series_) {
       const size_t steps = s.durations.size() / stages_;
       for (uint32_t k = 0; k < stages_; ++k) {
@@ -88,6 +89,9 @@ class Encoder {
       }
     }
     std::string raw;
+    PutVarint(raw, stages_);
+    PutVarint(raw, static_cast<uint64_t>(unit_));
+    PutVarint(raw, records);
     for (const std::string& c : col_) {
       PutVarint(raw, c.size());
       raw.append(c);
@@ -102,8 +106,15 @@ class Encoder {
     return copy.SerializeAsString();
   }
 
-  // Takes a RanksLogged apart when its rebuilt bytes equal `original`; false (nothing written)
-  // otherwise.
+  // `d` in units of unit_ns, rounded to the nearest (never above a day).
+  int64_t InUnits(int64_t d) const {
+    int64_t r = (d + unit_ / 2) / unit_;
+    if (r * unit_ > shm::kMaxStageNs) --r;
+    return r;
+  }
+
+  // Takes a RanksLogged apart when its rebuilt bytes equal `original` (with rounded durations:
+  // `original` with each packed vector rounded); false (nothing written) otherwise.
   bool AddRanks(const v1::JournalRecord& record, const std::string& original,
                 RecordBlockStats* stats) {
     struct Decoded {
@@ -118,14 +129,18 @@ class Encoder {
       if (rs.collectives_size() > 0) return false;
       Decoded& d = decoded[i];
       wire::PackedStepsEncoder packed(stages_);
-      const absl::Status s = wire::DecodePackedSteps(
-          rs.packed(), rs.count(), rs.base_step(), stages_,
-          [&](int64_t step, const int64_t* durations, uint32_t flags) {
-            d.steps.push_back(step);
-            d.flags.push_back(flags);
-            d.durations.insert(d.durations.end(), durations, durations + stages_);
-            packed.Add(step, durations, flags);
-          });
+      const absl::Status s =
+          wire::DecodePackedSteps(rs.packed(), rs.count(), rs.base_step(), stages_,
+                                  [&](int64_t step, const int64_t* durations, uint32_t flags) {
+                                    int64_t kept[shm::v1::kMaxStages];
+                                    for (uint32_t k = 0; k < stages_; ++k) {
+                                      d.durations.push_back(InUnits(durations[k]));
+                                      kept[k] = d.durations.back() * unit_;
+                                    }
+                                    d.steps.push_back(step);
+                                    d.flags.push_back(flags);
+                                    packed.Add(step, kept, flags);
+                                  });
       if (!s.ok()) return false;
       v1::RankSteps* out = rebuilt.mutable_ranks()->add_steps();
       out->set_job(rs.job());
@@ -134,7 +149,15 @@ class Encoder {
       out->set_count(rs.count());
       out->set_packed(packed.bytes());
     }
-    if (rebuilt.SerializeAsString() != original) return false;
+    if (unit_ == 1) {
+      if (rebuilt.SerializeAsString() != original) return false;
+    } else {
+      v1::JournalRecord rounded = record;
+      for (int i = 0; i < rounded.ranks().steps_size(); ++i) {
+        rounded.mutable_ranks()->mutable_steps(i)->set_packed(rebuilt.ranks().steps(i).packed());
+      }
+      if (rebuilt.SerializeAsString() != rounded.SerializeAsString()) return false;
+    }
 
     col_[kKinds].push_back(kRanks);
     PutVarint(col_[kGroups], record.ranks().steps_size());
@@ -168,6 +191,7 @@ class Encoder {
   }
 
   const uint32_t stages_;
+  const int64_t unit_;
   std::array<std::string, kColumnCount> col_;
   int64_t last_closed_ = 0;
   int64_t last_rank_ = 0;
@@ -224,8 +248,8 @@ struct PendingSteps {
   uint32_t count;
 };
 
-absl::Status DecodeColumns(absl::string_view raw, uint32_t stages, uint64_t record_count,
-                           std::vector<v1::JournalRecord>* records) {
+absl::Status DecodeColumns(absl::string_view raw, uint32_t stages, int64_t unit,
+                           uint64_t record_count, std::vector<v1::JournalRecord>* records) {
   std::array<ColumnReader, kColumnCount> col;
   {
     ColumnReader all(raw, "block");
@@ -362,11 +386,11 @@ absl::Status DecodeColumns(absl::string_view raw, uint32_t stages, uint64_t reco
         SF_RETURN_IF_ERROR(col[kDurations].Varint(&v));
         const int64_t delta = UnZigZag(v);
         if (delta > shm::kMaxStageNs || delta < -shm::kMaxStageNs ||
-            !shm::ValidStageDuration(previous + delta)) {
+            !shm::ValidStageDuration((previous + delta) * unit)) {
           return Bad(absl::StrCat("a duration out of range in series ", s));
         }
         previous += delta;
-        durations[s][t * stages + k] = previous;
+        durations[s][t * stages + k] = previous * unit;
       }
     }
   }
@@ -398,7 +422,12 @@ absl::StatusOr<std::string> EncodeRecordBlock(const std::vector<v1::JournalRecor
     return absl::InvalidArgumentError(absl::StrCat("record block: ", records.size(),
                                                    " records (1..", kMaxRecordBlockRecords, ")"));
   }
-  Encoder encoder(options.stage_count);
+  if (options.duration_unit_ns < 1 || options.duration_unit_ns > kMaxRecordBlockUnitNs) {
+    return absl::InvalidArgumentError(absl::StrCat("record block: a duration unit of ",
+                                                   options.duration_unit_ns, " ns (1..",
+                                                   kMaxRecordBlockUnitNs, ")"));
+  }
+  Encoder encoder(options.stage_count, options.duration_unit_ns);
   for (const v1::JournalRecord& r : records) {
     if (r.has_block()) {
       return absl::InvalidArgumentError("record block: a block cannot hold another block");
@@ -406,7 +435,7 @@ absl::StatusOr<std::string> EncodeRecordBlock(const std::vector<v1::JournalRecor
     encoder.Add(r, stats);
   }
   stats->records = records.size();
-  const std::string raw = encoder.Columns();
+  const std::string raw = encoder.Content(records.size());
   stats->column_bytes = raw.size();
   if (raw.size() > kMaxRecordBlockRawBytes) {
     return absl::InvalidArgumentError(absl::StrCat("record block: ", raw.size(),
@@ -415,8 +444,6 @@ absl::StatusOr<std::string> EncodeRecordBlock(const std::vector<v1::JournalRecor
   }
   std::string block;
   block.push_back(static_cast<char>(kRecordBlockVersion));
-  block.push_back(static_cast<char>(options.stage_count));
-  PutVarint(block, records.size());
   PutVarint(block, raw.size());
   const size_t header = block.size();
   block.resize(header + ZSTD_compressBound(raw.size()));
@@ -437,8 +464,9 @@ absl::StatusOr<std::string> EncodeRecordBlock(const std::vector<v1::JournalRecor
 }
 
 absl::Status DecodeRecordBlock(absl::string_view block,
-                               absl::FunctionRef<absl::Status(const v1::JournalRecord&)> sink) {
-  if (block.size() < 2) return Bad("cut short before its header");
+                               absl::FunctionRef<absl::Status(const v1::JournalRecord&)> sink,
+                               RecordBlockInfo* info) {
+  if (block.empty()) return Bad("empty");
   const uint8_t version = static_cast<uint8_t>(block[0]);
   if (version > kRecordBlockVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -446,19 +474,10 @@ absl::Status DecodeRecordBlock(absl::string_view block,
         int{kRecordBlockVersion}, "): upgrade"));
   }
   if (version == 0) return Bad("version 0 does not exist");
-  const uint32_t stages = static_cast<uint8_t>(block[1]);
-  if (stages == 0 || stages > shm::v1::kMaxStages) {
-    return Bad(absl::StrCat(stages, " stages (1..", shm::v1::kMaxStages, ")"));
-  }
-  const char* p = block.data() + 2;
+  const char* p = block.data() + 1;
   const char* end = block.data() + block.size();
-  uint64_t record_count = 0, raw_size = 0;
-  if (!GetVarint(p, end, &record_count) || !GetVarint(p, end, &raw_size)) {
-    return Bad("cut short in its header");
-  }
-  if (record_count == 0 || record_count > kMaxRecordBlockRecords) {
-    return Bad(absl::StrCat(record_count, " records (1..", kMaxRecordBlockRecords, ")"));
-  }
+  uint64_t raw_size = 0;
+  if (!GetVarint(p, end, &raw_size)) return Bad("cut short in its header");
   if (raw_size > kMaxRecordBlockRawBytes) {
     return Bad(absl::StrCat(raw_size, " bytes of columns, over ", kMaxRecordBlockRawBytes));
   }
@@ -477,8 +496,30 @@ absl::Status DecodeRecordBlock(absl::string_view block,
   if (ZSTD_isError(n) || n != raw_size) {
     return Bad(absl::StrCat("zstd: ", ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short output"));
   }
+  // The parameters lie inside the frame, under its checksum.
+  ColumnReader params(raw, "parameters");
+  uint64_t stages = 0, unit = 0, record_count = 0;
+  SF_RETURN_IF_ERROR(params.Varint(&stages));
+  SF_RETURN_IF_ERROR(params.Varint(&unit));
+  SF_RETURN_IF_ERROR(params.Varint(&record_count));
+  if (stages == 0 || stages > shm::v1::kMaxStages) {
+    return Bad(absl::StrCat(stages, " stages (1..", shm::v1::kMaxStages, ")"));
+  }
+  if (unit < 1 || unit > kMaxRecordBlockUnitNs) {
+    return Bad(absl::StrCat("a duration unit of ", unit, " ns (1..", kMaxRecordBlockUnitNs, ")"));
+  }
+  if (record_count == 0 || record_count > kMaxRecordBlockRecords) {
+    return Bad(absl::StrCat(record_count, " records (1..", kMaxRecordBlockRecords, ")"));
+  }
   std::vector<v1::JournalRecord> records;
-  SF_RETURN_IF_ERROR(DecodeColumns(raw, stages, record_count, &records));
+  SF_RETURN_IF_ERROR(DecodeColumns(absl::string_view(raw).substr(raw.size() - params.left()),
+                                   static_cast<uint32_t>(stages), static_cast<int64_t>(unit),
+                                   record_count, &records));
+  if (info != nullptr) {
+    info->stage_count = static_cast<uint32_t>(stages);
+    info->duration_unit_ns = static_cast<int64_t>(unit);
+    info->records = record_count;
+  }
   for (const v1::JournalRecord& r : records) SF_RETURN_IF_ERROR(sink(r));
   return absl::OkStatus();
 }

@@ -7,6 +7,7 @@
 // harness, not a test:
 //   bazel build -c opt //tests/bench:archive_size_harness
 //   bazel-bin/tests/bench/archive_size_harness --ranks 1024 --steps 300 [--noise-cv 0.02]
+//       [--steps-per-message K] [--level L] [--unit-ns 1000]
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
   int32_t per_message = 1;
   double noise_cv = 0.02;
   int level = 12;
+  int64_t unit_ns = 1;
   std::string dir = "/tmp/sf_archive_size";
   app.add_option("--ranks", ranks)->check(CLI::Range(8, 1 << 17));
   app.add_option("--steps", steps)->check(CLI::Range(int64_t{1}, int64_t{100'000}));
@@ -35,6 +37,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   app.add_option("--noise-cv", noise_cv, "each stage's normal noise, a fraction of its mean");
   app.add_option("--level", level, "zstd level")->check(CLI::Range(1, 19));
+  app.add_option("--unit-ns", unit_ns, "1: exact; 1000: durations rounded to microseconds")
+      ->check(CLI::Range(int64_t{1}, int64_t{1'000'000}));
   app.add_option("--dir", dir, "where the two journals are written (replaced)");
   CLI11_PARSE(app, argc, argv);
 
@@ -85,8 +89,8 @@ int main(int argc, char** argv) {
     std::cerr << j.status().message() << "\n";
     return 2;
   }
-  absl::StatusOr<CompactionReport> r =
-      CompactJournal(plain, compact, {.zstd_level = level, .fsync = false});
+  absl::StatusOr<CompactionReport> r = CompactJournal(
+      plain, compact, {.zstd_level = level, .duration_unit_ns = unit_ns, .fsync = false});
   if (!r.ok()) {
     std::cerr << r.status().message() << "\n";
     return 2;
@@ -110,16 +114,17 @@ int main(int argc, char** argv) {
   const double restore_compact = restore_seconds(compact);
   const double cells = static_cast<double>(r->totals.rank_stage_steps);
   std::printf(
-      "ranks %d, stages %u, steps %lld, %d step(s) per message, noise cv %.3f, zstd %d\n"
+      "ranks %d, stages %u, steps %lld, %d step(s) per message, noise cv %.3f, zstd %d, unit %lld "
+      "ns\n"
       "journal (format 2, plain)  %12llu bytes  %6.2f bytes per rank-stage-step\n"
       "journal (record blocks)    %12llu bytes  %6.2f bytes per rank-stage-step (%llu blocks)\n"
       "blocks built in %.3f s (%.2f M rank-steps/s), read back in %.3f s (%.2f M rank-steps/s)\n"
       "job restored (replayed and accounted) from the plain journal in %.3f s (%.2f M "
       "rank-steps/s), from the compacted one in %.3f s (%.2f M rank-steps/s)\n",
       ranks, stages, static_cast<long long>(steps), per_message, noise_cv, level,
-      static_cast<unsigned long long>(r->input_bytes), r->input_bytes / cells,
-      static_cast<unsigned long long>(r->output_bytes), r->output_bytes / cells,
-      static_cast<unsigned long long>(r->blocks), r->encode_seconds,
+      static_cast<long long>(unit_ns), static_cast<unsigned long long>(r->input_bytes),
+      r->input_bytes / cells, static_cast<unsigned long long>(r->output_bytes),
+      r->output_bytes / cells, static_cast<unsigned long long>(r->blocks), r->encode_seconds,
       r->totals.rank_steps / r->encode_seconds / 1e6, r->read_back_seconds,
       r->totals.rank_steps / r->read_back_seconds / 1e6, restore_plain,
       r->totals.rank_steps / restore_plain / 1e6, restore_compact,

@@ -1,7 +1,7 @@
 // Fuzz target: arbitrary bytes as a journal record block (daemon/archive/record_block.h,
 // docs/journal-format.md "Record blocks"). Decoding must fail with a status or give records;
-// records it gives, encoded again with the block's stage count, must decode to the same records
-// (byte for byte serialized). Never a crash, never a read outside the input.
+// records it gives, encoded again with the block's stage count and unit, must decode to the
+// same records (byte for byte serialized). Never a crash, never a read outside the input.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -26,17 +26,23 @@ std::vector<std::string> Decoded(const std::string& block, bool* ok) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
   std::vector<stagefrontier::v1::JournalRecord> records;
-  const absl::Status s =
-      stagefrontier::DecodeRecordBlock(bytes, [&](const stagefrontier::v1::JournalRecord& r) {
+  stagefrontier::RecordBlockInfo info;
+  const absl::Status s = stagefrontier::DecodeRecordBlock(
+      bytes,
+      [&](const stagefrontier::v1::JournalRecord& r) {
         records.push_back(r);
         return absl::OkStatus();
-      });
+      },
+      &info);
   if (!s.ok()) {
     if (!records.empty()) std::abort();  // nothing reaches the sink from a bad block
     return 0;
   }
-  const uint32_t stages = static_cast<uint8_t>(bytes[1]);
-  absl::StatusOr<std::string> again = stagefrontier::EncodeRecordBlock(records, {stages, 1});
+  if (info.records != records.size()) std::abort();
+  absl::StatusOr<std::string> again =
+      stagefrontier::EncodeRecordBlock(records, {.stage_count = info.stage_count,
+                                                 .zstd_level = 1,
+                                                 .duration_unit_ns = info.duration_unit_ns});
   if (!again.ok()) std::abort();
   bool ok = false;
   const std::vector<std::string> back = Decoded(*again, &ok);

@@ -70,6 +70,10 @@ grep -q 'read back and compared: the same records' "$tmp/compact.txt" || fail "c
 diff "$tmp/plain_report.txt" "$tmp/compact_report.txt" || fail "the compacted journal accounts differently"
 "$SF" journal-compact --json --block-steps 5 "$JOURNAL" --out "$tmp/compact2.journal" | jq -e '.blocks == 3 and .output_bytes < .input_bytes' >/dev/null \
   || fail "compact --json"
+"$SF" journal-compact --round-us "$JOURNAL" --out "$tmp/us.journal" > "$tmp/us.txt" || fail "--round-us"
+grep -q 'the same records, durations rounded to 1000 ns' "$tmp/us.txt" || fail "--round-us output"
+[ "$(stat -c %s "$tmp/us.journal")" -lt "$(stat -c %s "$tmp/compact.journal")" ] || fail "--round-us size"
+"$SF" journal "$tmp/us.journal" | grep -q '^VERDICT ' || fail "the microsecond archive does not account"
 set +e
 "$SF" journal-compact "$JOURNAL" --out "$tmp/compact.journal" > /dev/null 2> "$tmp/err.txt"; rc=$?
 set -e

@@ -84,6 +84,19 @@ TEST_CASE("a compacted journal holds the same records, in blocks, several times 
   CHECK(Records(dir + "/again.journal") == Records(dir + "/job1.journal"));
 }
 
+TEST_CASE("a microsecond archive is smaller and reads back within half a microsecond") {
+  const std::string dir = TempDir();
+  REQUIRE(JobJournal::Create(dir + "/job1.journal", false, Job()).ok());
+  auto exact = CompactJournal(dir + "/job1.journal", dir + "/exact.journal", {.fsync = false});
+  auto us = CompactJournal(dir + "/job1.journal", dir + "/us.journal",
+                           {.duration_unit_ns = 1000, .fsync = false});
+  REQUIRE(exact.ok());
+  REQUIRE(us.ok());  // its own read-back comparison passed
+  CHECK(us->output_bytes < exact->output_bytes);
+  CHECK(Records(dir + "/us.journal").size() == Records(dir + "/job1.journal").size());
+  CHECK(Records(dir + "/us.journal") != Records(dir + "/job1.journal"));
+}
+
 TEST_CASE("what cannot be compacted is refused with the reason, and nothing is written") {
   const std::string dir = TempDir();
   REQUIRE(JobJournal::Create(dir + "/job1.journal", false, Job()).ok());

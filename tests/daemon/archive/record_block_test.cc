@@ -1,6 +1,7 @@
 #include "daemon/archive/record_block.h"
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <random>
 
 #include "daemon/wire/rank_steps.h"
@@ -107,6 +108,75 @@ TEST_CASE("a block gives back every record byte for byte") {
   CHECK(stats.rank_stage_steps == stats.rank_steps * kStages);
   CHECK(stats.block_bytes == block->size());
   CHECK(stats.block_bytes < stats.input_bytes / 2);
+}
+
+TEST_CASE("rounded to microseconds: durations within 500 ns, everything else exact") {
+  const auto records = MixedRecords();
+  RecordBlockStats exact_stats, rounded_stats;
+  auto exact = EncodeRecordBlock(records, {.stage_count = kStages}, &exact_stats);
+  auto rounded = EncodeRecordBlock(records, {.stage_count = kStages, .duration_unit_ns = 1000},
+                                   &rounded_stats);
+  REQUIRE(exact.ok());
+  REQUIRE(rounded.ok());
+  // The padded packed vector is re-encoded once rounded: lossy already, it goes into columns.
+  CHECK(rounded_stats.whole_records == exact_stats.whole_records - 1);
+  CHECK(rounded->size() < exact->size() * 3 / 4);
+  RecordBlockInfo info;
+  std::vector<v1::JournalRecord> got;
+  REQUIRE(DecodeRecordBlock(
+              *rounded,
+              [&](const v1::JournalRecord& r) {
+                got.push_back(r);
+                return absl::OkStatus();
+              },
+              &info)
+              .ok());
+  CHECK(info.stage_count == kStages);
+  CHECK(info.duration_unit_ns == 1000);
+  CHECK(info.records == records.size());
+  REQUIRE(got.size() == records.size());
+  int64_t rounded_values = 0;
+  for (size_t i = 0; i < records.size(); ++i) {
+    INFO("record " << i);
+    if (!records[i].has_ranks() || records[i].ranks().steps(0).collectives_size() > 0) {
+      CHECK(got[i].SerializeAsString() == records[i].SerializeAsString());
+      continue;
+    }
+    REQUIRE(got[i].ranks().steps_size() == records[i].ranks().steps_size());
+    for (int k = 0; k < records[i].ranks().steps_size(); ++k) {
+      const v1::RankSteps& a = records[i].ranks().steps(k);
+      const v1::RankSteps& b = got[i].ranks().steps(k);
+      CHECK(a.job() == b.job());
+      CHECK(a.rank() == b.rank());
+      CHECK(a.count() == b.count());
+      std::vector<int64_t> x, y;
+      auto collect = [&](std::vector<int64_t>* out) {
+        return [out](int64_t step, const int64_t* d, uint32_t flags) {
+          out->push_back(step);
+          out->push_back(flags);
+          out->insert(out->end(), d, d + kStages);
+        };
+      };
+      REQUIRE(
+          wire::DecodePackedSteps(a.packed(), a.count(), a.base_step(), kStages, collect(&x)).ok());
+      REQUIRE(
+          wire::DecodePackedSteps(b.packed(), b.count(), b.base_step(), kStages, collect(&y)).ok());
+      REQUIRE(x.size() == y.size());
+      for (size_t j = 0; j < x.size(); ++j) {
+        if (j % (kStages + 2) < 2) {
+          CHECK(x[j] == y[j]);  // step numbers and flags exact
+        } else {
+          CHECK(std::abs(x[j] - y[j]) <= 500);
+          CHECK(y[j] % 1000 == 0);
+          ++rounded_values;
+        }
+      }
+    }
+  }
+  CHECK(rounded_values > 1000);
+  CHECK(
+      EncodeRecordBlock(records, {.stage_count = kStages, .duration_unit_ns = 0}).status().code() ==
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("steady durations cost a fraction of a byte each") {
