@@ -172,11 +172,22 @@ size_t TryFrame(absl::string_view data, size_t off, uint32_t format, v1::Journal
   return header + len;
 }
 
-// Hands `record` to `sink`, or each record of it when it is a record block.
+// Hands `record` to `sink`, or each record of it when it is a record block. Sets *malformed
+// when the record is a block that does not decode (nothing of it reached `sink`): damage behind
+// an intact frame, skipped like a damaged frame. A block of a newer version is not damage.
 absl::Status ReplayRecord(const v1::JournalRecord& record,
-                          absl::FunctionRef<absl::Status(const v1::JournalRecord&)> sink) {
+                          absl::FunctionRef<absl::Status(const v1::JournalRecord&)> sink,
+                          bool* malformed) {
+  *malformed = false;
   if (!record.has_block()) return sink(record);
-  return DecodeRecordBlock(record.block(), sink);
+  bool sink_failed = false;
+  absl::Status s = DecodeRecordBlock(record.block(), [&](const v1::JournalRecord& r) {
+    absl::Status each = sink(r);
+    sink_failed = !each.ok();
+    return each;
+  });
+  *malformed = !s.ok() && !sink_failed && absl::IsInvalidArgument(s);
+  return s;
 }
 
 // The scan behind ScanJournal, also handing each intact frame to `frames`.
@@ -229,13 +240,19 @@ JournalScan Scan(absl::string_view data,
       if (n == 0) break;
       off = next;
     }
+    bool malformed = false;
+    if (absl::Status s = ReplayRecord(record, sink, &malformed); malformed) {
+      // An intact frame whose block does not decode: reported with its offset, the rest goes on.
+      scan.skipped.push_back(JournalRegion{off, n, std::string(s.message())});
+      off += n;
+      continue;
+    } else if (!s.ok()) {
+      scan.error = absl::StrCat("record at offset ", off, ": ", s.message());
+      return scan;
+    }
     if (frames != nullptr) {
       const size_t header = scan.format == 2 ? kJournalRecordHeaderBytes : 8;
       frames->push_back(Frame{off, data.substr(off + header, n - header)});
-    }
-    if (absl::Status s = sink(record); !s.ok()) {
-      scan.error = absl::StrCat("record at offset ", off, ": ", s.message());
-      return scan;
     }
     off += n;
     scan.valid_end = off;
@@ -255,8 +272,7 @@ bool JournalScan::TailOnly() const {
 
 JournalScan ScanJournal(absl::string_view data,
                         absl::FunctionRef<absl::Status(const v1::JournalRecord&)> sink) {
-  return Scan(
-      data, [&](const v1::JournalRecord& r) { return ReplayRecord(r, sink); }, nullptr);
+  return Scan(data, sink, nullptr);
 }
 
 void AppendJournalFrame(absl::string_view payload, std::string* out) {
@@ -354,7 +370,7 @@ absl::StatusOr<std::unique_ptr<JobJournal>> JobJournal::Open(
   const JournalScan scan = Scan(
       data,
       [&](const v1::JournalRecord& r) {
-        replay_status = ReplayRecord(r, replay);
+        replay_status = replay(r);
         return replay_status;
       },
       &frames);

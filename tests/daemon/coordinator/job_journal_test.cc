@@ -245,6 +245,82 @@ TEST_CASE("a record block's records replay in its place; a newer block version i
   CHECK(ReadAll(newer_path) == before);
 }
 
+// Hostile input (issue 17): a corrupt or truncated compressed block is reported with its
+// offset, and every record around it is recovered.
+TEST_CASE("a corrupt or truncated record block is skipped with its offset; the rest recovers") {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/job.journal";
+  auto block_of = [](int64_t first) {
+    std::vector<v1::JournalRecord> inner = {Closed(first), Closed(first + 1), Closed(first + 2)};
+    auto block = EncodeRecordBlock(inner, {.stage_count = 2});
+    REQUIRE(block.ok());
+    return *block;
+  };
+  std::string good_block = block_of(1);
+  std::string bad_block = good_block;
+  SECTION("the zstd frame cut short, behind an intact journal frame") {
+    bad_block.resize(bad_block.size() - 5);
+  }
+  SECTION("a flipped byte in the compressed columns, behind an intact journal frame") {
+    bad_block[bad_block.size() - 6] ^= 0x10;
+  }
+  std::vector<v1::JournalRecord> records(4);
+  records[0] = Closed(0);
+  records[1].set_block(bad_block);
+  records[2].set_block(block_of(4));
+  records[3] = Closed(7);
+  REQUIRE(JobJournal::Create(path, false, records).ok());
+  const std::string whole = ReadAll(path);
+  // Where the bad block's frame starts and ends.
+  uint32_t first_len = 0;
+  std::memcpy(&first_len, whole.data() + kJournalHeaderBytes + 8, 4);
+  const size_t bad_at = kJournalHeaderBytes + kJournalRecordHeaderBytes + first_len;
+  uint32_t bad_len = 0;
+  std::memcpy(&bad_len, whole.data() + bad_at + 8, 4);
+
+  std::vector<int64_t> scanned;
+  const JournalScan scan = ScanJournal(whole, [&](const v1::JournalRecord& r) {
+    scanned.push_back(r.closed().step());
+    return absl::OkStatus();
+  });
+  CHECK(scan.error.empty());
+  CHECK(scanned == std::vector<int64_t>{0, 4, 5, 6, 7});
+  REQUIRE(scan.skipped.size() == 1);
+  CHECK(scan.skipped[0].offset == bad_at);
+  CHECK(scan.skipped[0].bytes == kJournalRecordHeaderBytes + bad_len);
+  CHECK_THAT(scan.skipped[0].reason, Catch::Contains("record block"));
+
+  JournalOpenInfo info;
+  CHECK(Reopen(path, &info) == std::vector<int64_t>{0, 4, 5, 6, 7});
+  REQUIRE(info.skipped.size() == 1);
+  CHECK(info.skipped[0].offset == bad_at);
+  CHECK_THAT(info.Describe(), Catch::Contains("bytes at offset " + std::to_string(bad_at)));
+  REQUIRE(!info.kept_original.empty());
+  CHECK(ReadAll(info.kept_original) == whole);
+  JournalOpenInfo again;
+  CHECK(Reopen(path, &again) == std::vector<int64_t>{0, 4, 5, 6, 7});
+  CHECK(again.skipped.empty());
+}
+
+TEST_CASE("a record block torn by a crash mid-append is the saved tail; the rest recovers") {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/job.journal";
+  std::vector<v1::JournalRecord> inner = {Closed(1), Closed(2), Closed(3)};
+  auto block = EncodeRecordBlock(inner, {.stage_count = 2});
+  REQUIRE(block.ok());
+  std::vector<v1::JournalRecord> records(2);
+  records[0] = Closed(0);
+  records[1].set_block(*block);
+  REQUIRE(JobJournal::Create(path, false, records).ok());
+  const std::string whole = ReadAll(path);
+  WriteAll(path, whole.substr(0, whole.size() - 4));
+  JournalOpenInfo info;
+  CHECK(Reopen(path, &info) == std::vector<int64_t>{0});
+  REQUIRE(info.skipped.size() == 1);
+  CHECK_THAT(info.skipped[0].reason, Catch::Contains("cut short"));
+  CHECK(!info.saved_tail.empty());
+}
+
 // Regression (hostile input): a full disk when a job first appeared left an empty journal
 // behind, and the job was refused for good.
 TEST_CASE("creation is atomic: a full disk leaves nothing behind, and a retry succeeds") {
