@@ -1,13 +1,12 @@
 #include "daemon/archive/record_block.h"
 
-#include <zstd.h>
-
 #include <array>
 #include <memory>
 #include <unordered_map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/archive/column_codec.h"
 #include "daemon/wire/packed_steps.h"
 #include "daemon/wire/varint.h"
 #include "shm/record_limits.h"
@@ -92,10 +91,7 @@ class Encoder {
     PutVarint(raw, stages_);
     PutVarint(raw, static_cast<uint64_t>(unit_));
     PutVarint(raw, records);
-    for (const std::string& c : col_) {
-      PutVarint(raw, c.size());
-      raw.append(c);
-    }
+    archive::AppendColumns(col_, &raw);
     return raw;
   }
 
@@ -200,44 +196,11 @@ class Encoder {
   std::vector<Series> series_;
 };
 
-absl::Status Bad(absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("record block: ", what));
-}
+constexpr const char* kFormat = "record block";
 
-// Reads a column's values, failing with the column's name.
-class ColumnReader {
- public:
-  ColumnReader() = default;
-  ColumnReader(absl::string_view bytes, const char* name)
-      : p_(bytes.data()), end_(bytes.data() + bytes.size()), name_(name) {}
+absl::Status Bad(absl::string_view what) { return archive::BadBlock(kFormat, what); }
 
-  absl::Status Varint(uint64_t* v) {
-    if (!GetVarint(p_, end_, v)) return Bad(absl::StrCat(name_, " column cut short"));
-    return absl::OkStatus();
-  }
-  absl::Status Bytes(uint64_t n, absl::string_view* out) {
-    if (n > static_cast<uint64_t>(end_ - p_)) return Bad(absl::StrCat(name_, " column cut short"));
-    *out = absl::string_view(p_, n);
-    p_ += n;
-    return absl::OkStatus();
-  }
-  size_t left() const { return static_cast<size_t>(end_ - p_); }
-  absl::Status Done() const {
-    if (p_ != end_) return Bad(absl::StrCat(left(), " bytes left over in the ", name_, " column"));
-    return absl::OkStatus();
-  }
-
- private:
-  const char* p_ = nullptr;
-  const char* end_ = nullptr;
-  const char* name_ = "";
-};
-
-#define SF_RETURN_IF_ERROR(expr)       \
-  do {                                 \
-    absl::Status _status = (expr);     \
-    if (!_status.ok()) return _status; \
-  } while (0)
+using archive::ColumnReader;
 
 // A RankSteps whose packed bytes are written once every series' durations are read.
 struct PendingSteps {
@@ -251,18 +214,7 @@ struct PendingSteps {
 absl::Status DecodeColumns(absl::string_view raw, uint32_t stages, int64_t unit,
                            uint64_t record_count, std::vector<v1::JournalRecord>* records) {
   std::array<ColumnReader, kColumnCount> col;
-  {
-    ColumnReader all(raw, "block");
-    for (int c = 0; c < kColumnCount; ++c) {
-      uint64_t n = 0;
-      absl::string_view bytes;
-      if (!all.Varint(&n).ok() || !all.Bytes(n, &bytes).ok()) {
-        return Bad(absl::StrCat("the ", kColumnNames[c], " column is cut short"));
-      }
-      col[c] = ColumnReader(bytes, kColumnNames[c]);
-    }
-    SF_RETURN_IF_ERROR(all.Done());
-  }
+  SF_RETURN_IF_ERROR(archive::SplitColumns(raw, kColumnNames, kFormat, col));
   if (col[kKinds].left() != record_count) {
     return Bad(absl::StrCat(col[kKinds].left(), " kinds for ", record_count, " records"));
   }
@@ -445,20 +397,7 @@ absl::StatusOr<std::string> EncodeRecordBlock(const std::vector<v1::JournalRecor
   std::string block;
   block.push_back(static_cast<char>(kRecordBlockVersion));
   PutVarint(block, raw.size());
-  const size_t header = block.size();
-  block.resize(header + ZSTD_compressBound(raw.size()));
-  // With the frame's content checksum: damage that the journal's CRC cannot see (a block
-  // copied by hand, a bug) is found, not decoded into other numbers.
-  std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> ctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
-  if (ctx == nullptr) return absl::InternalError("record block: zstd: out of memory");
-  ZSTD_CCtx_setParameter(ctx.get(), ZSTD_c_compressionLevel, options.zstd_level);
-  ZSTD_CCtx_setParameter(ctx.get(), ZSTD_c_checksumFlag, 1);
-  const size_t n = ZSTD_compress2(ctx.get(), block.data() + header, block.size() - header,
-                                  raw.data(), raw.size());
-  if (ZSTD_isError(n)) {
-    return absl::InternalError(absl::StrCat("record block: zstd: ", ZSTD_getErrorName(n)));
-  }
-  block.resize(header + n);
+  SF_RETURN_IF_ERROR(archive::AppendZstdFrame(raw, options.zstd_level, kFormat, &block));
   stats->block_bytes = block.size();
   return block;
 }
@@ -481,23 +420,12 @@ absl::Status DecodeRecordBlock(absl::string_view block,
   if (raw_size > kMaxRecordBlockRawBytes) {
     return Bad(absl::StrCat(raw_size, " bytes of columns, over ", kMaxRecordBlockRawBytes));
   }
-  const size_t frame = static_cast<size_t>(end - p);
-  const unsigned long long content = ZSTD_getFrameContentSize(p, frame);
-  if (content == ZSTD_CONTENTSIZE_ERROR || content == ZSTD_CONTENTSIZE_UNKNOWN ||
-      content != raw_size) {
-    return Bad("its zstd frame is damaged or does not hold the size the header says");
-  }
-  const size_t frame_bytes = ZSTD_findFrameCompressedSize(p, frame);
-  if (ZSTD_isError(frame_bytes) || frame_bytes != frame) {
-    return Bad("bytes after its zstd frame, or the frame is cut short");
-  }
-  std::string raw(raw_size, '\0');
-  const size_t n = ZSTD_decompress(raw.data(), raw.size(), p, frame);
-  if (ZSTD_isError(n) || n != raw_size) {
-    return Bad(absl::StrCat("zstd: ", ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short output"));
-  }
+  absl::StatusOr<std::string> raw =
+      archive::DecompressZstdFrame(absl::string_view(p, static_cast<size_t>(end - p)), raw_size,
+                                   kFormat);
+  if (!raw.ok()) return raw.status();
   // The parameters lie inside the frame, under its checksum.
-  ColumnReader params(raw, "parameters");
+  ColumnReader params(*raw, kFormat, "parameters");
   uint64_t stages = 0, unit = 0, record_count = 0;
   SF_RETURN_IF_ERROR(params.Varint(&stages));
   SF_RETURN_IF_ERROR(params.Varint(&unit));
@@ -512,7 +440,7 @@ absl::Status DecodeRecordBlock(absl::string_view block,
     return Bad(absl::StrCat(record_count, " records (1..", kMaxRecordBlockRecords, ")"));
   }
   std::vector<v1::JournalRecord> records;
-  SF_RETURN_IF_ERROR(DecodeColumns(absl::string_view(raw).substr(raw.size() - params.left()),
+  SF_RETURN_IF_ERROR(DecodeColumns(absl::string_view(*raw).substr(raw->size() - params.left()),
                                    static_cast<uint32_t>(stages), static_cast<int64_t>(unit),
                                    record_count, &records));
   if (info != nullptr) {

@@ -67,6 +67,8 @@ JobState::JobState(std::string name, int32_t world_size, StageSchema schema,
       options_(BoundPending(options, world_size)),
       metrics_(metrics),
       aligner_(world_size, static_cast<uint32_t>(schema_.size()), options_.aligner),
+      history_({.max_steps = options_.history_steps,
+                .stage_count = static_cast<uint32_t>(schema_.size())}),
       ranks_(static_cast<size_t>(world_size)),
       detector_(schema_, {.warmup_steps = options_.engine.warmup_steps}) {
   if (metrics_ != nullptr) m_ = metrics_->ForJob(name_, schema_);
@@ -427,8 +429,7 @@ void JobState::AccountLocked(int64_t step, int64_t now_ns, bool replaying) {
   // Summaries and raw inputs for queries.
   v1::StepSummary summary;
   StepToProto(schema_, *acc, &summary);
-  history_.push_back(std::move(summary));
-  while (static_cast<int64_t>(history_.size()) > options_.history_steps) history_.pop_front();
+  history_.Add(std::move(summary));
   detector_.AddStep(input, acc->partial);
   inputs_rank_steps_ += static_cast<int64_t>(input.ranks.size());
   inputs_.push_back(std::move(input));
@@ -668,13 +669,12 @@ absl::Status JobState::Suspects(int32_t window, v1::SuspectsReply* out) const {
 void JobState::Steps(int64_t from, int64_t to, int32_t limit, v1::GetStepsReply* out) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const Stage& s : schema_.stages()) out->add_stages(s.name);
-  out->set_oldest_held_step(history_.empty() ? -1 : history_.front().step());
-  const int32_t max = limit > 0 ? limit : 1000;
-  auto it = std::lower_bound(history_.begin(), history_.end(), from,
-                             [](const v1::StepSummary& s, int64_t v) { return s.step() < v; });
-  for (; it != history_.end() && it->step() <= to && out->steps_size() < max; ++it) {
-    *out->add_steps() = *it;
-  }
+  history_.Copy(from, to, limit > 0 ? limit : 1000, out);
+}
+
+std::pair<int64_t, uint64_t> JobState::HistoryFootprint() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {history_.steps(), history_.bytes()};
 }
 
 int64_t JobState::VisitHeldInputs(int64_t from, int64_t to,

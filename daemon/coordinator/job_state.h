@@ -29,6 +29,7 @@
 #include "daemon/coordinator/job_journal.h"
 #include "daemon/coordinator/resource_limits.h"
 #include "daemon/coordinator/step_aligner.h"
+#include "daemon/coordinator/step_history.h"
 #include "daemon/coordinator/verdict_observer.h"
 #include "daemon/nodes/node_ledger.h"
 #include "stagefrontier/v1/ingest.pb.h"
@@ -124,6 +125,8 @@ class JobState {
   void Info(v1::JobInfo* out) const;
   [[nodiscard]] absl::Status Suspects(int32_t window, v1::SuspectsReply* out) const;
   void Steps(int64_t from, int64_t to, int32_t limit, v1::GetStepsReply* out) const;
+  // The step summaries held for Steps, and the bytes they take (summary blocks + open steps).
+  std::pair<int64_t, uint64_t> HistoryFootprint() const;
   // Passes the raw inputs held for re-accounting (each rank's boundaries, its step starting at
   // 0) of the steps in [from, to] to `visit`, oldest first, until it returns false. Runs under
   // the job's lock: `visit` must not call into the job. Returns the oldest step held (-1: none).
@@ -223,7 +226,7 @@ class JobState {
   int64_t partial_steps_ = 0;
   int64_t captured_steps_ = 0;  // closed but left out of the evidence (profiler captures)
   int64_t last_step_ = -1;
-  std::deque<v1::StepSummary> history_;
+  StepHistory history_;  // per-step summaries for GetSteps, older ones in summary blocks
   std::deque<StepInput> inputs_;  // recent raw steps, for Suspects(window > 0)
   int64_t inputs_rank_steps_ = 0;
   std::deque<v1::VerdictEvent> verdicts_;

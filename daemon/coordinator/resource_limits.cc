@@ -26,8 +26,11 @@ int64_t EstimateJobBytes(const JobShape& s) {
   const int64_t pending = s.pending_steps * (w * (8 * k + 4 + 24) + w / 8 + 256);
   // Raw rank-steps kept for re-accounting a window: boundaries in their own allocation.
   const int64_t raw = std::min(s.history_rank_steps, s.history_steps * w) * ((k + 1) * 8 + 96);
-  // Step summaries for GetSteps: per stage a few numbers and small strings.
-  const int64_t summaries = s.history_steps * (k * 96 + 256);
+  // Step summaries for GetSteps (StepHistory): the newest, up to a block's 256, as protobuf
+  // objects (per stage a few numbers, small strings); the rest in summary blocks, never more
+  // than their serialized size (~14-17 bytes per stage measured, docs/results.md).
+  const int64_t open_summaries = std::min<int64_t>(s.history_steps, 256) * (k * 96 + 256);
+  const int64_t summaries = open_summaries + s.history_steps * (k * 80 + 64);
   // Per rank: aligner state, last step, health counters and strings.
   const int64_t ranks = w * 256;
   return window + pending + raw + summaries + ranks;

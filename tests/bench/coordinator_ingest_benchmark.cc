@@ -93,6 +93,10 @@ void BM_CoordinatorIngest(benchmark::State& state) {
   for (const v1::StepSummary& s : summaries.steps()) summary_bytes += s.ByteSizeLong();
   state.counters["summary_bytes_per_step"] =
       summaries.steps_size() > 0 ? static_cast<double>(summary_bytes) / summaries.steps_size() : 0;
+  // As the job holds them: most in summary blocks (docs/journal-format.md "Summary blocks").
+  const auto [held_steps, held_bytes] = (*job)->HistoryFootprint();
+  state.counters["history_bytes_per_step"] =
+      held_steps > 0 ? static_cast<double>(held_bytes) / static_cast<double>(held_steps) : 0;
   state.counters["heap_bytes_per_rank"] =
       static_cast<double>(mallinfo2().uordblks - heap_before) / world;
   job->reset();

@@ -1,10 +1,12 @@
-// Writes seed inputs for the ingest_batch, journal, capture_chunk and record_block fuzz targets:
+// Writes seed inputs for the ingest_batch, journal, capture_chunk, record_block and
+// summary_block fuzz targets:
 // a batch as a sidecar sends it, a small journal as the coordinator writes it (and the same
 // journal compacted into record blocks), the chunks of a small capture file as a sidecar sends
-// them, and a record block.
+// them, a record block, and the small journal's step summaries as a summary block.
 //   make_wire_seeds OUT_DIR   (writes OUT_DIR/ingest_batch/seed0.bin,
 //   OUT_DIR/journal/seed0.journal, OUT_DIR/journal/seed_blocks.journal,
-//   OUT_DIR/capture_chunk/seed{0,1}.bin, OUT_DIR/record_block/seed0.bin)
+//   OUT_DIR/capture_chunk/seed{0,1}.bin, OUT_DIR/record_block/seed0.bin,
+//   OUT_DIR/summary_block/seed0.bin)
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +15,7 @@
 
 #include "daemon/archive/journal_compaction.h"
 #include "daemon/archive/record_block.h"
+#include "daemon/archive/summary_block.h"
 #include "daemon/captures/capture_compression.h"
 #include "daemon/coordinator/job_state.h"
 #include "daemon/wire/packed_steps.h"
@@ -94,6 +97,16 @@ int main(int argc, char** argv) {
     (*job)->CloseDue(now += 10);
   }
   if (!(*job)->Flush().ok()) return 1;
+  {
+    v1::GetStepsReply steps;
+    (*job)->Steps(0, INT64_MAX, 1000, &steps);
+    const std::vector<v1::StepSummary> summaries(steps.steps().begin(), steps.steps().end());
+    auto block =
+        EncodeSummaryBlock(summaries, {.stage_count = static_cast<uint32_t>(steps.stages_size())});
+    if (!block.ok()) return 1;
+    std::filesystem::create_directories(out + "/summary_block");
+    std::ofstream(out + "/summary_block/seed0.bin", std::ios::binary) << *block;
+  }
   job->reset();
   std::filesystem::rename(JournalPath(o.data_dir, "seed"), out + "/journal/seed0.journal");
   std::filesystem::remove(out + "/journal/seed_blocks.journal");
