@@ -37,8 +37,9 @@ int main(int argc, char** argv) {
   app.add_option("--level", level, "zstd level")->check(CLI::Range(1, 19));
   CLI11_PARSE(app, argc, argv);
 
-  std::printf("%-48s %6s %6s %9s %9s %9s %9s %8s %8s\n", "journal", "stages", "steps",
-              "proto B/s", "front B/s", "detail B/s", "block B/s", "enc M/s", "dec M/s");
+  // Bytes per step; speeds in millions of steps (summaries) per second.
+  std::printf("%-48s %6s %6s %9s %9s %9s %9s %8s %8s\n", "journal", "stages", "steps", "proto",
+              "frontier", "detail", "block", "enc M/s", "dec M/s");
   const std::string dir = "/tmp/sf_summary_size";
   for (const std::string& path : journals) {
     std::filesystem::remove_all(dir);
