@@ -667,9 +667,13 @@ absl::Status JobState::Suspects(int32_t window, v1::SuspectsReply* out) const {
 }
 
 void JobState::Steps(int64_t from, int64_t to, int32_t limit, v1::GetStepsReply* out) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const Stage& s : schema_.stages()) out->add_stages(s.name);
-  history_.Copy(from, to, limit > 0 ? limit : 1000, out);
+  for (const Stage& s : schema_.stages()) out->add_stages(s.name);  // const after creation
+  StepHistory::Slice slice;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    slice = history_.Take(from, to, limit > 0 ? limit : 1000);
+  }
+  history_.Fill(slice, out);  // decodes the summary blocks without holding the job's lock
 }
 
 std::pair<int64_t, uint64_t> JobState::HistoryFootprint() const {

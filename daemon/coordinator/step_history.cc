@@ -32,7 +32,8 @@ void StepHistory::Seal() {
     block_bytes_ += block->size();
     sealed_steps_ += open_.size();
     blocks_.push_back(Block{open_.front().step(), open_.back().step(),
-                            static_cast<int64_t>(open_.size()), *std::move(block)});
+                            static_cast<int64_t>(open_.size()),
+                            std::make_shared<const std::string>(*std::move(block))});
   }
   open_.clear();
   open_bytes_ = 0;
@@ -42,38 +43,63 @@ void StepHistory::Evict() {
   while (!blocks_.empty() && held_ - blocks_.front().count >= options_.max_steps) {
     held_ -= blocks_.front().count;
     sealed_steps_ -= static_cast<uint64_t>(blocks_.front().count);
-    block_bytes_ -= blocks_.front().bytes.size();
+    block_bytes_ -= blocks_.front().bytes->size();
     blocks_.pop_front();
   }
 }
 
 void StepHistory::Copy(int64_t from, int64_t to, int32_t max, v1::GetStepsReply* out) const {
-  out->set_oldest_held_step(!blocks_.empty() ? blocks_.front().first_step
-                            : !open_.empty() ? open_.front().step()
-                                             : -1);
+  Fill(Take(from, to, max), out);
+}
+
+StepHistory::Slice StepHistory::Take(int64_t from, int64_t to, int32_t max) const {
+  Slice slice;
+  slice.from = from;
+  slice.to = to;
+  slice.max = max;
+  slice.oldest = !blocks_.empty() ? blocks_.front().first_step
+                 : !open_.empty() ? open_.front().step()
+                                  : -1;
+  auto first = std::lower_bound(blocks_.begin(), blocks_.end(), from,
+                                [](const Block& b, int64_t v) { return b.last_step < v; });
+  // At least the steps in range the blocks taken hold: a block that begins before `from` may
+  // hold none of them; one that begins at or after it holds all of its steps up to `to`, and
+  // any block after one that ends past `to` is out of the range anyway.
+  int64_t taken = 0;
+  for (auto it = first; it != blocks_.end() && it->first_step <= to && taken < max; ++it) {
+    slice.blocks.push_back(it->bytes);
+    if (it->first_step >= from) taken += it->count;
+  }
+  auto open = std::lower_bound(open_.begin(), open_.end(), from,
+                               [](const v1::StepSummary& s, int64_t v) { return s.step() < v; });
+  for (; open != open_.end() && open->step() <= to && taken < max; ++open, ++taken) {
+    slice.open.push_back(*open);
+  }
+  return slice;
+}
+
+void StepHistory::Fill(const Slice& slice, v1::GetStepsReply* out) const {
+  out->set_oldest_held_step(slice.oldest);
   auto take = [&](const v1::StepSummary& s) {
-    if (s.step() < from || s.step() > to) return true;
-    if (out->steps_size() >= max) return false;
+    if (s.step() < slice.from || s.step() > slice.to) return true;
+    if (out->steps_size() >= slice.max) return false;
     *out->add_steps() = s;
     return true;
   };
-  auto first = std::lower_bound(blocks_.begin(), blocks_.end(), from,
-                                [](const Block& b, int64_t v) { return b.last_step < v; });
   std::vector<v1::StepSummary> decoded;
-  for (auto it = first; it != blocks_.end() && it->first_step <= to; ++it) {
+  for (const std::shared_ptr<const std::string>& block : slice.blocks) {
     decoded.clear();
-    if (!DecodeSummaryBlock(it->bytes, &decoded).ok()) {
-      ++decode_failures_;  // cannot happen with the blocks Seal wrote; counted, never fatal
+    if (!DecodeSummaryBlock(*block, &decoded).ok()) {
+      // Cannot happen with the blocks Seal wrote; counted, never fatal.
+      decode_failures_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     for (const v1::StepSummary& s : decoded) {
       if (!take(s)) return;
     }
   }
-  auto open = std::lower_bound(open_.begin(), open_.end(), from,
-                               [](const v1::StepSummary& s, int64_t v) { return s.step() < v; });
-  for (; open != open_.end() && open->step() <= to; ++open) {
-    if (!take(*open)) return;
+  for (const v1::StepSummary& s : slice.open) {
+    if (!take(s)) return;
   }
 }
 

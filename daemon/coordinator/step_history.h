@@ -12,8 +12,10 @@
 #ifndef STAGEFRONTIER_DAEMON_COORDINATOR_STEP_HISTORY_H_
 #define STAGEFRONTIER_DAEMON_COORDINATOR_STEP_HISTORY_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,19 @@ class StepHistory {
   // from <= step <= to, oldest first, at most `max` of them.
   void Copy(int64_t from, int64_t to, int32_t max, v1::GetStepsReply* out) const;
 
+  // Copy in two halves, so that the decoding runs outside the job's lock: Take (cheap: shares
+  // the blocks, copies the open summaries in range) under the lock, then Fill without it.
+  struct Slice {
+    int64_t from = 0, to = 0;
+    int32_t max = 0;
+    int64_t oldest = -1;
+    std::vector<std::shared_ptr<const std::string>> blocks;
+    std::vector<v1::StepSummary> open;
+  };
+  Slice Take(int64_t from, int64_t to, int32_t max) const;
+  // Safe to call concurrently with anything (touches no state but a counter).
+  void Fill(const Slice& slice, v1::GetStepsReply* out) const;
+
   int64_t steps() const { return held_; }
   // Bytes the summaries take: the sealed blocks' sizes plus the open steps' serialized sizes.
   uint64_t bytes() const { return block_bytes_ + open_bytes_; }
@@ -48,14 +63,14 @@ class StepHistory {
   // Summaries that could not be sealed (the encoder failed; they were dropped with their block),
   // and blocks that failed to decode in Copy (skipped). Both zero unless there is a bug.
   uint64_t seal_failures() const { return seal_failures_; }
-  uint64_t decode_failures() const { return decode_failures_; }
+  uint64_t decode_failures() const { return decode_failures_.load(std::memory_order_relaxed); }
 
  private:
   struct Block {
     int64_t first_step = 0;
     int64_t last_step = 0;
     int64_t count = 0;
-    std::string bytes;
+    std::shared_ptr<const std::string> bytes;
   };
   void Seal();
   void Evict();
@@ -68,7 +83,7 @@ class StepHistory {
   uint64_t open_bytes_ = 0;
   uint64_t sealed_steps_ = 0;
   uint64_t seal_failures_ = 0;
-  mutable uint64_t decode_failures_ = 0;
+  mutable std::atomic<uint64_t> decode_failures_{0};
 };
 
 }  // namespace stagefrontier

@@ -41,6 +41,9 @@ TEST_CASE("sealed and open steps come back the same, in order, within the range 
   v1::GetStepsReply part;
   h.Copy(31, 200, 5, &part);  // starts inside a block, stops at the limit
   CHECK(Steps(part) == std::vector<int64_t>{32, 34, 36, 38, 40});
+  v1::GetStepsReply straddle;  // a block holding only two steps of the range comes first
+  h.Copy(60, 200, 5, &straddle);
+  CHECK(Steps(straddle) == std::vector<int64_t>{60, 62, 64, 66, 68});
   v1::GetStepsReply tail;
   h.Copy(190, 500, 1'000, &tail);  // the open steps, and one sealed
   CHECK(Steps(tail) == std::vector<int64_t>{190, 192, 194, 196, 198});
@@ -62,6 +65,22 @@ TEST_CASE("the oldest whole blocks go once the newest max_steps are held without
   CHECK(r.steps_size() == h.steps());
   CHECK(r.oldest_held_step() == 200 - h.steps());
   CHECK(r.steps(r.steps_size() - 1).step() == 199);
+}
+
+TEST_CASE("Take under a lock, Fill without it: the same as Copy") {
+  StepHistory h({.max_steps = 1'000, .stage_count = 3, .block_steps = 8});
+  for (int64_t s = 0; s < 50; ++s) h.Add(Summary(s));
+  const StepHistory::Slice slice = h.Take(10, 45, 20);
+  for (int64_t s = 50; s < 300; ++s) h.Add(Summary(s));  // the history moves on meanwhile
+  v1::GetStepsReply filled, copied;
+  h.Fill(slice, &filled);
+  CHECK(filled.steps_size() == 20);
+  CHECK(filled.steps(0).step() == 10);
+  CHECK(filled.steps(19).step() == 29);
+  CHECK(filled.oldest_held_step() == 0);
+  h.Copy(10, 45, 20, &copied);
+  CHECK(Steps(copied) == Steps(filled));
+  CHECK(h.decode_failures() == 0);
 }
 
 TEST_CASE("an empty history says so") {
