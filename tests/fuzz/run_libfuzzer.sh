@@ -28,7 +28,7 @@ declare -A sources=(
   [capture_chunk]="tests/fuzz/capture_chunk_fuzz.cc daemon/captures/capture_store.cc daemon/captures/capture_compression.cc daemon/captures/capture_file_name.cc $gen/captures.pb.cc"
   [web_request]="tests/fuzz/web_request_fuzz.cc daemon/web/query_string.cc"
   [record_block]="tests/fuzz/record_block_fuzz.cc daemon/archive/record_block.cc daemon/archive/column_codec.cc daemon/wire/packed_steps.cc $gen/ingest.pb.cc $gen/query.pb.cc $gen/journal.pb.cc"
-  [summary_block]="tests/fuzz/summary_block_fuzz.cc daemon/archive/summary_block.cc daemon/archive/column_codec.cc $gen/query.pb.cc"
+  [summary_block]="tests/fuzz/summary_block_fuzz.cc daemon/archive/summary_block.cc daemon/archive/column_codec.cc $gen/ingest.pb.cc $gen/query.pb.cc"
   [journal]="tests/fuzz/journal_fuzz.cc shm/stage_schema.cc daemon/coordinator/job_journal.cc daemon/archive/record_block.cc daemon/archive/column_codec.cc daemon/archive/summary_block.cc daemon/coordinator/step_history.cc daemon/coordinator/job_state.cc daemon/coordinator/resource_limits.cc daemon/common/log_safe.cc daemon/coordinator/crc32c.cc daemon/coordinator/proto_convert.cc daemon/coordinator/step_aligner.cc daemon/coordinator/coordinator_metrics.cc daemon/coordinator/detector_health.cc daemon/nodes/node_window.cc daemon/nodes/node_ledger.cc daemon/nodes/node_class.cc daemon/nodes/node_name.cc daemon/sweep/fleet_baseline.cc daemon/wire/packed_steps.cc $accounting $gen/ingest.pb.cc $gen/query.pb.cc $gen/journal.pb.cc"
 )
 declare -A libs=(
