@@ -191,6 +191,7 @@ int CompactJournalCommand(const std::string& path, const std::string& out_path,
         {"output_bytes", r->output_bytes},
         {"blocks", r->blocks},
         {"records", t.records},
+        {"record_bytes", t.input_bytes},  // the records serialized, without framing
         {"whole_records", t.whole_records},
         {"rank_steps", t.rank_steps},
         {"rank_stage_steps", t.rank_stage_steps},

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/archive/record_block_builder.h"
 #include "daemon/coordinator/job_journal.h"
 #include "daemon/wire/packed_steps.h"
 
@@ -16,9 +17,6 @@ namespace stagefrontier {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Blocks also end at this many bytes of records, far below the block's bounds.
-constexpr uint64_t kBlockInputBytes = 8 << 20;
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -118,37 +116,14 @@ absl::StatusOr<CompactionReport> CompactJournal(const std::string& input, const 
 
   const auto encode_start = Clock::now();
   std::vector<v1::JournalRecord> out = {(*records)[0]};
-  std::vector<v1::JournalRecord> pending;
-  uint64_t pending_closed = 0, pending_bytes = 0;
-  auto flush = [&]() -> absl::Status {
-    if (pending.empty()) return absl::OkStatus();
-    RecordBlockStats stats;
-    absl::StatusOr<std::string> block = EncodeRecordBlock(pending, block_options, &stats);
-    if (!block.ok()) return block.status();
-    out.emplace_back().set_block(*std::move(block));
-    ++report.blocks;
-    RecordBlockStats& t = report.totals;
-    t.records += stats.records;
-    t.whole_records += stats.whole_records;
-    t.rank_steps += stats.rank_steps;
-    t.rank_stage_steps += stats.rank_stage_steps;
-    t.input_bytes += stats.input_bytes;
-    t.column_bytes += stats.column_bytes;
-    t.block_bytes += stats.block_bytes;
-    pending.clear();
-    pending_closed = pending_bytes = 0;
-    return absl::OkStatus();
-  };
+  RecordBlockBuilder builder(block_options, options.block_steps);
+  auto emit = [&](v1::JournalRecord block) { out.push_back(std::move(block)); };
   for (size_t i = 1; i < records->size(); ++i) {
-    const v1::JournalRecord& r = (*records)[i];
-    pending.push_back(r);
-    pending_bytes += r.ByteSizeLong();
-    if (r.has_closed()) ++pending_closed;
-    if (pending_closed >= options.block_steps || pending_bytes >= kBlockInputBytes) {
-      if (absl::Status s = flush(); !s.ok()) return s;
-    }
+    if (absl::Status s = builder.Add((*records)[i], emit); !s.ok()) return s;
   }
-  if (absl::Status s = flush(); !s.ok()) return s;
+  if (absl::Status s = builder.Finish(emit); !s.ok()) return s;
+  report.blocks = builder.blocks();
+  report.totals = builder.totals();
   report.encode_seconds = std::chrono::duration<double>(Clock::now() - encode_start).count();
 
   absl::StatusOr<std::unique_ptr<JobJournal>> created =

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <ctime>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
   bool no_fsync = false;
   std::string jobs_csv;
   int64_t deadline_ms = 5000;
+  double journal_compact_mb = 64;
   int window_steps = 100;
   std::string probe_bracket;
   std::string token_file;
@@ -84,6 +86,11 @@ int main(int argc, char** argv) {
       ->required();
   app.add_flag("--no-fsync", no_fsync,
                "acknowledge batches without fdatasync (faster; a machine crash may lose them)");
+  app.add_option("--journal-compact-mb", journal_compact_mb,
+                 "move a job's journal records into compact record blocks once this many MB of "
+                 "plain records were written (while running); 0: never")
+      ->check(CLI::Range(0.0, 1'000'000.0))
+      ->capture_default_str();
   app.add_option("--jobs", jobs_csv, "comma-separated job ids to accept; default: any");
   app.add_option("--step-deadline-ms", deadline_ms,
                  "close a step as partial this long after its first record")
@@ -454,6 +461,36 @@ int main(int argc, char** argv) {
     }
   });
 
+  // Live journal compaction (docs/journal-format.md "Compaction while running"), on its own
+  // thread: ingest, flushes and acks go on meanwhile. A journal that failed waits 10 minutes.
+  std::thread compactor([&] {
+    const JournalCompactorOptions compaction{
+        .min_plain_bytes = static_cast<uint64_t>(journal_compact_mb * 1024 * 1024)};
+    std::map<std::string, int64_t> retry_at_ns;
+    while (!stop && journal_compact_mb > 0) {
+      for (const auto& job : jobs.All()) {
+        if (stop) break;
+        const int64_t now = shm::MonotonicNowNs();
+        if (auto it = retry_at_ns.find(job->name()); it != retry_at_ns.end() && now < it->second) {
+          continue;
+        }
+        absl::StatusOr<JournalCompaction> done = job->CompactJournal(compaction);
+        if (!done.ok()) {
+          metrics.journal_compactions(false).Increment();
+          retry_at_ns[job->name()] = now + 600'000'000'000;
+          spdlog::error("job {}: journal not compacted (next try in 10 minutes): {}", job->name(),
+                        std::string(done.status().message()));
+        } else if (done->records > 0) {
+          metrics.journal_compactions(true).Increment();
+          metrics.journal_compacted_bytes().Increment(
+              static_cast<double>(done->file_bytes_before - done->file_bytes_after));
+          spdlog::info("job {}: journal compacted: {}", job->name(), done->Describe());
+        }
+      }
+      for (int i = 0; i < 100 && !stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+
   const int sig = WaitForTerminationSignal();
   spdlog::info("signal {}: shutting down", sig);
   health.SetServing(false);
@@ -462,6 +499,7 @@ int main(int argc, char** argv) {
   if (health_server) health_server->Shutdown();
   stop = true;
   ticker.join();
+  compactor.join();
   web.reset();  // after the ticker, which reads its counters; its last requests got UNAVAILABLE
   for (const auto& job : jobs.All()) {
     if (absl::Status s = job->Flush(); !s.ok()) spdlog::error("{}", std::string(s.message()));

@@ -136,6 +136,17 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<prometheus
                                   .Help("Bytes of damaged journal tails cut off at startup")
                                   .Register(r)
                                   .Add({});
+  auto& compactions = BuildCounter()
+                          .Name("stagefrontier_journal_compactions_total")
+                          .Help("Compactions of live journals into record blocks, by outcome")
+                          .Register(r);
+  journal_compactions_done_ = &compactions.Add({{"outcome", "done"}});
+  journal_compactions_failed_ = &compactions.Add({{"outcome", "failed"}});
+  journal_compacted_bytes_ = &BuildCounter()
+                                  .Name("stagefrontier_journal_compacted_bytes_total")
+                                  .Help("Bytes compactions took out of the journals")
+                                  .Register(r)
+                                  .Add({});
 }
 
 JobMetrics CoordinatorMetrics::ForJob(const std::string& job, const StageSchema& schema) {

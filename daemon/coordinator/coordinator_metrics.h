@@ -81,6 +81,12 @@ class CoordinatorMetrics {
   prometheus::Gauge& memory_reserved() { return *memory_reserved_; }
   prometheus::Gauge& memory_budget() { return *memory_budget_; }
   prometheus::Counter& journal_truncated_bytes() { return *journal_truncated_bytes_; }
+  // Compactions of live journals (--journal-compact-mb): outcome "done" or "failed", and the
+  // bytes they took out of the files.
+  prometheus::Counter& journal_compactions(bool done) {
+    return done ? *journal_compactions_done_ : *journal_compactions_failed_;
+  }
+  prometheus::Counter& journal_compacted_bytes() { return *journal_compacted_bytes_; }
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -109,6 +115,9 @@ class CoordinatorMetrics {
   prometheus::Counter* ingest_batches_;
   prometheus::Counter* unauthenticated_;
   prometheus::Counter* journal_truncated_bytes_;
+  prometheus::Counter* journal_compactions_done_;
+  prometheus::Counter* journal_compactions_failed_;
+  prometheus::Counter* journal_compacted_bytes_;
 };
 
 }  // namespace stagefrontier

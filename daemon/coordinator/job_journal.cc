@@ -124,6 +124,7 @@ std::string FileHeader() {
 struct Frame {
   uint64_t offset = 0;
   absl::string_view payload;
+  bool compacted = false;  // the first record or a record block: part of a compacted prefix
 };
 
 // Tries to read one frame at `off`. Returns the frame's total size, or 0 with *why set.
@@ -252,7 +253,8 @@ JournalScan Scan(absl::string_view data,
     }
     if (frames != nullptr) {
       const size_t header = scan.format == 2 ? kJournalRecordHeaderBytes : 8;
-      frames->push_back(Frame{off, data.substr(off + header, n - header)});
+      frames->push_back(
+          Frame{off, data.substr(off + header, n - header), scan.records == 0 || record.has_block()});
     }
     off += n;
     scan.valid_end = off;
@@ -273,6 +275,12 @@ bool JournalScan::TailOnly() const {
 JournalScan ScanJournal(absl::string_view data,
                         absl::FunctionRef<absl::Status(const v1::JournalRecord&)> sink) {
   return Scan(data, sink, nullptr);
+}
+
+size_t ReadJournalFrame(absl::string_view data, size_t offset, v1::JournalRecord* record) {
+  if (offset >= data.size()) return 0;
+  std::string why;
+  return TryFrame(data, offset, kJournalFormat, record, &why);
 }
 
 void AppendJournalFrame(absl::string_view payload, std::string* out) {
@@ -306,10 +314,12 @@ absl::StatusOr<std::unique_ptr<JobJournal>> JobJournal::Create(
     const std::string& path, bool fsync, std::span<const v1::JournalRecord> records) {
   std::string bytes = FileHeader();
   std::string payload;
+  uint64_t compacted_end = bytes.size();
   for (const v1::JournalRecord& r : records) {
     payload.clear();
     r.SerializeToString(&payload);
     AppendJournalFrame(payload, &bytes);
+    if (compacted_end == kJournalHeaderBytes || r.has_block()) compacted_end = bytes.size();
   }
   absl::StatusOr<std::string> tmp = WriteHiddenFile(path, ".creating", bytes, fsync);
   if (!tmp.ok()) {
@@ -327,7 +337,7 @@ absl::StatusOr<std::unique_ptr<JobJournal>> JobJournal::Create(
   if (fsync) SyncDir(DirOf(path));
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return ErrnoStatus(errno, "cannot open journal", path);
-  return std::unique_ptr<JobJournal>(new JobJournal(path, fd, bytes.size(), fsync));
+  return std::unique_ptr<JobJournal>(new JobJournal(path, fd, bytes.size(), fsync, compacted_end));
 }
 
 absl::StatusOr<std::unique_ptr<JobJournal>> JobJournal::OpenOrCreate(
@@ -399,12 +409,24 @@ absl::StatusOr<std::unique_ptr<JobJournal>> JobJournal::Open(
   for (const JournalRegion& r : scan.skipped) out.skipped_bytes += r.bytes;
 
   uint64_t size = data.size();
+  // Where the compacted prefix ends: after the first record and the blocks that follow it.
+  uint64_t compacted_end = kJournalHeaderBytes;
+  for (const Frame& f : frames) {
+    if (!f.compacted || f.offset != compacted_end) break;
+    compacted_end = f.offset + kJournalRecordHeaderBytes + f.payload.size();
+  }
   if (scan.format == 1 || !scan.TailOnly()) {
     // Rewrite every intact record into a new file that takes the journal's name; a damaged
     // original is kept under another name first (an undamaged format-1 one holds nothing
     // the new file lacks).
     std::string bytes = FileHeader();
-    for (const Frame& f : frames) AppendJournalFrame(f.payload, &bytes);
+    compacted_end = bytes.size();
+    bool in_prefix = true;
+    for (const Frame& f : frames) {
+      AppendJournalFrame(f.payload, &bytes);
+      in_prefix = in_prefix && f.compacted;
+      if (in_prefix) compacted_end = bytes.size();
+    }
     absl::StatusOr<std::string> tmp = WriteHiddenFile(path, ".recovering", bytes, fsync);
     if (!tmp.ok()) {
       ::close(fd);
@@ -455,7 +477,7 @@ absl::StatusOr<std::unique_ptr<JobJournal>> JobJournal::Open(
     }
     size = scan.valid_end;
   }
-  return std::unique_ptr<JobJournal>(new JobJournal(path, fd, size, fsync));
+  return std::unique_ptr<JobJournal>(new JobJournal(path, fd, size, fsync, compacted_end));
 }
 
 absl::Status JobJournal::Salvage(const std::string& path, bool fsync,
@@ -555,9 +577,9 @@ absl::Status JobJournal::Flush() {
   }
   if (buf.empty()) {
     // Nothing new; but a sync that failed before must be retried, or acks wait forever.
-    if (durable_.load(std::memory_order_acquire) == size_) return absl::OkStatus();
+    if (durable_.load(std::memory_order_acquire) == base_ + size_) return absl::OkStatus();
     if (fsync_ && ::fdatasync(fd_) != 0) return ErrnoStatus(errno, "cannot fsync journal", path_);
-    durable_.store(size_, std::memory_order_release);
+    durable_.store(base_ + size_, std::memory_order_release);
     return absl::OkStatus();
   }
   size_t done = 0;
@@ -579,7 +601,78 @@ absl::Status JobJournal::Flush() {
   }
   size_ += buf.size();
   if (fsync_ && ::fdatasync(fd_) != 0) return ErrnoStatus(errno, "cannot fsync journal", path_);
-  durable_.store(size_, std::memory_order_release);
+  durable_.store(base_ + size_, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+JobJournal::Layout JobJournal::CurrentLayout() const {
+  std::lock_guard<std::mutex> io(io_mu_);
+  return Layout{compacted_end_, size_};
+}
+
+absl::StatusOr<int> JobJournal::OpenForReading() const {
+  std::lock_guard<std::mutex> io(io_mu_);
+  const int fd = ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return ErrnoStatus(errno, "cannot duplicate the descriptor of journal", path_);
+  return fd;
+}
+
+absl::Status JobJournal::ReplacePrefix(const Layout& was, const std::string& new_prefix_path,
+                                       uint64_t new_compacted_end) {
+  std::lock_guard<std::mutex> io(io_mu_);
+  auto fail = [&](absl::Status s, int fd) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(new_prefix_path.c_str());
+    return s;
+  };
+  if (was.compacted_end != compacted_end_ || was.written_end > size_) {
+    return fail(absl::FailedPreconditionError(absl::StrCat(
+                    "journal ", path_, " changed while it was being compacted; not replaced")),
+                -1);
+  }
+  // Opened before the rename, so that this descriptor is the journal's once it has its name.
+  const int out = ::open(new_prefix_path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (out < 0) return fail(ErrnoStatus(errno, "cannot open", new_prefix_path), -1);
+  struct stat st {};
+  if (::fstat(out, &st) != 0) return fail(ErrnoStatus(errno, "cannot stat", new_prefix_path), out);
+  const uint64_t prefix = static_cast<uint64_t>(st.st_size);
+  // What was written since the compaction looked: the records after its region.
+  std::string tail(size_ - was.written_end, '\0');
+  for (size_t got = 0; got < tail.size();) {
+    const ssize_t n = ::pread(fd_, tail.data() + got, tail.size() - got,
+                              static_cast<off_t>(was.written_end + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail(ErrnoStatus(n < 0 ? errno : EIO, "cannot read journal", path_), out);
+    got += static_cast<size_t>(n);
+  }
+  const uint64_t new_size = prefix + tail.size();
+  if (prefix >= was.written_end || new_compacted_end > prefix) {
+    return fail(absl::FailedPreconditionError(absl::StrCat(
+                    "the compacted copy of journal ", path_, " (", prefix,
+                    " bytes) would not replace ", was.written_end, " bytes with fewer")),
+                out);
+  }
+  for (size_t done = 0; done < tail.size();) {
+    const ssize_t n = ::pwrite(out, tail.data() + done, tail.size() - done,
+                               static_cast<off_t>(prefix + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail(ErrnoStatus(n < 0 ? errno : ENOSPC, "cannot write", new_prefix_path), out);
+    done += static_cast<size_t>(n);
+  }
+  if (fsync_ && ::fdatasync(out) != 0) {
+    return fail(ErrnoStatus(errno, "cannot fsync", new_prefix_path), out);
+  }
+  if (::rename(new_prefix_path.c_str(), path_.c_str()) != 0) {
+    return fail(ErrnoStatus(errno, "cannot replace journal", path_), out);
+  }
+  if (fsync_) SyncDir(DirOf(path_));
+  ::close(fd_);
+  fd_ = out;
+  base_ += size_ - new_size;  // positions go on from where they were
+  size_ = new_size;
+  compacted_end_ = new_compacted_end;
+  // Everything in the new file was synced with it (or, without fsync, written).
+  durable_.store(base_ + size_, std::memory_order_release);
   return absl::OkStatus();
 }
 

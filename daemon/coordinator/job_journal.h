@@ -132,25 +132,52 @@ class JobJournal {
   // kept for the next try.
   [[nodiscard]] absl::Status Flush();
 
-  // File offset just past everything appended so far.
+  // Position just past everything appended so far. Positions count bytes as if the file had
+  // never been compacted (ReplacePrefix): they only grow, so acknowledgements waiting for one
+  // are not confused by a file that shrank.
   uint64_t appended_bytes() const;
-  // File offset up to which records are durable (written, and synced with fsync).
+  // Position up to which records are durable (written, and synced with fsync).
   uint64_t durable_bytes() const { return durable_.load(std::memory_order_acquire); }
   const std::string& path() const { return path_; }
 
+  // For compaction (journal_compactor.h), in file offsets: [0, compacted_end) holds the file
+  // header, the first record (the declaration) and every record block after it up to the first
+  // plain record; [compacted_end, written_end) the records written since.
+  struct Layout {
+    uint64_t compacted_end = 0;
+    uint64_t written_end = 0;
+  };
+  Layout CurrentLayout() const;
+  // A descriptor of the journal file for reading (the caller closes it); it stays valid and
+  // keeps showing these bytes when ReplacePrefix replaces the file.
+  [[nodiscard]] absl::StatusOr<int> OpenForReading() const;
+  // Makes the file at `new_prefix_path` (in the journal's directory; a file header and frames
+  // holding the same records as [0, was.written_end), its first `new_compacted_end` bytes a
+  // compacted prefix) the journal: appends to it what was written after `was.written_end`,
+  // syncs it (with fsync) and renames it over the journal. Appending goes on meanwhile; a
+  // Flush waits for the swap only. Fails with FailedPrecondition when the layout is no longer
+  // `was` or the new file would not be smaller, with the errno-derived status of a failed call;
+  // on failure the journal is as it was and `new_prefix_path` is removed.
+  [[nodiscard]] absl::Status ReplacePrefix(const Layout& was, const std::string& new_prefix_path,
+                                           uint64_t new_compacted_end);
+
  private:
-  JobJournal(std::string path, int fd, uint64_t size, bool fsync)
+  JobJournal(std::string path, int fd, uint64_t size, bool fsync, uint64_t compacted_end)
       : path_(std::move(path)),
         fd_(fd),
         size_(size),
+        compacted_end_(compacted_end),
         appended_(size),
         durable_(size),
         fsync_(fsync) {}
 
   const std::string path_;
-  const int fd_;
-  std::mutex io_mu_;       // one Flush at a time; guards size_
+  mutable std::mutex io_mu_;  // one Flush (or swap) at a time; guards fd_, size_, base_,
+                              // compacted_end_
+  int fd_;
   uint64_t size_;          // bytes in the file
+  uint64_t base_ = 0;      // bytes compaction took out of the file: position = base_ + offset
+  uint64_t compacted_end_;
   mutable std::mutex mu_;  // guards pending_, appended_, scratch_
   std::string pending_;
   uint64_t appended_;
@@ -158,6 +185,10 @@ class JobJournal {
   std::atomic<uint64_t> durable_;
   const bool fsync_;
 };
+
+// Reads the format-2 frame at `offset` of `data` into `record`: returns the frame's size, or 0
+// when no intact frame starts there (checked as a scan checks it).
+size_t ReadJournalFrame(absl::string_view data, size_t offset, v1::JournalRecord* record);
 
 // Appends one format-2 frame holding `payload` (a serialized JournalRecord) to `out`.
 void AppendJournalFrame(absl::string_view payload, std::string* out);

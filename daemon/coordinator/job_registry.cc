@@ -36,7 +36,8 @@ absl::Status JobRegistry::RestoreAll() {
       if (absl::StrContains(name, ".journal.creating-") ||
           absl::StrContains(name, ".journal.recovering-") ||
           absl::StrContains(name, ".journal.salvaging-") ||
-          absl::StrContains(name, ".journal.tail-")) {
+          absl::StrContains(name, ".journal.tail-") ||
+          absl::StrContains(name, ".journal.compacting-")) {
         leftovers.push_back(name);
       }
       continue;

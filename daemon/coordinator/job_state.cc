@@ -556,6 +556,10 @@ int JobState::CloseDue(int64_t now_ns) {
 
 absl::Status JobState::Flush() { return journal_->Flush(); }
 
+absl::StatusOr<JournalCompaction> JobState::CompactJournal(const JournalCompactorOptions& options) {
+  return CompactLiveJournal(*journal_, static_cast<uint32_t>(schema_.size()), options);
+}
+
 int64_t JobState::StepsBehindLocked(int32_t rank) const {
   const int64_t last = aligner_.last_step(rank);
   return last < 0 ? 0 : std::max<int64_t>(0, aligner_.newest_step() - last);

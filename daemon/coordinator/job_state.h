@@ -27,6 +27,7 @@
 #include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/coordinator/detector_health.h"
 #include "daemon/coordinator/job_journal.h"
+#include "daemon/coordinator/journal_compactor.h"
 #include "daemon/coordinator/resource_limits.h"
 #include "daemon/coordinator/step_aligner.h"
 #include "daemon/coordinator/step_history.h"
@@ -117,6 +118,11 @@ class JobState {
   // Makes everything journaled before the call durable. Fails with the journal's error. Does
   // not take the job's lock: ingest and queries go on during an fsync.
   [[nodiscard]] absl::Status Flush();
+  // Moves the journal's plain records into record blocks when enough have been written
+  // (journal_compactor.h); appending and acknowledging go on meanwhile. Does not take the
+  // job's lock. Fails as CompactLiveJournal, the journal then unchanged.
+  [[nodiscard]] absl::StatusOr<JournalCompaction> CompactJournal(
+      const JournalCompactorOptions& options);
   // Journal position after everything ingested so far; durable once DurableUpTo(it).
   uint64_t JournalPosition() const { return journal_->appended_bytes(); }
   bool DurableUpTo(uint64_t position) const { return journal_->durable_bytes() >= position; }

@@ -1,0 +1,54 @@
+// Groups journal records, in order, into record blocks (record_block.h): a block ends after
+// `block_steps` closed steps (a verdict window) or about 8 MiB of records. Shared by the
+// offline compaction (journal_compaction.h) and the coordinator's own (journal_compactor.h).
+//
+//   RecordBlockBuilder builder({.stage_count = 6}, /*block_steps=*/100);
+//   for (const v1::JournalRecord& r : records) {
+//     absl::Status s = builder.Add(r, [&](v1::JournalRecord block) { out.push_back(block); });
+//   }
+//   absl::Status s = builder.Finish([&](v1::JournalRecord block) { out.push_back(block); });
+#ifndef STAGEFRONTIER_DAEMON_ARCHIVE_RECORD_BLOCK_BUILDER_H_
+#define STAGEFRONTIER_DAEMON_ARCHIVE_RECORD_BLOCK_BUILDER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "daemon/archive/record_block.h"
+
+namespace stagefrontier {
+
+class RecordBlockBuilder {
+ public:
+  using Emit = absl::FunctionRef<void(v1::JournalRecord)>;
+
+  // With `verify`, each block is decoded right after it is built and compared with its records
+  // (serialized bytes; exact blocks only): a block that would not give them back is an error.
+  RecordBlockBuilder(const RecordBlockOptions& options, uint32_t block_steps, bool verify = false)
+      : options_(options), block_steps_(block_steps), verify_(verify) {}
+
+  // Adds `record` (never itself a block); passes each block it completes to `emit` (a record
+  // whose body is the block). Fails as EncodeRecordBlock, or with Internal when verification
+  // fails.
+  [[nodiscard]] absl::Status Add(const v1::JournalRecord& record, Emit emit);
+  // Passes what is pending, if anything, as a last block.
+  [[nodiscard]] absl::Status Finish(Emit emit);
+
+  uint64_t blocks() const { return blocks_; }
+  const RecordBlockStats& totals() const { return totals_; }
+
+ private:
+  RecordBlockOptions options_;
+  uint32_t block_steps_;
+  bool verify_;
+  std::vector<v1::JournalRecord> pending_;
+  uint64_t pending_closed_ = 0;
+  uint64_t pending_bytes_ = 0;
+  uint64_t blocks_ = 0;
+  RecordBlockStats totals_;
+};
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_ARCHIVE_RECORD_BLOCK_BUILDER_H_

@@ -1,0 +1,162 @@
+#include "daemon/coordinator/journal_compactor.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/archive/record_block_builder.h"
+
+namespace stagefrontier {
+namespace {
+
+absl::Status Errno(int err, absl::string_view what, const std::string& path) {
+  return absl::Status(err == ENOSPC || err == EDQUOT ? absl::StatusCode::kUnavailable
+                                                     : absl::StatusCode::kInternal,
+                      absl::StrCat(what, " ", path, ": ", std::strerror(err)));
+}
+
+// Closes a descriptor and removes the file it was made for (if named), unless released.
+class TempFile {
+ public:
+  TempFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!released_ && !path_.empty()) ::unlink(path_.c_str());
+  }
+  int fd() const { return fd_; }
+  const std::string& path() const { return path_; }
+  void Release() { released_ = true; }
+
+ private:
+  std::string path_;
+  int fd_;
+  bool released_ = false;
+};
+
+absl::Status PwriteAll(int fd, absl::string_view bytes, uint64_t at, const std::string& path) {
+  for (size_t done = 0; done < bytes.size();) {
+    const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done,
+                               static_cast<off_t>(at + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Errno(n < 0 ? errno : ENOSPC, "cannot write", path);
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PreadAll(int fd, uint64_t at, size_t size, std::string* out, const std::string& path) {
+  out->assign(size, '\0');
+  for (size_t got = 0; got < size;) {
+    const ssize_t n = ::pread(fd, out->data() + got, size - got, static_cast<off_t>(at + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Errno(n < 0 ? errno : EIO, "cannot read", path);
+    got += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string JournalCompaction::Describe() const {
+  return absl::StrCat(records, " records into ", blocks, " record blocks, the file ",
+                      file_bytes_before, " -> ", file_bytes_after, " bytes in ",
+                      absl::SixDigits(seconds), " s");
+}
+
+absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& journal, uint32_t stage_count,
+                                                     const JournalCompactorOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  JournalCompaction result;
+  const JobJournal::Layout was = journal.CurrentLayout();
+  if (was.written_end < was.compacted_end + options.min_plain_bytes) return result;
+  absl::StatusOr<int> in_fd = journal.OpenForReading();
+  if (!in_fd.ok()) return in_fd.status();
+  TempFile in("", *in_fd);  // a descriptor only: nothing to remove
+  const std::string& path = journal.path();
+
+  // The region: whole frames from the end of the compacted prefix.
+  const uint64_t region_bytes =
+      std::min<uint64_t>(was.written_end - was.compacted_end, options.max_region_bytes);
+  std::string region;
+  if (absl::Status s = PreadAll(in.fd(), was.compacted_end, region_bytes, &region, path); !s.ok()) {
+    return s;
+  }
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  static std::atomic<uint64_t> counter{0};
+  const std::string temp_path = absl::StrCat(dir, "/.", base, ".compacting-", ::getpid(), "-",
+                                             counter.fetch_add(1));
+  const int out_fd =
+      ::open(temp_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (out_fd < 0) return Errno(errno, "cannot create", temp_path);
+  TempFile out(temp_path, out_fd);
+
+  // The compacted prefix, copied as it is (in the kernel).
+  for (uint64_t copied = 0; copied < was.compacted_end;) {
+    loff_t from = static_cast<loff_t>(copied), to = static_cast<loff_t>(copied);
+    const ssize_t n = ::copy_file_range(in.fd(), &from, out.fd(), &to,
+                                        static_cast<size_t>(was.compacted_end - copied), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Errno(n < 0 ? errno : EIO, "cannot copy the compacted prefix of", path);
+    copied += static_cast<uint64_t>(n);
+  }
+  uint64_t written = was.compacted_end;
+  RecordBlockBuilder builder({.stage_count = stage_count, .zstd_level = options.zstd_level},
+                             options.block_steps, /*verify=*/true);
+  std::string frames, payload;
+  auto emit = [&](v1::JournalRecord block) {
+    payload.clear();
+    block.SerializeToString(&payload);
+    AppendJournalFrame(payload, &frames);
+  };
+  size_t off = 0;
+  v1::JournalRecord record;
+  while (off < region.size()) {
+    const size_t n = ReadJournalFrame(region, off, &record);
+    if (n == 0) break;  // the region's end cut a frame: it waits for the next compaction
+    if (record.has_block() || record.has_declared()) {
+      return absl::DataLossError(absl::StrCat("journal ", path, ": a ",
+                                              record.has_block() ? "record block" : "declaration",
+                                              " at offset ", was.compacted_end + off,
+                                              " among the plain records; not compacted"));
+    }
+    if (absl::Status s = builder.Add(record, emit); !s.ok()) return s;
+    ++result.records;
+    off += n;
+  }
+  if (off == 0) {
+    return absl::DataLossError(absl::StrCat("journal ", path, ": no intact record within ",
+                                            region.size(), " bytes at offset ",
+                                            was.compacted_end, "; not compacted"));
+  }
+  if (absl::Status s = builder.Finish(emit); !s.ok()) return s;
+  if (absl::Status s = PwriteAll(out.fd(), frames, written, temp_path); !s.ok()) return s;
+  written += frames.size();
+  const uint64_t new_compacted_end = written;
+  const JobJournal::Layout region_end{was.compacted_end, was.compacted_end + off};
+  if (new_compacted_end >= region_end.written_end) {
+    result.records = 0;  // would not shrink (a tiny region): leave it for a larger one
+    return result;
+  }
+  // ReplacePrefix appends what follows the region; it takes the file (or removes it).
+  out.Release();
+  if (absl::Status s = journal.ReplacePrefix(region_end, temp_path, new_compacted_end); !s.ok()) {
+    return s;
+  }
+  result.blocks = builder.blocks();
+  const JobJournal::Layout now = journal.CurrentLayout();
+  result.file_bytes_after = now.written_end;
+  result.file_bytes_before = now.written_end + (region_end.written_end - new_compacted_end);
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace stagefrontier

@@ -1,0 +1,230 @@
+#include "daemon/coordinator/journal_compactor.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "daemon/wire/rank_steps.h"
+
+namespace stagefrontier {
+namespace {
+
+constexpr uint32_t kStages = 3;
+
+std::string TempDir() {
+  char dir[] = "/tmp/sf_compactor_XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  return dir;
+}
+
+v1::JournalRecord Declared() {
+  v1::JournalRecord r;
+  r.mutable_declared()->set_job("job");
+  r.mutable_declared()->set_world_size(4);
+  for (uint32_t k = 0; k < kStages; ++k) r.mutable_declared()->add_stages()->set_name("s");
+  return r;
+}
+
+// Step `step` of ranks 0..3 as one node's batch, then its close.
+std::vector<v1::JournalRecord> Step(int64_t step, std::mt19937_64& rng) {
+  std::vector<v1::JournalRecord> out(2);
+  std::normal_distribution<double> jitter(0, 20'000);
+  for (int rank = 0; rank < 4; ++rank) {
+    wire::PackedStepsEncoder enc(kStages);
+    int64_t d[kStages];
+    for (uint32_t k = 0; k < kStages; ++k) {
+      d[k] = 3'000'000 * (k + 1) + static_cast<int64_t>(jitter(rng));
+    }
+    enc.Add(step, d, 0);
+    *out[0].mutable_ranks()->add_steps() = wire::MakeRankSteps("job", rank, enc);
+  }
+  out[1].mutable_closed()->set_step(step);
+  return out;
+}
+
+// Every record the journal at `path` replays, serialized.
+std::vector<std::string> Replayed(const std::string& path, JobJournal::Layout* layout = nullptr) {
+  std::vector<std::string> out;
+  auto j = JobJournal::Open(
+      path, false,
+      [&](const v1::JournalRecord& r) {
+        out.push_back(r.SerializeAsString());
+        return absl::OkStatus();
+      },
+      nullptr);
+  REQUIRE(j.ok());
+  if (layout != nullptr) *layout = (*j)->CurrentLayout();
+  return out;
+}
+
+uint64_t FileSize(const std::string& path) {
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  return static_cast<uint64_t>(st.st_size);
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int FilesIn(const std::string& dir) {
+  int n = 0;
+  DIR* d = opendir(dir.c_str());
+  while (const dirent* e = readdir(d)) n += e->d_name[0] != '.' || std::string(e->d_name).size() > 2;
+  closedir(d);
+  return n;
+}
+
+TEST_CASE("a live journal compacts in place: the same records, fewer bytes, appends go on") {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/job.journal";
+  std::mt19937_64 rng(1);
+  auto journal = JobJournal::Create(path, true, std::vector<v1::JournalRecord>{Declared()});
+  REQUIRE(journal.ok());
+  JobJournal& j = **journal;
+  std::vector<std::string> expected = {Declared().SerializeAsString()};
+  for (int64_t s = 0; s < 400; ++s) {
+    for (const v1::JournalRecord& r : Step(s, rng)) {
+      j.Append(r);
+      expected.push_back(r.SerializeAsString());
+    }
+  }
+  REQUIRE(j.Flush().ok());
+  const uint64_t position = j.appended_bytes();
+  const uint64_t before = FileSize(path);
+
+  SECTION("not due: nothing changes") {
+    auto r = CompactLiveJournal(j, kStages, {.min_plain_bytes = before});
+    REQUIRE(r.ok());
+    CHECK(r->records == 0);
+    CHECK(FileSize(path) == before);
+  }
+  SECTION("due") {
+    auto r = CompactLiveJournal(j, kStages, {.min_plain_bytes = 1, .block_steps = 100});
+    REQUIRE(r.ok());
+    CHECK(r->records == 800);
+    CHECK(r->blocks == 4);
+    const uint64_t after = FileSize(path);
+    CHECK(after * 2 < before);
+    CHECK(r->file_bytes_after == after);
+    CHECK(r->file_bytes_before == before);
+    CHECK_THAT(r->Describe(), Catch::Contains("800 records into 4 record blocks"));
+    // Positions never go back: acks waiting for `position` are satisfied.
+    CHECK(j.appended_bytes() == position);
+    CHECK(j.durable_bytes() == position);
+    // Appending goes on into the new file.
+    for (const v1::JournalRecord& rec : Step(400, rng)) {
+      j.Append(rec);
+      expected.push_back(rec.SerializeAsString());
+    }
+    REQUIRE(j.Flush().ok());
+    CHECK(j.durable_bytes() > position);
+    JobJournal::Layout layout;
+    CHECK(Replayed(path, &layout) == expected);
+    CHECK(layout.compacted_end == j.CurrentLayout().compacted_end);  // found again on open
+    CHECK(FilesIn(dir) == 1);  // no temporary left
+
+    SECTION("a second compaction takes only the new records; the old blocks stay byte for byte") {
+      const std::string prefix = ReadAll(path).substr(0, layout.compacted_end);
+      for (int64_t s = 401; s < 700; ++s) {
+        for (const v1::JournalRecord& rec : Step(s, rng)) {
+          j.Append(rec);
+          expected.push_back(rec.SerializeAsString());
+        }
+      }
+      REQUIRE(j.Flush().ok());
+      auto again = CompactLiveJournal(j, kStages, {.min_plain_bytes = 1});
+      REQUIRE(again.ok());
+      CHECK(again->records == 600);
+      CHECK(ReadAll(path).substr(0, layout.compacted_end) == prefix);
+      CHECK(Replayed(path) == expected);
+    }
+    SECTION("a bounded region compacts part; the rest stays plain and replays in place") {
+      for (int64_t s = 401; s < 700; ++s) {
+        for (const v1::JournalRecord& rec : Step(s, rng)) {
+          j.Append(rec);
+          expected.push_back(rec.SerializeAsString());
+        }
+      }
+      REQUIRE(j.Flush().ok());
+      auto part = CompactLiveJournal(j, kStages, {.min_plain_bytes = 1, .max_region_bytes = 20'000});
+      REQUIRE(part.ok());
+      CHECK(part->records > 0);
+      CHECK(part->records < 600);
+      CHECK(Replayed(path) == expected);
+    }
+  }
+}
+
+TEST_CASE("compaction while another thread appends and flushes loses and repeats nothing") {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/job.journal";
+  auto journal = JobJournal::Create(path, false, std::vector<v1::JournalRecord>{Declared()});
+  REQUIRE(journal.ok());
+  JobJournal& j = **journal;
+  std::vector<std::string> expected = {Declared().SerializeAsString()};
+  std::atomic<bool> done{false};
+  std::atomic<int> writer_errors{0};  // Catch's macros are not for other threads
+  std::thread writer([&] {
+    std::mt19937_64 rng(2);
+    for (int64_t s = 0; s < 1500; ++s) {
+      for (const v1::JournalRecord& r : Step(s, rng)) {
+        j.Append(r);
+        expected.push_back(r.SerializeAsString());
+      }
+      if (s % 7 == 0 && !j.Flush().ok()) ++writer_errors;
+      const uint64_t p = j.appended_bytes();
+      if (s % 50 == 0 && (!j.Flush().ok() || j.durable_bytes() < p)) ++writer_errors;
+    }
+    if (!j.Flush().ok()) ++writer_errors;
+    done = true;
+  });
+  int compactions = 0;
+  while (!done) {
+    auto r = CompactLiveJournal(j, kStages, {.min_plain_bytes = 4'000, .block_steps = 50});
+    REQUIRE(r.ok());
+    compactions += r->records > 0;
+  }
+  writer.join();
+  CHECK(writer_errors == 0);
+  CHECK(compactions > 0);
+  CHECK(j.durable_bytes() == j.appended_bytes());
+  CHECK(Replayed(path) == expected);
+}
+
+TEST_CASE("a region that is not intact frames is refused and the journal is left as it was") {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/job.journal";
+  std::mt19937_64 rng(3);
+  auto journal = JobJournal::Create(path, false, std::vector<v1::JournalRecord>{Declared()});
+  REQUIRE(journal.ok());
+  for (int64_t s = 0; s < 50; ++s) {
+    for (const v1::JournalRecord& r : Step(s, rng)) (*journal)->Append(r);
+  }
+  REQUIRE((*journal)->Flush().ok());
+  // Damage under the live journal (a disk error, a hand edit): the first plain record's sync.
+  const uint64_t at = (*journal)->CurrentLayout().compacted_end;
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.put('X');
+  }
+  const std::string damaged = ReadAll(path);
+  auto r = CompactLiveJournal(**journal, kStages, {.min_plain_bytes = 1});
+  CHECK(absl::IsDataLoss(r.status()));
+  CHECK_THAT(std::string(r.status().message()), Catch::Contains("offset " + std::to_string(at)));
+  CHECK(ReadAll(path) == damaged);
+  CHECK(FilesIn(dir) == 1);
+}
+
+}  // namespace
+}  // namespace stagefrontier
