@@ -1,7 +1,8 @@
 // Fuzz target: arbitrary bytes as a coordinator journal (docs/journal-format.md), restored
 // the way the coordinator restores one at startup: framing, resynchronization past damage,
 // checksums, records, then replay into a job (decoding packed steps, aligning, accounting),
-// and the files recovery keeps aside; then the same bytes as the node ledger and as the
+// and the files recovery keeps aside; a restored journal compacted in place (as a running
+// coordinator does) must restore the same steps; then the same bytes as the node ledger and the
 // fleet baseline. Restore must succeed
 // (keeping what it skips) or fail with a clear status, never crash; a file it refuses is left byte
 // for byte as it was.
@@ -76,6 +77,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (*job)->Info(&ji);
     // What recovery kept aside is exactly what was there.
     if (!info.kept_original.empty() && ReadAll(info.kept_original) != bytes) std::abort();
+    // Compacted in place as a running coordinator does, the journal restores the same job.
+    stagefrontier::v1::GetStepsReply steps;
+    (*job)->Steps(0, INT64_MAX, 1000, &steps);
+    auto compacted = (*job)->CompactJournal({.min_plain_bytes = 1, .block_steps = 4});
+    if (compacted.ok() && compacted->records > 0) {
+      if (!(*job)->Flush().ok()) std::abort();
+      job->reset();
+      auto again = stagefrontier::JobState::Restore(path, o, nullptr, nullptr, 0);
+      if (!again.ok()) std::abort();
+      stagefrontier::v1::JobInfo ji2;
+      (*again)->Info(&ji2);
+      stagefrontier::v1::GetStepsReply steps2;
+      (*again)->Steps(0, INT64_MAX, 1000, &steps2);
+      if (ji2.steps_accounted() != ji.steps_accounted() ||
+          steps2.SerializeAsString() != steps.SerializeAsString()) {
+        std::abort();
+      }
+    }
   } else if (absl::IsFailedPrecondition(job.status()) && ReadAll(path) != bytes) {
     std::abort();  // a refused file must be left untouched
   }
