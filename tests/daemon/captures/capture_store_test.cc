@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "daemon/captures/capture_compression.h"
+#include "tests/daemon/captures/capture_chunk_builder.h"
 #include "daemon/captures/capture_file_name.h"
 
 namespace stagefrontier {
@@ -36,18 +37,7 @@ std::string Payload(size_t n) {
   return s;
 }
 
-v1::CaptureChunk Chunk(const std::string& file, const std::string& whole, size_t offset, size_t n,
-                       const std::string& job = "job1") {
-  v1::CaptureChunk c;
-  c.set_job(job);
-  c.set_node("node0");
-  c.set_file_name(file);
-  c.set_file_bytes(whole.size());
-  c.set_offset(offset);
-  c.set_raw_bytes(static_cast<uint32_t>(n));
-  c.set_data(DeflateChunk(std::string_view(whole).substr(offset, n)));
-  return c;
-}
+using testing::MakeChunk;
 
 TEST_CASE("capture file names: parsed only in their exact form") {
   auto n = ParseCaptureFileName("trace_rank3_step120.json");
@@ -97,7 +87,7 @@ TEST_CASE("capture store: chunks in order make the file, renamed when complete")
   const std::string name = "trace_rank2_step40.json";
   for (size_t off = 0; off < whole.size(); off += 100000) {
     const size_t n = std::min<size_t>(100000, whole.size() - off);
-    absl::StatusOr<v1::CaptureChunkAck> ack = store.Accept(Chunk(name, whole, off, n));
+    absl::StatusOr<v1::CaptureChunkAck> ack = store.Accept(MakeChunk(name, whole, off, n));
     REQUIRE(ack.ok());
     CHECK(ack->next_offset() == off + n);
     CHECK(ack->complete() == (off + n == whole.size()));
@@ -111,7 +101,7 @@ TEST_CASE("capture store: chunks in order make the file, renamed when complete")
   CHECK(completed[0].bytes == whole.size());
   CHECK(store.counters().files == 1);
   // A resend after a lost ack: already complete, nothing written again.
-  absl::StatusOr<v1::CaptureChunkAck> again = store.Accept(Chunk(name, whole, 0, 100000));
+  absl::StatusOr<v1::CaptureChunkAck> again = store.Accept(MakeChunk(name, whole, 0, 100000));
   REQUIRE(again.ok());
   CHECK(again->complete());
   CHECK(store.counters().files == 1);
@@ -129,21 +119,21 @@ TEST_CASE("capture store: an upload cut short resumes at what is held") {
   {
     CaptureStore store({.root = root});
     REQUIRE(store.Open().ok());
-    REQUIRE(store.Accept(Chunk(name, whole, 0, 10000)).ok());
+    REQUIRE(store.Accept(MakeChunk(name, whole, 0, 10000)).ok());
   }
   CaptureStore store({.root = root});  // the coordinator restarted
   REQUIRE(store.Open().ok());
   // The sidecar restarted too and begins again at 0: told to go on from 10000.
-  absl::StatusOr<v1::CaptureChunkAck> ack = store.Accept(Chunk(name, whole, 0, 10000));
+  absl::StatusOr<v1::CaptureChunkAck> ack = store.Accept(MakeChunk(name, whole, 0, 10000));
   REQUIRE(ack.ok());
   CHECK(ack->next_offset() == 10000);
   CHECK_FALSE(ack->complete());
   // A chunk past what is held is not written either.
-  ack = store.Accept(Chunk(name, whole, 20000, 10000));
+  ack = store.Accept(MakeChunk(name, whole, 20000, 10000));
   REQUIRE(ack.ok());
   CHECK(ack->next_offset() == 10000);
-  REQUIRE(store.Accept(Chunk(name, whole, 10000, 10000)).ok());
-  ack = store.Accept(Chunk(name, whole, 20000, 10000));
+  REQUIRE(store.Accept(MakeChunk(name, whole, 10000, 10000)).ok());
+  ack = store.Accept(MakeChunk(name, whole, 20000, 10000));
   REQUIRE(ack.ok());
   CHECK(ack->complete());
   CHECK(Slurp(root + "/job1/" + name) == whole);
@@ -154,9 +144,9 @@ TEST_CASE("capture store: an upload abandoned for an hour is dropped; its sideca
   const std::string whole = Payload(30000);
   CaptureStore store({.root = root});
   REQUIRE(store.Open().ok());
-  REQUIRE(store.Accept(Chunk("trace_rank0_step7.json", whole, 0, 10000)).ok());
-  REQUIRE(store.Accept(Chunk("trace_rank1_step7.json", whole, 0, 10000)).ok());
-  REQUIRE(store.Accept(Chunk("trace_rank2_step7.json", whole, 0, 30000)).ok());  // complete
+  REQUIRE(store.Accept(MakeChunk("trace_rank0_step7.json", whole, 0, 10000)).ok());
+  REQUIRE(store.Accept(MakeChunk("trace_rank1_step7.json", whole, 0, 10000)).ok());
+  REQUIRE(store.Accept(MakeChunk("trace_rank2_step7.json", whole, 0, 30000)).ok());  // complete
   const int64_t now = ::time(nullptr);
   CHECK(store.RemoveAbandonedUploads(now) == 0);  // both uploads just got a chunk
   // An hour later, rank 1's upload got another chunk; rank 0's got none.
@@ -172,10 +162,10 @@ TEST_CASE("capture store: an upload abandoned for an hour is dropped; its sideca
   CHECK(store.counters().abandoned == 1);
   // The sidecar comes back: told to start at 0, and the file completes.
   absl::StatusOr<v1::CaptureChunkAck> ack =
-      store.Accept(Chunk("trace_rank0_step7.json", whole, 10000, 20000));
+      store.Accept(MakeChunk("trace_rank0_step7.json", whole, 10000, 20000));
   REQUIRE(ack.ok());
   CHECK(ack->next_offset() == 0);
-  REQUIRE(store.Accept(Chunk("trace_rank0_step7.json", whole, 0, 30000)).ok());
+  REQUIRE(store.Accept(MakeChunk("trace_rank0_step7.json", whole, 0, 30000)).ok());
   CHECK(Slurp(root + "/job1/trace_rank0_step7.json") == whole);
 }
 
@@ -185,29 +175,29 @@ TEST_CASE("capture store: bad chunks get specific errors and a count") {
   REQUIRE(store.Open().ok());
   const std::string whole = Payload(20000);
   auto code = [&](v1::CaptureChunk c) { return store.Accept(c).status().code(); };
-  v1::CaptureChunk c = Chunk("trace_rank0_step1.json", whole, 0, 10000, "../etc");
+  v1::CaptureChunk c = MakeChunk("trace_rank0_step1.json", whole, 0, 10000, "../etc");
   CHECK(code(c) == absl::StatusCode::kInvalidArgument);
-  c = Chunk("../../passwd", whole, 0, 10000);
+  c = MakeChunk("../../passwd", whole, 0, 10000);
   CHECK(code(c) == absl::StatusCode::kInvalidArgument);
-  c = Chunk("trace_rank0_step1.json", whole, 0, 10000);
+  c = MakeChunk("trace_rank0_step1.json", whole, 0, 10000);
   c.set_file_bytes(60000);
   absl::Status big = store.Accept(c).status();
   CHECK(big.code() == absl::StatusCode::kResourceExhausted);
   CHECK(std::string(big.message()).find("--capture-max-mb") != std::string::npos);
-  c = Chunk("trace_rank0_step1.json", whole, 0, 10000);
+  c = MakeChunk("trace_rank0_step1.json", whole, 0, 10000);
   c.set_raw_bytes(12000);  // does not inflate to what it says
   CHECK(code(c) == absl::StatusCode::kInvalidArgument);
-  c = Chunk("trace_rank0_step1.json", whole, 15000, 5000);
+  c = MakeChunk("trace_rank0_step1.json", whole, 15000, 5000);
   c.set_offset(18000);  // runs past the file's end
   CHECK(code(c) == absl::StatusCode::kInvalidArgument);
-  c = Chunk("trace_rank0_step1.json", whole, 0, 10000);
+  c = MakeChunk("trace_rank0_step1.json", whole, 0, 10000);
   c.set_data("garbage");
   CHECK(code(c) == absl::StatusCode::kInvalidArgument);
   CHECK(store.counters().refused == 6);
   CHECK(store.Files("").empty());
   // Nothing was written for the refused chunk: the good one starts at 0.
   absl::StatusOr<v1::CaptureChunkAck> ack =
-      store.Accept(Chunk("trace_rank0_step1.json", whole, 0, 10000));
+      store.Accept(MakeChunk("trace_rank0_step1.json", whole, 0, 10000));
   REQUIRE(ack.ok());
   CHECK(ack->next_offset() == 10000);
 }
@@ -219,7 +209,7 @@ TEST_CASE("capture store: retention drops the oldest files by count and bytes") 
   const std::string whole = Payload(10000);
   for (int r = 0; r < 5; ++r) {
     const std::string name = CaptureFileNameFor(r, 100);
-    REQUIRE(store.Accept(Chunk(name, whole, 0, whole.size(), r % 2 ? "jobB" : "jobA")).ok());
+    REQUIRE(store.Accept(MakeChunk(name, whole, 0, whole.size(), r % 2 ? "jobB" : "jobA")).ok());
   }
   // 25000 bytes hold two files of 10000.
   const std::vector<StoredCapture> left = store.Files("");
