@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "daemon/archive/record_block.h"
 #include "daemon/coordinator/crc32c.h"
+#include "daemon/coordinator/journal_file_io.h"
 
 namespace stagefrontier {
 namespace {
@@ -25,65 +26,12 @@ uint32_t LoadLe32(const char* p) {
 
 void PutLe32(std::string& out, uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); }
 
-absl::Status ErrnoStatus(int e, const std::string& what, const std::string& path) {
-  const std::string msg = absl::StrCat(what, " ", path, ": ", std::strerror(e));
-  switch (e) {
-    case ENOENT:
-      return absl::NotFoundError(msg);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(msg);
-    case ENOSPC:
-    case EDQUOT:
-    case EFBIG:  // a file-size limit (RLIMIT_FSIZE) or quota
-    case EIO:
-    case EROFS:
-      // The data directory cannot take it now: callers hold acknowledgements and retry.
-      return absl::UnavailableError(msg);
-    default:
-      return absl::InternalError(msg);
-  }
-}
-
-// Reads `size` bytes from the start of fd into *data. The caller keeps (and closes) fd.
-absl::Status ReadWhole(int fd, size_t size, const std::string& path, std::string* data) {
-  data->assign(size, '\0');
-  size_t got = 0;
-  while (got < size) {
-    const ssize_t n = ::pread(fd, data->data() + got, size - got, static_cast<off_t>(got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return ErrnoStatus(n < 0 ? errno : EIO, "cannot read journal", path);
-    got += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
-
-std::string DirOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-}
-std::string BaseOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 // Makes a rename or link in `dir` durable.
 void SyncDir(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return;
   (void)::fsync(fd);
   ::close(fd);
-}
-
-absl::Status WriteAll(int fd, const std::string& bytes, const std::string& path) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return ErrnoStatus(n < 0 ? errno : ENOSPC, "cannot write", path);
-    done += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
 }
 
 // A unique name for a file beside `path`: "<path><tag>-<unix seconds>[-n]".
@@ -98,12 +46,10 @@ std::string AsideName(const std::string& path, const char* tag) {
 // Writes `bytes` to a new hidden file beside `path`, synced; returns its name.
 absl::StatusOr<std::string> WriteHiddenFile(const std::string& path, const char* tag,
                                             const std::string& bytes, bool fsync) {
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp = absl::StrCat(DirOf(path), "/.", BaseOf(path), tag, "-", ::getpid(), "-",
-                                       counter.fetch_add(1));
+  const std::string tmp = HiddenSiblingPath(path, tag);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return ErrnoStatus(errno, "cannot create", tmp);
-  absl::Status s = WriteAll(fd, bytes, tmp);
+  absl::Status s = PwriteAll(fd, bytes, 0, "cannot write", tmp);
   if (s.ok() && fsync && ::fdatasync(fd) != 0) s = ErrnoStatus(errno, "cannot fsync", tmp);
   ::close(fd);
   if (!s.ok()) {
@@ -314,12 +260,14 @@ absl::StatusOr<std::unique_ptr<JobJournal>> JobJournal::Create(
     const std::string& path, bool fsync, std::span<const v1::JournalRecord> records) {
   std::string bytes = FileHeader();
   std::string payload;
-  uint64_t compacted_end = bytes.size();
-  for (const v1::JournalRecord& r : records) {
+  uint64_t compacted_end = bytes.size();  // as Open finds it: the first record, then blocks
+  bool in_prefix = true;
+  for (size_t i = 0; i < records.size(); ++i) {
     payload.clear();
-    r.SerializeToString(&payload);
+    records[i].SerializeToString(&payload);
     AppendJournalFrame(payload, &bytes);
-    if (compacted_end == kJournalHeaderBytes || r.has_block()) compacted_end = bytes.size();
+    in_prefix = in_prefix && (i == 0 || records[i].has_block());
+    if (in_prefix) compacted_end = bytes.size();
   }
   absl::StatusOr<std::string> tmp = WriteHiddenFile(path, ".creating", bytes, fsync);
   if (!tmp.ok()) {
@@ -371,7 +319,7 @@ absl::StatusOr<std::unique_ptr<JobJournal>> JobJournal::Open(
     return absl::FailedPreconditionError(absl::StrCat("journal ", path, " is not a regular file"));
   }
   std::string data;
-  if (absl::Status read = ReadWhole(fd, static_cast<size_t>(st.st_size), path, &data); !read.ok()) {
+  if (absl::Status read = PreadExactly(fd, 0, static_cast<size_t>(st.st_size), "cannot read journal", path, &data); !read.ok()) {
     ::close(fd);
     return read;
   }
@@ -409,24 +357,20 @@ absl::StatusOr<std::unique_ptr<JobJournal>> JobJournal::Open(
   for (const JournalRegion& r : scan.skipped) out.skipped_bytes += r.bytes;
 
   uint64_t size = data.size();
-  // Where the compacted prefix ends: after the first record and the blocks that follow it.
+  // Where the compacted prefix ends: after the first record and the blocks that follow it. The
+  // intact frames lie one after the other from the header, in the file as it stays (only a
+  // damaged tail follows them) and in the rewritten one alike.
   uint64_t compacted_end = kJournalHeaderBytes;
   for (const Frame& f : frames) {
-    if (!f.compacted || f.offset != compacted_end) break;
-    compacted_end = f.offset + kJournalRecordHeaderBytes + f.payload.size();
+    if (!f.compacted) break;
+    compacted_end += kJournalRecordHeaderBytes + f.payload.size();
   }
   if (scan.format == 1 || !scan.TailOnly()) {
     // Rewrite every intact record into a new file that takes the journal's name; a damaged
     // original is kept under another name first (an undamaged format-1 one holds nothing
     // the new file lacks).
     std::string bytes = FileHeader();
-    compacted_end = bytes.size();
-    bool in_prefix = true;
-    for (const Frame& f : frames) {
-      AppendJournalFrame(f.payload, &bytes);
-      in_prefix = in_prefix && f.compacted;
-      if (in_prefix) compacted_end = bytes.size();
-    }
+    for (const Frame& f : frames) AppendJournalFrame(f.payload, &bytes);
     absl::StatusOr<std::string> tmp = WriteHiddenFile(path, ".recovering", bytes, fsync);
     if (!tmp.ok()) {
       ::close(fd);
@@ -490,7 +434,7 @@ absl::Status JobJournal::Salvage(const std::string& path, bool fsync,
     return absl::FailedPreconditionError(absl::StrCat("journal ", path, " is not a regular file"));
   }
   std::string data;
-  if (absl::Status read = ReadWhole(fd, static_cast<size_t>(st.st_size), path, &data); !read.ok()) {
+  if (absl::Status read = PreadExactly(fd, 0, static_cast<size_t>(st.st_size), "cannot read journal", path, &data); !read.ok()) {
     ::close(fd);
     return read;
   }
@@ -582,22 +526,14 @@ absl::Status JobJournal::Flush() {
     durable_.store(base_ + size_, std::memory_order_release);
     return absl::OkStatus();
   }
-  size_t done = 0;
-  while (done < buf.size()) {
-    const ssize_t n =
-        ::pwrite(fd_, buf.data() + done, buf.size() - done, static_cast<off_t>(size_ + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      absl::Status s = ErrnoStatus(n < 0 ? errno : ENOSPC, "cannot write journal", path_);
-      // Keep the file a whole number of records, and the records for the next try.
-      if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
-        // The next open saves and cuts the torn tail.
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      pending_.insert(0, buf);
-      return s;
+  if (absl::Status s = PwriteAll(fd_, buf, size_, "cannot write journal", path_); !s.ok()) {
+    // Keep the file a whole number of records, and the records for the next try.
+    if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
+      // The next open saves and cuts the torn tail.
     }
-    done += static_cast<size_t>(n);
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.insert(0, buf);
+    return s;
   }
   size_ += buf.size();
   if (fsync_ && ::fdatasync(fd_) != 0) return ErrnoStatus(errno, "cannot fsync journal", path_);
@@ -637,13 +573,11 @@ absl::Status JobJournal::ReplacePrefix(const Layout& was, const std::string& new
   if (::fstat(out, &st) != 0) return fail(ErrnoStatus(errno, "cannot stat", new_prefix_path), out);
   const uint64_t prefix = static_cast<uint64_t>(st.st_size);
   // What was written since the compaction looked: the records after its region.
-  std::string tail(size_ - was.written_end, '\0');
-  for (size_t got = 0; got < tail.size();) {
-    const ssize_t n = ::pread(fd_, tail.data() + got, tail.size() - got,
-                              static_cast<off_t>(was.written_end + got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail(ErrnoStatus(n < 0 ? errno : EIO, "cannot read journal", path_), out);
-    got += static_cast<size_t>(n);
+  std::string tail;
+  if (absl::Status s = PreadExactly(fd_, was.written_end, size_ - was.written_end,
+                                    "cannot read journal", path_, &tail);
+      !s.ok()) {
+    return fail(s, out);
   }
   const uint64_t new_size = prefix + tail.size();
   if (prefix >= was.written_end || new_compacted_end > prefix) {
@@ -652,12 +586,8 @@ absl::Status JobJournal::ReplacePrefix(const Layout& was, const std::string& new
                     " bytes) would not replace ", was.written_end, " bytes with fewer")),
                 out);
   }
-  for (size_t done = 0; done < tail.size();) {
-    const ssize_t n = ::pwrite(out, tail.data() + done, tail.size() - done,
-                               static_cast<off_t>(prefix + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail(ErrnoStatus(n < 0 ? errno : ENOSPC, "cannot write", new_prefix_path), out);
-    done += static_cast<size_t>(n);
+  if (absl::Status s = PwriteAll(out, tail, prefix, "cannot write", new_prefix_path); !s.ok()) {
+    return fail(s, out);
   }
   if (fsync_ && ::fdatasync(out) != 0) {
     return fail(ErrnoStatus(errno, "cannot fsync", new_prefix_path), out);

@@ -4,22 +4,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/archive/record_block_builder.h"
+#include "daemon/coordinator/journal_file_io.h"
 
 namespace stagefrontier {
 namespace {
-
-absl::Status Errno(int err, absl::string_view what, const std::string& path) {
-  return absl::Status(err == ENOSPC || err == EDQUOT ? absl::StatusCode::kUnavailable
-                                                     : absl::StatusCode::kInternal,
-                      absl::StrCat(what, " ", path, ": ", std::strerror(err)));
-}
 
 // Closes a descriptor and removes the file it was made for (if named), unless released.
 class TempFile {
@@ -38,28 +32,6 @@ class TempFile {
   int fd_;
   bool released_ = false;
 };
-
-absl::Status PwriteAll(int fd, absl::string_view bytes, uint64_t at, const std::string& path) {
-  for (size_t done = 0; done < bytes.size();) {
-    const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done,
-                               static_cast<off_t>(at + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return Errno(n < 0 ? errno : ENOSPC, "cannot write", path);
-    done += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status PreadAll(int fd, uint64_t at, size_t size, std::string* out, const std::string& path) {
-  out->assign(size, '\0');
-  for (size_t got = 0; got < size;) {
-    const ssize_t n = ::pread(fd, out->data() + got, size - got, static_cast<off_t>(at + got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return Errno(n < 0 ? errno : EIO, "cannot read", path);
-    got += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace
 
@@ -84,18 +56,15 @@ absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& journal, uint32
   const uint64_t region_bytes =
       std::min<uint64_t>(was.written_end - was.compacted_end, options.max_region_bytes);
   std::string region;
-  if (absl::Status s = PreadAll(in.fd(), was.compacted_end, region_bytes, &region, path); !s.ok()) {
+  if (absl::Status s = PreadExactly(in.fd(), was.compacted_end, region_bytes, "cannot read journal",
+                                    path, &region);
+      !s.ok()) {
     return s;
   }
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  static std::atomic<uint64_t> counter{0};
-  const std::string temp_path = absl::StrCat(dir, "/.", base, ".compacting-", ::getpid(), "-",
-                                             counter.fetch_add(1));
+  const std::string temp_path = HiddenSiblingPath(path, ".compacting");
   const int out_fd =
       ::open(temp_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (out_fd < 0) return Errno(errno, "cannot create", temp_path);
+  if (out_fd < 0) return ErrnoStatus(errno, "cannot create", temp_path);
   TempFile out(temp_path, out_fd);
 
   // The compacted prefix, copied as it is (in the kernel).
@@ -104,7 +73,8 @@ absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& journal, uint32
     const ssize_t n = ::copy_file_range(in.fd(), &from, out.fd(), &to,
                                         static_cast<size_t>(was.compacted_end - copied), 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return Errno(n < 0 ? errno : EIO, "cannot copy the compacted prefix of", path);
+    if (n <= 0)
+      return ErrnoStatus(n < 0 ? errno : EIO, "cannot copy the compacted prefix of", path);
     copied += static_cast<uint64_t>(n);
   }
   uint64_t written = was.compacted_end;
@@ -122,10 +92,9 @@ absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& journal, uint32
     const size_t n = ReadJournalFrame(region, off, &record);
     if (n == 0) break;  // the region's end cut a frame: it waits for the next compaction
     if (record.has_block() || record.has_declared()) {
-      return absl::DataLossError(absl::StrCat("journal ", path, ": a ",
-                                              record.has_block() ? "record block" : "declaration",
-                                              " at offset ", was.compacted_end + off,
-                                              " among the plain records; not compacted"));
+      return absl::DataLossError(absl::StrCat(
+          "journal ", path, ": a ", record.has_block() ? "record block" : "declaration",
+          " at offset ", was.compacted_end + off, " among the plain records; not compacted"));
     }
     if (absl::Status s = builder.Add(record, emit); !s.ok()) return s;
     ++result.records;
@@ -133,11 +102,13 @@ absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& journal, uint32
   }
   if (off == 0) {
     return absl::DataLossError(absl::StrCat("journal ", path, ": no intact record within ",
-                                            region.size(), " bytes at offset ",
-                                            was.compacted_end, "; not compacted"));
+                                            region.size(), " bytes at offset ", was.compacted_end,
+                                            "; not compacted"));
   }
   if (absl::Status s = builder.Finish(emit); !s.ok()) return s;
-  if (absl::Status s = PwriteAll(out.fd(), frames, written, temp_path); !s.ok()) return s;
+  if (absl::Status s = PwriteAll(out.fd(), frames, written, "cannot write", temp_path); !s.ok()) {
+    return s;
+  }
   written += frames.size();
   const uint64_t new_compacted_end = written;
   const JobJournal::Layout region_end{was.compacted_end, was.compacted_end + off};
@@ -154,8 +125,7 @@ absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& journal, uint32
   const JobJournal::Layout now = journal.CurrentLayout();
   result.file_bytes_after = now.written_end;
   result.file_bytes_before = now.written_end + (region_end.written_end - new_compacted_end);
-  result.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 

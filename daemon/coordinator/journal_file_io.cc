@@ -1,0 +1,69 @@
+#include "daemon/coordinator/journal_file_io.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace stagefrontier {
+
+absl::Status ErrnoStatus(int e, absl::string_view what, const std::string& path) {
+  const std::string msg = absl::StrCat(what, " ", path, ": ", std::strerror(e));
+  switch (e) {
+    case ENOENT:
+      return absl::NotFoundError(msg);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(msg);
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:  // a file-size limit (RLIMIT_FSIZE) or quota
+    case EIO:
+    case EROFS:
+      // The data directory cannot take it now: callers hold acknowledgements and retry.
+      return absl::UnavailableError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+absl::Status PreadExactly(int fd, uint64_t offset, size_t size, absl::string_view what,
+                          const std::string& path, std::string* out) {
+  out->assign(size, '\0');
+  for (size_t got = 0; got < size;) {
+    const ssize_t n = ::pread(fd, out->data() + got, size - got, static_cast<off_t>(offset + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return ErrnoStatus(n < 0 ? errno : EIO, what, path);
+    got += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PwriteAll(int fd, absl::string_view bytes, uint64_t offset, absl::string_view what,
+                       const std::string& path) {
+  for (size_t done = 0; done < bytes.size();) {
+    const ssize_t n =
+        ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return ErrnoStatus(n < 0 ? errno : ENOSPC, what, path);
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+std::string DirOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+std::string HiddenSiblingPath(const std::string& path, absl::string_view tag) {
+  static std::atomic<uint64_t> counter{0};
+  const size_t slash = path.rfind('/');
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  return absl::StrCat(DirOf(path), "/.", base, tag, "-", ::getpid(), "-", counter.fetch_add(1));
+}
+
+}  // namespace stagefrontier

@@ -1,0 +1,44 @@
+// File I/O the journal and its live compaction share: whole reads and writes at an offset that
+// retry short transfers and EINTR, errno mapped to a status the way callers act on it (a full
+// disk is Unavailable: hold the acknowledgements and retry), and names for hidden files beside
+// a journal that the next start removes when a crash leaves them.
+//
+//   std::string bytes;
+//   absl::Status s = PreadExactly(fd, offset, size, "cannot read journal", path, &bytes);
+//   s = PwriteAll(fd, bytes, offset, "cannot write journal", path);
+#ifndef STAGEFRONTIER_DAEMON_COORDINATOR_JOURNAL_FILE_IO_H_
+#define STAGEFRONTIER_DAEMON_COORDINATOR_JOURNAL_FILE_IO_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace stagefrontier {
+
+// "<what> <path>: <strerror>" as NotFound (ENOENT), PermissionDenied (EACCES, EPERM),
+// Unavailable (ENOSPC, EDQUOT, EFBIG, EIO, EROFS: the directory cannot take it now) or Internal.
+absl::Status ErrnoStatus(int e, absl::string_view what, const std::string& path);
+
+// Reads exactly `size` bytes of `fd` at `offset` into *out; fails (as ErrnoStatus, EIO for a
+// file that ends first) naming `what` and `path`.
+[[nodiscard]] absl::Status PreadExactly(int fd, uint64_t offset, size_t size,
+                                        absl::string_view what, const std::string& path,
+                                        std::string* out);
+
+// Writes all of `bytes` to `fd` at `offset`; fails (as ErrnoStatus, ENOSPC for a write that
+// makes no progress) naming `what` and `path`.
+[[nodiscard]] absl::Status PwriteAll(int fd, absl::string_view bytes, uint64_t offset,
+                                     absl::string_view what, const std::string& path);
+
+// The directory of `path` ("." when it has none).
+std::string DirOf(const std::string& path);
+
+// A new name for a hidden file beside `path`: "<dir>/.<base><tag>-<pid>-<n>", unique within
+// this process. Registries remove such files at start (their tags say which).
+std::string HiddenSiblingPath(const std::string& path, absl::string_view tag);
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_COORDINATOR_JOURNAL_FILE_IO_H_
