@@ -5,19 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/common/log_safe.h"
+#include "daemon/common/refused_stream.h"
 #include "shm/monotonic_clock.h"
 
 namespace stagefrontier {
-namespace {
-
-// A stream refused before it starts (too many streams): finishes at once.
-class RefusedStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
- public:
-  explicit RefusedStream(grpc::Status status) { Finish(std::move(status)); }
-  void OnDone() override { delete this; }
-};
-
-}  // namespace
 
 IngestService::IngestService(JobRegistry* jobs, SidecarSessions* sessions,
                              CoordinatorMetrics* metrics, std::string token, ResourceLimits limits,
@@ -63,7 +54,8 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* IngestService::Stre
         deps_.log(
             absl::StrCat("ingest stream from ", LogSafe(context->peer()), " refused: ", message));
       }
-      return new RefusedStream(grpc::Status(grpc::RESOURCE_EXHAUSTED, message));
+      return RefuseStream<grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>>(
+          grpc::Status(grpc::RESOURCE_EXHAUSTED, message));
     }
     const uint64_t id = next_id_++;
     stream = new IngestStream(deps_, context, id, shm::MonotonicNowNs(), [this](uint64_t done) {

@@ -19,7 +19,9 @@ JobRegistry::JobRegistry(JobOptions options, CoordinatorMetrics* metrics,
     : options_(std::move(options)),
       metrics_(metrics),
       allowed_(std::move(allowed)),
-      log_(std::move(log)) {}
+      log_(std::move(log)) {
+  if (options_.verdict_bell == nullptr) options_.verdict_bell = &own_bell_;
+}
 
 absl::Status JobRegistry::RestoreAll() {
   DIR* dir = ::opendir(options_.data_dir.c_str());

@@ -49,8 +49,12 @@ class JobRegistry {
   std::vector<std::shared_ptr<JobState>> All() const;
   // Journals waiting for their job to declare itself (declaration lost), by job id.
   std::vector<std::string> PendingSalvage() const;
+  // What every job rings when it appended verdicts: options.verdict_bell, or the registry's
+  // own when that was null. Never null.
+  VerdictBell* verdict_bell() const { return options_.verdict_bell; }
 
  private:
+  VerdictBell own_bell_;  // before options_, which may point at it
   JobOptions options_;
   CoordinatorMetrics* metrics_;
   std::set<std::string> allowed_;

@@ -515,7 +515,7 @@ void JobState::AccountLocked(int64_t step, int64_t now_ns, bool replaying) {
     while (verdicts_.size() > options_.verdicts_kept) verdicts_.pop_front();
     any = true;
   }
-  if (any) verdict_cv_.notify_all();
+  if (any && options_.verdict_bell != nullptr) options_.verdict_bell->Ring();
 }
 
 std::vector<std::string> JobState::RankNodesLocked() const {
@@ -764,14 +764,14 @@ void JobState::Health(v1::GetHealthReply* out) const {
   }
 }
 
-std::vector<v1::VerdictEvent> JobState::VerdictsAfter(int64_t after_seq,
-                                                      std::chrono::milliseconds wait) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  verdict_cv_.wait_for(lock, wait, [&] { return verdict_seq_ > after_seq; });
+std::vector<v1::VerdictEvent> JobState::VerdictsAfter(int64_t after_seq, size_t max_count) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Sequence numbers ascend: many watchers each asking for the few newest stay cheap.
+  auto it =
+      std::upper_bound(verdicts_.begin(), verdicts_.end(), after_seq,
+                       [](int64_t seq, const v1::VerdictEvent& ev) { return seq < ev.seq(); });
   std::vector<v1::VerdictEvent> out;
-  for (const v1::VerdictEvent& ev : verdicts_) {
-    if (ev.seq() > after_seq) out.push_back(ev);
-  }
+  for (; it != verdicts_.end() && out.size() < max_count; ++it) out.push_back(*it);
   return out;
 }
 

@@ -10,7 +10,6 @@
 #ifndef STAGEFRONTIER_DAEMON_COORDINATOR_JOB_STATE_H_
 #define STAGEFRONTIER_DAEMON_COORDINATOR_JOB_STATE_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -31,6 +30,7 @@
 #include "daemon/coordinator/resource_limits.h"
 #include "daemon/coordinator/step_aligner.h"
 #include "daemon/coordinator/step_history.h"
+#include "daemon/coordinator/verdict_bell.h"
 #include "daemon/coordinator/verdict_observer.h"
 #include "daemon/nodes/node_ledger.h"
 #include "stagefrontier/v1/ingest.pb.h"
@@ -58,6 +58,9 @@ struct JobOptions {
   NodeLedger* node_ledger = nullptr;
   // Told of every closed "job" window but replayed ones (verdict_observer.h); null: nobody.
   VerdictObserver* verdict_observer = nullptr;
+  // Rung after verdicts were appended, replayed ones included (verdict_bell.h); null: none.
+  // JobRegistry supplies its own when this is null.
+  VerdictBell* verdict_bell = nullptr;
 };
 
 struct IngestCounts {
@@ -139,9 +142,9 @@ class JobState {
   int64_t VisitHeldInputs(int64_t from, int64_t to,
                           absl::FunctionRef<bool(const StepInput&)> visit) const;
   void Health(v1::GetHealthReply* out) const;
-  // Verdicts with seq > after_seq; waits up to `wait` for one if there is none yet.
-  std::vector<v1::VerdictEvent> VerdictsAfter(int64_t after_seq,
-                                              std::chrono::milliseconds wait) const;
+  // The verdicts held with seq > after_seq, oldest first, at most `max_count`. New ones ring
+  // JobOptions::verdict_bell.
+  std::vector<v1::VerdictEvent> VerdictsAfter(int64_t after_seq, size_t max_count = SIZE_MAX) const;
 
   // Runtime control. ApplyConfig: InvalidArgument for values the engine refuses.
   [[nodiscard]] absl::Status ApplyConfig(const v1::ConfigChange& change);
@@ -159,8 +162,6 @@ class JobState {
   int64_t replay_skipped() const { return replay_skipped_; }
   // The memory this job reserved (its estimate).
   int64_t reserved_bytes() const { return memory_.bytes(); }
-  // Wakes verdict watchers (at shutdown).
-  void WakeWatchers() const { verdict_cv_.notify_all(); }
 
  private:
   struct RankHealthState {
@@ -216,7 +217,6 @@ class JobState {
   JobMetrics m_;
 
   mutable std::mutex mu_;
-  mutable std::condition_variable verdict_cv_;
   std::unique_ptr<JobJournal> journal_;
   std::unique_ptr<Engine> engine_;
   StepAligner aligner_;
@@ -232,7 +232,7 @@ class JobState {
   int64_t partial_steps_ = 0;
   int64_t captured_steps_ = 0;  // closed but left out of the evidence (profiler captures)
   int64_t last_step_ = -1;
-  StepHistory history_;  // per-step summaries for GetSteps, older ones in summary blocks
+  StepHistory history_;           // per-step summaries for GetSteps, older ones in summary blocks
   std::deque<StepInput> inputs_;  // recent raw steps, for Suspects(window > 0)
   int64_t inputs_rank_steps_ = 0;
   std::deque<v1::VerdictEvent> verdicts_;

@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/accounting/robust_stats.h"
 #include "daemon/captures/capture_file_name.h"
+#include "daemon/captures/capture_file_stream.h"
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/grpc_status.h"
 #include "daemon/coordinator/rank_steps_query.h"
@@ -37,20 +37,18 @@ QueryService::QueryService(JobRegistry* jobs, SidecarSessions* sessions,
       token_(std::move(token)),
       self_tests_(self_tests),
       nodes_(nodes),
-      fleet_(fleet) {}
+      fleet_(fleet),
+      watchers_(jobs->verdict_bell()) {}
 
-void QueryService::Shutdown() {
-  shutting_down_ = true;
-  for (const auto& job : jobs_->All()) job->WakeWatchers();
-}
+void QueryService::Shutdown() { watchers_.Shutdown(); }
 
-grpc::Status QueryService::Authorize(const grpc::ServerContext& context) {
+grpc::Status QueryService::Authorize(const grpc::ServerContextBase& context) {
   if (TokenMatches(context, token_)) return grpc::Status::OK;
   metrics_->unauthenticated().Increment();
   return grpc::Status(grpc::UNAUTHENTICATED, "missing or wrong token (authorization: Bearer ...)");
 }
 
-grpc::Status QueryService::Lookup(const grpc::ServerContext& context, const std::string& job,
+grpc::Status QueryService::Lookup(const grpc::ServerContextBase& context, const std::string& job,
                                   std::shared_ptr<JobState>* out) {
   if (grpc::Status s = Authorize(context); !s.ok()) return s;
   if (job.empty()) return grpc::Status(grpc::INVALID_ARGUMENT, "no job named (--job)");
@@ -100,25 +98,13 @@ grpc::Status QueryService::GetRankSteps(grpc::ServerContext* context,
   return ToGrpcStatus(FillRankSteps(*job, *request, reply));
 }
 
-grpc::Status QueryService::WatchVerdicts(grpc::ServerContext* context,
-                                         const v1::WatchVerdictsRequest* request,
-                                         grpc::ServerWriter<v1::VerdictEvent>* writer) {
+grpc::ServerWriteReactor<v1::VerdictEvent>* QueryService::WatchVerdicts(
+    grpc::CallbackServerContext* context, const v1::WatchVerdictsRequest* request) {
   std::shared_ptr<JobState> job;
-  if (grpc::Status s = Lookup(*context, request->job(), &job); !s.ok()) return s;
-  int64_t after = request->after_seq();
-  if (request->held_only()) {
-    for (const v1::VerdictEvent& ev : job->VerdictsAfter(after, std::chrono::milliseconds(0))) {
-      if (!writer->Write(ev)) break;
-    }
-    return grpc::Status::OK;
+  if (grpc::Status s = Lookup(*context, request->job(), &job); !s.ok()) {
+    return VerdictWatchers::Refuse(std::move(s));
   }
-  while (!context->IsCancelled() && !shutting_down_) {
-    for (const v1::VerdictEvent& ev : job->VerdictsAfter(after, std::chrono::milliseconds(200))) {
-      if (!writer->Write(ev)) return grpc::Status::OK;
-      after = ev.seq();
-    }
-  }
-  return grpc::Status::OK;
+  return watchers_.Watch(std::move(job), request->after_seq(), request->held_only());
 }
 
 grpc::Status QueryService::GetHealth(grpc::ServerContext* context,
@@ -264,8 +250,7 @@ grpc::Status QueryService::GetSelfTests(grpc::ServerContext* context,
   if (self_tests_ == nullptr) {
     return grpc::Status(grpc::UNIMPLEMENTED, "this coordinator does not run self-tests");
   }
-  const std::vector<v1::VerdictEvent> verdicts =
-      job->VerdictsAfter(0, std::chrono::milliseconds(0));
+  const std::vector<v1::VerdictEvent> verdicts = job->VerdictsAfter(0);
   return ToGrpcStatus(
       self_tests_->Report(job->name(), request->id(), verdicts, shm::MonotonicNowNs(), reply));
 }
@@ -331,40 +316,21 @@ grpc::Status QueryService::GetCaptureReport(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status QueryService::FetchCapture(grpc::ServerContext* context,
-                                        const v1::FetchCaptureRequest* request,
-                                        grpc::ServerWriter<v1::CaptureFileChunk>* writer) {
-  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
+grpc::ServerWriteReactor<v1::CaptureFileChunk>* QueryService::FetchCapture(
+    grpc::CallbackServerContext* context, const v1::FetchCaptureRequest* request) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return CaptureFileStream::Refuse(s);
   if (capture_store_ == nullptr) {
-    return grpc::Status(grpc::UNIMPLEMENTED, "this coordinator keeps no captures");
+    return CaptureFileStream::Refuse(
+        grpc::Status(grpc::UNIMPLEMENTED, "this coordinator keeps no captures"));
   }
   if (!shm::ValidJobId(request->job()) || !ParseCaptureFileName(request->file_name())) {
-    return grpc::Status(grpc::INVALID_ARGUMENT,
-                        "want a job id and a capture file name (trace_rank<R>_step<F>.json)");
+    return CaptureFileStream::Refuse(
+        grpc::Status(grpc::INVALID_ARGUMENT,
+                     "want a job id and a capture file name (trace_rank<R>_step<F>.json)"));
   }
-  const std::string path =
-      absl::StrCat(capture_store_->options().root, "/", request->job(), "/", request->file_name());
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return grpc::Status(grpc::NOT_FOUND, absl::StrCat("no capture file ", request->file_name(),
-                                                      " of job ", request->job()));
-  }
-  in.seekg(0, std::ios::end);
-  const uint64_t size = static_cast<uint64_t>(in.tellg());
-  in.seekg(0);
-  std::string buf(1 << 20, '\0');
-  uint64_t offset = 0;
-  do {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    const size_t n = static_cast<size_t>(in.gcount());
-    v1::CaptureFileChunk c;
-    c.set_offset(offset);
-    c.set_file_bytes(size);
-    c.set_data(buf.data(), n);
-    if (!writer->Write(c)) return grpc::Status(grpc::CANCELLED, "the client went away");
-    offset += n;
-  } while (in && offset < size);
-  return grpc::Status::OK;
+  return CaptureFileStream::Start(
+      absl::StrCat(capture_store_->options().root, "/", request->job(), "/", request->file_name()),
+      absl::StrCat("no capture file ", request->file_name(), " of job ", request->job()));
 }
 
 grpc::Status QueryService::ListNodes(grpc::ServerContext* context,

@@ -6,6 +6,7 @@
 //   builder.RegisterService(&query);
 //   ...
 //   query.Shutdown();   // ends WatchVerdicts streams before the server stops
+//   server->Shutdown();  // then destroy the server before `query`
 #ifndef STAGEFRONTIER_DAEMON_COORDINATOR_QUERY_SERVICE_H_
 #define STAGEFRONTIER_DAEMON_COORDINATOR_QUERY_SERVICE_H_
 
@@ -20,13 +21,17 @@
 #include "daemon/coordinator/job_registry.h"
 #include "daemon/coordinator/self_tests.h"
 #include "daemon/coordinator/sidecar_sessions.h"
+#include "daemon/coordinator/verdict_watchers.h"
 #include "daemon/nodes/node_ledger.h"
 #include "daemon/sweep/fleet_baseline.h"
 #include "stagefrontier/v1/query.grpc.pb.h"
 
 namespace stagefrontier {
 
-class QueryService final : public v1::Query::Service {
+// The streaming calls run on gRPC's callback API (verdict_watchers.h, capture_file_stream.h):
+// an open WatchVerdicts or FetchCapture stream holds no thread.
+class QueryService final : public v1::Query::WithCallbackMethod_WatchVerdicts<
+                               v1::Query::WithCallbackMethod_FetchCapture<v1::Query::Service>> {
  public:
   // `self_tests` may be null: Control(selftest) and GetSelfTests then answer UNIMPLEMENTED;
   // `nodes` may be null: ListNodes then answers UNIMPLEMENTED; so does ReportSweep without
@@ -43,8 +48,8 @@ class QueryService final : public v1::Query::Service {
                         v1::GetStepsReply* reply) override;
   grpc::Status GetRankSteps(grpc::ServerContext* context, const v1::GetRankStepsRequest* request,
                             v1::GetRankStepsReply* reply) override;
-  grpc::Status WatchVerdicts(grpc::ServerContext* context, const v1::WatchVerdictsRequest* request,
-                             grpc::ServerWriter<v1::VerdictEvent>* writer) override;
+  grpc::ServerWriteReactor<v1::VerdictEvent>* WatchVerdicts(
+      grpc::CallbackServerContext* context, const v1::WatchVerdictsRequest* request) override;
   grpc::Status GetHealth(grpc::ServerContext* context, const v1::GetHealthRequest* request,
                          v1::GetHealthReply* reply) override;
   grpc::Status Control(grpc::ServerContext* context, const v1::ControlCommand* request,
@@ -60,8 +65,8 @@ class QueryService final : public v1::Query::Service {
   grpc::Status GetCaptureReport(grpc::ServerContext* context,
                                 const v1::GetCaptureReportRequest* request,
                                 v1::GetCaptureReportReply* reply) override;
-  grpc::Status FetchCapture(grpc::ServerContext* context, const v1::FetchCaptureRequest* request,
-                            grpc::ServerWriter<v1::CaptureFileChunk>* writer) override;
+  grpc::ServerWriteReactor<v1::CaptureFileChunk>* FetchCapture(
+      grpc::CallbackServerContext* context, const v1::FetchCaptureRequest* request) override;
 
   // Where Control(capture) and ListCaptures go; `automatic`: the coordinator runs with
   // --captures. Without one they answer UNIMPLEMENTED.
@@ -76,16 +81,20 @@ class QueryService final : public v1::Query::Service {
     capture_store_ = store;
   }
 
-  // Makes every WatchVerdicts call return (server shutdown).
+  // Ends every WatchVerdicts stream with OK and refuses new ones (UNAVAILABLE); call before
+  // the server shuts down.
   void Shutdown();
+
+  // Live WatchVerdicts streams (held_only ones not counted).
+  size_t live_watches() const { return watchers_.live(); }
 
  private:
   grpc::Status StartSelfTest(const JobState& job, const v1::SelfTestCommand& command, uint64_t id,
                              v1::ControlReply* reply);
   // UNAUTHENTICATED (counted) unless the call carries the token.
-  grpc::Status Authorize(const grpc::ServerContext& context);
+  grpc::Status Authorize(const grpc::ServerContextBase& context);
   // Checks the token and finds the job: UNAUTHENTICATED, NOT_FOUND otherwise.
-  grpc::Status Lookup(const grpc::ServerContext& context, const std::string& job,
+  grpc::Status Lookup(const grpc::ServerContextBase& context, const std::string& job,
                       std::shared_ptr<JobState>* out);
 
   JobRegistry* jobs_;
@@ -99,7 +108,7 @@ class QueryService final : public v1::Query::Service {
   bool captures_automatic_ = false;
   const CaptureReports* capture_reports_ = nullptr;
   const CaptureStore* capture_store_ = nullptr;
-  std::atomic<bool> shutting_down_{false};
+  VerdictWatchers watchers_;
   std::atomic<uint64_t> next_request_id_{1};
 };
 

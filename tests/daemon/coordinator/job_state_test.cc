@@ -55,7 +55,7 @@ v1::RankSteps Steps(int rank, int first, int last, std::mt19937* rng) {
 
 std::vector<std::string> Verdicts(const JobState& job) {
   std::vector<std::string> out;
-  for (const auto& ev : job.VerdictsAfter(0, std::chrono::milliseconds(0))) {
+  for (const auto& ev : job.VerdictsAfter(0)) {
     out.push_back(ev.SerializeAsString());
   }
   return out;
@@ -360,7 +360,7 @@ TEST_CASE("profiled steps are closed and counted but left out of the evidence, a
   CHECK(info.captured_steps() == 10);
   CHECK(info.last_step() == 79);
   // The window of 50 steps closed at step 59 (50 steps not captured): HEALTHY.
-  const auto verdicts = job->VerdictsAfter(0, std::chrono::milliseconds(0));
+  const auto verdicts = job->VerdictsAfter(0);
   REQUIRE(verdicts.size() == 1);
   CHECK(verdicts[0].verdict().label() == "HEALTHY");
   CHECK(verdicts[0].verdict().last_step() == 59);
@@ -383,7 +383,7 @@ TEST_CASE("profiled steps are closed and counted but left out of the evidence, a
   // The same slowdown unflagged is evidence: the window names rank 3's forward.
   int64_t now2 = 1'000'000'000;
   std::unique_ptr<JobState> plain = ProfiledJob(TempDir(), /*flagged=*/false, &now2);
-  const auto v2 = plain->VerdictsAfter(0, std::chrono::milliseconds(0));
+  const auto v2 = plain->VerdictsAfter(0);
   REQUIRE_FALSE(v2.empty());
   CHECK(v2[0].verdict().label() != "HEALTHY");
 }
