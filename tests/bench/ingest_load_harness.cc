@@ -15,6 +15,7 @@
 // Every node sends --steps steps in batches of --steps-per-batch steps x its ranks, at most
 // --in-flight batches unacknowledged (as the sidecar's window), paced at --step-rate steps/s
 // (0: as fast as the acknowledgements allow). One job, world = nodes x ranks-per-node.
+// --coordinator-arg ARG (repeatable) passes ARG on to the coordinator, for A/B runs of a flag.
 //
 //   bazel build -c opt //tests/bench:ingest_load_harness
 //   //daemon/coordinator:stagefrontier-coordinator bazel-bin/tests/bench/ingest_load_harness
@@ -79,7 +80,8 @@ struct Options {
   int window = 100;
   bool fsync = false;
   int port = 17491;
-  std::string data_dir;  // default: a temporary directory on /tmp
+  std::string data_dir;                       // default: a temporary directory on /tmp
+  std::vector<std::string> coordinator_args;  // --coordinator-arg, in order
 };
 
 // Shared between the harness and its client processes (MAP_SHARED, set up before fork).
@@ -349,7 +351,7 @@ int Usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s COORDINATOR_BIN [--nodes N] [--ranks-per-node N] [--procs N] "
                "[--steps N] [--steps-per-batch N] [--in-flight N] [--step-rate STEPS_PER_S] "
-               "[--window N] [--fsync] [--port P] [--data-dir DIR]\n",
+               "[--window N] [--fsync] [--port P] [--data-dir DIR] [--coordinator-arg ARG]...\n",
                argv0);
   return 2;
 }
@@ -389,6 +391,8 @@ int main(int argc, char** argv) {
       o.port = std::atoi(v);
     else if (k == "--data-dir")
       o.data_dir = v;
+    else if (k == "--coordinator-arg")  // passed on, e.g. --journal-compact-mb 0 (A/B runs)
+      o.coordinator_args.push_back(v);
     else
       return Usage(argv[0]);
   }
@@ -426,6 +430,7 @@ int main(int argc, char** argv) {
                                     "--max-streams",
                                     std::to_string(o.nodes + 16)};
   if (!o.fsync) cargs.push_back("--no-fsync");
+  cargs.insert(cargs.end(), o.coordinator_args.begin(), o.coordinator_args.end());
   const pid_t coord = Spawn(cargs, dir + "/coordinator.log");
   // No gRPC in this process before the clients fork (gRPC does not survive fork).
   if (!WaitFor([&] { return PortAnswers(o.port); }, 30)) {
