@@ -1,7 +1,9 @@
 // JobState's threading contract (run under TSan): ingest streams on several threads, the
-// deadline ticker and queries all at once; every step is accounted exactly once.
+// deadline ticker, queries and a verdict pump woken by the job's bell all at once; every step
+// is accounted exactly once and the pump sees every verdict once, in order.
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <thread>
 #include <vector>
@@ -24,6 +26,8 @@ TEST_CASE("concurrent ingest, closing and queries account every step exactly onc
   o.fsync = false;
   o.engine.window_steps = 50;
   o.aligner.deadline_ns = int64_t{1} << 60;  // only complete steps close
+  VerdictBell bell;
+  o.verdict_bell = &bell;
   v1::RankDeclaration d;
   d.set_job("t");
   d.set_world_size(kWorld);
@@ -60,6 +64,21 @@ TEST_CASE("concurrent ingest, closing and queries account every step exactly onc
       (void)j.Flush();
     }
   });
+  // As the verdict watchers' pump: woken by the bell, it reads the verdicts after the last seen.
+  int verdicts_seen = 0;  // the pump's until it is joined (Catch2 asserts on one thread only)
+  int64_t after = 0;
+  bool out_of_order = false;
+  std::thread pump([&] {
+    uint64_t rings = 0;
+    while (!stop) {
+      rings = bell.WaitAfter(rings, std::chrono::milliseconds(5));
+      for (const v1::VerdictEvent& ev : j.VerdictsAfter(after, 3)) {
+        out_of_order |= ev.seq() != after + 1;
+        after = ev.seq();
+        ++verdicts_seen;
+      }
+    }
+  });
   std::thread reader([&] {
     while (!stop) {
       v1::JobInfo info;
@@ -77,6 +96,7 @@ TEST_CASE("concurrent ingest, closing and queries account every step exactly onc
   stop = true;
   ticker.join();
   reader.join();
+  pump.join();
   j.CloseDue(0);
   v1::JobInfo info;
   j.Info(&info);
@@ -84,6 +104,14 @@ TEST_CASE("concurrent ingest, closing and queries account every step exactly onc
   CHECK(info.steps_accounted() == kSteps);
   CHECK(info.partial_steps() == 0);
   CHECK(j.VerdictsAfter(0).size() == kSteps / 50);
+  CHECK(bell.rings() >= 1);
+  for (const v1::VerdictEvent& ev : j.VerdictsAfter(after)) {
+    CHECK(ev.seq() == after + 1);
+    after = ev.seq();
+    ++verdicts_seen;
+  }
+  CHECK_FALSE(out_of_order);
+  CHECK(verdicts_seen == kSteps / 50);  // each once, in order
 }
 
 }  // namespace
