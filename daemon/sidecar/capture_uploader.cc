@@ -1,6 +1,5 @@
 #include "daemon/sidecar/capture_uploader.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,35 +7,22 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/captures/capture_compression.h"
 #include "daemon/captures/capture_file_name.h"
+#include "daemon/common/untrusted_dir.h"
 #include "daemon/sidecar/coordinator_channel.h"
 #include "shm/record_limits.h"
+#include "shm/segment_file.h"
 
 namespace stagefrontier {
 namespace {
 
-bool Exists(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-std::vector<std::string> List(const std::string& dir) {
-  std::vector<std::string> out;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (const dirent* e = ::readdir(d)) out.emplace_back(e->d_name);
-    ::closedir(d);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-void WriteMarker(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::trunc) << text << "\n";
+// Never truncates and never follows a link: a marker already there (whoever made it) stands.
+void WriteMarker(int dir_fd, const std::string& name, const std::string& text) {
+  (void)CreateExclusive(dir_fd, name, text + "\n");
 }
 
 // Codes after which sending the same file again cannot succeed.
@@ -70,65 +56,118 @@ CaptureUploader::CaptureUploader(CaptureUploaderOptions options, SenderFor sende
     : options_(std::move(options)), sender_for_(std::move(sender_for)), log_(std::move(log)) {}
 
 int CaptureUploader::UploadPass() {
+  // The capture directory and everything in it may be the trainers' to write: every name is
+  // opened below a directory fd without following links (untrusted_dir.h).
+  absl::StatusOr<UniqueFd> root = OpenDirectoryNoFollow(options_.directory);
+  if (!root.ok()) {
+    if (!absl::IsNotFound(root.status())) LogOnce(std::string(root.status().message()));
+    return 0;
+  }
   int completed = 0;
-  for (const std::string& job : List(options_.directory)) {
+  for (const std::string& job : ListDirectory(root->get())) {
     if (!shm::ValidJobId(job) || options_.skip_jobs.count(job) > 0 ||
         (!options_.only_job.empty() && job != options_.only_job)) {
       continue;
     }
-    const std::string dir = absl::StrCat(options_.directory, "/", job);
+    absl::StatusOr<UniqueFd> dir = OpenSubdirectoryNoFollow(root->get(), job);
+    if (!dir.ok()) {
+      if (!absl::IsNotFound(dir.status())) {
+        RefuseJob(job, absl::StrCat("its folder ", dir.status().message(), ": nothing sent"));
+      }
+      continue;
+    }
+    absl::StatusOr<uid_t> owner = JobOwner(job, dir->get());
+    if (!owner.ok()) {
+      RefuseJob(job, std::string(owner.status().message()));
+      continue;
+    }
     CaptureSender* sender = sender_for_(job);
     if (sender == nullptr) continue;
-    for (const std::string& name : List(dir)) {
-      if (IsCapturePartFileName(name)) RemoveIfStale(absl::StrCat(dir, "/", name));
+    for (const std::string& name : ListDirectory(dir->get())) {
+      if (IsCapturePartFileName(name)) RemoveIfStale(dir->get(), job, name);
       if (!ParseCaptureFileName(name)) continue;
-      const std::string path = absl::StrCat(dir, "/", name);
-      if (Exists(path + ".uploaded") || Exists(path + ".refused")) continue;
-      if (!UploadFile(job, dir, name, sender)) break;  // its coordinator is away: next job
+      if (EntryExists(dir->get(), name + ".uploaded") || EntryExists(dir->get(), name + ".refused")) {
+        continue;
+      }
+      if (!UploadFile(job, dir->get(), *owner, name, sender)) break;  // coordinator away: next job
       ++completed;
     }
   }
   return completed;
 }
 
-void CaptureUploader::RemoveIfStale(const std::string& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return;
+absl::StatusOr<uid_t> CaptureUploader::JobOwner(const std::string& job, int job_dir_fd) {
+  struct stat dir_st {};
+  if (::fstat(job_dir_fd, &dir_st) != 0) return absl::UnavailableError("cannot stat its folder");
+  if (options_.segment_dir.empty()) return dir_st.st_uid;
+  // The job's trainers are whoever owns its segment: its capture folder must be theirs.
+  const std::string segment = shm::SegmentPath(options_.segment_dir, job);
+  struct stat seg_st {};
+  if (::lstat(segment.c_str(), &seg_st) != 0 || !S_ISREG(seg_st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no segment ", segment, " on this node: its captures are not sent"));
+  }
+  if (seg_st.st_uid != dir_st.st_uid) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("its capture folder belongs to uid ", dir_st.st_uid, ", its segment to uid ",
+                     seg_st.st_uid, ": nothing sent"));
+  }
+  return dir_st.st_uid;
+}
+
+void CaptureUploader::RefuseJob(const std::string& job, const std::string& why) {
+  ++counters_.jobs_refused;
+  LogOnce(absl::StrCat("captures of job ", job, ": ", why));
+}
+
+void CaptureUploader::LogOnce(const std::string& line) {
+  if (log_ && logged_.insert(line).second) log_(line);
+  if (logged_.size() > 1000) logged_.clear();  // bounded; a line may then be said again
+}
+
+void CaptureUploader::RemoveIfStale(int dir_fd, const std::string& job, const std::string& name) {
+  absl::StatusOr<struct stat> st = StatNoFollow(dir_fd, name);
+  if (!st.ok()) return;
   const auto age =
-      std::chrono::system_clock::now() - std::chrono::system_clock::from_time_t(st.st_mtime);
+      std::chrono::system_clock::now() - std::chrono::system_clock::from_time_t(st->st_mtime);
   if (age < options_.stale_part_age) return;
-  if (::unlink(path.c_str()) != 0) return;  // not ours to remove (permissions): left alone
+  if (::unlinkat(dir_fd, name.c_str(), 0) != 0) return;  // not ours to remove: left alone
   ++counters_.parts_removed;
   if (log_) {
-    log_(absl::StrCat("removed ", path, ": a capture left half-written for ",
+    log_(absl::StrCat("removed ", options_.directory, "/", job, "/", name,
+                      ": a capture left half-written for ",
                       std::chrono::duration_cast<std::chrono::seconds>(age).count(),
                       " s (its trainer died while writing it)"));
   }
 }
 
-bool CaptureUploader::UploadFile(const std::string& job, const std::string& dir,
+bool CaptureUploader::Refuse(int dir_fd, const std::string& job, const std::string& name,
+                             const std::string& why) {
+  WriteMarker(dir_fd, name + ".refused", why);
+  ++counters_.files_refused;
+  if (log_) log_(absl::StrCat("capture ", name, " of job ", job, ": ", why));
+  return true;
+}
+
+bool CaptureUploader::UploadFile(const std::string& job, int dir_fd, uid_t owner,
                                  const std::string& name, CaptureSender* sender) {
-  const std::string path = absl::StrCat(dir, "/", name);
   // A trainer must not make the sidecar send a file of its choosing: no symbolic link, only a
-  // regular file (O_NOFOLLOW, then the type of what was opened).
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  struct stat st {};
-  if (fd < 0 && errno == ELOOP) {
-    WriteMarker(path + ".refused", "a symbolic link, not a capture file: not sent");
-    ++counters_.files_refused;
-    if (log_) log_(absl::StrCat("capture ", name, " of job ", job, ": a symbolic link, not sent"));
-    return true;
-  }
-  if (fd < 0 || ::fstat(fd, &st) != 0) {
-    if (fd >= 0) ::close(fd);
+  // regular file of the job's own user (a hard link to someone else's file is not theirs).
+  absl::StatusOr<UniqueFd> file = OpenFileNoFollow(dir_fd, name);
+  if (!file.ok()) {
+    if (absl::IsFailedPrecondition(file.status())) {
+      return Refuse(dir_fd, job, name, "a symbolic link, not a capture file: not sent");
+    }
     return true;  // gone since the listing: nothing to send
   }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    WriteMarker(path + ".refused", "not a regular file: not sent");
-    ++counters_.files_refused;
-    if (log_) log_(absl::StrCat("capture ", name, " of job ", job, ": not a regular file"));
-    return true;
+  const int fd = file->get();
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return true;
+  if (!S_ISREG(st.st_mode)) return Refuse(dir_fd, job, name, "not a regular file: not sent");
+  if (st.st_uid != owner) {
+    return Refuse(dir_fd, job, name,
+                  absl::StrCat("owned by uid ", st.st_uid, ", not by the job's user (uid ", owner,
+                               "): not sent"));
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   v1::CaptureChunk chunk;
@@ -151,19 +190,15 @@ bool CaptureUploader::UploadFile(const std::string& job, const std::string& dir,
     chunk.set_data(DeflateChunk(raw));
     absl::StatusOr<v1::CaptureChunkAck> ack = sender->Send(chunk);
     if (!ack.ok()) {
-      const std::string why =
-          absl::StrCat("capture ", name, " of job ", job, ": ", ack.status().message());
       if (Final(ack.status().code())) {
-        WriteMarker(path + ".refused", std::string(ack.status().message()));
-        ++counters_.files_refused;
-        if (log_) log_(absl::StrCat(why, " (not sent again)"));
-        ::close(fd);
+        Refuse(dir_fd, job, name, std::string(ack.status().message()));
         return true;
       }
+      const std::string why =
+          absl::StrCat("capture ", name, " of job ", job, ": ", ack.status().message());
       ++counters_.send_errors;
       if (log_ && why != last_error_) log_(absl::StrCat(why, " (tried again later)"));
       last_error_ = why;
-      ::close(fd);
       return false;
     }
     counters_.wire_bytes += chunk.data().size();
@@ -175,9 +210,8 @@ bool CaptureUploader::UploadFile(const std::string& job, const std::string& dir,
       offset = ack->next_offset();
     }
   }
-  ::close(fd);
   if (!finished) return false;
-  WriteMarker(path + ".uploaded", absl::StrCat(size));
+  WriteMarker(dir_fd, name + ".uploaded", absl::StrCat(size));
   ++counters_.files_sent;
   counters_.bytes_sent += size;
   if (log_) log_(absl::StrCat("capture ", name, " of job ", job, " sent (", size, " bytes)"));

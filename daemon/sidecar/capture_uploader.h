@@ -14,6 +14,8 @@
 #ifndef STAGEFRONTIER_DAEMON_SIDECAR_CAPTURE_UPLOADER_H_
 #define STAGEFRONTIER_DAEMON_SIDECAR_CAPTURE_UPLOADER_H_
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -53,6 +55,9 @@ class GrpcCaptureSender : public CaptureSender {
 
 struct CaptureUploaderOptions {
   std::string directory;  // the capture directory (STAGEFRONTIER_CAPTURE_DIR of the trainers)
+  // The node's segment directory: a job's folder and files must belong to the user who owns
+  // the job's segment there (none: to the folder's owner, as in tests).
+  std::string segment_dir;
   std::string node;
   std::string only_job;  // the sidecar's --job: only that job's folder
   std::set<std::string> skip_jobs;
@@ -71,6 +76,7 @@ class CaptureUploader {
     std::atomic<uint64_t> files_refused{0};
     std::atomic<uint64_t> send_errors{0};    // transient: tried again next pass
     std::atomic<uint64_t> parts_removed{0};  // stale ".part" files of dead trainers
+    std::atomic<uint64_t> jobs_refused{0};   // passes that skipped a job folder (link, owner)
   };
   using SenderFor = std::function<CaptureSender*(const std::string& job)>;
   using Log = std::function<void(const std::string&)>;
@@ -86,10 +92,16 @@ class CaptureUploader {
   const Counters& counters() const { return counters_; }
 
  private:
-  // Removes `path`, a trainer's temporary file, if it is older than stale_part_age.
-  void RemoveIfStale(const std::string& path);
+  // The user whose files the job's folder may send (see segment_dir); an error says why none.
+  absl::StatusOr<uid_t> JobOwner(const std::string& job, int job_dir_fd);
+  void RefuseJob(const std::string& job, const std::string& why);
+  void LogOnce(const std::string& line);
+  // Removes `name`, a trainer's temporary file, if it is older than stale_part_age.
+  void RemoveIfStale(int dir_fd, const std::string& job, const std::string& name);
+  // Marks `name` refused (never overwriting an entry) and says why; returns true.
+  bool Refuse(int dir_fd, const std::string& job, const std::string& name, const std::string& why);
   // Sends one file; true when it is complete at the coordinator or refused for good.
-  bool UploadFile(const std::string& job, const std::string& dir, const std::string& name,
+  bool UploadFile(const std::string& job, int dir_fd, uid_t owner, const std::string& name,
                   CaptureSender* sender);
 
   CaptureUploaderOptions options_;
@@ -99,7 +111,8 @@ class CaptureUploader {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
-  std::string last_error_;  // logged once per new error text
+  std::string last_error_;      // logged once per new error text
+  std::set<std::string> logged_;  // refusals said already (LogOnce)
 };
 
 }  // namespace stagefrontier

@@ -158,6 +158,7 @@ int main(int argc, char** argv) {
   CaptureUploaderOptions uo;
   uo.directory = capture_dir.empty() ? dro.dir + "/stagefrontier-captures" : capture_dir;
   uo.node = so.node;
+  uo.segment_dir = dro.dir;
   uo.only_job = dro.job;
   CaptureUploader uploader(
       uo,
@@ -186,9 +187,9 @@ int main(int argc, char** argv) {
   }
   const CaptureUploader::Counters& uc = uploader.counters();
   spdlog::info(
-      "captures: {} files sent ({} bytes, {} on the wire), {} refused, {} send errors, {} stale "
-      ".part files removed",
+      "captures: {} files sent ({} bytes, {} on the wire), {} refused, {} job folders refused, {} "
+      "send errors, {} stale .part files removed",
       uc.files_sent.load(), uc.bytes_sent.load(), uc.wire_bytes.load(), uc.files_refused.load(),
-      uc.send_errors.load(), uc.parts_removed.load());
+      uc.jobs_refused.load(), uc.send_errors.load(), uc.parts_removed.load());
   return 0;
 }

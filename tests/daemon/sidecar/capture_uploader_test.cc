@@ -3,16 +3,20 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "daemon/captures/capture_store.h"
+#include "shm/segment_file.h"
 
 namespace stagefrontier {
 namespace {
@@ -216,6 +220,162 @@ TEST_CASE("capture uploader: Run passes until Stop") {
   uploader.Stop();
   t.join();
   CHECK(store.Files("j").size() == 1);
+}
+
+
+// Runs `plant` as an unprivileged user (nobody, 65534) in a child process, as a trainer's user
+// would; false when this test does not run as root (then the attack is planted as ourselves).
+bool AsNobody(const std::function<void()>& plant) {
+  if (::geteuid() != 0) {
+    plant();
+    return false;
+  }
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    plant();
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  return true;
+}
+
+// A sender that runs `during` while the first chunk is in flight (the window between the
+// marker check and the marker write).
+class RacingSender : public StoreSender {
+ public:
+  using StoreSender::StoreSender;
+  absl::StatusOr<v1::CaptureChunkAck> Send(const v1::CaptureChunk& chunk) override {
+    if (during) std::exchange(during, nullptr)();
+    return StoreSender::Send(chunk);
+  }
+  std::function<void()> during;
+};
+
+TEST_CASE("capture uploader: planted marker links never make the sidecar create or truncate "
+          "a file (issue 28, attack 1)") {
+  const std::string node_dir = TempDir();
+  const std::string victims = TempDir();  // root's files elsewhere on the node
+  CaptureStore store({.root = TempDir()});
+  REQUIRE(store.Open().ok());
+  RacingSender sender(&store);
+  const std::string job_dir = node_dir + "/job1";
+  REQUIRE(::mkdir(job_dir.c_str(), 0755) == 0);
+  REQUIRE(::chmod(node_dir.c_str(), 0755) == 0);
+  if (::geteuid() == 0) REQUIRE(::chown(job_dir.c_str(), 65534, 65534) == 0);
+  const std::string dangling = victims + "/created_by_root";
+  const std::string existing = victims + "/shadow";
+  Write(existing, "root's precious file\n");
+  const std::string bad = job_dir + "/trace_rank0_step5.json";    // a link: refused
+  const std::string good = job_dir + "/trace_rank1_step5.json";   // sent; link raced in
+  const bool unprivileged = AsNobody([&] {
+    Write(good, Trace(3000));
+    if (::symlink(existing.c_str(), bad.c_str()) != 0) ::_exit(4);
+    // Where the refusal marker of the link will be written: a dangling link to a new file.
+    if (::symlink(dangling.c_str(), (bad + ".refused").c_str()) != 0) ::_exit(5);
+  });
+  // Between the sidecar's check for good's marker and its write, the trainer plants a link.
+  sender.during = [&] {
+    AsNobody([&] {
+      if (::symlink(existing.c_str(), (good + ".uploaded").c_str()) != 0) ::_exit(6);
+    });
+  };
+  CaptureUploaderOptions options;
+  options.directory = node_dir;
+  CaptureUploader uploader(options, [&](const std::string&) { return &sender; });
+  uploader.UploadPass();
+  uploader.UploadPass();
+  INFO("links planted by " << (unprivileged ? "nobody (65534)" : "this test's own user"));
+  CHECK_FALSE(Exists(dangling));                           // nothing created through the link
+  CHECK(Slurp(existing) == "root's precious file\n");      // nothing truncated through the link
+  CHECK(store.Files("job1").size() == 1);                  // good was sent, once
+  CHECK(sender.calls == 1);
+}
+
+TEST_CASE("capture uploader: a job folder that is a link is never entered (issue 28, attack 2)") {
+  const std::string node_dir = TempDir();
+  const std::string foreign = TempDir();  // e.g. a 0700 folder of root's
+  Write(foreign + "/trace_rank0_step5.json", Trace(500));
+  REQUIRE(::symlink(foreign.c_str(), (node_dir + "/job1").c_str()) == 0);
+  CaptureStore store({.root = TempDir()});
+  REQUIRE(store.Open().ok());
+  StoreSender sender(&store);
+  CaptureUploaderOptions options;
+  options.directory = node_dir;
+  std::vector<std::string> log;
+  CaptureUploader uploader(
+      options, [&](const std::string&) { return &sender; },
+      [&](const std::string& line) { log.push_back(line); });
+  CHECK(uploader.UploadPass() == 0);
+  CHECK(uploader.UploadPass() == 0);
+  CHECK(sender.calls == 0);
+  CHECK(uploader.counters().jobs_refused == 2);
+  REQUIRE(log.size() == 1);  // said once
+  CHECK_THAT(log[0], Catch::Contains("job1") && Catch::Contains("symbolic link"));
+  CHECK_FALSE(Exists(foreign + "/trace_rank0_step5.json.refused"));  // no marker written there
+  CHECK_FALSE(Exists(foreign + "/trace_rank0_step5.json.uploaded"));
+}
+
+TEST_CASE("capture uploader: a capture directory that is a link is refused") {
+  const std::string real = TempDir();
+  REQUIRE(::mkdir((real + "/job1").c_str(), 0700) == 0);
+  Write(real + "/job1/trace_rank0_step5.json", Trace(500));
+  const std::string link = TempDir() + "/captures";
+  REQUIRE(::symlink(real.c_str(), link.c_str()) == 0);
+  CaptureStore store({.root = TempDir()});
+  REQUIRE(store.Open().ok());
+  StoreSender sender(&store);
+  CaptureUploaderOptions options;
+  options.directory = link;
+  CaptureUploader uploader(options, [&](const std::string&) { return &sender; });
+  CHECK(uploader.UploadPass() == 0);
+  CHECK(sender.calls == 0);
+}
+
+TEST_CASE("capture uploader: only files of the job's own user are sent") {
+  if (::geteuid() != 0) {
+    WARN("not root: cannot give a file to another user; skipped");
+    return;
+  }
+  const std::string node_dir = TempDir();
+  const std::string seg_dir = TempDir();
+  CaptureStore store({.root = TempDir()});
+  REQUIRE(store.Open().ok());
+  StoreSender sender(&store);
+  REQUIRE(::mkdir((node_dir + "/job1").c_str(), 0755) == 0);
+  REQUIRE(::chown((node_dir + "/job1").c_str(), 65534, 65534) == 0);
+  // A trainer of nobody's, with its segment; one file is root's (a hard link would be, too).
+  Write(shm::SegmentPath(seg_dir, "job1"), "segment");
+  REQUIRE(::chown(shm::SegmentPath(seg_dir, "job1").c_str(), 65534, 65534) == 0);
+  Write(node_dir + "/job1/trace_rank0_step5.json", Trace(500));
+  REQUIRE(::chown((node_dir + "/job1/trace_rank0_step5.json").c_str(), 65534, 65534) == 0);
+  Write(node_dir + "/job1/trace_rank1_step5.json", Trace(500));  // root's
+  CaptureUploaderOptions options;
+  options.directory = node_dir;
+  options.segment_dir = seg_dir;
+  CaptureUploader uploader(options, [&](const std::string&) { return &sender; });
+  CHECK(uploader.UploadPass() == 2);
+  REQUIRE(store.Files("job1").size() == 1);
+  CHECK(store.Files("job1")[0].rank == 0);
+  CHECK_THAT(Slurp(node_dir + "/job1/trace_rank1_step5.json.refused"),
+             Catch::Contains("owned by uid 0, not by the job's user (uid 65534)"));
+
+  SECTION("a folder not of the segment's user is not entered") {
+    REQUIRE(::chown(shm::SegmentPath(seg_dir, "job1").c_str(), 0, 0) == 0);
+    Write(node_dir + "/job1/trace_rank2_step5.json", Trace(500));
+    CHECK(uploader.UploadPass() == 0);
+    CHECK(uploader.counters().jobs_refused == 1);
+  }
+  SECTION("nor a folder whose job has no segment on this node") {
+    REQUIRE(::unlink(shm::SegmentPath(seg_dir, "job1").c_str()) == 0);
+    Write(node_dir + "/job1/trace_rank2_step5.json", Trace(500));
+    CHECK(uploader.UploadPass() == 0);
+    CHECK(uploader.counters().jobs_refused == 1);
+  }
 }
 
 }  // namespace
