@@ -14,8 +14,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "daemon/captures/capture_analysis.h"
-#include "daemon/captures/operator_report_render.h"
 #include "shm/control_channel.h"
 #include "shm/record_limits.h"
 
@@ -298,14 +296,19 @@ int CaptureReports::AnalyseJob(const std::string& job) {
         errors.push_back("the job's stages are not known (the job is gone)");
         break;
       }
-      absl::StatusOr<OperatorReport> r =
-          AnalyzeCaptureFiles(it->path, reference_paths, *schema, d.stage);
-      if (!r.ok()) {
-        errors.push_back(absl::StrCat("rank ", suspect, ": ", r.status().message()));
+      absl::StatusOr<CaptureAnalysis> r = analyser_(it->path, reference_paths, *schema, d.stage);
+      nlohmann::ordered_json report;
+      if (r.ok()) {
+        report = nlohmann::ordered_json::parse(r->report_json, nullptr, /*allow_exceptions=*/false);
+      }
+      if (!r.ok() || report.is_discarded()) {
+        errors.push_back(absl::StrCat("rank ", suspect, ": ",
+                                      r.ok() ? "the analysis answered malformed JSON"
+                                             : r.status().message()));
         continue;
       }
-      j["reports"].push_back(OperatorReportJson(*r));
-      absl::StrAppend(&text, RenderOperatorReportText(*r));
+      j["reports"].push_back(std::move(report));
+      absl::StrAppend(&text, r->text);
     }
     j["errors"] = errors;
     const bool ok = errors.empty();

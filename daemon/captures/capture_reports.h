@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "daemon/captures/capture_analysis_child.h"
 #include "daemon/captures/capture_policy.h"
 #include "daemon/captures/capture_store.h"
 #include "shm/stage_schema.h"
@@ -64,6 +65,10 @@ class CaptureReports {
   // analysed without that rank if a suspect and a reference remain, else its report says
   // which ranks failed and why. Set before Start.
   void SetAnswersOf(AnswersOf answers_of) { answers_of_ = std::move(answers_of); }
+  // How a capture's traces are compared; in process by default. The coordinator runs it in a
+  // child process (capture_analysis_child.h): a trace that breaks the analysis fails its
+  // capture's report and nothing else. Set before Start.
+  void SetAnalyser(CaptureAnalyser analyser) { analyser_ = std::move(analyser); }
 
   // Keeps capture `d` of `job` on disk (<root>/<job>/capture<ID>.decision.json), so that a
   // restarted coordinator, or one whose policy has since forgotten it, still analyses it when
@@ -108,6 +113,7 @@ class CaptureReports {
 
   CaptureStore* store_;
   AnswersOf answers_of_;
+  CaptureAnalyser analyser_ = AnalyseCaptureInProcess;
   DecisionsOf decisions_of_;
   SchemaOf schema_of_;
   Log log_;

@@ -47,7 +47,7 @@ std::string IdText(const json& e, const char* key) {
   if (it->is_string()) return it->get<std::string>();
   if (it->is_number_integer()) return std::to_string(it->get<int64_t>());
   if (it->is_number_unsigned()) return std::to_string(it->get<uint64_t>());
-  return it->dump();
+  return it->dump();  // depth-bounded by the parse
 }
 
 int32_t ClampedInt(const json& v) {
@@ -56,8 +56,27 @@ int32_t ClampedInt(const json& v) {
 
 }  // namespace
 
-absl::StatusOr<ChromeTrace> ParseChromeTrace(absl::string_view text, const std::string& name) {
-  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+absl::StatusOr<ChromeTrace> ParseChromeTrace(absl::string_view text, const std::string& name,
+                                             const TraceParseLimits& limits) {
+  if (text.size() > limits.max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(name, ": ", text.size(),
+                                                     " bytes, more than the ", limits.max_bytes,
+                                                     " a trace may have"));
+  }
+  // nlohmann's parser keeps its own stack (no recursion); values nested deeper than the limit
+  // are dropped as they are read and the trace refused, so that nothing after the parse (dump,
+  // destruction) meets a deep value.
+  bool too_deep = false;
+  const json::parser_callback_t depth_check = [&](int depth, json::parse_event_t, json&) {
+    if (depth <= limits.max_depth) return true;
+    too_deep = true;
+    return false;
+  };
+  json doc = json::parse(text.begin(), text.end(), depth_check, /*allow_exceptions=*/false);
+  if (too_deep) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(name, ": values nested deeper than ", limits.max_depth, " levels"));
+  }
   if (doc.is_discarded()) {
     // Find where it breaks, for the message (the non-throwing parse does not say).
     ErrorPosition sax;
@@ -81,6 +100,11 @@ absl::StatusOr<ChromeTrace> ParseChromeTrace(absl::string_view text, const std::
     if (di.contains("world_size") && di["world_size"].is_number_integer()) {
       out.world_size = ClampedInt(di["world_size"]);
     }
+  }
+  if (events->size() > limits.max_events) {
+    return absl::ResourceExhaustedError(absl::StrCat(name, ": ", events->size(),
+                                                     " events, more than the ", limits.max_events,
+                                                     " a trace may have"));
   }
   for (const json& e : *events) {
     const size_t i = out.all_events++;

@@ -34,13 +34,24 @@ struct ChromeTrace {
   uint64_t all_events = 0;         // every entry of the event list
 };
 
+// What one trace may cost to parse. A trace is written by a trainer's user: whatever it holds
+// must neither exhaust the parser's stack nor its memory beyond these.
+struct TraceParseLimits {
+  uint64_t max_bytes = 512ULL << 20;  // the capture store keeps files of at most 256 MiB
+  int max_depth = 64;                 // torch.profiler writes 4 levels; "args" add a few
+  uint64_t max_events = 20'000'000;   // entries of the event list
+};
+
 // Parses `text`, a top-level object with "traceEvents" (or a bare event array). Fails with
 // InvalidArgument starting with `name`: not JSON (with the byte offset), no event list, an
 // entry that is not an object, or a complete event whose ts/dur is missing, not a number,
 // negative or implausible. Events of other phases, and complete events without a string
-// name, are counted in all_events and otherwise skipped.
-[[nodiscard]] absl::StatusOr<ChromeTrace> ParseChromeTrace(absl::string_view text,
-                                                           const std::string& name);
+// name, are counted in all_events and otherwise skipped. A trace beyond `limits` (larger,
+// nested deeper, more events) fails with ResourceExhausted naming the limit; parsing is never
+// recursive, so no nesting can overflow the stack.
+[[nodiscard]] absl::StatusOr<ChromeTrace> ParseChromeTrace(
+    absl::string_view text, const std::string& name,
+    const TraceParseLimits& limits = TraceParseLimits{});
 
 }  // namespace stagefrontier
 

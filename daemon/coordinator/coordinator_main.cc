@@ -8,6 +8,7 @@
 #include <ctime>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/accounting/probe_bracketing.h"
 #include "daemon/captures/capture_metrics.h"
+#include "daemon/captures/capture_analysis_child.h"
 #include "daemon/captures/capture_reports.h"
 #include "daemon/captures/capture_store.h"
 #include "daemon/captures/capture_trigger.h"
@@ -46,6 +48,8 @@
 
 int main(int argc, char** argv) {
   using namespace stagefrontier;
+  // A capture's analysis runs in a child process of this binary (capture_analysis_child.h).
+  if (std::optional<int> rc = RunCaptureAnalysisChildIfAsked(argc, argv)) return *rc;
   // Debian's Abseil is built with assertions, which turns on absl::Mutex deadlock detection
   // (a lock graph updated at every lock gRPC takes): measurable on the ingest path of
   // thousands of streams. The project's own tests keep it on.
@@ -366,6 +370,7 @@ int main(int argc, char** argv) {
   capture_trigger.SetOnAsked([&capture_reports](const std::string& job, const CaptureDecision& d) {
     capture_reports.Remember(job, d);
   });
+  capture_reports.SetAnalyser(ChildCaptureAnalyser(CaptureAnalysisChildOptions{}));
   capture_reports.Start();
   query.SetCaptureReports(&capture_reports, &capture_store);
   CaptureMetrics capture_metrics(*metrics.registry());
