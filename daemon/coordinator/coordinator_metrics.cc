@@ -136,6 +136,12 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<prometheus
                                   .Help("Bytes of damaged journal tails cut off at startup")
                                   .Register(r)
                                   .Add({});
+  journals_set_aside_ = &BuildCounter()
+                             .Name("stagefrontier_journals_set_aside_total")
+                             .Help("Journals with no intact record moved aside at startup (kept "
+                                   "as <job>.journal.unreadable-<time>)")
+                             .Register(r)
+                             .Add({});
   auto& compactions = BuildCounter()
                           .Name("stagefrontier_journal_compactions_total")
                           .Help("Compactions of live journals into record blocks, by outcome")

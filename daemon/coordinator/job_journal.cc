@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/archive/record_block.h"
@@ -44,6 +45,14 @@ std::string AsideName(const std::string& path, const char* tag) {
 }
 
 // Writes `bytes` to a new hidden file beside `path`, synced; returns its name.
+constexpr absl::string_view kNoIntactRecordUrl = "stagefrontier/journal/no-intact-record";
+
+absl::Status NoIntactRecordError(const std::string& message) {
+  absl::Status s = absl::FailedPreconditionError(message);
+  s.SetPayload(kNoIntactRecordUrl, absl::Cord("1"));
+  return s;
+}
+
 absl::StatusOr<std::string> WriteHiddenFile(const std::string& path, const char* tag,
                                             const std::string& bytes, bool fsync) {
   const std::string tmp = HiddenSiblingPath(path, tag);
@@ -137,30 +146,10 @@ absl::Status ReplayRecord(const v1::JournalRecord& record,
   return s;
 }
 
-// The scan behind ScanJournal, also handing each intact frame to `frames`.
-JournalScan Scan(absl::string_view data,
-                 absl::FunctionRef<absl::Status(const v1::JournalRecord&)> sink,
-                 std::vector<Frame>* frames) {
-  JournalScan scan;
-  size_t off = 0;
-  if (data.size() >= sizeof(kJournalMagic) &&
-      std::memcmp(data.data(), kJournalMagic, sizeof(kJournalMagic)) == 0) {
-    if (data.size() < kJournalHeaderBytes) {
-      scan.error = "the journal's file header is cut short";
-      return scan;
-    }
-    const uint32_t format = LoadLe32(data.data() + 8);
-    if (format != kJournalFormat) {
-      scan.error = absl::StrCat(
-          "journal format ", format, " is ", format > kJournalFormat ? "newer than" : "not one of",
-          " the formats this coordinator reads (1..", kJournalFormat, "): upgrade the coordinator");
-      return scan;
-    }
-    scan.format = 2;
-    off = kJournalHeaderBytes;
-  } else {
-    scan.format = 1;
-  }
+// Reads the frames of `scan.format` from `off` on (see Scan).
+void ScanFrames(absl::string_view data, size_t off,
+                absl::FunctionRef<absl::Status(const v1::JournalRecord&)> sink,
+                std::vector<Frame>* frames, JournalScan& scan) {
   scan.valid_end = off;
   v1::JournalRecord record;
   std::string why;
@@ -195,7 +184,7 @@ JournalScan Scan(absl::string_view data,
       continue;
     } else if (!s.ok()) {
       scan.error = absl::StrCat("record at offset ", off, ": ", s.message());
-      return scan;
+      return;
     }
     if (frames != nullptr) {
       const size_t header = scan.format == 2 ? kJournalRecordHeaderBytes : 8;
@@ -206,10 +195,56 @@ JournalScan Scan(absl::string_view data,
     scan.valid_end = off;
     ++scan.records;
   }
-  return scan;
+}
+
+// The scan behind ScanJournal, also handing each intact frame to `frames`.
+JournalScan Scan(absl::string_view data,
+                 absl::FunctionRef<absl::Status(const v1::JournalRecord&)> sink,
+                 std::vector<Frame>* frames) {
+  JournalScan scan;
+  if (data.size() >= sizeof(kJournalMagic) &&
+      std::memcmp(data.data(), kJournalMagic, sizeof(kJournalMagic)) == 0) {
+    if (data.size() < kJournalHeaderBytes) {
+      scan.error = "the journal's file header is cut short";
+      return scan;
+    }
+    const uint32_t format = LoadLe32(data.data() + 8);
+    if (format != kJournalFormat) {
+      scan.error = absl::StrCat(
+          "journal format ", format, " is ", format > kJournalFormat ? "newer than" : "not one of",
+          " the formats this coordinator reads (1..", kJournalFormat, "): upgrade the coordinator");
+      return scan;
+    }
+    scan.format = 2;
+    ScanFrames(data, kJournalHeaderBytes, sink, frames, scan);
+    return scan;
+  }
+  scan.format = 1;
+  ScanFrames(data, 0, sink, frames, scan);
+  if (scan.records > 0 || !scan.error.empty() || data.size() <= kJournalHeaderBytes) return scan;
+  // Nothing reads as format 1: a format-2 journal whose header is damaged (one bad byte in the
+  // magic) keeps the records behind it, found by their sync words as after any damage.
+  JournalScan resynced;
+  resynced.format = 2;
+  resynced.skipped.push_back(JournalRegion{0, kJournalHeaderBytes, "the file header is damaged"});
+  ScanFrames(data, kJournalHeaderBytes, sink, frames, resynced);
+  return resynced.records > 0 ? resynced : scan;
 }
 
 }  // namespace
+
+bool IsNoIntactRecord(const absl::Status& status) {
+  return status.GetPayload(kNoIntactRecordUrl).has_value();
+}
+
+absl::StatusOr<std::string> SetJournalAside(const std::string& path) {
+  const std::string aside = AsideName(path, ".unreadable");
+  if (::rename(path.c_str(), aside.c_str()) != 0) {
+    return ErrnoStatus(errno, "cannot move the unreadable journal aside from", path);
+  }
+  SyncDir(DirOf(path));
+  return aside;
+}
 
 bool JournalScan::TailOnly() const {
   for (const JournalRegion& r : skipped) {
@@ -344,9 +379,9 @@ absl::StatusOr<std::unique_ptr<JobJournal>> JobJournal::Open(
   }
   if (scan.records == 0 && !data.empty() && !scan.skipped.empty()) {
     ::close(fd);
-    return absl::FailedPreconditionError(
-        absl::StrCat("journal ", path, " is not a StageFrontier journal (no intact record in ",
-                     data.size(), " bytes); left untouched"));
+    return NoIntactRecordError(absl::StrCat("journal ", path,
+                                            " is not a StageFrontier journal (no intact record in ",
+                                            data.size(), " bytes)"));
   }
   JournalOpenInfo local;
   JournalOpenInfo& out = info != nullptr ? *info : local;

@@ -74,6 +74,15 @@ struct JournalScan {
 JournalScan ScanJournal(absl::string_view data,
                         absl::FunctionRef<absl::Status(const v1::JournalRecord&)> sink);
 
+// Whether `status` (from JobJournal::Open) says the file holds no intact record at all: not a
+// journal, or one whose every byte is damaged. Such a file is moved aside (SetJournalAside), so
+// that its job id can be declared anew.
+bool IsNoIntactRecord(const absl::Status& status);
+
+// Renames the journal at `path` to "<path>.unreadable-<unix time>" (kept for the operator, no
+// longer restored); returns the new name.
+[[nodiscard]] absl::StatusOr<std::string> SetJournalAside(const std::string& path);
+
 struct JournalOpenInfo {
   uint32_t format = 0;  // the format the file had
   uint64_t records = 0;

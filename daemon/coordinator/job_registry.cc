@@ -82,6 +82,18 @@ absl::Status JobRegistry::RestoreAll() {
         }
         continue;
       }
+      if (IsNoIntactRecord(job.status())) {
+        // Nothing in it can be restored: kept under another name, and the job id is free for
+        // the job's next declaration (a new journal).
+        absl::StatusOr<std::string> aside = SetJournalAside(path);
+        if (metrics_ != nullptr) metrics_->journals_set_aside().Increment();
+        refuse(path, absl::DataLossError(absl::StrCat(
+                         job.status().message(), "; ",
+                         aside.ok() ? absl::StrCat("moved aside to ", *aside, " (kept); job ", id,
+                                                   " starts a new journal when it declares itself")
+                                    : std::string(aside.status().message()))));
+        continue;
+      }
       refuse(path, job.status());
       continue;
     }

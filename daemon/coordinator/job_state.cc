@@ -184,6 +184,7 @@ absl::StatusOr<std::unique_ptr<JobState>> JobState::Restore(const std::string& p
       },
       &opened);
   if (!journal.ok()) {
+    if (IsNoIntactRecord(journal.status())) return journal.status();  // names the path
     return absl::Status(journal.status().code(),
                         absl::StrCat("journal ", path, ": ", journal.status().message()));
   }

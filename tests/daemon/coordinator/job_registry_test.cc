@@ -81,7 +81,7 @@ TEST_CASE("jobs declared, found, and restored after a restart (regression: resto
     REQUIRE(jobs.Declare(Decl("a", 1)).ok());
     CHECK(jobs.All().size() == 2);
   }
-  // A file that is not a journal is reported and left as it was; the others restore.
+  // A file that is not a journal is reported and moved aside as it was; the others restore.
   const std::string broken = dir + "/broken.journal";
   std::ofstream(broken) << "not a journal";
   std::vector<std::string> lines;
@@ -90,8 +90,13 @@ TEST_CASE("jobs declared, found, and restored after a restart (regression: resto
   CHECK(!s.ok());
   CHECK_THAT(std::string(s.message()), Catch::Contains("broken.journal"));
   CHECK_THAT(std::string(s.message()), Catch::Contains("not a StageFrontier journal"));
-  // Regression: recovery truncated a non-journal *.journal file.
-  CHECK(ReadAll(broken) == "not a journal");
+  // Regression: recovery truncated a non-journal *.journal file. Its bytes are kept.
+  const std::string marker = "moved aside to ";
+  const std::string msg(s.message());
+  REQUIRE(msg.find(marker) != std::string::npos);
+  const std::string aside = msg.substr(msg.find(marker) + marker.size(),
+                                       msg.find(" (kept)") - msg.find(marker) - marker.size());
+  CHECK(ReadAll(aside) == "not a journal");
   REQUIRE(again.Find("a") != nullptr);
   REQUIRE(again.Find("b") != nullptr);
   CHECK(again.Find("a")->world_size() == 4);
@@ -163,6 +168,70 @@ TEST_CASE("a journal whose declaration is damaged is salvaged at the next declar
   }
   CHECK(kept);
   // And the rebuilt journal restores on its own after another restart.
+  JobRegistry third(o, nullptr, {});
+  CHECK(third.RestoreAll().ok());
+  REQUIRE(third.Find("j") != nullptr);
+  CHECK(Accounted(*third.Find("j")) == 20);
+}
+
+// Regression (issue 28, attack 8): a journal with no intact record (here: a job that died
+// while its declaration was being written) refused its job id at every restart.
+TEST_CASE("a journal with no intact record is moved aside and its job starts anew") {
+  const std::string dir = TempDir();
+  JobOptions o = Options(dir);
+  {
+    JobRegistry jobs(o, nullptr, {});
+    REQUIRE(jobs.Declare(Decl("j", 0)).ok());
+  }
+  const std::string path = dir + "/j.journal";
+  std::string bytes = ReadAll(path);
+  bytes.resize(bytes.size() - 3);  // the declaration torn
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  std::vector<std::string> lines;
+  JobRegistry jobs(o, nullptr, {}, [&](const std::string& l) { lines.push_back(l); });
+  const absl::Status s = jobs.RestoreAll();
+  CHECK(absl::IsDataLoss(s));
+  CHECK_THAT(std::string(s.message()),
+             Catch::Contains("no intact record") && Catch::Contains("moved aside to " + path +
+                                                                    ".unreadable-") &&
+                 Catch::Contains("job j starts a new journal"));
+  struct stat st {};
+  CHECK(::lstat(path.c_str(), &st) != 0);  // gone from its name
+  auto job = jobs.Declare(Decl("j", 1));
+  REQUIRE(job.ok());
+  Feed(**job, 3);
+  CHECK(Accounted(**job) == 3);
+  // And the new journal restores after another restart.
+  JobRegistry third(o, nullptr, {});
+  CHECK(third.RestoreAll().ok());
+  REQUIRE(third.Find("j") != nullptr);
+  CHECK(Accounted(*third.Find("j")) == 3);
+}
+
+// Regression (issue 28, attack 8): one bad byte in the 8-byte magic discarded every intact
+// record behind it and refused the job id.
+TEST_CASE("a journal whose file header is damaged keeps every record behind it") {
+  const std::string dir = TempDir();
+  JobOptions o = Options(dir);
+  {
+    JobRegistry jobs(o, nullptr, {});
+    auto job = jobs.Declare(Decl("j", 0));
+    REQUIRE(job.ok());
+    Feed(**job, 20);
+  }
+  const std::string path = dir + "/j.journal";
+  std::string bytes = ReadAll(path);
+  bytes[2] ^= 0x01;  // "SFJOURNL" -> "SFKOURNL"
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  std::vector<std::string> lines;
+  JobRegistry jobs(o, nullptr, {}, [&](const std::string& l) { lines.push_back(l); });
+  CHECK(jobs.RestoreAll().ok());
+  REQUIRE(jobs.Find("j") != nullptr);
+  CHECK(Accounted(*jobs.Find("j")) == 20);
+  REQUIRE(lines.size() == 1);
+  CHECK_THAT(lines[0], Catch::Contains("the file header is damaged") &&
+                           Catch::Contains("the original is kept at"));
+  // Rewritten with a good header: the next restart reads it plainly.
   JobRegistry third(o, nullptr, {});
   CHECK(third.RestoreAll().ok());
   REQUIRE(third.Find("j") != nullptr);
