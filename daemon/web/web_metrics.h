@@ -22,7 +22,7 @@ class WebMetrics {
   void Update(const WebServerCounters& counters);
 
  private:
-  CounterFollower requests_, bad_, refused_;
+  CounterFollower requests_, bad_, refused_, timed_out_, evicted_;
 };
 
 }  // namespace stagefrontier

@@ -1,13 +1,14 @@
 #include "daemon/web/web_server.h"
 
 #include <sys/socket.h>
-#include <sys/time.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -49,12 +50,7 @@ Reply Text(http::status status, const char* type, std::string body) {
   return r;
 }
 
-// Bounds every blocking read and write of a connection (Beast's sync calls have no timeout).
-void SetTimeouts(int fd, int ms) {
-  timeval tv{ms / 1000, (ms % 1000) * 1000};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-}
+using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
@@ -67,17 +63,39 @@ struct WebServer::Impl {
   int port = 0;
   std::thread accept_thread;
 
+  // A live connection. Beast's synchronous calls have no timeout (SO_RCVTIMEO does not help:
+  // Asio polls again after EAGAIN), so the reaper thread shuts down a connection whose
+  // deadline passed, which ends its blocked read or write.
+  struct Conn {
+    std::string peer;                 // the client's address
+    Clock::time_point deadline{};     // of the read or write under way; none while answering
+    bool armed = false;
+    bool waiting = true;              // waiting for (or reading) a request, not answering one
+    Clock::time_point waiting_since;  // when it began waiting
+    bool closing = false;             // shut down already (deadline, eviction, stop)
+  };
   mutable std::mutex mu;
-  std::condition_variable idle;
-  std::set<int> open_fds;  // of live connections, shut down by Stop
+  std::condition_variable idle;       // a connection ended
+  std::condition_variable reaper_cv;  // stopping
+  std::map<int, Conn> conns;          // by descriptor; shut down by Stop
   bool stopping = false;
-  std::atomic<uint64_t> requests{0}, refused{0}, bad{0};
+  std::thread reaper;
+  std::atomic<uint64_t> requests{0}, refused{0}, bad{0}, timed_out{0}, evicted{0};
 
   Reply Answer(const http::request<http::empty_body>& req) const;
   template <class Stream>
-  void Converse(Stream& stream);
+  void Converse(Stream& stream, int fd);
   void Serve(tcp::socket socket);
   void AcceptLoop();
+  void ReapLoop();
+  // Sets the connection's deadline io_timeout_ms from now (armed) or none, and whether it is
+  // waiting for a request.
+  void Arm(int fd, bool armed, bool waiting);
+  // Makes room for one more connection from `peer`: true if it may be served, after shutting
+  // down the longest-waiting idle connection when a bound is reached (idle connections never
+  // lock the view out; only connections busy with requests do). Called under mu.
+  bool MakeRoomLocked(const std::string& peer);
+  void ShutdownLocked(int fd, Conn& c);
   void Stop();
 };
 
@@ -114,15 +132,69 @@ Reply WebServer::Impl::Answer(const http::request<http::empty_body>& req) const 
   return r;
 }
 
+void WebServer::Impl::Arm(int fd, bool armed, bool waiting) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = conns.find(fd);
+  if (it == conns.end()) return;
+  Conn& c = it->second;
+  c.armed = armed;
+  c.deadline = Clock::now() + std::chrono::milliseconds(options.io_timeout_ms);
+  if (waiting && !c.waiting) c.waiting_since = Clock::now();
+  c.waiting = waiting;
+}
+
+void WebServer::Impl::ShutdownLocked(int fd, Conn& c) {
+  c.closing = true;
+  ::shutdown(fd, SHUT_RDWR);
+}
+
+bool WebServer::Impl::MakeRoomLocked(const std::string& peer) {
+  int total = 0, from_peer = 0;
+  for (const auto& [fd, c] : conns) {
+    if (c.closing) continue;
+    ++total;
+    if (c.peer == peer) ++from_peer;
+  }
+  const bool peer_full = from_peer >= options.max_connections_per_client;
+  if (!peer_full && total < options.max_connections) return true;
+  // The longest-waiting idle connection (of this client when it is the client that is full).
+  int victim = -1;
+  for (auto& [fd, c] : conns) {
+    if (c.closing || !c.waiting || (peer_full && c.peer != peer)) continue;
+    if (victim < 0 || c.waiting_since < conns[victim].waiting_since) victim = fd;
+  }
+  if (victim < 0) return false;  // every connection is answering a request: real load
+  ShutdownLocked(victim, conns[victim]);
+  ++evicted;
+  return true;
+}
+
+void WebServer::Impl::ReapLoop() {
+  const auto tick = std::chrono::milliseconds(std::clamp(options.io_timeout_ms / 4, 10, 250));
+  std::unique_lock<std::mutex> lock(mu);
+  while (!stopping) {
+    reaper_cv.wait_for(lock, tick, [this] { return stopping; });
+    const Clock::time_point now = Clock::now();
+    for (auto& [fd, c] : conns) {
+      if (c.closing || !c.armed || c.deadline > now) continue;
+      ShutdownLocked(fd, c);
+      ++timed_out;
+    }
+  }
+}
+
 template <class Stream>
-void WebServer::Impl::Converse(Stream& stream) {
+void WebServer::Impl::Converse(Stream& stream, int fd) {
   boost::beast::flat_buffer buffer(16 << 10);
   for (;;) {
     http::request_parser<http::empty_body> parser;
     parser.header_limit(16 << 10);
     parser.body_limit(0);  // GET and HEAD carry no body
     boost::system::error_code ec;
+    // The whole request must arrive within the timeout: a client trickling bytes is cut too.
+    Arm(fd, /*armed=*/true, /*waiting=*/true);
     http::read(stream, buffer, parser, ec);
+    Arm(fd, /*armed=*/false, /*waiting=*/false);
     if (ec == http::error::end_of_stream || ec == asio::error::eof ||
         ec == asio::ssl::error::stream_truncated) {
       return;
@@ -168,6 +240,7 @@ void WebServer::Impl::Converse(Stream& stream) {
     res.content_length(size);
     res.keep_alive(keep_alive);
     http::serializer<false, http::string_body> sr(res);
+    Arm(fd, /*armed=*/true, /*waiting=*/false);  // a client that does not read is cut
     if (head) sr.split(true);
     if (head) {
       http::write_header(stream, sr, ec);
@@ -180,24 +253,25 @@ void WebServer::Impl::Converse(Stream& stream) {
 
 void WebServer::Impl::Serve(tcp::socket socket) {
   const int fd = socket.native_handle();
-  SetTimeouts(fd, options.io_timeout_ms);
   if (tls.has_value()) {
     asio::ssl::stream<tcp::socket&> stream(socket, *tls);
     boost::system::error_code ec;
+    Arm(fd, /*armed=*/true, /*waiting=*/true);
     stream.handshake(asio::ssl::stream_base::server, ec);
     if (ec) {
       ++bad;
     } else {
-      Converse(stream);
+      Converse(stream, fd);
+      Arm(fd, /*armed=*/true, /*waiting=*/false);
       stream.shutdown(ec);
     }
   } else {
-    Converse(socket);
+    Converse(socket, fd);
   }
   boost::system::error_code ignored;
   socket.shutdown(tcp::socket::shutdown_both, ignored);
   std::lock_guard<std::mutex> lock(mu);
-  open_fds.erase(fd);
+  conns.erase(fd);
   socket.close(ignored);  // under the lock: Stop must not shut down a reused descriptor
   idle.notify_all();
 }
@@ -214,15 +288,21 @@ void WebServer::Impl::AcceptLoop() {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));  // e.g. out of descriptors
       continue;
     }
-    if (static_cast<int>(open_fds.size()) >= options.max_connections) {
+    boost::system::error_code peer_ec;
+    const std::string peer = socket.remote_endpoint(peer_ec).address().to_string();
+    if (!MakeRoomLocked(peer)) {
       lock.unlock();
       ++refused;
       static const char kBusy[] =
           "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+      // Never blocks the accept loop: a client that does not read loses the answer.
+      socket.non_blocking(true, ec);
       if (!tls.has_value()) asio::write(socket, asio::buffer(kBusy, sizeof(kBusy) - 1), ec);
       continue;
     }
-    open_fds.insert(socket.native_handle());
+    Conn& c = conns[socket.native_handle()];
+    c.peer = peer;
+    c.waiting_since = Clock::now();
     std::thread(&Impl::Serve, this, std::move(socket)).detach();
   }
 }
@@ -233,11 +313,13 @@ void WebServer::Impl::Stop() {
     stopping = true;
     // Wakes the blocked accept() and every blocked read: they return with an error.
     ::shutdown(acceptor.native_handle(), SHUT_RDWR);
-    for (int fd : open_fds) ::shutdown(fd, SHUT_RDWR);
+    for (auto& [fd, c] : conns) ShutdownLocked(fd, c);
+    reaper_cv.notify_all();
   }
   if (accept_thread.joinable()) accept_thread.join();
+  if (reaper.joinable()) reaper.join();
   std::unique_lock<std::mutex> lock(mu);
-  idle.wait(lock, [&] { return open_fds.empty(); });
+  idle.wait(lock, [&] { return conns.empty(); });
 }
 
 absl::StatusOr<std::unique_ptr<WebServer>> WebServer::Start(const WebServerOptions& options,
@@ -290,6 +372,7 @@ absl::StatusOr<std::unique_ptr<WebServer>> WebServer::Start(const WebServerOptio
   }
   impl->port = a.local_endpoint(ec).port();
   impl->accept_thread = std::thread(&Impl::AcceptLoop, impl.get());
+  impl->reaper = std::thread(&Impl::ReapLoop, impl.get());
   return std::unique_ptr<WebServer>(new WebServer(std::move(impl)));
 }
 
@@ -302,7 +385,8 @@ int WebServer::port() const { return impl_->port; }
 bool WebServer::tls() const { return impl_->tls.has_value(); }
 
 WebServerCounters WebServer::counters() const {
-  return {impl_->requests.load(), impl_->refused.load(), impl_->bad.load()};
+  return {impl_->requests.load(), impl_->refused.load(), impl_->bad.load(),
+          impl_->timed_out.load(), impl_->evicted.load()};
 }
 
 }  // namespace stagefrontier

@@ -1,7 +1,9 @@
 // The coordinator's web view over HTTP or HTTPS (--http-listen; off by default): the page and
 // its assets at / and /assets/NAME, and under /api/ what the ApiHandler answers (the
 // coordinator's is QueryBridge::Get, query_bridge.h). Served with
-// Boost.Beast, one thread per connection up to a bound. With TLS files it serves HTTPS only,
+// Boost.Beast, one thread per connection up to a bound; a connection waiting for a request
+// gives way to a new one at the bound (all clients) or at the per-client bound, so idle
+// connections cannot lock the view out, and every read and write has a deadline. With TLS files it serves HTTPS only,
 // with the gRPC port's certificate, key and client CA; the API asks for the gRPC port's token
 // (`Authorization: Bearer TOKEN`, checked by the Query service itself); the page and its
 // assets hold no data and need none.
@@ -29,15 +31,22 @@ struct WebServerOptions {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;   // also require client certificates signed by this CA
-  int max_connections = 64;    // more are answered 503 and closed
-  int io_timeout_ms = 10'000;  // a connection idle this long in a read or write is closed
+  // At either bound a new connection closes the longest-waiting idle one (of that client, at
+  // the per-client bound); 503 only when every connection is busy answering a request.
+  int max_connections = 64;
+  int max_connections_per_client = 16;  // per client address
+  // A request must arrive whole, and an answer be taken whole, within this; a connection
+  // waiting longer for its next request is closed too.
+  int io_timeout_ms = 10'000;
 };
 
 // What the server has done, for /metrics and tests.
 struct WebServerCounters {
   uint64_t requests = 0;
-  uint64_t refused_connections = 0;  // over max_connections
+  uint64_t refused_connections = 0;  // 503: at a bound with every connection busy
   uint64_t bad_requests = 0;         // unparsable HTTP, failed TLS handshakes
+  uint64_t timed_out = 0;            // connections closed at io_timeout_ms
+  uint64_t evicted = 0;              // idle connections closed to make room at a bound
 };
 
 class WebServer {

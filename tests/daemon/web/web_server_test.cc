@@ -10,6 +10,8 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -145,26 +147,121 @@ TEST_CASE("bad HTTP gets 400; a connection serves several requests") {
   CHECK(f.web->counters().requests == 4);
 }
 
-TEST_CASE("connections beyond the bound get 503; stopping ends open connections") {
+// An API handler that holds every /api/slow request until released: busy connections.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  int waiting = 0;
+  HttpReply Handle(absl::string_view path, absl::string_view query, absl::string_view auth) {
+    if (path == "/api/slow") {
+      std::unique_lock<std::mutex> lock(mu);
+      ++waiting;
+      cv.notify_all();
+      cv.wait(lock, [this] { return open; });
+    }
+    return Echo(path, query, auth);
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu);
+    open = true;
+    cv.notify_all();
+  }
+  void AwaitWaiting(int n) {
+    std::unique_lock<std::mutex> lock(mu);
+    REQUIRE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return waiting >= n; }));
+  }
+};
+
+std::unique_ptr<WebServer> StartWith(Gate* gate, int max_connections, int per_client,
+                                     int io_timeout_ms) {
+  WebServerOptions o;
+  o.listen = "127.0.0.1:0";
+  o.max_connections = max_connections;
+  o.max_connections_per_client = per_client;
+  o.io_timeout_ms = io_timeout_ms;
+  auto started = WebServer::Start(o, [gate](auto path, auto query, auto auth) {
+    return gate->Handle(path, query, auth);
+  });
+  REQUIRE(started.ok());
+  return std::move(*started);
+}
+
+void Send(int fd, const std::string& raw) {
+  REQUIRE(::write(fd, raw.data(), raw.size()) == static_cast<ssize_t>(raw.size()));
+}
+
+TEST_CASE("503 only when every connection is busy; stopping ends open connections") {
+  Gate gate;
   // Idle connections time out after 10 minutes: a stop that waited for them would outlast the
   // test's own time limit instead of returning at once.
-  Fixture f(/*max_connections=*/2, /*io_timeout_ms=*/600'000);
-  std::vector<int> idle = {Connect(f.web->port()), Connect(f.web->port())};
-  // Wait until both are being served (counted), then one more is refused.
-  std::string refused;
-  for (int i = 0; i < 50 && refused.empty(); ++i) {
-    const std::string got = Exchange(f.web->port(), "GET / HTTP/1.1\r\nConnection: close\r\n\r\n");
-    if (got.rfind("HTTP/1.1 503", 0) == 0) refused = got;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  std::unique_ptr<WebServer> web = StartWith(&gate, 2, 16, 600'000);
+  std::vector<int> busy = {Connect(web->port()), Connect(web->port())};
+  for (int fd : busy) Send(fd, "GET /api/slow HTTP/1.1\r\nHost: x\r\n\r\n");
+  gate.AwaitWaiting(2);
+  const std::string refused =
+      Exchange(web->port(), "GET / HTTP/1.1\r\nConnection: close\r\n\r\n");
   CHECK_THAT(refused, Catch::StartsWith("HTTP/1.1 503 Service Unavailable"));
-  CHECK(f.web->counters().refused_connections >= 1);
-  f.web.reset();  // two idle connections open
-  for (int fd : idle) {
+  CHECK(web->counters().refused_connections == 1);
+  gate.Release();
+  for (int fd : busy) {
+    char buf[512];
+    CHECK(::read(fd, buf, sizeof buf) > 0);  // answered; now idle, kept alive
+  }
+  web.reset();  // two idle connections open
+  for (int fd : busy) {
     char c;
     CHECK(::read(fd, &c, 1) == 0);  // the server closed them
     ::close(fd);
   }
+}
+
+// Regression (issue 28, attack 5): SO_RCVTIMEO did not bound Asio's blocking reads, so 64
+// silent connections made every page and API call answer 503 for good.
+TEST_CASE("64+ idle connections from one client cannot lock out the page") {
+  Gate gate;
+  gate.Release();
+  std::unique_ptr<WebServer> web = StartWith(&gate, 64, 16, 600'000);
+  std::vector<int> idle;
+  for (int i = 0; i < 80; ++i) idle.push_back(Connect(web->port()));
+  // Wait until the server has seen all of them (some already closed to make room).
+  for (int i = 0; i < 200 && web->counters().evicted < 80 - 16; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(web->counters().evicted == 80 - 16);
+  for (int i = 0; i < 5; ++i) {
+    const Response r = Get(web->port(), "/");
+    CHECK(r.status == 200);
+  }
+  CHECK(web->counters().refused_connections == 0);
+  for (int fd : idle) ::close(fd);
+}
+
+TEST_CASE("a silent or trickling connection is closed at the timeout") {
+  Gate gate;
+  gate.Release();
+  std::unique_ptr<WebServer> web = StartWith(&gate, 64, 16, 300);
+  const int silent = Connect(web->port());
+  const int trickle = Connect(web->port());
+  const auto start = std::chrono::steady_clock::now();
+  // One byte of a request every 50 ms: never idle, never done.
+  bool trickle_closed = false;
+  for (const char c : std::string("GET / HTTP/1.1\r\nHost: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx")) {
+    if (::send(trickle, &c, 1, MSG_NOSIGNAL) != 1) {
+      trickle_closed = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  char buf[64];
+  CHECK(::read(silent, buf, sizeof buf) == 0);  // closed, not timed out on our side (5 s)
+  const ssize_t n = ::read(trickle, buf, sizeof buf);
+  CHECK((trickle_closed || n <= 0));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(4));
+  CHECK(web->counters().timed_out >= 2);
+  ::close(silent);
+  ::close(trickle);
+  CHECK(Get(web->port(), "/").status == 200);
 }
 
 TEST_CASE("bad listen addresses and TLS files are refused with the reason") {
