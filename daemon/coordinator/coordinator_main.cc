@@ -279,7 +279,9 @@ int main(int argc, char** argv) {
     spdlog::info("node ledger {}: {}", ledger_options.path, ledger_info.Describe());
   }
   drain.timeout = std::chrono::seconds(drain_timeout_s);
+  SidecarSessions sessions;  // the connected sidecars; the drain hook asks it about conflicts
   DrainHook drain_hook(drain, [](const std::string& line) { spdlog::warn("{}", line); });
+  drain_hook.SetVeto([&sessions](const std::string& node) { return sessions.InConflict(node); });
   drain_hook.Start();
   (*ledger)->SetClassChange([&drain_hook](const NodeSummary& n, NodeClass before) {
     spdlog::info("node {} is now {} (was {}): {:.1f} GPU-seconds wasted over {} jobs", n.node,
@@ -327,7 +329,6 @@ int main(int argc, char** argv) {
     exposer->RegisterCollectable(metrics.registry());
   }
 
-  SidecarSessions sessions;
   SelfTestBook self_tests;
   IngestService ingest(
       &jobs, &sessions, &metrics, *token, limits,

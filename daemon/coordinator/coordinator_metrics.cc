@@ -136,6 +136,13 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<prometheus
                                   .Help("Bytes of damaged journal tails cut off at startup")
                                   .Register(r)
                                   .Add({});
+  node_identity_conflicts_ =
+      &BuildCounter()
+           .Name("stagefrontier_node_identity_conflicts_total")
+           .Help("Sidecar streams refused for claiming a node name another sidecar holds, or "
+                 "one their client certificate does not name")
+           .Register(r)
+           .Add({});
   journals_set_aside_ = &BuildCounter()
                              .Name("stagefrontier_journals_set_aside_total")
                              .Help("Journals with no intact record moved aside at startup (kept "

@@ -82,6 +82,7 @@ class CoordinatorMetrics {
   prometheus::Gauge& memory_budget() { return *memory_budget_; }
   prometheus::Counter& journal_truncated_bytes() { return *journal_truncated_bytes_; }
   prometheus::Counter& journals_set_aside() { return *journals_set_aside_; }
+  prometheus::Counter& node_identity_conflicts() { return *node_identity_conflicts_; }
   // Compactions of live journals (--journal-compact-mb): outcome "done" or "failed", and the
   // bytes they took out of the files.
   prometheus::Counter& journal_compactions(bool done) {
@@ -117,6 +118,7 @@ class CoordinatorMetrics {
   prometheus::Counter* unauthenticated_;
   prometheus::Counter* journal_truncated_bytes_;
   prometheus::Counter* journals_set_aside_;
+  prometheus::Counter* node_identity_conflicts_;
   prometheus::Counter* journal_compactions_done_;
   prometheus::Counter* journal_compactions_failed_;
   prometheus::Counter* journal_compacted_bytes_;

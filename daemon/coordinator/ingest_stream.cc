@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/log_safe.h"
+#include "grpc/grpc_security_constants.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "shm/monotonic_clock.h"
 
@@ -181,18 +182,36 @@ bool IngestStream::OnHello(const v1::Hello& hello) {
     return false;
   }
   node_ = hello.node().substr(0, 256);
+  // "ipv4:10.0.0.5:41234" -> "10.0.0.5" ("ipv6:[::1]:41234" -> "[::1]").
+  std::string address = context_->peer();
+  if (const size_t colon = address.find(':'); colon != std::string::npos) {
+    address = address.substr(colon + 1);
+  }
+  if (const size_t port = address.rfind(':'); port != std::string::npos) {
+    address = address.substr(0, port);
+  }
+  // With client certificates, a node is who its certificate says.
+  const std::vector<grpc::string_ref> cn = context_->auth_context()->FindPropertyValues(
+      GRPC_X509_CN_PROPERTY_NAME);
+  if (!cn.empty() && std::string(cn.front().data(), cn.front().size()) != node_) {
+    deps_.metrics->node_identity_conflicts().Increment();
+    End(grpc::PERMISSION_DENIED,
+        absl::StrCat("node name \"", LogSafe(node_), "\" is not the client certificate's (CN \"",
+                     LogSafe(std::string(cn.front().data(), cn.front().size())), "\")"));
+    return false;
+  }
+  absl::StatusOr<std::shared_ptr<SidecarSessions::Session>> session =
+      deps_.sessions->Add(node_, hello.sidecar_id().substr(0, 256), address, this);
+  if (!session.ok()) {
+    deps_.metrics->node_identity_conflicts().Increment();
+    if (deps_.log) deps_.log(std::string(session.status().message()));
+    End(grpc::ALREADY_EXISTS, std::string(session.status().message()));
+    return false;
+  }
   if (deps_.nodes != nullptr) {
-    // "ipv4:10.0.0.5:41234" -> "10.0.0.5" ("ipv6:[::1]:41234" -> "[::1]").
-    std::string address = context_->peer();
-    if (const size_t colon = address.find(':'); colon != std::string::npos) {
-      address = address.substr(colon + 1);
-    }
-    if (const size_t port = address.rfind(':'); port != std::string::npos) {
-      address = address.substr(0, port);
-    }
     deps_.nodes->NoteHost(node_, hello.host(), address, shm::RealtimeNowNs());
   }
-  session_ = deps_.sessions->Add(node_, this);
+  session_ = *std::move(session);
   hello_.store(true, std::memory_order_release);
   deps_.metrics->sidecar_streams().Increment();
   if (deps_.log) {

@@ -2,6 +2,9 @@
 
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "daemon/common/log_safe.h"
+
 namespace stagefrontier {
 
 bool SidecarSessions::Session::Write(const v1::CoordinatorMessage& msg) {
@@ -9,21 +12,56 @@ bool SidecarSessions::Session::Write(const v1::CoordinatorMessage& msg) {
   return writer != nullptr && writer->Send(msg);
 }
 
-std::shared_ptr<SidecarSessions::Session> SidecarSessions::Add(std::string node,
-                                                               SessionWriter* writer) {
+absl::StatusOr<std::shared_ptr<SidecarSessions::Session>> SidecarSessions::Add(
+    std::string node, std::string sidecar_id, std::string address, SessionWriter* writer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!node.empty()) {
+    Holder& h = holders_[node];
+    if (h.streams > 0 && (h.sidecar_id != sidecar_id || h.address != address)) {
+      ++conflicts_;
+      const std::string what =
+          absl::StrCat("sidecar ", LogSafe(sidecar_id), " from ", LogSafe(address),
+                       " claimed node ", LogSafe(node), " while sidecar ", LogSafe(h.sidecar_id),
+                       " from ", LogSafe(h.address), " is connected under it");
+      conflicted_[node] = Conflict{std::chrono::steady_clock::now(), what};
+      return absl::AlreadyExistsError(
+          absl::StrCat(what, ": refused (one sidecar per node name; a restarted sidecar is "
+                             "accepted once the old one's streams have ended)"));
+    }
+    if (h.streams == 0) h = Holder{sidecar_id, address, 0};
+    ++h.streams;
+  }
   auto s = std::make_shared<Session>();
   s->node = std::move(node);
+  s->sidecar_id = std::move(sidecar_id);
   s->writer = writer;
-  std::lock_guard<std::mutex> lock(mu_);
   s->id = next_id_++;
   sessions_[s->id] = s;
   return s;
 }
 
+std::string SidecarSessions::InConflict(const std::string& node) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = conflicted_.find(node);
+  if (it == conflicted_.end() ||
+      std::chrono::steady_clock::now() - it->second.at > std::chrono::hours(1)) {
+    return "";
+  }
+  return it->second.what;
+}
+
+uint64_t SidecarSessions::conflicts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return conflicts_;
+}
+
 void SidecarSessions::Remove(const std::shared_ptr<Session>& session) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    sessions_.erase(session->id);
+    if (sessions_.erase(session->id) > 0 && !session->node.empty()) {
+      auto h = holders_.find(session->node);
+      if (h != holders_.end() && --h->second.streams <= 0) holders_.erase(h);
+    }
     for (auto it = by_rank_.begin(); it != by_rank_.end();) {
       auto held = it->second.lock();
       it = (!held || held == session) ? by_rank_.erase(it) : std::next(it);

@@ -1,13 +1,15 @@
 // The sidecars connected to the coordinator right now, and which (job, rank) each serves, so
 // that a control request reaches the node whose segment holds that rank's slot.
 //
-//   auto session = sessions.Add("node-a", writer);      // when an ingest stream says Hello
+//   auto session = sessions.Add("node-a", "node-a/77/9f..", "10.0.0.5", writer);  // at Hello
+//   if (!session.ok()) ...  // another sidecar holds node-a: refused, counted, node flagged
 //   sessions.Bind(session, "run42", 3);                 // rank 3 declared on that stream
 //   int reached = sessions.Send(request);               // from a Control call
 //   sessions.Remove(session);                           // before the stream is freed
 #ifndef STAGEFRONTIER_DAEMON_COORDINATOR_SIDECAR_SESSIONS_H_
 #define STAGEFRONTIER_DAEMON_COORDINATOR_SIDECAR_SESSIONS_H_
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -16,6 +18,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/status/statusor.h"
 #include "stagefrontier/v1/ingest.pb.h"
 
 namespace stagefrontier {
@@ -34,6 +37,7 @@ class SidecarSessions {
   struct Session {
     uint64_t id = 0;
     std::string node;
+    std::string sidecar_id;
     // Queues one message for the stream; false once the stream is gone. Never blocks.
     bool Write(const v1::CoordinatorMessage& msg);
 
@@ -43,7 +47,14 @@ class SidecarSessions {
     SessionWriter* writer = nullptr;
   };
 
-  std::shared_ptr<Session> Add(std::string node, SessionWriter* writer);
+  // A node name is held by the sidecar process (sidecar id, from one address) whose streams are
+  // connected under it; that sidecar's further streams (one per coordinator lane, reconnects)
+  // are welcome. Another sidecar claiming a held node is refused with AlreadyExists, counted,
+  // and the node is flagged in conflict for `conflict_memory` (InConflict).
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<Session>> Add(std::string node,
+                                                             std::string sidecar_id,
+                                                             std::string address,
+                                                             SessionWriter* writer);
   // Forgets the session and waits for any Send in flight: the writer may be freed after.
   void Remove(const std::shared_ptr<Session>& session);
   // Records that `session` serves (job, rank); returns true if it did not already.
@@ -54,9 +65,26 @@ class SidecarSessions {
   int Send(const v1::ControlRequest& request);
   size_t size() const;
 
+  // Why `node`'s identity is in doubt (a second sidecar claimed it within the last hour), or
+  // empty. The drain hook never acts on such a node.
+  std::string InConflict(const std::string& node) const;
+  uint64_t conflicts() const;
+
  private:
+  struct Holder {
+    std::string sidecar_id;
+    std::string address;
+    int streams = 0;
+  };
+  struct Conflict {
+    std::chrono::steady_clock::time_point at;
+    std::string what;
+  };
   mutable std::mutex mu_;
   uint64_t next_id_ = 1;
+  uint64_t conflicts_ = 0;
+  std::map<std::string, Holder> holders_;      // by node
+  std::map<std::string, Conflict> conflicted_;  // by node
   std::map<uint64_t, std::shared_ptr<Session>> sessions_;
   std::map<std::pair<std::string, int32_t>, std::weak_ptr<Session>> by_rank_;
 };

@@ -90,6 +90,12 @@ void DrainHook::Handle(const NodeSummary& node) {
                       "\" has characters outside [A-Za-z0-9._-]; not handed to the command"));
     return;
   }
+  if (const std::string why = veto_ ? veto_(node.node) : ""; !why.empty()) {
+    ++counters_.identity_conflicts;
+    log_(absl::StrCat("drain hook: node ", node.node,
+                      " is chronic but not drained: its identity is in conflict (", why, ")"));
+    return;
+  }
   const Clock::time_point now = Clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -52,6 +52,7 @@ struct DrainHookCounters {
   std::atomic<uint64_t> timeouts{0};  // attempts killed past the time limit
   std::atomic<uint64_t> rate_limited{0};
   std::atomic<uint64_t> refused_names{0};
+  std::atomic<uint64_t> identity_conflicts{0};  // chronic, but two sidecars claimed the node
 };
 
 class DrainHook {
@@ -60,6 +61,10 @@ class DrainHook {
   DrainHook(DrainHookOptions options, Log log);
   ~DrainHook();  // Stop()s
 
+  // Why a node must not be drained now (its identity is in conflict), or empty. Set before
+  // Start.
+  using Veto = std::function<std::string(const std::string& node)>;
+  void SetVeto(Veto veto) { veto_ = std::move(veto); }
   void Start();
   // Queues `node` if it is chronic and a command is set. Never blocks.
   void OnClassChange(const NodeSummary& node);
@@ -77,6 +82,7 @@ class DrainHook {
 
   const DrainHookOptions options_;
   Log log_;
+  Veto veto_;
   DrainHookCounters counters_;
   std::mutex mu_;
   std::condition_variable cv_;

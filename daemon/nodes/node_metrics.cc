@@ -33,15 +33,16 @@ NodeMetrics::NodeMetrics(prometheus::Registry& r, size_t max_nodes) : max_nodes_
                      .Name("stagefrontier_drain_hook_nodes")
                      .Help("Chronic nodes handed to the drain hook, by outcome")
                      .Register(r);
-  const char* outcomes[] = {"dry_run", "succeeded",    "failed",
-                            "timeout", "rate_limited", "refused_name"};
+  const char* outcomes[] = {"dry_run",      "succeeded",    "failed",           "timeout",
+                            "rate_limited", "refused_name", "identity_conflict"};
   for (size_t i = 0; i < drains_.size(); ++i) drains_[i] = &drains.Add({{"outcome", outcomes[i]}});
 }
 
 void NodeMetrics::Update(const std::vector<NodeSummary>& nodes, const DrainHookCounters* drains) {
   if (drains != nullptr) {
-    const uint64_t v[] = {drains->dry_runs, drains->succeeded,    drains->failed,
-                          drains->timeouts, drains->rate_limited, drains->refused_names};
+    const uint64_t v[] = {drains->dry_runs,     drains->succeeded,     drains->failed,
+                          drains->timeouts,     drains->rate_limited,  drains->refused_names,
+                          drains->identity_conflicts};
     for (size_t i = 0; i < drains_.size(); ++i) drains_[i]->Set(static_cast<double>(v[i]));
   }
   std::array<double, 3> counts{};

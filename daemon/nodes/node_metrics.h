@@ -43,7 +43,7 @@ class NodeMetrics {
   prometheus::Family<prometheus::Gauge>* charged_windows_;
   std::array<prometheus::Gauge*, 3> by_class_{};
   prometheus::Gauge* dropped_;
-  std::array<prometheus::Gauge*, 6> drains_{};
+  std::array<prometheus::Gauge*, 7> drains_{};
   std::map<std::string, Series> series_;
 };
 

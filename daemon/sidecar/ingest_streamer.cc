@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <random>
 #include <set>
 #include <thread>
 
@@ -13,6 +14,17 @@
 
 namespace stagefrontier {
 namespace {
+
+// "<node>/<pid>/<64 random bits>", one per sidecar process (all its lanes share it): the
+// coordinator binds a node name to it while it is connected, so the random part keeps another
+// process from passing for this one.
+std::string SidecarId(const std::string& node) {
+  static const uint64_t nonce = [] {
+    std::random_device rd;
+    return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  }();
+  return absl::StrCat(node, "/", ::getpid(), "/", absl::Hex(nonce, absl::kZeroPad16));
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -90,7 +102,7 @@ IngestStreamer::StreamOutcome IngestStreamer::RunStream(std::shared_ptr<grpc::Ch
   v1::SidecarMessage hello;
   hello.mutable_hello()->set_protocol_version(v1::PROTOCOL_VERSION_1);
   hello.mutable_hello()->set_node(options_.node);
-  hello.mutable_hello()->set_sidecar_id(absl::StrCat(options_.node, "/", ::getpid()));
+  hello.mutable_hello()->set_sidecar_id(SidecarId(options_.node));
   hello.mutable_hello()->set_host(host_);
   StreamOutcome outcome;
   bool& progressed = outcome.progressed;

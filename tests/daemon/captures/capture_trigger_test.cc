@@ -47,8 +47,8 @@ TEST_CASE("a CLEAR window sends the trace window to the suspect and its referenc
   CaptureTrigger trigger(o, [&](const std::string& l) { lines.push_back(l); });
   SidecarSessions sessions;
   Recorder node_a, node_b;
-  auto a = sessions.Add("a", &node_a);
-  auto b = sessions.Add("b", &node_b);
+  auto a = *sessions.Add("a", "a/1", "10.0.0.1", &node_a);
+  auto b = *sessions.Add("b", "b/1", "10.0.0.2", &node_b);
   for (int r : {0, 1}) sessions.Bind(a, "run", r);
   for (int r : {2, 3}) sessions.Bind(b, "run", r);
 

@@ -33,7 +33,7 @@ TEST_CASE("windows from many jobs' threads, flushes and queries at once") {
   CaptureTrigger trigger(o);
   SidecarSessions sessions;
   Counter writer;
-  auto session = sessions.Add("node", &writer);
+  auto session = *sessions.Add("node", "node/1", "10.0.0.1", &writer);
   for (int j = 0; j < kJobs; ++j) {
     for (int r = 0; r < 4; ++r) sessions.Bind(session, "job" + std::to_string(j), r);
   }

@@ -77,10 +77,12 @@ struct Stream {
   }
 };
 
-v1::SidecarMessage Hello(int version = 1) {
+v1::SidecarMessage Hello(int version = 1, const std::string& node = "test-node",
+                         const std::string& sidecar_id = "test-node/1/00") {
   v1::SidecarMessage m;
   m.mutable_hello()->set_protocol_version(static_cast<v1::ProtocolVersion>(version));
-  m.mutable_hello()->set_node("test-node");
+  m.mutable_hello()->set_node(node);
+  m.mutable_hello()->set_sidecar_id(sidecar_id);
   return m;
 }
 
@@ -115,6 +117,50 @@ v1::BatchAck SendBatch(Stream& s, const v1::StepBatch& batch) {
   }
   FAIL("stream ended before the ack");
   return {};
+}
+
+// Regression (issue 28, attack 7): a second sidecar calling itself node1 while the real one
+// was connected had its job's windows charged to node1.
+TEST_CASE("a node name held by a connected sidecar cannot be claimed by another") {
+  Server server;
+  Stream real(server);
+  REQUIRE(real.rw->Write(Hello(1, "node1", "node1/100/aa")));
+  v1::StepBatch b;
+  b.set_batch_seq(1);
+  Declare(&b, 0);
+  AddSteps(&b, 0, 0, 3);
+  CHECK(SendBatch(real, b).rejections_size() == 0);  // connected, serving
+  // The same sidecar's second lane (same id) is welcome.
+  Stream lane(server);
+  REQUIRE(lane.rw->Write(Hello(1, "node1", "node1/100/aa")));
+  v1::StepBatch b2;
+  b2.set_batch_seq(1);
+  Declare(&b2, 1);
+  AddSteps(&b2, 1, 0, 3);
+  CHECK(SendBatch(lane, b2).rejections_size() == 0);
+  // Another sidecar (another id) claiming node1 is refused and counted; the node is flagged.
+  Stream impostor(server);
+  impostor.rw->Write(Hello(1, "node1", "node1/666/bb"));
+  const grpc::Status st = impostor.End();
+  CHECK(st.error_code() == grpc::ALREADY_EXISTS);
+  CHECK_THAT(st.error_message(), Catch::Contains("claimed node node1 while sidecar node1/100/aa"));
+  CHECK(server.metrics.node_identity_conflicts().Value() == 1);
+  CHECK(server.sessions.conflicts() == 1);
+  CHECK_THAT(server.sessions.InConflict("node1"), Catch::Contains("node1/666/bb"));
+  CHECK(server.sessions.InConflict("node2").empty());
+  // Once the real sidecar's streams have ended, a restarted sidecar (new id) is accepted.
+  CHECK(real.End().ok());
+  CHECK(lane.End().ok());
+  for (int i = 0; i < 100 && server.sessions.size() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  Stream restarted(server);
+  REQUIRE(restarted.rw->Write(Hello(1, "node1", "node1/101/cc")));
+  v1::StepBatch b3;
+  b3.set_batch_seq(1);
+  AddSteps(&b3, 2, 0, 1);
+  SendBatch(restarted, b3);  // answered: the stream was accepted
+  CHECK(restarted.End().ok());
 }
 
 TEST_CASE("bad streams end with specific codes; the good stream goes on") {

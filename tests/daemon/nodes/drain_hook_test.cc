@@ -87,6 +87,30 @@ TEST_CASE("executed: the command sees the node and its evidence in its environme
   CHECK(out.rfind("gpu-node-7.rack2|chronic|12.500|data|job1,job2|StageFrontier: chronic", 0) == 0);
 }
 
+// Regression (issue 28, attack 7): with --drain-execute, one token holder's impostor sidecar
+// picked which healthy machine was drained.
+TEST_CASE("a node whose identity is in conflict is never drained") {
+  const std::string dir = TempDir();
+  Logged logged;
+  DrainHookOptions o;
+  o.execute = true;
+  o.command = "touch " + dir + "/\"$SF_NODE\"";
+  DrainHook hook(o, logged.log());
+  hook.SetVeto([](const std::string& node) {
+    return node == "node1" ? std::string("two sidecars claimed it") : std::string();
+  });
+  hook.Start();
+  hook.OnClassChange(Chronic("node1"));
+  hook.OnClassChange(Chronic("node2"));
+  hook.Drain();
+  CHECK(hook.counters().identity_conflicts == 1);
+  CHECK(hook.counters().succeeded == 1);
+  CHECK(access((dir + "/node1").c_str(), F_OK) != 0);
+  CHECK(access((dir + "/node2").c_str(), F_OK) == 0);
+  CHECK_THAT(logged.all(), Catch::Contains("node node1 is chronic but not drained: its identity "
+                                           "is in conflict (two sidecars claimed it)"));
+}
+
 TEST_CASE("no more than max_per_hour nodes an hour; the rest are counted and logged") {
   Logged logged;
   DrainHookOptions o;
