@@ -23,6 +23,24 @@ CaptureMetrics::CaptureMetrics(prometheus::Registry& r) {
       one("stagefrontier_capture_files_evicted_total", "Stored capture files dropped by retention");
   abandoned_.counter = one("stagefrontier_capture_uploads_abandoned_total",
                            "Unfinished uploads dropped after an hour without a chunk");
+  auto& refusals = BuildCounter()
+                       .Name("stagefrontier_capture_chunks_refused_by_reason_total")
+                       .Help("Capture chunks refused because no capture asked for the file, or "
+                             "because the store, the job or the node was at a bound")
+                       .Register(r);
+  refused_not_asked_.counter = &refusals.Add({{"reason", "not_asked"}});
+  refused_busy_.counter = &refusals.Add({{"reason", "busy"}});
+  partial_bytes_ = &prometheus::BuildGauge()
+                        .Name("stagefrontier_capture_partial_bytes")
+                        .Help("Bytes of capture uploads in flight (.part files), counted "
+                              "against --capture-keep-mb")
+                        .Register(r)
+                        .Add({});
+  partial_uploads_ = &prometheus::BuildGauge()
+                          .Name("stagefrontier_capture_partial_uploads")
+                          .Help("Capture uploads in flight")
+                          .Register(r)
+                          .Add({});
   auto& reports = BuildCounter()
                       .Name("stagefrontier_capture_reports_total")
                       .Help("Capture reports written, by result")
@@ -47,6 +65,10 @@ void CaptureMetrics::Update(const CaptureTrigger::Counters& t, const CaptureStor
   refused_.To(s.refused);
   evicted_.To(s.evicted);
   abandoned_.To(s.abandoned);
+  refused_not_asked_.To(s.refused_not_asked);
+  refused_busy_.To(s.refused_busy);
+  partial_bytes_->Set(static_cast<double>(s.partial_bytes));
+  partial_uploads_->Set(static_cast<double>(s.partial_uploads));
   analysed_.To(r.analysed);
   failed_.To(r.failed);
   rank_done_.To(t.ranks_done);

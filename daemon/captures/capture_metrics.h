@@ -8,6 +8,7 @@
 #define STAGEFRONTIER_DAEMON_CAPTURES_CAPTURE_METRICS_H_
 
 #include <prometheus/counter.h>
+#include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
 #include "daemon/captures/capture_reports.h"
@@ -27,7 +28,9 @@ class CaptureMetrics {
  private:
   CounterFollower asked_, skipped_, unreached_, files_, bytes_, refused_, evicted_, analysed_,
       failed_;
-  CounterFollower rank_done_, rank_failed_, abandoned_;
+  CounterFollower rank_done_, rank_failed_, abandoned_, refused_not_asked_, refused_busy_;
+  prometheus::Gauge* partial_bytes_ = nullptr;
+  prometheus::Gauge* partial_uploads_ = nullptr;
 };
 
 }  // namespace stagefrontier

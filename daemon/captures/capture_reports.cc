@@ -233,6 +233,15 @@ std::vector<CaptureDecision> CaptureReports::KnownDecisions(const std::string& j
   return out;
 }
 
+bool CaptureReports::Expects(const std::string& job, int32_t rank, int64_t first_step) const {
+  for (const CaptureDecision& d : KnownDecisions(job)) {
+    if (!d.asked || d.first_step != first_step) continue;
+    const std::vector<int32_t> ranks = d.ranks();
+    if (std::find(ranks.begin(), ranks.end(), rank) != ranks.end()) return true;
+  }
+  return false;
+}
+
 std::string CaptureReports::ReportPath(const std::string& job, uint64_t id) const {
   return absl::StrCat(store_->options().root, "/", job, "/capture", id, ".report.json");
 }

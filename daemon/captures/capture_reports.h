@@ -75,6 +75,9 @@ class CaptureReports {
   // its files arrive and still answers for it. A write that fails is logged: the capture is
   // then analysed only while the policy holds it.
   void Remember(const std::string& job, const CaptureDecision& d);
+  // Whether a capture asked of `job` (held by the policy or remembered) includes `rank` from
+  // `first_step`: the capture store takes only such files (CaptureStore::SetExpected).
+  bool Expects(const std::string& job, int32_t rank, int64_t first_step) const;
   // The captures of `job` kept by Remember, by id.
   std::vector<CaptureDecision> Remembered(const std::string& job) const;
   // The highest capture id with a decision or a report under `root`, 0 when none: a restarted

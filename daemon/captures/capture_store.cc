@@ -3,12 +3,16 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
+#include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/captures/capture_compression.h"
 #include "daemon/captures/capture_file_name.h"
@@ -60,15 +64,83 @@ absl::Status WriteAll(const std::string& path, const std::string& data, int64_t 
 
 CaptureStore::CaptureStore(CaptureStoreOptions options) : options_(std::move(options)) {}
 
-absl::Status CaptureStore::Open() { return MakeDirectory(options_.root); }
+absl::Status CaptureStore::Open() {
+  if (absl::Status s = MakeDirectory(options_.root); !s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  // Uploads cut by a restart resume; until their next chunk says more, they reserve what they
+  // hold.
+  for (const std::string& j : Jobs("")) {
+    const std::string dir = absl::StrCat(options_.root, "/", j);
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) continue;
+    while (const dirent* e = ::readdir(d)) {
+      std::string_view name = e->d_name;
+      if (!name.ends_with(".part") || !ParseCaptureFileName(name.substr(0, name.size() - 5))) {
+        continue;
+      }
+      const std::string path = absl::StrCat(dir, "/", e->d_name);
+      struct stat st {};
+      if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      const uint64_t size = static_cast<uint64_t>(st.st_size);
+      uploads_[path] = Upload{j, "", size, size, static_cast<int64_t>(st.st_mtim.tv_sec)};
+    }
+    ::closedir(d);
+  }
+  return absl::OkStatus();
+}
+
+uint64_t CaptureStore::ReservedLocked(const std::string& job) const {
+  uint64_t total = 0;
+  for (const auto& [path, u] : uploads_) {
+    if (job.empty() || u.job == job) total += std::max(u.declared, u.held);
+  }
+  return total;
+}
+
+absl::Status CaptureStore::AdmitLocked(const v1::CaptureChunk& chunk, const std::string& what) {
+  const uint64_t bytes = chunk.file_bytes();
+  if (bytes > options_.max_job_bytes || bytes > options_.max_total_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, " is ", bytes, " bytes, more than the capture store keeps for one job (",
+        std::min(options_.max_job_bytes, options_.max_total_bytes), ")"));
+  }
+  int of_job = 0, of_node = 0;
+  for (const auto& [path, u] : uploads_) {
+    of_job += u.job == chunk.job();
+    of_node += !chunk.node().empty() && u.node == chunk.node();
+  }
+  if (of_job >= options_.max_uploads_per_job) {
+    return absl::UnavailableError(absl::StrCat(what, ": job ", chunk.job(), " has ", of_job,
+                                               " uploads in flight already (the limit); later"));
+  }
+  if (of_node >= options_.max_uploads_per_node) {
+    return absl::UnavailableError(absl::StrCat(what, ": node ", chunk.node().substr(0, 80),
+                                               " has ", of_node,
+                                               " uploads in flight already (the limit); later"));
+  }
+  if (!EnforceRetentionLocked(chunk.job(), "", bytes)) {
+    return absl::UnavailableError(absl::StrCat(
+        what, ": no room for its ", bytes, " bytes beside the files and uploads in flight (",
+        options_.max_total_bytes, " bytes in all, ", options_.max_job_bytes,
+        " per job); later"));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<v1::CaptureChunkAck> CaptureStore::Accept(const v1::CaptureChunk& chunk) {
   StoredCapture done;
   v1::CaptureChunkAck ack;
+  const std::optional<CaptureFileName> name = ParseCaptureFileName(chunk.file_name());
+  // Asked outside the store's lock: the answer comes from the capture policy's own.
+  const bool asked = !expected_ || !name || !shm::ValidJobId(chunk.job()) ||
+                     expected_(chunk.job(), name->rank, name->first_step);
   {
     std::lock_guard<std::mutex> lock(mu_);
     const auto refuse = [&](absl::Status s) {
       ++counters_.refused;
+      if (absl::IsUnavailable(s) && !absl::StartsWith(s.message(), "cannot")) {
+        ++counters_.refused_busy;
+      }
       return s;
     };
     if (!shm::ValidJobId(chunk.job())) {
@@ -76,13 +148,18 @@ absl::StatusOr<v1::CaptureChunkAck> CaptureStore::Accept(const v1::CaptureChunk&
           absl::StrCat("capture chunk: job \"", chunk.job().substr(0, 80),
                        "\" is not a job id (1-63 of [A-Za-z0-9_.-], not starting with '.')")));
     }
-    const std::optional<CaptureFileName> name = ParseCaptureFileName(chunk.file_name());
     if (!name) {
       return refuse(absl::InvalidArgumentError(
           absl::StrCat("capture chunk: file name \"", chunk.file_name().substr(0, 80),
                        "\" is not trace_rank<R>_step<F>.json")));
     }
     const std::string what = absl::StrCat("capture ", chunk.file_name(), " of job ", chunk.job());
+    if (!asked) {
+      ++counters_.refused_not_asked;
+      return refuse(absl::PermissionDeniedError(
+          absl::StrCat(what, ": this coordinator asked no capture of rank ", name->rank,
+                       " from step ", name->first_step)));
+    }
     if (chunk.file_bytes() > options_.max_file_bytes) {
       return refuse(absl::ResourceExhaustedError(
           absl::StrCat(what, " is ", chunk.file_bytes(), " bytes, over the coordinator's limit of ",
@@ -112,6 +189,12 @@ absl::StatusOr<v1::CaptureChunkAck> CaptureStore::Accept(const v1::CaptureChunk&
       ack.set_next_offset(static_cast<uint64_t>(held));
       return ack;
     }
+    auto upload = uploads_.find(part);
+    if (upload == uploads_.end() || upload->second.declared < chunk.file_bytes()) {
+      // A new upload (or one that now says it is larger): admitted against the bounds first.
+      if (upload != uploads_.end()) uploads_.erase(upload);
+      if (absl::Status s = AdmitLocked(chunk, what); !s.ok()) return refuse(s);
+    }
     absl::StatusOr<std::string> raw = InflateChunk(chunk.data(), chunk.raw_bytes());
     if (!raw.ok()) {
       return refuse(absl::InvalidArgumentError(
@@ -121,16 +204,23 @@ absl::StatusOr<v1::CaptureChunkAck> CaptureStore::Accept(const v1::CaptureChunk&
     if (absl::Status s = WriteAll(part, *raw, held); !s.ok()) return refuse(s);
     ++counters_.chunks;
     const uint64_t next = chunk.offset() + chunk.raw_bytes();
+    Upload& u = uploads_[part];
+    u.job = chunk.job();
+    if (!chunk.node().empty()) u.node = chunk.node().substr(0, 256);
+    u.declared = chunk.file_bytes();
+    u.held = next;
+    u.last_s = static_cast<int64_t>(::time(nullptr));
     ack.set_next_offset(next);
     if (next < chunk.file_bytes()) return ack;
     if (::rename(part.c_str(), path.c_str()) != 0) {
       return refuse(
           absl::UnavailableError(absl::StrCat("cannot rename ", part, ": ", std::strerror(errno))));
     }
+    uploads_.erase(part);
     ack.set_complete(true);
     ++counters_.files;
     counters_.bytes += chunk.file_bytes();
-    EnforceRetentionLocked(path);
+    EnforceRetentionLocked(chunk.job(), path, 0);
     for (const StoredCapture& f : FilesLocked(chunk.job())) {
       if (f.file_name == chunk.file_name()) done = f;
     }
@@ -175,6 +265,7 @@ int CaptureStore::RemoveAbandonedUploads(int64_t now_s) {
     ::closedir(d);
     for (const std::string& path : stale) {
       if (::unlink(path.c_str()) == 0) ++removed;
+      uploads_.erase(path);
     }
   }
   counters_.abandoned += static_cast<uint64_t>(removed);
@@ -210,24 +301,65 @@ std::vector<StoredCapture> CaptureStore::FilesLocked(const std::string& job) con
   return out;
 }
 
-void CaptureStore::EnforceRetentionLocked(const std::string& keep) {
-  std::vector<StoredCapture> files = FilesLocked("");
+bool CaptureStore::EnforceRetentionLocked(const std::string& job, const std::string& keep,
+                                          uint64_t extra_bytes) {
+  struct JobFiles {
+    std::deque<StoredCapture> files;  // oldest first
+    uint64_t bytes = 0;               // complete
+    size_t count = 0;                 // complete files, `keep` included
+    uint64_t reserved = 0;            // in flight
+  };
+  std::map<std::string, JobFiles> jobs;
   uint64_t total = 0;
-  for (const StoredCapture& f : files) total += f.bytes;
-  size_t count = files.size();
-  // Oldest first; the file just completed stays whatever the clock's resolution says.
-  for (const StoredCapture& f : files) {
-    if (count <= 1) break;
-    if (f.path == keep) continue;
-    if (count <= static_cast<size_t>(options_.max_files) && total <= options_.max_total_bytes) {
-      break;
-    }
-    if (::unlink(f.path.c_str()) == 0) {
-      --count;
-      total -= f.bytes;
-      ++counters_.evicted;
-    }
+  size_t count = 0;
+  for (StoredCapture& f : FilesLocked("")) {
+    JobFiles& j = jobs[f.job];
+    j.bytes += f.bytes;
+    ++j.count;
+    total += f.bytes;
+    ++count;
+    if (f.path != keep) j.files.push_back(std::move(f));
   }
+  for (const auto& [path, u] : uploads_) {
+    jobs[u.job].reserved += std::max(u.declared, u.held);
+    total += std::max(u.declared, u.held);
+  }
+  const size_t extra_files = extra_bytes > 0 ? 1 : 0;
+  total += extra_bytes;
+  const auto evict = [&](JobFiles& j) {
+    const StoredCapture f = j.files.front();
+    j.files.pop_front();
+    if (::unlink(f.path.c_str()) != 0) return;
+    j.bytes -= f.bytes;
+    --j.count;
+    total -= f.bytes;
+    --count;
+    ++counters_.evicted;
+  };
+  // A job beyond its own bounds drops its own oldest files.
+  if (!job.empty()) {
+    JobFiles& j = jobs[job];
+    const auto over = [&] {
+      return j.bytes + j.reserved + extra_bytes > options_.max_job_bytes ||
+             j.count + extra_files > static_cast<size_t>(options_.max_job_files);
+    };
+    while (over() && !j.files.empty()) evict(j);
+    if (j.bytes + j.reserved + extra_bytes > options_.max_job_bytes) return false;
+  }
+  // The store beyond its bounds drops the oldest file of the job holding the most.
+  while (total > options_.max_total_bytes ||
+         count + extra_files > static_cast<size_t>(options_.max_files)) {
+    JobFiles* biggest = nullptr;
+    for (auto& [name, j] : jobs) {
+      if (j.files.empty()) continue;
+      if (biggest == nullptr || j.bytes + j.reserved > biggest->bytes + biggest->reserved) {
+        biggest = &j;
+      }
+    }
+    if (biggest == nullptr) return false;
+    evict(*biggest);
+  }
+  return true;
 }
 
 std::vector<StoredCapture> CaptureStore::Files(const std::string& job) const {
@@ -237,7 +369,10 @@ std::vector<StoredCapture> CaptureStore::Files(const std::string& job) const {
 
 CaptureStore::Counters CaptureStore::counters() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return counters_;
+  Counters c = counters_;
+  for (const auto& [path, u] : uploads_) c.partial_bytes += u.held;
+  c.partial_uploads = uploads_.size();
+  return c;
 }
 
 }  // namespace stagefrontier

@@ -200,6 +200,12 @@ int main(int argc, char** argv) {
   app.add_option("--capture-keep-files", store_options.max_files, "capture files kept at most")
       ->check(CLI::Range(1, 1'000'000))
       ->capture_default_str();
+  uint64_t capture_keep_job_mb = store_options.max_job_bytes >> 20;
+  app.add_option("--capture-keep-job-mb", capture_keep_job_mb,
+                 "capture bytes kept for one job, uploads in flight included; a job beyond it "
+                 "drops its own oldest files, never another job's")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30))
+      ->capture_default_str();
   FleetBaselineOptions fleet_options;
   app.add_option("--sweep-max-drop", fleet_options.max_drop,
                  "a node-sweep figure fails when it lies this fraction (and 4 robust SDs) below "
@@ -341,6 +347,7 @@ int main(int argc, char** argv) {
   store_options.root = data_dir + "/captures";
   store_options.max_file_bytes = capture_max_mb << 20;
   store_options.max_total_bytes = capture_keep_mb << 20;
+  store_options.max_job_bytes = capture_keep_job_mb << 20;
   CaptureStore capture_store(store_options);
   if (absl::Status s = capture_store.Open(); !s.ok()) {
     spdlog::error("{}", std::string(s.message()));
@@ -361,6 +368,12 @@ int main(int argc, char** argv) {
   capture_store.SetOnComplete(
       [&capture_reports](const StoredCapture& f) { capture_reports.OnFileStored(f); });
   // A rank whose profiler failed will send no file: its capture stops waiting for it.
+  // Only files of captures this coordinator asked are taken (a trainer's user cannot fill the
+  // store with made-up jobs and evict real evidence).
+  capture_store.SetExpected([&capture_reports](const std::string& job, int32_t rank,
+                                               int64_t first_step) {
+    return capture_reports.Expects(job, rank, first_step);
+  });
   capture_reports.SetAnswersOf(
       [&capture_trigger](const std::string& job, const CaptureDecision& d) {
         return capture_trigger.Answers(job, d);

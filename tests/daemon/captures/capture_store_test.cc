@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "daemon/captures/capture_compression.h"
 #include "tests/daemon/captures/capture_chunk_builder.h"
@@ -216,6 +217,118 @@ TEST_CASE("capture store: retention drops the oldest files by count and bytes") 
   REQUIRE(left.size() == 2);
   CHECK((left[0].rank == 4 || left[1].rank == 4));  // the newest stays
   CHECK(store.counters().evicted == 3);
+}
+
+// Regression (issue 28, attack 4): 20 uploads stopped one byte short held 1.3 GB of ".part"
+// files against a 40 MB bound, in no metric.
+TEST_CASE("capture store: uploads in flight reserve their size against the bound") {
+  const std::string root = TempDir();
+  CaptureStore store({.root = root, .max_total_bytes = 40000, .max_uploads_per_node = 100});
+  REQUIRE(store.Open().ok());
+  const std::string whole = Payload(15000);
+  int admitted = 0, refused = 0;
+  for (int r = 0; r < 20; ++r) {
+    const auto ack = store.Accept(
+        MakeChunk(CaptureFileNameFor(r, 100), whole, 0, whole.size() - 1, "jobX"));  // 1 short
+    if (ack.ok()) {
+      ++admitted;
+    } else {
+      CHECK(absl::IsUnavailable(ack.status()));  // sent again later, not refused for good
+      CHECK_THAT(std::string(ack.status().message()), Catch::Contains("no room"));
+      ++refused;
+    }
+  }
+  CHECK(admitted == 2);  // 2 x 15000 reserved; a third would pass 40000
+  CHECK(refused == 18);
+  const CaptureStore::Counters c = store.counters();
+  CHECK(c.partial_uploads == 2);
+  CHECK(c.partial_bytes == 2 * 14999);
+  CHECK(c.refused_busy == 18);
+  // A file larger than the whole bound is refused for good.
+  const std::string huge = Payload(50000);
+  const auto big = store.Accept(MakeChunk(CaptureFileNameFor(30, 100), huge, 0, 1000, "jobY"));
+  CHECK(absl::IsResourceExhausted(big.status()));
+  // A restarted store finds the uploads in flight and still counts them.
+  CaptureStore again({.root = root, .max_total_bytes = 40000, .max_uploads_per_node = 100});
+  REQUIRE(again.Open().ok());
+  CHECK(again.counters().partial_uploads == 2);
+  CHECK(!again.Accept(MakeChunk(CaptureFileNameFor(40, 100), whole, 0, 100, "jobZ")).ok());
+  // Finishing an upload frees nothing it did not hold; abandoning them frees the room.
+  CHECK(again.RemoveAbandonedUploads(::time(nullptr) + 7200) == 2);
+  CHECK(again.counters().partial_uploads == 0);
+  CHECK(again.Accept(MakeChunk(CaptureFileNameFor(40, 100), whole, 0, 100, "jobZ")).ok());
+}
+
+TEST_CASE("capture store: at most so many uploads in flight per node and per job") {
+  CaptureStore store({.root = TempDir(), .max_uploads_per_job = 3, .max_uploads_per_node = 2});
+  REQUIRE(store.Open().ok());
+  const std::string whole = Payload(1000);
+  auto start = [&](int rank, const std::string& job, const std::string& node) {
+    v1::CaptureChunk c = MakeChunk(CaptureFileNameFor(rank, 100), whole, 0, 10, job);
+    c.set_node(node);
+    return store.Accept(c).status();
+  };
+  CHECK(start(0, "jobA", "n1").ok());
+  CHECK(start(1, "jobA", "n1").ok());
+  const absl::Status third = start(2, "jobA", "n1");
+  CHECK(absl::IsUnavailable(third));
+  CHECK_THAT(std::string(third.message()), Catch::Contains("node n1 has 2 uploads in flight"));
+  CHECK(start(2, "jobA", "n2").ok());  // another node
+  const absl::Status fourth = start(3, "jobA", "n3");
+  CHECK(absl::IsUnavailable(fourth));
+  CHECK_THAT(std::string(fourth.message()), Catch::Contains("job jobA has 3 uploads in flight"));
+  CHECK(start(0, "jobB", "n3").ok());  // another job
+  // The uploads admitted go on.
+  v1::CaptureChunk rest = MakeChunk(CaptureFileNameFor(0, 100), whole, 10, 990, "jobA");
+  rest.set_node("n1");
+  const auto done = store.Accept(rest);
+  REQUIRE(done.ok());
+  CHECK(done->complete());
+  CHECK(start(2, "jobA", "n1").ok());  // room again on n1
+}
+
+// Regression (issue 28, attack 4): 60 tiny uploads for a made-up job deleted every other job's
+// stored traces, the evidence of real verdicts included.
+TEST_CASE("capture store: a noisy job evicts its own files, never another job's evidence") {
+  CaptureStore store(
+      {.root = TempDir(), .max_total_bytes = 100000, .max_files = 20, .max_job_files = 5});
+  REQUIRE(store.Open().ok());
+  const std::string evidence = Payload(20000);
+  for (int r = 0; r < 3; ++r) {
+    REQUIRE(store.Accept(MakeChunk(CaptureFileNameFor(r, 100), evidence, 0, evidence.size(),
+                                   "realjob")).ok());
+  }
+  const std::string tiny = Payload(100);
+  for (int r = 0; r < 60; ++r) {
+    REQUIRE(store.Accept(MakeChunk(CaptureFileNameFor(r, 5), tiny, 0, tiny.size(), "noisy")).ok());
+  }
+  CHECK(store.Files("realjob").size() == 3);  // untouched
+  CHECK(store.Files("noisy").size() == 5);    // its own bound
+  // At the store's byte bound, the job holding the most gives way first.
+  const std::string big = Payload(30000);
+  REQUIRE(store.Accept(MakeChunk(CaptureFileNameFor(0, 7), big, 0, big.size(), "other")).ok());
+  REQUIRE(store.Accept(MakeChunk(CaptureFileNameFor(1, 7), big, 0, big.size(), "other")).ok());
+  CHECK(store.Files("noisy").size() == 5);
+  CHECK(store.Files("other").size() == 2);
+  CHECK(store.Files("realjob").size() == 1);  // 60000 + 500 + 60000 > 100000: the biggest
+}
+
+TEST_CASE("capture store: only files of captures the coordinator asked are taken") {
+  CaptureStore store({.root = TempDir()});
+  REQUIRE(store.Open().ok());
+  store.SetExpected([](const std::string& job, int32_t rank, int64_t first_step) {
+    return job == "job1" && rank == 2 && first_step == 100;
+  });
+  const std::string whole = Payload(500);
+  CHECK(store.Accept(MakeChunk(CaptureFileNameFor(2, 100), whole, 0, whole.size())).ok());
+  for (const auto& [rank, step, job] : std::vector<std::tuple<int, int, std::string>>{
+           {3, 100, "job1"}, {2, 101, "job1"}, {2, 100, "madeup"}}) {
+    const auto ack = store.Accept(MakeChunk(CaptureFileNameFor(rank, step), whole, 0, 10, job));
+    CHECK(absl::IsPermissionDenied(ack.status()));
+    CHECK_THAT(std::string(ack.status().message()), Catch::Contains("asked no capture"));
+  }
+  CHECK(store.counters().refused_not_asked == 3);
+  CHECK(store.Files("").size() == 1);
 }
 
 }  // namespace
