@@ -26,8 +26,11 @@ void WriteMarker(int dir_fd, const std::string& name, const std::string& text) {
 }
 
 // Codes after which sending the same file again cannot succeed.
+// (PermissionDenied: the coordinator asked no such capture.)
 bool Final(absl::StatusCode code) {
-  return code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kResourceExhausted;
+  return code == absl::StatusCode::kInvalidArgument ||
+         code == absl::StatusCode::kResourceExhausted ||
+         code == absl::StatusCode::kPermissionDenied;
 }
 
 }  // namespace
