@@ -23,6 +23,7 @@
 #include "daemon/captures/capture_store.h"
 #include "daemon/captures/capture_trigger.h"
 #include "daemon/captures/capture_upload_service.h"
+#include "daemon/common/access_tokens.h"
 #include "daemon/common/command_line.h"
 #include "daemon/common/descriptor_limit.h"
 #include "daemon/common/grpc_security.h"
@@ -108,6 +109,10 @@ int main(int argc, char** argv) {
                  "\"all_reduce:grad_sync|backward,all_gather:forward\"; default: any collective "
                  "in any sync or mixed stage (docs/probe.md)");
   app.add_option("--token-file", token_file, "require this shared token from every client");
+  std::string token_scopes_file;
+  app.add_option("--token-scopes-file", token_scopes_file,
+                 "narrower tokens for sfctl and the web view, a line each: \"read TOKEN\", "
+                 "\"control TOKEN\" or \"job:JOB TOKEN\" (docs/operations.md, Security)");
   app.add_option("--tls-cert", tls.cert, "serve TLS with this PEM certificate");
   app.add_option("--tls-key", tls.key, "PEM private key of --tls-cert");
   app.add_option("--tls-client-ca", tls.ca, "require client certificates signed by this CA");
@@ -206,6 +211,21 @@ int main(int argc, char** argv) {
                  "drops its own oldest files, never another job's")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30))
       ->capture_default_str();
+  SelfTestLimits selftest_limits;
+  app.add_option("--selftest-max-running", selftest_limits.max_running,
+                 "self-tests running at once on this coordinator (one per job at most)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app.add_option("--selftest-steps-per-hour", selftest_limits.max_steps_per_hour,
+                 "delayed steps self-tests may ask of one job per hour")
+      ->check(CLI::Range(int64_t{1}, int64_t{1'000'000}))
+      ->capture_default_str();
+  int64_t selftest_lease_s = selftest_limits.lease_ns / 1'000'000'000;
+  app.add_option("--selftest-lease-s", selftest_lease_s,
+                 "cancel a running self-test when nobody asked for its result this long (its "
+                 "sfctl went away)")
+      ->check(CLI::Range(int64_t{1}, int64_t{3600}))
+      ->capture_default_str();
   FleetBaselineOptions fleet_options;
   app.add_option("--sweep-max-drop", fleet_options.max_drop,
                  "a node-sweep figure fails when it lies this fraction (and 4 robust SDs) below "
@@ -230,6 +250,11 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::string> token = ReadTokenFile(token_file);
   if (!token.ok()) {
     spdlog::error("{}", std::string(token.status().message()));
+    return 2;
+  }
+  absl::StatusOr<AccessTokens> access = AccessTokens::Load(*token, token_scopes_file);
+  if (!access.ok()) {
+    spdlog::error("{}", std::string(access.status().message()));
     return 2;
   }
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ServerCredentials(tls);
@@ -335,13 +360,15 @@ int main(int argc, char** argv) {
     exposer->RegisterCollectable(metrics.registry());
   }
 
-  SelfTestBook self_tests;
+  selftest_limits.lease_ns = selftest_lease_s * 1'000'000'000;
+  SelfTestBook self_tests(selftest_limits);
   IngestService ingest(
       &jobs, &sessions, &metrics, *token, limits,
       [](const std::string& line) { spdlog::info("{}", line); }, &self_tests);
   ingest.SetNodeLedger(ledger->get());
   ingest.SetCaptureAnswerObserver(&capture_trigger);
   QueryService query(&jobs, &sessions, &metrics, *token, &self_tests, ledger->get(), fleet->get());
+  query.SetAccessTokens(*std::move(access));
   query.SetCaptureTrigger(&capture_trigger, captures);
   // Capture files the sidecars send (with or without --captures: captures asked by hand too).
   store_options.root = data_dir + "/captures";
@@ -465,6 +492,7 @@ int main(int argc, char** argv) {
         capture_metrics.Update(capture_trigger.counters(), capture_store.counters(),
                                capture_reports.counters());
         if (web != nullptr) web_metrics.Update(web->counters());
+        query.ExpireSelfTests();  // self-tests whose client went away stop delaying the job
         nodes_shown_ns = now;
       }
       if (now - uploads_swept_ns >= 60'000'000'000) {  // uploads their sidecar gave up

@@ -34,7 +34,7 @@ QueryService::QueryService(JobRegistry* jobs, SidecarSessions* sessions,
     : jobs_(jobs),
       sessions_(sessions),
       metrics_(metrics),
-      token_(std::move(token)),
+      tokens_(AccessTokens::SharedOnly(std::move(token))),
       self_tests_(self_tests),
       nodes_(nodes),
       fleet_(fleet),
@@ -42,16 +42,20 @@ QueryService::QueryService(JobRegistry* jobs, SidecarSessions* sessions,
 
 void QueryService::Shutdown() { watchers_.Shutdown(); }
 
-grpc::Status QueryService::Authorize(const grpc::ServerContextBase& context) {
-  if (TokenMatches(context, token_)) return grpc::Status::OK;
-  metrics_->unauthenticated().Increment();
-  return grpc::Status(grpc::UNAUTHENTICATED, "missing or wrong token (authorization: Bearer ...)");
+grpc::Status QueryService::Authorize(const grpc::ServerContextBase& context, Access need,
+                                     const std::string& job) {
+  grpc::Status s = tokens_.Check(context, need, job);
+  if (s.error_code() == grpc::UNAUTHENTICATED) metrics_->unauthenticated().Increment();
+  return s;
 }
 
 grpc::Status QueryService::Lookup(const grpc::ServerContextBase& context, const std::string& job,
-                                  std::shared_ptr<JobState>* out) {
-  if (grpc::Status s = Authorize(context); !s.ok()) return s;
-  if (job.empty()) return grpc::Status(grpc::INVALID_ARGUMENT, "no job named (--job)");
+                                  std::shared_ptr<JobState>* out, Access need) {
+  if (job.empty()) {
+    if (grpc::Status s = Authorize(context); !s.ok()) return s;
+    return grpc::Status(grpc::INVALID_ARGUMENT, "no job named (--job)");
+  }
+  if (grpc::Status s = Authorize(context, need, job); !s.ok()) return s;
   *out = jobs_->Find(job);
   if (!*out) {
     return grpc::Status(grpc::NOT_FOUND, absl::StrCat("unknown job \"", job, "\""));
@@ -61,8 +65,13 @@ grpc::Status QueryService::Lookup(const grpc::ServerContextBase& context, const 
 
 grpc::Status QueryService::ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest*,
                                     v1::ListJobsReply* reply) {
-  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
-  for (const auto& job : jobs_->All()) job->Info(reply->add_jobs());
+  // (PERMISSION_DENIED on no one job: a job's token, which lists its own job only.)
+  if (grpc::Status s = Authorize(*context); !s.ok() && s.error_code() != grpc::PERMISSION_DENIED) {
+    return s;
+  }
+  for (const auto& job : jobs_->All()) {
+    if (tokens_.MaySee(*context, job->name())) job->Info(reply->add_jobs());
+  }
   return grpc::Status::OK;
 }
 
@@ -113,13 +122,36 @@ grpc::Status QueryService::GetHealth(grpc::ServerContext* context,
   std::shared_ptr<JobState> job;
   if (grpc::Status s = Lookup(*context, request->job(), &job); !s.ok()) return s;
   job->Health(reply);
+  if (self_tests_ != nullptr) {
+    const SelfTestLoad load =
+        self_tests_->Load(job->name(), job->NewestStep(), shm::MonotonicNowNs());
+    v1::SelfTestLoad* l = reply->mutable_selftests();
+    l->set_running(load.running);
+    l->set_running_all(load.running_all);
+    l->set_steps_last_hour(load.steps_last_hour);
+    l->set_max_running_per_job(load.limits.max_running_per_job);
+    l->set_max_running(load.limits.max_running);
+    l->set_max_steps_per_hour(load.limits.max_steps_per_hour);
+  }
   return grpc::Status::OK;
+}
+
+void QueryService::ExpireSelfTests() {
+  if (self_tests_ == nullptr) return;
+  const std::vector<v1::ControlRequest> stops =
+      self_tests_->ExpireLeases(shm::MonotonicNowNs(), [this](const std::string& name) {
+        const std::shared_ptr<JobState> job = jobs_->Find(name);
+        return job != nullptr ? job->NewestStep() : int64_t{-1};
+      });
+  for (const v1::ControlRequest& stop : stops) sessions_->Send(stop);
 }
 
 grpc::Status QueryService::Control(grpc::ServerContext* context, const v1::ControlCommand* request,
                                    v1::ControlReply* reply) {
   std::shared_ptr<JobState> job;
-  if (grpc::Status s = Lookup(*context, request->job(), &job); !s.ok()) return s;
+  if (grpc::Status s = Lookup(*context, request->job(), &job, Access::kControl); !s.ok()) {
+    return s;
+  }
   const uint64_t id = next_request_id_++;
   reply->set_request_id(id);
   switch (request->action_case()) {
@@ -213,6 +245,16 @@ grpc::Status QueryService::StartSelfTest(const JobState& job, const v1::SelfTest
   if (self_tests_ == nullptr) {
     return grpc::Status(grpc::UNIMPLEMENTED, "this coordinator does not run self-tests");
   }
+  if (command.cancel_id() != 0) {
+    absl::StatusOr<v1::ControlRequest> stop = self_tests_->Cancel(
+        job.name(), command.cancel_id(), job.NewestStep(), "cancelled by sfctl selftest --cancel");
+    if (!stop.ok()) return ToGrpcStatus(stop.status());
+    const int reached = sessions_->Send(*stop);
+    reply->set_request_id(command.cancel_id());
+    reply->set_message(absl::StrCat("self-test ", command.cancel_id(), " of job ", job.name(),
+                                    " cancelled; told ", reached, " sidecar(s)"));
+    return grpc::Status::OK;
+  }
   SelfTestJobFacts facts;
   facts.job = job.name();
   facts.world_size = job.world_size();
@@ -232,7 +274,7 @@ grpc::Status QueryService::StartSelfTest(const JobState& job, const v1::SelfTest
   c.set_paused(job_wide.paused());
   c.set_sample_every(job_wide.sample_every());
   if (sessions_->Send(c) == 0) {
-    self_tests_->Cancel(job.name(), id);
+    self_tests_->Forget(job.name(), id);
     return NoSidecar(job, command.rank());
   }
   reply->set_message(absl::StrCat("self-test ", id, ": asked rank ", command.rank(), " to add ",
@@ -250,6 +292,8 @@ grpc::Status QueryService::GetSelfTests(grpc::ServerContext* context,
   if (self_tests_ == nullptr) {
     return grpc::Status(grpc::UNIMPLEMENTED, "this coordinator does not run self-tests");
   }
+  // Asking for one self-test's result keeps it alive (ExpireSelfTests).
+  if (request->id() != 0) self_tests_->Renew(job->name(), request->id(), shm::MonotonicNowNs());
   const std::vector<v1::VerdictEvent> verdicts = job->VerdictsAfter(0);
   return ToGrpcStatus(
       self_tests_->Report(job->name(), request->id(), verdicts, shm::MonotonicNowNs(), reply));
@@ -292,7 +336,7 @@ grpc::Status QueryService::ListCaptures(grpc::ServerContext* context,
 grpc::Status QueryService::GetCaptureReport(grpc::ServerContext* context,
                                             const v1::GetCaptureReportRequest* request,
                                             v1::GetCaptureReportReply* reply) {
-  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
+  if (grpc::Status s = Authorize(*context, Access::kRead, request->job()); !s.ok()) return s;
   if (capture_reports_ == nullptr) {
     return grpc::Status(grpc::UNIMPLEMENTED, "this coordinator keeps no captures");
   }
@@ -318,7 +362,9 @@ grpc::Status QueryService::GetCaptureReport(grpc::ServerContext* context,
 
 grpc::ServerWriteReactor<v1::CaptureFileChunk>* QueryService::FetchCapture(
     grpc::CallbackServerContext* context, const v1::FetchCaptureRequest* request) {
-  if (grpc::Status s = Authorize(*context); !s.ok()) return CaptureFileStream::Refuse(s);
+  if (grpc::Status s = Authorize(*context, Access::kRead, request->job()); !s.ok()) {
+    return CaptureFileStream::Refuse(s);
+  }
   if (capture_store_ == nullptr) {
     return CaptureFileStream::Refuse(
         grpc::Status(grpc::UNIMPLEMENTED, "this coordinator keeps no captures"));
@@ -345,7 +391,8 @@ grpc::Status QueryService::ListNodes(grpc::ServerContext* context,
 
 grpc::Status QueryService::ReportSweep(grpc::ServerContext* context, const v1::SweepReport* request,
                                        v1::SweepJudgement* reply) {
-  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
+  // A node's sweep figures move the fleet's baseline: not for read tokens.
+  if (grpc::Status s = Authorize(*context, Access::kControl); !s.ok()) return s;
   if (fleet_ == nullptr) {
     return grpc::Status(grpc::UNIMPLEMENTED, "this coordinator keeps no fleet baseline");
   }

@@ -18,6 +18,7 @@
 #include "daemon/captures/capture_reports.h"
 #include "daemon/captures/capture_store.h"
 #include "daemon/captures/capture_trigger.h"
+#include "daemon/common/access_tokens.h"
 #include "daemon/coordinator/job_registry.h"
 #include "daemon/coordinator/self_tests.h"
 #include "daemon/coordinator/sidecar_sessions.h"
@@ -85,22 +86,30 @@ class QueryService final : public v1::Query::WithCallbackMethod_WatchVerdicts<
   // the server shuts down.
   void Shutdown();
 
+  // Cancels the running self-tests whose lease ran out (SelfTestLimits::lease_ns) and tells
+  // their ranks' stubs to stop. The coordinator calls it every second.
+  void ExpireSelfTests();
+  // Narrower tokens beside the shared one (access_tokens.h). Set before serving.
+  void SetAccessTokens(AccessTokens tokens) { tokens_ = std::move(tokens); }
+
   // Live WatchVerdicts streams (held_only ones not counted).
   size_t live_watches() const { return watchers_.live(); }
 
  private:
   grpc::Status StartSelfTest(const JobState& job, const v1::SelfTestCommand& command, uint64_t id,
                              v1::ControlReply* reply);
-  // UNAUTHENTICATED (counted) unless the call carries the token.
-  grpc::Status Authorize(const grpc::ServerContextBase& context);
-  // Checks the token and finds the job: UNAUTHENTICATED, NOT_FOUND otherwise.
+  // OK when the call's token may do `need` on `job` ("": on no one job); UNAUTHENTICATED
+  // (counted) or PERMISSION_DENIED otherwise (AccessTokens::Check).
+  grpc::Status Authorize(const grpc::ServerContextBase& context, Access need = Access::kRead,
+                         const std::string& job = "");
+  // Authorizes `need` on the job and finds it: as Authorize, then NOT_FOUND.
   grpc::Status Lookup(const grpc::ServerContextBase& context, const std::string& job,
-                      std::shared_ptr<JobState>* out);
+                      std::shared_ptr<JobState>* out, Access need = Access::kRead);
 
   JobRegistry* jobs_;
   SidecarSessions* sessions_;
   CoordinatorMetrics* metrics_;
-  std::string token_;
+  AccessTokens tokens_;
   SelfTestBook* self_tests_;
   const NodeLedger* nodes_;
   FleetBaseline* fleet_;

@@ -70,7 +70,31 @@ absl::StatusOr<v1::ControlRequest> SelfTestBook::Start(const SelfTestJobFacts& j
     lead = limits_.min_lead_steps;
     if (job.step_ns > 0) lead = std::max(lead, (limits_.lead_ns + job.step_ns - 1) / job.step_ns);
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  newest_step_[job.job] = job.newest_step;
+  if (const int n = RunningLocked(job.job, job.newest_step); n >= limits_.max_running_per_job) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "job ", job.job, " has ", n, " self-test", n == 1 ? "" : "s",
+        " running already (at most ", limits_.max_running_per_job,
+        " at a time): wait for it, or cancel it with sfctl selftest --cancel ID"));
+  }
+  if (const int n = RunningLocked("", -1); n >= limits_.max_running) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        n, " self-tests are running on this coordinator already (at most ", limits_.max_running,
+        " at a time)"));
+  }
+  int64_t hour_steps = 0;
+  for (const Test& old : tests_[job.job]) {
+    if (now_ns - old.started_ns < 3'600'000'000'000) hour_steps += DelayedSteps(old);
+  }
+  if (hour_steps + command.steps() > limits_.max_steps_per_hour) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "job ", job.job, " had ", hour_steps, " delayed steps asked in the last hour; ",
+        command.steps(), " more would pass its budget of ", limits_.max_steps_per_hour,
+        " an hour"));
+  }
   Test t;
+  t.renewed_ns = now_ns;
   v1::SelfTestReport& r = t.report;
   r.set_id(id);
   r.set_rank(command.rank());
@@ -92,18 +116,119 @@ absl::StatusOr<v1::ControlRequest> SelfTestBook::Start(const SelfTestJobFacts& j
   req.set_selftest_last_step(r.last_step());
   req.set_sets(shm::kControlSetsSelfTest);  // a capture of the rank stays
 
-  std::lock_guard<std::mutex> lock(mu_);
   std::vector<Test>& tests = tests_[job.job];
   tests.push_back(std::move(t));
   if (tests.size() > limits_.kept_per_job) tests.erase(tests.begin());
   return req;
 }
 
-void SelfTestBook::Cancel(const std::string& job, uint64_t id) {
+void SelfTestBook::Forget(const std::string& job, uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = tests_.find(job);
   if (it == tests_.end()) return;
   std::erase_if(it->second, [&](const Test& t) { return t.report.id() == id; });
+}
+
+int64_t SelfTestBook::DelayedSteps(const Test& t) {
+  const int64_t last =
+      t.cancelled.empty() ? t.report.last_step() : std::min(t.report.last_step(), t.cancel_step);
+  return std::max<int64_t>(0, last - t.report.first_step() + 1);
+}
+
+bool SelfTestBook::Running(const Test& t, int64_t newest_step) {
+  return t.cancelled.empty() && t.stub_state != shm::v1::kSelfTestNotAllowed &&
+         t.stub_state != shm::v1::kSelfTestBadRequest && newest_step <= t.report.last_step();
+}
+
+int SelfTestBook::RunningLocked(const std::string& job, int64_t newest_step) const {
+  int n = 0;
+  for (const auto& [name, tests] : tests_) {
+    if (!job.empty() && name != job) continue;
+    const auto newest = newest_step_.find(name);
+    const int64_t step = !job.empty() ? newest_step : newest != newest_step_.end() ? newest->second : -1;
+    for (const Test& t : tests) n += Running(t, step) ? 1 : 0;
+  }
+  return n;
+}
+
+v1::ControlRequest SelfTestBook::StopRequest(const std::string& job, const Test& t) {
+  // A self-test request with no delay: the stub stops delaying (ingest.proto).
+  v1::ControlRequest req;
+  req.set_request_id(t.report.id());
+  req.set_job(job);
+  req.set_rank(t.report.rank());
+  req.set_trace_first_step(0);
+  req.set_trace_last_step(-1);
+  req.set_selftest_delay_us(0);
+  req.set_selftest_first_step(t.report.first_step());
+  req.set_selftest_last_step(t.report.last_step());
+  req.set_sets(shm::kControlSetsSelfTest);
+  return req;
+}
+
+absl::StatusOr<v1::ControlRequest> SelfTestBook::Cancel(const std::string& job, uint64_t id,
+                                                        int64_t newest_step,
+                                                        const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  newest_step_[job] = newest_step;
+  auto it = tests_.find(job);
+  Test* t = nullptr;
+  if (it != tests_.end()) {
+    for (Test& x : it->second) {
+      if (x.report.id() == id) t = &x;
+    }
+  }
+  if (t == nullptr) return absl::NotFoundError(absl::StrCat("job ", job, " has no self-test ", id));
+  if (!Running(*t, newest_step)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("self-test ", id, " of job ", job, " is not running"));
+  }
+  t->cancelled = why;
+  t->cancel_step = newest_step;
+  return StopRequest(job, *t);
+}
+
+std::vector<v1::ControlRequest> SelfTestBook::ExpireLeases(
+    int64_t now_ns, const std::function<int64_t(const std::string& job)>& newest_step) {
+  std::vector<v1::ControlRequest> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [job, tests] : tests_) {
+    const int64_t step = newest_step(job);
+    newest_step_[job] = step;
+    for (Test& t : tests) {
+      if (!Running(t, step) || now_ns - t.renewed_ns < limits_.lease_ns) continue;
+      t.cancelled = absl::StrCat("nobody asked for its result for ",
+                                 limits_.lease_ns / 1'000'000'000,
+                                 " s: the client that started it went away");
+      t.cancel_step = step;
+      out.push_back(StopRequest(job, t));
+    }
+  }
+  return out;
+}
+
+void SelfTestBook::Renew(const std::string& job, uint64_t id, int64_t now_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tests_.find(job);
+  if (it == tests_.end()) return;
+  for (Test& t : it->second) {
+    if (t.report.id() == id) t.renewed_ns = now_ns;
+  }
+}
+
+SelfTestLoad SelfTestBook::Load(const std::string& job, int64_t newest_step,
+                                int64_t now_ns) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  SelfTestLoad load;
+  load.limits = limits_;
+  load.running = RunningLocked(job, newest_step);
+  load.running_all = RunningLocked("", -1);
+  if (auto it = tests_.find(job); it != tests_.end()) {
+    for (const Test& t : it->second) {
+      if (now_ns - t.started_ns < 3'600'000'000'000) load.steps_last_hour += DelayedSteps(t);
+    }
+  }
+  return load;
 }
 
 void SelfTestBook::OnStubAnswer(const std::string& job, const v1::SlotHealth& health) {
@@ -154,6 +279,11 @@ void SelfTestBook::Judge(const Test& t, const std::vector<v1::VerdictEvent>& ver
   *out = t.report;
   out->set_steps_done(t.steps_done);
   out->set_steps_marked(t.steps_marked);
+  if (!t.cancelled.empty()) {
+    out->set_state("cancelled");
+    out->set_detail(t.cancelled);
+    return;
+  }
   switch (t.stub_state) {
     case shm::v1::kSelfTestNone:
       if (now_ns - t.started_ns > limits_.answer_timeout_ns) {

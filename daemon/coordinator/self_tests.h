@@ -18,6 +18,7 @@
 #define STAGEFRONTIER_DAEMON_COORDINATOR_SELF_TESTS_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -48,6 +49,22 @@ struct SelfTestLimits {
   // A request the stub has not answered by then is reported "unanswered".
   int64_t answer_timeout_ns = 30'000'000'000;
   size_t kept_per_job = 256;  // the oldest self-tests of a job are forgotten beyond this
+  // A self-test slows a live job: at most this many run at once in a job and in all jobs, and
+  // a job gets at most this many delayed steps an hour.
+  int max_running_per_job = 1;
+  int max_running = 4;
+  int64_t max_steps_per_hour = 2000;
+  // A running self-test whose result nobody asked for (GetSelfTests with its id) this long is
+  // cancelled: the client that started it went away (sfctl polls every second).
+  int64_t lease_ns = 30'000'000'000;
+};
+
+// What running self-tests cost a job now, for sfctl health.
+struct SelfTestLoad {
+  int running = 0;               // in the job
+  int running_all = 0;           // in every job
+  int64_t steps_last_hour = 0;   // delayed steps asked in the last hour
+  SelfTestLimits limits;
 };
 
 class SelfTestBook {
@@ -57,12 +74,27 @@ class SelfTestBook {
   // Records a new self-test `id` and returns the control request to send to the sidecar of
   // the rank. InvalidArgument (naming the value and the allowed range) for a rank outside the
   // world, an unknown stage (the message lists the schema's stages), a delay or step count
-  // outside 1..limit; FailedPrecondition before the job has reported any step.
+  // outside 1..limit; FailedPrecondition before the job has reported any step;
+  // ResourceExhausted when max_running_per_job or max_running self-tests run already, or
+  // the job's hourly budget of delayed steps would be passed.
   [[nodiscard]] absl::StatusOr<v1::ControlRequest> Start(const SelfTestJobFacts& job,
                                                          const v1::SelfTestCommand& command,
                                                          uint64_t id, int64_t now_ns);
   // Forgets self-test `id` of `job` (its request reached no sidecar).
-  void Cancel(const std::string& job, uint64_t id);
+  void Forget(const std::string& job, uint64_t id);
+  // Cancels running self-test `id` of `job` (its report says `why`) and returns the request
+  // that makes the rank's stub stop delaying. NotFound for an unknown id, FailedPrecondition
+  // for one that is not running.
+  [[nodiscard]] absl::StatusOr<v1::ControlRequest> Cancel(const std::string& job, uint64_t id,
+                                                          int64_t newest_step,
+                                                          const std::string& why);
+  // Cancels the running self-tests whose lease ran out (see SelfTestLimits::lease_ns); returns
+  // the requests to send. `newest_step` gives each job's newest step.
+  std::vector<v1::ControlRequest> ExpireLeases(
+      int64_t now_ns, const std::function<int64_t(const std::string& job)>& newest_step);
+  // Someone asked for self-test `id`'s result now: its lease is renewed.
+  void Renew(const std::string& job, uint64_t id, int64_t now_ns);
+  SelfTestLoad Load(const std::string& job, int64_t newest_step, int64_t now_ns) const;
   // A sidecar's health report of one slot: the stub's answer to the latest request, if any.
   void OnStubAnswer(const std::string& job, const v1::SlotHealth& health);
   // `n` records marked kRecordSelfTestDelay arrived from (job, rank).
@@ -81,13 +113,23 @@ class SelfTestBook {
     uint32_t stub_state = 0;  // v1::SelfTestState from the stub, 0 before its answer
     uint32_t steps_done = 0;
     uint32_t steps_marked = 0;
+    int64_t renewed_ns = 0;  // the lease (Renew)
+    std::string cancelled;   // why, once cancelled
+    int64_t cancel_step = 0;  // the job's newest step when it was cancelled
   };
+  // The steps `t` delays: all it asked for, or those before its cancellation.
+  static int64_t DelayedSteps(const Test& t);
+  // Whether `t` may still delay steps: not cancelled or refused, its last step not yet past.
+  static bool Running(const Test& t, int64_t newest_step);
+  static v1::ControlRequest StopRequest(const std::string& job, const Test& t);
+  int RunningLocked(const std::string& job, int64_t newest_step) const;  // "" : every job
   void Judge(const Test& t, const std::vector<v1::VerdictEvent>& verdicts, int64_t now_ns,
              v1::SelfTestReport* out) const;
 
   const SelfTestLimits limits_;
   mutable std::mutex mu_;
   std::map<std::string, std::vector<Test>> tests_;  // by job, oldest first
+  std::map<std::string, int64_t> newest_step_;        // by job, as last seen by Start/Cancel
 };
 
 // "CLEAR data rank 3 (steps 51..100)": one line for a window, as self-test reports list them.

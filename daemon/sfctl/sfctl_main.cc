@@ -143,6 +143,9 @@ int main(int argc, char** argv) {
   selftest->add_flag("--sweep", st.sweep, "probe several stages and ranks; print the rates");
   selftest->add_option("--ranks", st_ranks, "sweep: ranks, comma-separated (default 0,mid,last)");
   selftest->add_option("--stages", st_stages, "sweep: stages, comma-separated (default non-sync)");
+  selftest->add_option("--cancel", st.cancel_id,
+                       "cancel self-test ID of the job (its rank stops delaying at once)");
+  selftest->add_flag("--list", st.list, "list the job's self-tests and their states");
   ExportOptions ex;
   std::string ex_ranks;
   auto* export_cmd = app.add_subcommand(
@@ -171,7 +174,7 @@ int main(int argc, char** argv) {
   if (selftest->parsed()) {
     st.json = c.json;
     st.call_timeout_s = c.timeout_s;
-    if (!st.sweep && (st.rank < 0 || st.stage.empty())) {
+    if (st.cancel_id == 0 && !st.list && !st.sweep && (st.rank < 0 || st.stage.empty())) {
       std::cerr << "sfctl: selftest wants --rank and --stage (or --sweep)\n";
       return 2;
     }

@@ -1,7 +1,9 @@
 #include "daemon/sfctl/sfctl_selftest.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -28,6 +30,23 @@ std::unique_ptr<grpc::ClientContext> Context(const std::string& token, int timeo
   return ctx;
 }
 
+constexpr int kInterrupted = 130;
+
+// Set by SIGINT / SIGTERM while a probe runs: the probe is cancelled, then sfctl exits.
+std::atomic<int> interrupted{0};
+void OnInterrupt(int sig) { interrupted.store(sig); }
+
+// Stops self-test `id` (best effort: the coordinator cancels it anyway once nobody asks).
+void CancelProbe(v1::Query::Stub& stub, const std::string& token, const SelfTestOptions& o,
+                 uint64_t id, std::ostream& out) {
+  v1::ControlCommand cmd;
+  cmd.set_job(o.job);
+  cmd.mutable_selftest()->set_cancel_id(id);
+  v1::ControlReply reply;
+  const grpc::Status s = stub.Control(Context(token, o.call_timeout_s).get(), cmd, &reply);
+  if (!o.json) out << (s.ok() ? reply.message() : "cancel: " + s.error_message()) << "\n";
+}
+
 int Failed(const grpc::Status& s) {
   std::cerr << "sfctl: " << s.error_message() << "\n";
   return s.error_code() == grpc::UNAVAILABLE || s.error_code() == grpc::DEADLINE_EXCEEDED
@@ -37,7 +56,7 @@ int Failed(const grpc::Status& s) {
 
 bool Terminal(const std::string& state) {
   return state == "found" || state == "found_ambiguous" || state == "missed" ||
-         state == "refused" || state == "unanswered";
+         state == "refused" || state == "unanswered" || state == "cancelled";
 }
 
 int Outcome(const std::string& state) {
@@ -76,13 +95,20 @@ int RunProbe(v1::Query::Stub& stub, const std::string& token, const SelfTestOpti
     }
     if (!r.tests().empty()) *report = r.tests(0);
     if (Terminal(report->state())) return Outcome(report->state());
+    if (interrupted.load() != 0) {
+      CancelProbe(stub, token, o, started.request_id(), out);
+      return kInterrupted;
+    }
     if (std::chrono::steady_clock::now() > give_up) {
+      CancelProbe(stub, token, o, started.request_id(), out);
       report->set_detail(absl::StrCat("gave up after ", o.wait_s, " s while ", report->state(),
                                       ": ", report->detail()));
       report->set_state("timed_out");
       return kNotRun;
     }
-    std::this_thread::sleep_for(std::chrono::seconds(1));
+    for (int i = 0; i < 10 && interrupted.load() == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
   }
 }
 
@@ -107,6 +133,37 @@ int RunSelfTest(v1::Query::Stub& stub, const std::string& token, const SelfTestO
   const std::string header =
       absl::StrFormat("%-4s %-6s %-16s %6s %22s %-16s %13s %-20s %s\n", "ID", "RANK", "STAGE", "MS",
                       "STEPS", "STATE", "MARKED/DONE", "MEASURED", "DETAIL");
+  if (o.list) {
+    v1::GetSelfTestsRequest req;
+    req.set_job(o.job);
+    v1::GetSelfTestsReply r;
+    if (grpc::Status s = stub.GetSelfTests(Context(token, o.call_timeout_s).get(), req, &r);
+        !s.ok()) {
+      return Failed(s);
+    }
+    if (o.json) {
+      out << ProtoToJson(r) << "\n";
+    } else {
+      out << header;
+      for (const v1::SelfTestReport& t : r.tests()) out << RenderSelfTest(t);
+    }
+    return kFound;
+  }
+  if (o.cancel_id != 0) {
+    v1::ControlCommand cmd;
+    cmd.set_job(o.job);
+    cmd.mutable_selftest()->set_cancel_id(o.cancel_id);
+    v1::ControlReply reply;
+    if (grpc::Status s = stub.Control(Context(token, o.call_timeout_s).get(), cmd, &reply);
+        !s.ok()) {
+      return Failed(s);
+    }
+    out << reply.message() << "\n";
+    return kFound;
+  }
+  // Interrupted while a probe runs: the probe is cancelled before sfctl exits.
+  std::signal(SIGINT, OnInterrupt);
+  std::signal(SIGTERM, OnInterrupt);
   if (!o.sweep) {
     v1::SelfTestReport report;
     const int rc = RunProbe(stub, token, o, o.rank, o.stage, o.lead_steps, out, &report);
@@ -147,7 +204,7 @@ int RunSelfTest(v1::Query::Stub& stub, const std::string& token, const SelfTestO
     for (int32_t rank : ranks) {
       v1::SelfTestReport r;
       const int rc = RunProbe(stub, token, o, rank, stage, lead, out, &r);
-      if (rc == kUnreachable) return rc;
+      if (rc == kUnreachable || rc == kInterrupted) return rc;
       if (r.id() == 0) {
         ++not_run;
         continue;

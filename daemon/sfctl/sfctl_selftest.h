@@ -34,9 +34,13 @@ struct SelfTestOptions {
   std::vector<std::string> stages;
   std::vector<int32_t> ranks;
   int call_timeout_s = 10;  // per gRPC call
+  uint64_t cancel_id = 0;   // not 0: cancel that self-test of the job instead
+  bool list = false;        // list the job's self-tests instead
 };
 
-// Runs one probe (or the sweep) and prints the outcome. Returns the exit status: 0 found
+// Runs one probe (or the sweep) and prints the outcome. A probe still running when sfctl is
+// interrupted (SIGINT, SIGTERM) or gives up waiting is cancelled first; a killed sfctl's probe
+// is cancelled by the coordinator when nobody asks for its result (30 s). Returns the exit status: 0 found
 // (every probe found and no false alarm for a sweep), 4 missed (or a false alarm), 1 a probe
 // could not run (refused by the stub or the coordinator, unanswered, timed out), 3 the
 // coordinator is unreachable.

@@ -53,6 +53,24 @@ grep -q 'stagefrontier_node_class{node="node1"} 2' <<<"$metrics" || sf_fail "nod
 grep -q 'stagefrontier_node_wasted_gpu_seconds{node="node1"}' <<<"$metrics" || sf_fail "gauge"
 grep -q 'stagefrontier_drain_hook_nodes{outcome="dry_run"} 1' <<<"$metrics" || sf_fail "drain gauge"
 
+# Regression (issue 28, attack 7): a second sidecar calling itself node1 while the real one is
+# connected is refused, counted, and never charged.
+echo "== an impostor sidecar claiming node1 is refused"
+mkdir -p "$SF_WORK/shm-impostor"
+"$SF_BIN/daemon/sidecar/stagefrontier-sidecar" --coordinator "$SF_COORD" --node node1 \
+  --shm-dir "$SF_WORK/shm-impostor" >"$SF_WORK/impostor.log" 2>&1 &
+impostor=$!
+for _ in $(seq 50); do grep -q "claimed node node1" "$SF_WORK/impostor.log" && break; sleep 0.2; done
+kill "$impostor" 2>/dev/null || true
+wait "$impostor" 2>/dev/null || true
+grep -q "claimed node node1 while sidecar node1/" "$SF_WORK/impostor.log" \
+  || sf_fail "impostor not refused: $(cat "$SF_WORK/impostor.log")"
+grep -q "claimed node node1 while sidecar node1/" "$SF_WORK/coordinator.log" \
+  || sf_fail "the refusal is not in the coordinator's log"
+metrics=$(sf_metrics 17352)
+grep -q '^stagefrontier_node_identity_conflicts_total [1-9]' <<<"$metrics" \
+  || sf_fail "conflict not counted"
+
 echo "== restart the coordinator: the ledger is kept, and replayed windows are not counted twice"
 before=$(jq -S -c '[.nodes[] | del(.ewma)]' <<<"$nodes")
 sf_stop_all

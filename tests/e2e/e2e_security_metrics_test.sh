@@ -120,4 +120,38 @@ done
   || sf_fail "top suspect rank gauge"
 [ "$(query 'stagefrontier_unauthenticated_requests_total' | jq -r '.data.result[0].value[1]')" -ge 1 ] \
   || sf_fail "the wrong token was not counted"
+
+# Issue 28, item 6: with client certificates, a sidecar's node name is its certificate's CN.
+echo "== mutual TLS: the node name must be the client certificate's"
+for cn in node7 node8; do
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=$cn" -keyout "$tls/$cn.key" \
+    -out "$tls/$cn.csr" 2>/dev/null
+  openssl x509 -req -in "$tls/$cn.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" \
+    -CAcreateserial -days 2 -out "$tls/$cn.pem" 2>/dev/null
+done
+mkdir -p "$SF_WORK/data-mtls" "$SF_WORK/shm-m1" "$SF_WORK/shm-m2"
+"$SF_BIN/daemon/coordinator/stagefrontier-coordinator" --listen 127.0.0.1:17345 \
+  --metrics-listen 127.0.0.1:17346 --data-dir "$SF_WORK/data-mtls" --tls-cert "$tls/server.pem" \
+  --tls-key "$tls/server.key" --tls-client-ca "$tls/ca.pem" --token-file "$tls/token" \
+  >"$SF_WORK/coordinator-mtls.log" 2>&1 &
+MTLS_PIDS=($!)
+sidecar_as() {  # sidecar_as NODE CERT SHM LOG
+  "$SF_BIN/daemon/sidecar/stagefrontier-sidecar" --coordinator 127.0.0.1:17345 --node "$1" \
+    --tls-ca "$tls/ca.pem" --tls-cert "$tls/$2.pem" --tls-key "$tls/$2.key" \
+    --token-file "$tls/token" --shm-dir "$SF_WORK/$3" >"$SF_WORK/$4" 2>&1 &
+  MTLS_PIDS+=($!)
+}
+sidecar_as node7 node7 shm-m1 sidecar-m1.log   # its own certificate
+sidecar_as node7 node8 shm-m2 sidecar-m2.log   # node8's certificate, claiming node7
+for _ in $(seq 50); do
+  grep -q "connected" "$SF_WORK/coordinator-mtls.log" &&
+    grep -q "not the client certificate" "$SF_WORK/sidecar-m2.log" && break
+  sleep 0.2
+done
+kill "${MTLS_PIDS[@]}" 2>/dev/null || true
+grep -q "sidecar node7 (node7/[0-9]*/[0-9a-f]*) connected" "$SF_WORK/coordinator-mtls.log" \
+  || sf_fail "node7 with its own certificate: $(cat "$SF_WORK/coordinator-mtls.log")"
+# (The sidecar's log escapes the quotes of the coordinator's message.)
+grep -q 'PERMISSION_DENIED: node name .*node7.* is not the client certificate.*(CN .*node8' \
+  "$SF_WORK/sidecar-m2.log" || sf_fail "node8's certificate as node7: $(cat "$SF_WORK/sidecar-m2.log")"
 echo "PASS"

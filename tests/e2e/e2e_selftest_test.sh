@@ -8,6 +8,15 @@ source deploy/demo/pipeline.sh
 sf_init "${TEST_TMPDIR:-$(mktemp -d)}/selftest" .
 trap 'sf_stop_all; kill ${SF_TRAINER_PIDS[@]:-} ${OTHER_PIDS[@]:-} 2>/dev/null || true' EXIT
 
+# bg_selftest FILE ARGS...: sfctl selftest ARGS in the background (the sfctl process itself,
+# not a subshell around it, so that signals reach it), its output in FILE; pid in $bg_pid.
+bg_selftest() {
+  local file=$1
+  shift
+  "$SF_BIN/daemon/sfctl/sfctl" --coordinator "$SF_COORD" selftest "$@" >"$file" 2>&1 &
+  bg_pid=$!
+}
+
 # selftest ARGS...: runs `sfctl --json selftest ARGS`; sets $out and its exit status $rc.
 selftest() {
   set +e
@@ -17,11 +26,11 @@ selftest() {
   echo "$out"
 }
 
-sf_start_coordinator 17361 17362 --window-steps 40 || sf_fail "coordinator"
+sf_start_coordinator 17361 17362 --window-steps 40 --selftest-lease-s 3 || sf_fail "coordinator"
 sf_start_sidecar node0
 # Job "allowed": 4 ranks that opted in, long enough for one probe and a small sweep.
 SF_TRAINER_ENV=(STAGEFRONTIER_ALLOW_SELFTEST=1)
-sf_spawn_trainers allowed 4 1 6000 --stage-ms data=2,forward=3,backward=4,optimizer=1
+sf_spawn_trainers allowed 4 1 9000 --stage-ms data=2,forward=3,backward=4,optimizer=1
 sf_wait_steps allowed 100 60 || sf_fail "job allowed never accounted"
 
 echo "== one probe: 25 ms on rank 2's data stage for 15 steps"
@@ -48,6 +57,60 @@ grep -q "self-test sweep of job allowed: detected [0-9]* of 4 probes" <<<"$sweep
 grep -q "false alarms: [0-9]* of [0-9]* windows without a delay" <<<"$sweep" \
   || sf_fail "no false-alarm count"
 [ $rc = 0 ] || [ $rc = 4 ] || sf_fail "sweep exit $rc (0 or 4 expected)"
+
+# Regression (issue 28, attack 6): self-tests ran any number at once and kept running after
+# sfctl gave up or was killed.
+echo "== one self-test per job at a time; a killed sfctl's probe is cancelled by its lease"
+bg_selftest "$SF_WORK/long.txt" --job allowed --rank 1 --stage data --delay-ms 5 --steps 500 \
+  --lead-steps 20 --wait 600
+long_pid=$bg_pid
+for _ in $(seq 50); do grep -q "^self-test [0-9]*:" "$SF_WORK/long.txt" && break; sleep 0.2; done
+long_id=$(sed -n 's/^self-test \([0-9]*\):.*/\1/p' "$SF_WORK/long.txt" | head -1)
+[ -n "$long_id" ] || sf_fail "the long probe did not start: $(cat "$SF_WORK/long.txt")"
+text=$(sf_ctl health --job allowed)
+grep -q "^self-tests: 1 running (at most 1 a job" <<<"$text" || sf_fail "health: $text"
+set +e
+err=$(sf_ctl selftest --job allowed --rank 2 --stage data --delay-ms 5 --steps 5 2>&1); rc=$?
+set -e
+[ $rc = 1 ] && grep -q "1 self-test running already" <<<"$err" || sf_fail "second probe: $rc $err"
+kill -9 "$long_pid"  # sfctl dies without cancelling: the coordinator's lease (3 s) does
+wait "$long_pid" 2>/dev/null || true
+state=""
+for _ in $(seq 40); do
+  state=$(sf_ctl --json selftest --job allowed --list 2>/dev/null \
+    | jq -r --arg id "$long_id" '.tests[] | select((.id | tostring) == $id) | .state' || true)
+  [ "$state" = cancelled ] && break
+  sleep 0.25
+done
+[ "$state" = cancelled ] || sf_fail "the orphaned probe was not cancelled: $state"
+text=$(sf_ctl health --job allowed)
+grep -q "^self-tests: 0 running" <<<"$text" || sf_fail "health after the lease: $text"
+
+echo "== sfctl selftest --cancel, and an interrupted sfctl cancels its probe"
+bg_selftest "$SF_WORK/long2.txt" --job allowed --rank 1 --stage data --delay-ms 5 --steps 500 \
+  --lead-steps 20 --wait 600
+long_pid=$bg_pid
+for _ in $(seq 50); do grep -q "^self-test [0-9]*:" "$SF_WORK/long2.txt" && break; sleep 0.2; done
+long_id=$(sed -n 's/^self-test \([0-9]*\):.*/\1/p' "$SF_WORK/long2.txt" | head -1)
+out=$(sf_ctl selftest --job allowed --cancel "$long_id")
+grep -q "self-test $long_id of job allowed cancelled" <<<"$out" || sf_fail "cancel: $out"
+set +e
+wait "$long_pid"; rc=$?
+set -e
+[ $rc = 1 ] && grep -q "cancelled by sfctl selftest --cancel" "$SF_WORK/long2.txt" \
+  || sf_fail "the waiting sfctl (exit $rc): $(cat "$SF_WORK/long2.txt")"
+bg_selftest "$SF_WORK/long3.txt" --job allowed --rank 2 --stage data --delay-ms 5 --steps 500 \
+  --lead-steps 20 --wait 600
+long_pid=$bg_pid
+for _ in $(seq 50); do grep -q "^self-test [0-9]*:" "$SF_WORK/long3.txt" && break; sleep 0.2; done
+kill -INT "$long_pid"
+set +e
+wait "$long_pid"; rc=$?
+set -e
+[ $rc = 130 ] || sf_fail "interrupted sfctl exit $rc, want 130: $(cat "$SF_WORK/long3.txt")"
+grep -q "cancelled; told 1 sidecar" "$SF_WORK/long3.txt" || sf_fail "no cancel on SIGINT"
+text=$(sf_ctl health --job allowed)
+grep -q "^self-tests: 0 running" <<<"$text" || sf_fail "health after SIGINT: $text"
 
 echo "== a job that did not opt in refuses"
 ALLOWED_PIDS=("${SF_TRAINER_PIDS[@]}")

@@ -83,4 +83,18 @@ set +e
 set -e
 [ "$rc" -eq 2 ] && grep -q 'damaged bytes' "$tmp/err.txt" || fail "damaged: rc $rc $(cat "$tmp/err.txt")"
 [ ! -e "$tmp/damaged_compact.journal" ] || fail "a refused compaction wrote a file"
+
+# Regression (issue 28, attack 3): a trace whose pid nests 200,000 arrays crashed compare-ops
+# (and the coordinator's analysis) by recursion. Refused with the limit named, exit 2.
+python3 -c "
+d = '[' * 200000 + ']' * 200000
+print('{\"traceEvents\": [{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1,\"pid\":' + d + ',\"tid\":1}]}')
+" > "$tmp/trace_rank1.json"
+printf '{"traceEvents": []}' > "$tmp/trace_rank0.json"
+set +e
+"$SF" compare-ops --stage forward --suspect "$tmp/trace_rank1.json" "$tmp/trace_rank0.json" \
+  > /dev/null 2> "$tmp/err.txt"; rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q 'nested deeper than 64' "$tmp/err.txt" \
+  || fail "deep trace: rc $rc $(cat "$tmp/err.txt")"
 echo PASS

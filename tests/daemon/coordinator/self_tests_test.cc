@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "shm/control_channel.h"
 #include "shm/segment_layout_v1.h"
 
 namespace stagefrontier {
@@ -58,6 +59,14 @@ v1::SlotHealth Answer(int32_t rank, int64_t first, uint32_t state, uint32_t done
   return h;
 }
 
+// Limits that let tests of the other rules run several self-tests of one job at once.
+SelfTestLimits Permissive() {
+  SelfTestLimits l;
+  l.max_running_per_job = 100;
+  l.max_running = 100;
+  return l;
+}
+
 v1::SelfTestReport Only(const SelfTestBook& book, const std::vector<v1::VerdictEvent>& windows,
                         int64_t now_ns = 0) {
   v1::GetSelfTestsReply r;
@@ -67,7 +76,7 @@ v1::SelfTestReport Only(const SelfTestBook& book, const std::vector<v1::VerdictE
 }
 
 TEST_CASE("a request is checked, placed ahead of the job, and sent to its rank") {
-  SelfTestBook book;
+  SelfTestBook book(Permissive());
   auto req = book.Start(Facts(), Command(2, "forward"), 7, 0);
   REQUIRE(req.ok());
   CHECK(req->rank() == 2);
@@ -172,7 +181,7 @@ TEST_CASE("closed windows decide: found with the measured delay, ambiguous, miss
 }
 
 TEST_CASE("reports by id, unknown ids, cancelled requests, the cap per job") {
-  SelfTestLimits limits;
+  SelfTestLimits limits = Permissive();
   limits.kept_per_job = 2;
   SelfTestBook book(limits);
   REQUIRE(book.Start(Facts(), Command(0, "data", 10), 1, 0).ok());
@@ -183,12 +192,83 @@ TEST_CASE("reports by id, unknown ids, cancelled requests, the cap per job") {
   r.Clear();
   REQUIRE(book.Report("run", 3, {}, 0, &r).ok());
   CHECK(r.tests(0).rank() == 2);
-  book.Cancel("run", 3);
+  book.Forget("run", 3);
   r.Clear();
   CHECK(book.Report("run", 3, {}, 0, &r).code() == absl::StatusCode::kNotFound);
   r.Clear();
   REQUIRE(book.Report("other", 0, {}, 0, &r).ok());
   CHECK(r.tests().empty());
+}
+
+// Regression (issue 28, attack 6): any number of self-tests ran at once, several on one rank,
+// and kept running after sfctl went away: four slowed a job from 100 to 1 step/s for 17 min.
+TEST_CASE("one self-test per job at a time, a few per coordinator, a budget per hour") {
+  SelfTestLimits limits;
+  limits.max_running = 2;
+  limits.max_steps_per_hour = 25;
+  SelfTestBook book(limits);
+  REQUIRE(book.Start(Facts(), Command(0, "data", 10), 1, 0).ok());  // steps 110..119
+  auto second = book.Start(Facts(), Command(1, "data", 10), 2, 0);
+  CHECK(second.status().code() == absl::StatusCode::kResourceExhausted);
+  CHECK_THAT(std::string(second.status().message()),
+             Catch::Contains("1 self-test running already") && Catch::Contains("--cancel"));
+  SelfTestJobFacts other = Facts();
+  other.job = "other";
+  REQUIRE(book.Start(other, Command(0, "data", 10), 3, 0).ok());
+  SelfTestJobFacts third = Facts();
+  third.job = "third";
+  auto over = book.Start(third, Command(0, "data", 10), 4, 0);
+  CHECK(over.status().code() == absl::StatusCode::kResourceExhausted);
+  CHECK_THAT(std::string(over.status().message()), Catch::Contains("2 self-tests are running"));
+  SelfTestLoad load = book.Load("run", 100, 0);
+  CHECK(load.running == 1);
+  CHECK(load.running_all == 2);
+  CHECK(load.steps_last_hour == 10);
+  // Once the job is past the delayed steps, the next may start; the hourly budget still holds.
+  SelfTestJobFacts later = Facts();
+  later.newest_step = 120;
+  REQUIRE(book.Start(later, Command(1, "data", 10), 5, kSecond).ok());  // 20 of 25
+  later.newest_step = 140;
+  auto budget = book.Start(later, Command(2, "data", 10), 6, 2 * kSecond);
+  CHECK(budget.status().code() == absl::StatusCode::kResourceExhausted);
+  CHECK_THAT(std::string(budget.status().message()), Catch::Contains("budget of 25 an hour"));
+  // An hour later the budget is back.
+  CHECK(book.Start(later, Command(2, "data", 10), 7, 3700 * kSecond).ok());
+}
+
+TEST_CASE("a self-test is cancelled by hand, or when nobody asks for its result") {
+  SelfTestBook book;
+  REQUIRE(book.Start(Facts(), Command(2, "data", 10), 1, 0).ok());
+  auto stop = book.Cancel("run", 1, 105, "cancelled by sfctl selftest --cancel");
+  REQUIRE(stop.ok());
+  CHECK(stop->rank() == 2);
+  CHECK(stop->selftest_delay_us() == 0);  // the stub stops delaying
+  CHECK(stop->sets() == shm::kControlSetsSelfTest);
+  const v1::SelfTestReport r = Only(book, {});
+  CHECK(r.state() == "cancelled");
+  CHECK(book.Cancel("run", 1, 105, "again").status().code() ==
+        absl::StatusCode::kFailedPrecondition);
+  CHECK(book.Cancel("run", 9, 105, "x").status().code() == absl::StatusCode::kNotFound);
+  // The job is free for the next one at once; the hour's budget counts only the steps it
+  // delayed before it was cancelled (steps 110..105: none).
+  CHECK(book.Load("run", 105, 0).steps_last_hour == 0);
+  REQUIRE(book.Start(Facts(), Command(1, "data", 10), 2, 0).ok());
+  // Its client polls for a while, then goes away: the lease runs out 30 s after the last poll.
+  auto newest = [](const std::string&) { return int64_t{105}; };
+  book.Renew("run", 2, 20 * kSecond);
+  CHECK(book.ExpireLeases(40 * kSecond, newest).empty());
+  const std::vector<v1::ControlRequest> expired = book.ExpireLeases(51 * kSecond, newest);
+  REQUIRE(expired.size() == 1);
+  CHECK(expired[0].rank() == 1);
+  CHECK(expired[0].selftest_delay_us() == 0);
+  v1::GetSelfTestsReply all;
+  REQUIRE(book.Report("run", 2, {}, 51 * kSecond, &all).ok());
+  CHECK(all.tests(0).state() == "cancelled");
+  CHECK_THAT(all.tests(0).detail(), Catch::Contains("the client that started it went away"));
+  CHECK(book.ExpireLeases(60 * kSecond, newest).empty());  // once
+  // A self-test already past its steps is not cancelled by its lease.
+  REQUIRE(book.Start(Facts(), Command(0, "data", 10), 3, 60 * kSecond).ok());
+  CHECK(book.ExpireLeases(200 * kSecond, [](const std::string&) { return int64_t{500}; }).empty());
 }
 
 }  // namespace
