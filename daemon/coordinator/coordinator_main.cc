@@ -29,6 +29,7 @@
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/termination_signals.h"
 #include "daemon/coordinator/coordinator_metrics.h"
+#include "daemon/coordinator/data_dir_lock.h"
 #include "daemon/coordinator/health_service.h"
 #include "daemon/coordinator/ingest_service.h"
 #include "daemon/coordinator/job_registry.h"
@@ -247,6 +248,12 @@ int main(int argc, char** argv) {
     spdlog::error("cannot create data directory {}: {}", data_dir, std::strerror(errno));
     return 2;
   }
+  // One coordinator per data directory, held until this process ends.
+  absl::StatusOr<DataDirLock> data_dir_lock = DataDirLock::Acquire(data_dir);
+  if (!data_dir_lock.ok()) {
+    spdlog::error("{}", std::string(data_dir_lock.status().message()));
+    return 2;
+  }
   absl::StatusOr<std::string> token = ReadTokenFile(token_file);
   if (!token.ok()) {
     spdlog::error("{}", std::string(token.status().message()));
@@ -421,6 +428,9 @@ int main(int argc, char** argv) {
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(listen, *creds, &bound_port);
+  // gRPC sets SO_REUSEPORT by default: a second coordinator would bind the same port and take
+  // half of the calls. One process per port.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(max_message_bytes);
   builder.RegisterService(&ingest);
   builder.RegisterService(&query);
@@ -428,7 +438,8 @@ int main(int argc, char** argv) {
   builder.RegisterService(&health);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
-    spdlog::error("cannot listen on {}", listen);
+    spdlog::error("cannot listen on {} (another process, perhaps another coordinator, may hold it)",
+                  listen);
     return 2;
   }
   // Plaintext health checking for probes, served apart from the (possibly TLS) main port.
@@ -437,6 +448,7 @@ int main(int argc, char** argv) {
     grpc::ServerBuilder hb;
     int health_port = 0;
     hb.AddListeningPort(health_listen, grpc::InsecureServerCredentials(), &health_port);
+    hb.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     hb.RegisterService(&health);
     health_server = hb.BuildAndStart();
     if (!health_server || health_port == 0) {

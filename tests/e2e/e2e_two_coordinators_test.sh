@@ -44,4 +44,26 @@ for c in "sf_ctl" "ctl_b"; do
 done
 # Neither coordinator refused anything: the sidecar sent each job only to its own.
 grep -q "refused" "$SF_WORK/sidecar-node0.log" && sf_fail "the sidecar saw refusals: $(grep refused "$SF_WORK/sidecar-node0.log")"
+# Regression (issue 30, item 4): a second coordinator with coordinator A's --listen (another
+# metrics port) bound the same port through SO_REUSEPORT and replayed its journals from the
+# same --data-dir: split brain. Refused at start now, naming the other process, and A serves on.
+echo "== one coordinator per port and per data directory"
+set +e
+"$SF_BIN/daemon/coordinator/stagefrontier-coordinator" --listen "$SF_COORD" \
+  --metrics-listen 127.0.0.1:17431 --data-dir "$SF_WORK/data" >"$SF_WORK/dup-dir.log" 2>&1
+rc=$?
+set -e
+[ $rc = 2 ] && grep -q "another coordinator (pid $SF_COORD_PID) uses --data-dir" "$SF_WORK/dup-dir.log" \
+  || sf_fail "same data dir: rc $rc $(cat "$SF_WORK/dup-dir.log")"
+mkdir -p "$SF_WORK/data-c"
+set +e
+"$SF_BIN/daemon/coordinator/stagefrontier-coordinator" --listen "$SF_COORD" \
+  --metrics-listen 127.0.0.1:17432 --data-dir "$SF_WORK/data-c" >"$SF_WORK/dup-port.log" 2>&1
+rc=$?
+set -e
+[ $rc = 2 ] && grep -q "cannot listen on $SF_COORD" "$SF_WORK/dup-port.log" \
+  || sf_fail "same port: rc $rc $(cat "$SF_WORK/dup-port.log")"
+for _ in 1 2 3 4 5 6; do
+  [ "$(sf_ctl --json jobs | jq -r '[.jobs[].job] | join(",")')" = jobA ] || sf_fail "A after the refusals"
+done
 echo "PASS: one sidecar, two jobs, each accounted whole by its own coordinator"
