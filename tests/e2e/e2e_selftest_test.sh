@@ -8,13 +8,17 @@ source deploy/demo/pipeline.sh
 sf_init "${TEST_TMPDIR:-$(mktemp -d)}/selftest" .
 trap 'sf_stop_all; kill ${SF_TRAINER_PIDS[@]:-} ${OTHER_PIDS[@]:-} 2>/dev/null || true' EXIT
 
-# bg_selftest FILE ARGS...: sfctl selftest ARGS in the background (the sfctl process itself,
-# not a subshell around it, so that signals reach it), its output in FILE; pid in $bg_pid.
-bg_selftest() {
-  local file=$1
-  shift
-  "$SF_BIN/daemon/sfctl/sfctl" --coordinator "$SF_COORD" selftest "$@" >"$file" 2>&1 &
-  bg_pid=$!
+# long_probe FILE RANK: a 500-step probe of 5 ms on RANK's data stage, run by an sfctl in the
+# background (the sfctl process itself, not a subshell around it, so that signals reach it),
+# its output in FILE; sets $long_pid and, once the coordinator accepted it, $long_id.
+long_probe() {
+  local file=$1 rank=$2
+  "$SF_BIN/daemon/sfctl/sfctl" --coordinator "$SF_COORD" selftest --job allowed --rank "$rank" \
+    --stage data --delay-ms 5 --steps 500 --lead-steps 20 --wait 600 >"$file" 2>&1 &
+  long_pid=$!
+  for _ in $(seq 50); do grep -q "^self-test [0-9]*:" "$file" && break; sleep 0.2; done
+  long_id=$(sed -n 's/^self-test \([0-9]*\):.*/\1/p' "$file" | head -1)
+  [ -n "$long_id" ] || sf_fail "the probe did not start: $(cat "$file")"
 }
 
 # selftest ARGS...: runs `sfctl --json selftest ARGS`; sets $out and its exit status $rc.
@@ -61,12 +65,7 @@ grep -q "false alarms: [0-9]* of [0-9]* windows without a delay" <<<"$sweep" \
 # Regression (issue 28, attack 6): self-tests ran any number at once and kept running after
 # sfctl gave up or was killed.
 echo "== one self-test per job at a time; a killed sfctl's probe is cancelled by its lease"
-bg_selftest "$SF_WORK/long.txt" --job allowed --rank 1 --stage data --delay-ms 5 --steps 500 \
-  --lead-steps 20 --wait 600
-long_pid=$bg_pid
-for _ in $(seq 50); do grep -q "^self-test [0-9]*:" "$SF_WORK/long.txt" && break; sleep 0.2; done
-long_id=$(sed -n 's/^self-test \([0-9]*\):.*/\1/p' "$SF_WORK/long.txt" | head -1)
-[ -n "$long_id" ] || sf_fail "the long probe did not start: $(cat "$SF_WORK/long.txt")"
+long_probe "$SF_WORK/long.txt" 1
 text=$(sf_ctl health --job allowed)
 grep -q "^self-tests: 1 running (at most 1 a job" <<<"$text" || sf_fail "health: $text"
 set +e
@@ -87,11 +86,7 @@ text=$(sf_ctl health --job allowed)
 grep -q "^self-tests: 0 running" <<<"$text" || sf_fail "health after the lease: $text"
 
 echo "== sfctl selftest --cancel, and an interrupted sfctl cancels its probe"
-bg_selftest "$SF_WORK/long2.txt" --job allowed --rank 1 --stage data --delay-ms 5 --steps 500 \
-  --lead-steps 20 --wait 600
-long_pid=$bg_pid
-for _ in $(seq 50); do grep -q "^self-test [0-9]*:" "$SF_WORK/long2.txt" && break; sleep 0.2; done
-long_id=$(sed -n 's/^self-test \([0-9]*\):.*/\1/p' "$SF_WORK/long2.txt" | head -1)
+long_probe "$SF_WORK/long2.txt" 1
 out=$(sf_ctl selftest --job allowed --cancel "$long_id")
 grep -q "self-test $long_id of job allowed cancelled" <<<"$out" || sf_fail "cancel: $out"
 set +e
@@ -99,10 +94,7 @@ wait "$long_pid"; rc=$?
 set -e
 [ $rc = 1 ] && grep -q "cancelled by sfctl selftest --cancel" "$SF_WORK/long2.txt" \
   || sf_fail "the waiting sfctl (exit $rc): $(cat "$SF_WORK/long2.txt")"
-bg_selftest "$SF_WORK/long3.txt" --job allowed --rank 2 --stage data --delay-ms 5 --steps 500 \
-  --lead-steps 20 --wait 600
-long_pid=$bg_pid
-for _ in $(seq 50); do grep -q "^self-test [0-9]*:" "$SF_WORK/long3.txt" && break; sleep 0.2; done
+long_probe "$SF_WORK/long3.txt" 2
 kill -INT "$long_pid"
 set +e
 wait "$long_pid"; rc=$?

@@ -48,21 +48,17 @@ grep -q "refused" "$SF_WORK/sidecar-node0.log" && sf_fail "the sidecar saw refus
 # metrics port) bound the same port through SO_REUSEPORT and replayed its journals from the
 # same --data-dir: split brain. Refused at start now, naming the other process, and A serves on.
 echo "== one coordinator per port and per data directory"
-set +e
-"$SF_BIN/daemon/coordinator/stagefrontier-coordinator" --listen "$SF_COORD" \
-  --metrics-listen 127.0.0.1:17431 --data-dir "$SF_WORK/data" >"$SF_WORK/dup-dir.log" 2>&1
-rc=$?
-set -e
-[ $rc = 2 ] && grep -q "another coordinator (pid $SF_COORD_PID) uses --data-dir" "$SF_WORK/dup-dir.log" \
-  || sf_fail "same data dir: rc $rc $(cat "$SF_WORK/dup-dir.log")"
+# refused NAME DATA_DIR METRICS_PORT WANT: a coordinator on A's --listen must stop with exit 2
+# saying WANT.
+refused() {
+  local rc=0
+  "$SF_BIN/daemon/coordinator/stagefrontier-coordinator" --listen "$SF_COORD" \
+    --metrics-listen "127.0.0.1:$3" --data-dir "$2" >"$SF_WORK/$1.log" 2>&1 || rc=$?
+  [ $rc = 2 ] && grep -q "$4" "$SF_WORK/$1.log" || sf_fail "$1: rc $rc $(cat "$SF_WORK/$1.log")"
+}
+refused same-dir "$SF_WORK/data" 17431 "another coordinator (pid $SF_COORD_PID) uses --data-dir"
 mkdir -p "$SF_WORK/data-c"
-set +e
-"$SF_BIN/daemon/coordinator/stagefrontier-coordinator" --listen "$SF_COORD" \
-  --metrics-listen 127.0.0.1:17432 --data-dir "$SF_WORK/data-c" >"$SF_WORK/dup-port.log" 2>&1
-rc=$?
-set -e
-[ $rc = 2 ] && grep -q "cannot listen on $SF_COORD" "$SF_WORK/dup-port.log" \
-  || sf_fail "same port: rc $rc $(cat "$SF_WORK/dup-port.log")"
+refused same-port "$SF_WORK/data-c" 17432 "cannot listen on $SF_COORD"
 for _ in 1 2 3 4 5 6; do
   [ "$(sf_ctl --json jobs | jq -r '[.jobs[].job] | join(",")')" = jobA ] || sf_fail "A after the refusals"
 done

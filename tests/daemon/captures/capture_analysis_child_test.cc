@@ -11,6 +11,7 @@
 #include "daemon/captures/capture_compression.h"
 #include "daemon/captures/capture_file_name.h"
 #include "daemon/captures/capture_reports.h"
+#include "tests/daemon/captures/capture_chunk_builder.h"
 #include "tests/daemon/captures/trace_builder.h"
 
 namespace stagefrontier {
@@ -32,17 +33,7 @@ std::string WriteFile(const std::string& dir, const std::string& name, const std
   return path;
 }
 
-// Steps 20..24 of a stage "forward" holding one matmul of `mm_us`.
-std::string Trace(int rank, double mm_us) {
-  testing::TraceBuilder b(rank);
-  for (int step = 20; step < 25; ++step) {
-    const double base = step * 10'000.0;
-    b.Add("ProfilerStep#" + std::to_string(step), base, 9000, 1, "user_annotation");
-    b.Add("stagefrontier:forward", base, 1000 + mm_us, 1, "user_annotation");
-    b.Add("aten::mm", base + 100, mm_us);
-  }
-  return b.Json();
-}
+std::string Trace(int rank, double mm_us) { return testing::ForwardStageTrace(rank, mm_us); }
 
 // The attack's trace: a pid nested 200,000 arrays deep.
 std::string DeepTrace() {
@@ -106,14 +97,10 @@ TEST_CASE("analysis child: a crash, a hang, garbage or no binary fail with what 
   CHECK(absl::IsUnavailable(a.status()));
 }
 
+// Rank `rank`'s capture from step 20, sent whole in one chunk.
 void Store(CaptureStore* store, const std::string& job, int rank, const std::string& text) {
-  v1::CaptureChunk c;
-  c.set_job(job);
-  c.set_file_name(CaptureFileNameFor(rank, 20));
-  c.set_file_bytes(text.size());
-  c.set_raw_bytes(static_cast<uint32_t>(text.size()));
-  c.set_data(DeflateChunk(text));
-  REQUIRE(store->Accept(c).ok());
+  REQUIRE(store->Accept(testing::MakeChunk(CaptureFileNameFor(rank, 20), text, 0, text.size(), job))
+              .ok());
 }
 
 TEST_CASE("capture reports: a trace that breaks the analysis fails its report, not the caller "

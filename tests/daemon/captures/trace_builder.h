@@ -31,6 +31,19 @@ class TraceBuilder {
   std::vector<std::string> events_;
 };
 
+// Steps 20..24 of a stage "forward" holding one matmul of `mm_us`, as a capture of rank
+// `rank` holds them.
+inline std::string ForwardStageTrace(int rank, double mm_us) {
+  TraceBuilder b(rank);
+  for (int step = 20; step < 25; ++step) {
+    const double base = step * 10'000.0;
+    b.Add("ProfilerStep#" + std::to_string(step), base, 9000, 1, "user_annotation");
+    b.Add("stagefrontier:forward", base, 1000 + mm_us, 1, "user_annotation");
+    b.Add("aten::mm", base + 100, mm_us);
+  }
+  return b.Json();
+}
+
 }  // namespace stagefrontier::testing
 
 #endif  // STAGEFRONTIER_TESTS_DAEMON_CAPTURES_TRACE_BUILDER_H_

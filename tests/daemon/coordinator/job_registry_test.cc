@@ -70,6 +70,22 @@ int64_t Accounted(const JobState& job) {
   return info.steps_accounted();
 }
 
+// Job "j" of 4 ranks declared and fed `steps` closed steps, its registry then gone.
+void WriteJob(const JobOptions& o, int steps) {
+  JobRegistry jobs(o, nullptr, {});
+  auto job = jobs.Declare(Decl("j", 0));
+  REQUIRE(job.ok());
+  if (steps > 0) Feed(**job, steps);
+}
+
+// After another restart job "j" comes back from its journal alone, `steps` accounted.
+void ExpectRestored(const JobOptions& o, int64_t steps) {
+  JobRegistry again(o, nullptr, {});
+  CHECK(again.RestoreAll().ok());
+  REQUIRE(again.Find("j") != nullptr);
+  CHECK(Accounted(*again.Find("j")) == steps);
+}
+
 TEST_CASE("jobs declared, found, and restored after a restart (regression: restore crashed)") {
   const std::string dir = TempDir();
   JobOptions o = Options(dir);
@@ -168,10 +184,7 @@ TEST_CASE("a journal whose declaration is damaged is salvaged at the next declar
   }
   CHECK(kept);
   // And the rebuilt journal restores on its own after another restart.
-  JobRegistry third(o, nullptr, {});
-  CHECK(third.RestoreAll().ok());
-  REQUIRE(third.Find("j") != nullptr);
-  CHECK(Accounted(*third.Find("j")) == 20);
+  ExpectRestored(o, 20);
 }
 
 // Regression (issue 28, attack 8): a journal with no intact record (here: a job that died
@@ -179,10 +192,7 @@ TEST_CASE("a journal whose declaration is damaged is salvaged at the next declar
 TEST_CASE("a journal with no intact record is moved aside and its job starts anew") {
   const std::string dir = TempDir();
   JobOptions o = Options(dir);
-  {
-    JobRegistry jobs(o, nullptr, {});
-    REQUIRE(jobs.Declare(Decl("j", 0)).ok());
-  }
+  WriteJob(o, 0);
   const std::string path = dir + "/j.journal";
   std::string bytes = ReadAll(path);
   bytes.resize(bytes.size() - 3);  // the declaration torn
@@ -202,10 +212,7 @@ TEST_CASE("a journal with no intact record is moved aside and its job starts ane
   Feed(**job, 3);
   CHECK(Accounted(**job) == 3);
   // And the new journal restores after another restart.
-  JobRegistry third(o, nullptr, {});
-  CHECK(third.RestoreAll().ok());
-  REQUIRE(third.Find("j") != nullptr);
-  CHECK(Accounted(*third.Find("j")) == 3);
+  ExpectRestored(o, 3);
 }
 
 // Regression (issue 28, attack 8): one bad byte in the 8-byte magic discarded every intact
@@ -213,12 +220,7 @@ TEST_CASE("a journal with no intact record is moved aside and its job starts ane
 TEST_CASE("a journal whose file header is damaged keeps every record behind it") {
   const std::string dir = TempDir();
   JobOptions o = Options(dir);
-  {
-    JobRegistry jobs(o, nullptr, {});
-    auto job = jobs.Declare(Decl("j", 0));
-    REQUIRE(job.ok());
-    Feed(**job, 20);
-  }
+  WriteJob(o, 20);
   const std::string path = dir + "/j.journal";
   std::string bytes = ReadAll(path);
   bytes[2] ^= 0x01;  // "SFJOURNL" -> "SFKOURNL"
@@ -232,10 +234,7 @@ TEST_CASE("a journal whose file header is damaged keeps every record behind it")
   CHECK_THAT(lines[0], Catch::Contains("the file header is damaged") &&
                            Catch::Contains("the original is kept at"));
   // Rewritten with a good header: the next restart reads it plainly.
-  JobRegistry third(o, nullptr, {});
-  CHECK(third.RestoreAll().ok());
-  REQUIRE(third.Find("j") != nullptr);
-  CHECK(Accounted(*third.Find("j")) == 20);
+  ExpectRestored(o, 20);
 }
 
 TEST_CASE("limits: world size, memory per job, number of jobs") {
