@@ -1,30 +1,20 @@
 #include "daemon/common/untrusted_dir.h"
 
 #include <fcntl.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <fstream>
-#include <sstream>
 #include <string>
+
+#include "tests/shm/test_support.h"
 
 namespace stagefrontier {
 namespace {
 
-std::string TempDir() {
-  char dir[] = "/tmp/sf_untrusted_dir_XXXXXX";
-  REQUIRE(mkdtemp(dir) != nullptr);
-  return dir;
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::MakeTempDir;
+using testing::ReadFile;
 
 bool Exists(const std::string& path) {
   struct stat st {};
@@ -32,8 +22,8 @@ bool Exists(const std::string& path) {
 }
 
 TEST_CASE("untrusted dir: CreateExclusive never writes through a link, never truncates") {
-  const std::string dir = TempDir();
-  const std::string elsewhere = TempDir();
+  const std::string dir = MakeTempDir();
+  const std::string elsewhere = MakeTempDir();
   absl::StatusOr<UniqueFd> fd = OpenDirectoryNoFollow(dir);
   REQUIRE(fd.ok());
   // A dangling link: open(O_CREAT) without O_EXCL would create its target.
@@ -44,18 +34,18 @@ TEST_CASE("untrusted dir: CreateExclusive never writes through a link, never tru
   std::ofstream(elsewhere + "/old") << "keep me";
   REQUIRE(::symlink((elsewhere + "/old").c_str(), (dir + "/b").c_str()) == 0);
   CHECK(absl::IsAlreadyExists(CreateExclusive(fd->get(), "b", "x")));
-  CHECK(Slurp(elsewhere + "/old") == "keep me");
+  CHECK(ReadFile(elsewhere + "/old") == "keep me");
   // A file already there stays as it is.
   REQUIRE(CreateExclusive(fd->get(), "c", "first").ok());
   CHECK(absl::IsAlreadyExists(CreateExclusive(fd->get(), "c", "second")));
-  CHECK(Slurp(dir + "/c") == "first");
+  CHECK(ReadFile(dir + "/c") == "first");
   CHECK(absl::IsInvalidArgument(CreateExclusive(fd->get(), "../c", "x")));
   CHECK(absl::IsInvalidArgument(CreateExclusive(fd->get(), "..", "x")));
 }
 
 TEST_CASE("untrusted dir: links are refused at every level, files and directories") {
-  const std::string dir = TempDir();
-  const std::string elsewhere = TempDir();
+  const std::string dir = MakeTempDir();
+  const std::string elsewhere = MakeTempDir();
   REQUIRE(::mkdir((dir + "/sub").c_str(), 0700) == 0);
   std::ofstream(elsewhere + "/secret") << "secret";
   REQUIRE(::symlink(elsewhere.c_str(), (dir + "/linkdir").c_str()) == 0);
