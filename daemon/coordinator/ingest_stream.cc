@@ -145,6 +145,7 @@ void IngestStream::OnReadDone(bool ok) {
     return;
   }
   ++messages_read_;
+  if (session_ != nullptr) SidecarSessions::Touch(*session_, shm::MonotonicNowNs());
   const size_t bytes = read_buf_.Length();
   v1::SidecarMessage msg;
   if (!grpc::SerializationTraits<v1::SidecarMessage>::Deserialize(&read_buf_, &msg).ok()) {
@@ -201,7 +202,8 @@ bool IngestStream::OnHello(const v1::Hello& hello) {
     return false;
   }
   absl::StatusOr<std::shared_ptr<SidecarSessions::Session>> session =
-      deps_.sessions->Add(node_, hello.sidecar_id().substr(0, 256), address, this);
+      deps_.sessions->Add(node_, hello.sidecar_id().substr(0, 256), address, this,
+                          shm::MonotonicNowNs());
   if (!session.ok()) {
     deps_.metrics->node_identity_conflicts().Increment();
     if (deps_.log) deps_.log(std::string(session.status().message()));

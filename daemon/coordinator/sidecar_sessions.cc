@@ -1,5 +1,6 @@
 #include "daemon/coordinator/sidecar_sessions.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -13,10 +14,19 @@ bool SidecarSessions::Session::Write(const v1::CoordinatorMessage& msg) {
 }
 
 absl::StatusOr<std::shared_ptr<SidecarSessions::Session>> SidecarSessions::Add(
-    std::string node, std::string sidecar_id, std::string address, SessionWriter* writer) {
+    std::string node, std::string sidecar_id, std::string address, SessionWriter* writer,
+    int64_t now_ns) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!node.empty()) {
     Holder& h = holders_[node];
+    if (h.streams > 0 && (h.sidecar_id != sidecar_id || h.address != address)) {
+      // Is the holder alive? Silent streams are those of a machine that went away.
+      int64_t newest = 0;
+      for (const auto& [id, s] : sessions_) {
+        if (s->node == node) newest = std::max(newest, s->last_seen_ns.load(std::memory_order_relaxed));
+      }
+      if (now_ns - newest >= stale_after_ns_) h.streams = 0;  // its Removes will not count
+    }
     if (h.streams > 0 && (h.sidecar_id != sidecar_id || h.address != address)) {
       ++conflicts_;
       const std::string what =
@@ -34,6 +44,7 @@ absl::StatusOr<std::shared_ptr<SidecarSessions::Session>> SidecarSessions::Add(
   auto s = std::make_shared<Session>();
   s->node = std::move(node);
   s->sidecar_id = std::move(sidecar_id);
+  s->last_seen_ns.store(now_ns, std::memory_order_relaxed);
   s->writer = writer;
   s->id = next_id_++;
   sessions_[s->id] = s;
@@ -59,8 +70,12 @@ void SidecarSessions::Remove(const std::shared_ptr<Session>& session) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (sessions_.erase(session->id) > 0 && !session->node.empty()) {
+      // Only the holder's own streams count (a silent holder's, replaced, do not).
       auto h = holders_.find(session->node);
-      if (h != holders_.end() && --h->second.streams <= 0) holders_.erase(h);
+      if (h != holders_.end() && h->second.sidecar_id == session->sidecar_id &&
+          --h->second.streams <= 0) {
+        holders_.erase(h);
+      }
     }
     for (auto it = by_rank_.begin(); it != by_rank_.end();) {
       auto held = it->second.lock();

@@ -9,6 +9,7 @@
 #ifndef STAGEFRONTIER_DAEMON_COORDINATOR_SIDECAR_SESSIONS_H_
 #define STAGEFRONTIER_DAEMON_COORDINATOR_SIDECAR_SESSIONS_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -38,6 +39,10 @@ class SidecarSessions {
     uint64_t id = 0;
     std::string node;
     std::string sidecar_id;
+    // When its stream last delivered a message (steady clock, ns): a holder whose streams have
+    // all been silent for stale_after_ns gives its node name way (a crashed machine's
+    // half-open connections must not lock its restarted sidecar out).
+    std::atomic<int64_t> last_seen_ns{0};
     // Queues one message for the stream; false once the stream is gone. Never blocks.
     bool Write(const v1::CoordinatorMessage& msg);
 
@@ -50,11 +55,19 @@ class SidecarSessions {
   // A node name is held by the sidecar process (sidecar id, from one address) whose streams are
   // connected under it; that sidecar's further streams (one per coordinator lane, reconnects)
   // are welcome. Another sidecar claiming a held node is refused with AlreadyExists, counted,
-  // and the node is flagged in conflict for `conflict_memory` (InConflict).
+  // and the node is flagged in conflict for an hour (InConflict) — unless every stream of the
+  // holder has been silent for stale_after_ns (sidecars report health every 2 s): then the
+  // holder is taken for gone and the newcomer holds the name. `now_ns`: steady clock.
   [[nodiscard]] absl::StatusOr<std::shared_ptr<Session>> Add(std::string node,
                                                              std::string sidecar_id,
                                                              std::string address,
-                                                             SessionWriter* writer);
+                                                             SessionWriter* writer,
+                                                             int64_t now_ns = 0);
+  // The session's stream delivered a message at `now_ns`. Cheap: one relaxed store.
+  static void Touch(Session& session, int64_t now_ns) {
+    session.last_seen_ns.store(now_ns, std::memory_order_relaxed);
+  }
+  void set_stale_after_ns(int64_t ns) { stale_after_ns_ = ns; }
   // Forgets the session and waits for any Send in flight: the writer may be freed after.
   void Remove(const std::shared_ptr<Session>& session);
   // Records that `session` serves (job, rank); returns true if it did not already.
@@ -83,6 +96,7 @@ class SidecarSessions {
   mutable std::mutex mu_;
   uint64_t next_id_ = 1;
   uint64_t conflicts_ = 0;
+  int64_t stale_after_ns_ = 30'000'000'000;
   std::map<std::string, Holder> holders_;      // by node
   std::map<std::string, Conflict> conflicted_;  // by node
   std::map<uint64_t, std::shared_ptr<Session>> sessions_;

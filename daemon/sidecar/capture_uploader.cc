@@ -110,6 +110,10 @@ absl::StatusOr<uid_t> CaptureUploader::JobOwner(const std::string& job, int job_
     return absl::FailedPreconditionError(
         absl::StrCat("no segment ", segment, " on this node: its captures are not sent"));
   }
+  // A segment this sidecar made itself (--create-job: the sidecar starts before the trainers)
+  // says nothing of the trainers' user: their folder's owner is then the job's user, and only
+  // that user's own files are sent (a hard link to another's file is not theirs).
+  if (seg_st.st_uid == ::geteuid()) return dir_st.st_uid;
   if (seg_st.st_uid != dir_st.st_uid) {
     return absl::PermissionDeniedError(
         absl::StrCat("its capture folder belongs to uid ", dir_st.st_uid, ", its segment to uid ",

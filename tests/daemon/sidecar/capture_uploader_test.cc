@@ -365,10 +365,17 @@ TEST_CASE("capture uploader: only files of the job's own user are sent") {
              Catch::Contains("owned by uid 0, not by the job's user (uid 65534)"));
 
   SECTION("a folder not of the segment's user is not entered") {
-    REQUIRE(::chown(shm::SegmentPath(seg_dir, "job1").c_str(), 0, 0) == 0);
+    REQUIRE(::chown(shm::SegmentPath(seg_dir, "job1").c_str(), 1234, 1234) == 0);
     Write(node_dir + "/job1/trace_rank2_step5.json", Trace(500));
     CHECK(uploader.UploadPass() == 0);
     CHECK(uploader.counters().jobs_refused == 1);
+  }
+  SECTION("a segment the sidecar made itself (--create-job): the folder's owner is the user") {
+    REQUIRE(::chown(shm::SegmentPath(seg_dir, "job1").c_str(), 0, 0) == 0);  // root: ours
+    Write(node_dir + "/job1/trace_rank2_step5.json", Trace(500));
+    REQUIRE(::chown((node_dir + "/job1/trace_rank2_step5.json").c_str(), 65534, 65534) == 0);
+    CHECK(uploader.UploadPass() == 1);
+    CHECK(store.Files("job1").size() == 2);
   }
   SECTION("nor a folder whose job has no segment on this node") {
     REQUIRE(::unlink(shm::SegmentPath(seg_dir, "job1").c_str()) == 0);
