@@ -25,8 +25,14 @@ void ApplyLogLevel(const std::string& level);
 
 // Parses the command line. Returns -1 when the program should go on; otherwise the exit
 // status to return at once: 0 after printing --help, kUsageExit after printing what was wrong
-// with the command line (and where to read the flags) to standard error.
+// with the command line (and where to read the flags) to standard error. A misspelt flag or
+// subcommand is named first ("unknown flag --jbo (did you mean --job?)"), rather than what it
+// left missing.
 int ParseCommandLine(CLI::App& app, int argc, char** argv);
+
+// The first flag or subcommand on the command line that `app` (and the subcommands the line
+// selects) does not know, as a message with the nearest known name; empty if none.
+std::string UnknownArgument(CLI::App& app, int argc, const char* const* argv);
 
 }  // namespace stagefrontier
 

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# A misspelt flag or command is named (with the nearest known one), exit 2, before anything
+# connects: `sfctl suspects --jbo x` used to say "--job is required", `sfctl suspect` "A
+# subcommand is required", the coordinator's `--data-dri /x` "--data-dir is required".
+set -euo pipefail
+fail() { echo "FAIL: $*" >&2; exit 1; }
+SFCTL=daemon/sfctl/sfctl
+COORD=daemon/coordinator/stagefrontier-coordinator
+tmp=${TEST_TMPDIR:-$(mktemp -d)}
+
+# expect WANT CMD...: CMD exits 2 and its standard error holds WANT.
+expect() {
+  local want=$1 rc=0
+  shift
+  "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+  [ $rc = 2 ] || fail "$*: exit $rc, want 2: $(cat "$tmp/err")"
+  grep -qF -- "$want" "$tmp/err" || fail "$*: said $(cat "$tmp/err"), want: $want"
+}
+expect "unknown flag --jbo of suspects (did you mean --job?)" "$SFCTL" suspects --jbo x
+expect 'unknown command "suspect" (did you mean suspects?)' "$SFCTL" suspect
+expect "unknown flag --data-dri (did you mean --data-dir?)" "$COORD" --data-dri /x
+# A correct line still reaches the usual checks.
+expect "--job is required" "$SFCTL" suspects
+echo PASS
