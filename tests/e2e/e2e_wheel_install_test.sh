@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The wheel as a PyTorch user gets it: `pip install` into a fresh virtual environment that sees
-# Debian's torch, nothing from Bazel on the path, then the real DDP example under torchrun with
-# `-m stagefrontier.torch.run` (the README's quick start) through a real sidecar and
-# coordinator: its records must arrive and the injected slow rank be named.
+# Debian's torch, nothing from Bazel on the path, then the real DDP example under the venv's
+# stagefrontier-torchrun (the README's quick start) through a real sidecar and coordinator: its
+# records must arrive and the injected slow rank be named.
 set -euo pipefail
 source deploy/demo/pipeline.sh
 sf_init "${TEST_TMPDIR:-$(mktemp -d)}/wheel" "$PWD"  # absolute: the test leaves the runfiles
@@ -40,17 +40,42 @@ libs=$(ldd "$so")
 shown=$("$venv/bin/pip" show stagefrontier)  # not piped into grep -q: SIGPIPE + pipefail
 [[ "$shown" == *"Location: $venv/lib/python3.11/site-packages"* ]] || sf_fail "pip show: $shown"
 [ -x "$venv/bin/stagefrontier-torch-run" ] || sf_fail "no stagefrontier-torch-run script"
+[ -x "$venv/bin/stagefrontier-torchrun" ] || sf_fail "no stagefrontier-torchrun script"
+"$venv/bin/stagefrontier-torchrun" --help | grep -q "usage: stagefrontier-torchrun" \
+  || sf_fail "stagefrontier-torchrun --help"
+"$venv/bin/python" -m stagefrontier.torch.run --help | grep -q "usage: python -m stagefrontier" \
+  || sf_fail "stagefrontier.torch.run --help"  # (was: exit 2, "unknown flag --help")
+
+# Regression (issue 30, items 1-3): torch 1.13's torchrun on Python 3.11 died on its own default
+# --redirects 0; a run without --rdzv_id is job "none" without a word. The launcher, with
+# torchrun's defaults: the workers run, and the missing id is warned about.
+printf 'import os\nprint("worker", os.environ["RANK"], os.environ["TORCHELASTIC_RUN_ID"])\n' \
+  >"$SF_WORK/hello.py"
+STAGEFRONTIER_SHM_DIR="$SF_WORK" "$venv/bin/stagefrontier-torchrun" --nproc_per_node 2 \
+  --master_port 29652 "$SF_WORK/hello.py" >"$SF_WORK/hello.log" 2>&1 \
+  || sf_fail "stagefrontier-torchrun with torchrun's defaults: $(tail -5 "$SF_WORK/hello.log")"
+grep -q "worker 1 none" "$SF_WORK/hello.log" || sf_fail "workers: $(cat "$SF_WORK/hello.log")"
+grep -q "no --rdzv_id given: this run is reported as job 'none'" "$SF_WORK/hello.log" \
+  || sf_fail "no warning for the default run id: $(cat "$SF_WORK/hello.log")"
+# A Python without PyTorch gets told what to do, not a traceback.
+/usr/bin/python3 -m venv "$SF_WORK/bare" || sf_fail "bare venv"
+"$SF_WORK/bare/bin/pip" install --no-index --no-deps --disable-pip-version-check "$wheel" \
+  >"$SF_WORK/pip-bare.log" 2>&1 || sf_fail "pip install (bare): $(cat "$SF_WORK/pip-bare.log")"
+rc=0
+"$SF_WORK/bare/bin/stagefrontier-torchrun" --nproc_per_node 1 "$SF_WORK/hello.py" \
+  >"$SF_WORK/bare.log" 2>&1 || rc=$?
+[ $rc = 2 ] && grep -q "cannot import PyTorch" "$SF_WORK/bare.log" \
+  && grep -q -- "-m venv --system-site-packages" "$SF_WORK/bare.log" \
+  && ! grep -q Traceback "$SF_WORK/bare.log" || sf_fail "without torch: rc $rc $(cat "$SF_WORK/bare.log")"
 
 sf_start_coordinator 17441 17442 --step-deadline-ms 10000 --no-captures || sf_fail "coordinator"
 sf_start_sidecar node0
 mkdir -p "$SF_WORK/shm-node0"
-# --redirects/--tee: Debian 12's torch 1.13 on Python 3.11 needs them nonzero (see
-# e2e_torch_ddp_test.sh).
+# The README's line: the venv's stagefrontier-torchrun, torchrun's flags, the script unchanged.
 STAGEFRONTIER_SHM_DIR="$SF_WORK/shm-node0" OMP_NUM_THREADS=1 \
-  "$venv/bin/python" -m torch.distributed.run --nproc_per_node 3 --master_port 29651 \
-  --rdzv_id wheel --redirects 2 --tee 1 --log_dir "$SF_WORK/torchrun-logs" \
-  -m stagefrontier.torch.run "$example" --steps 160 --fault data:1:25 --fault-start 30 \
-  >"$SF_WORK/torchrun.log" 2>&1 || sf_fail "torchrun"
+  "$venv/bin/stagefrontier-torchrun" --nproc_per_node 3 --master_port 29651 --rdzv_id wheel \
+  "$example" --steps 160 --fault data:1:25 --fault-start 30 \
+  >"$SF_WORK/torchrun.log" 2>&1 || sf_fail "torchrun: $(tail -20 "$SF_WORK/torchrun.log")"
 sf_wait_steps wheel 160 30 || sf_fail "steps"
 health=$(sf_ctl --json health --job wheel)
 [ "$(jq '[.ranks[] | select(.state == "reporting")] | length' <<<"$health")" = 3 ] \

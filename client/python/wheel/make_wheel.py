@@ -71,7 +71,8 @@ def main():
         "Wheel-Version: 1.0\nGenerator: stagefrontier make_wheel.py\n"
         f"Root-Is-Purelib: false\nTag: {TAG}\n").encode()
     files[f"{info}/entry_points.txt"] = (
-        "[console_scripts]\nstagefrontier-torch-run = stagefrontier.torch.run:main\n").encode()
+        "[console_scripts]\nstagefrontier-torch-run = stagefrontier.torch.run:main\n"
+        "stagefrontier-torchrun = stagefrontier.torchrun:main\n").encode()
     files[f"{info}/top_level.txt"] = f"{NAME}\n".encode()
     record = f"{info}/RECORD"
     lines = [record_line(path, data) for path, data in sorted(files.items())]

@@ -16,8 +16,14 @@ def main():
     comm_hook = None
     annotate = None
     captures = None
-    while argv and argv[0].startswith("--"):
+    usage = ("usage: python -m stagefrontier.torch.run [--comm-hook|--no-comm-hook] [--annotate] "
+             "[--no-captures] SCRIPT [ARGS...]")
+    while argv and argv[0].startswith("-"):
         flag = argv.pop(0)
+        if flag in ("-h", "--help"):
+            print(usage + "\nRuns SCRIPT instrumented (one rank; under torchrun, each): see "
+                  "stagefrontier-torchrun for the launcher.")
+            return 0
         if flag == "--annotate":
             annotate = True
         elif flag == "--no-captures":
@@ -29,12 +35,10 @@ def main():
         elif flag == "--":
             break
         else:
-            print(f"usage: python -m stagefrontier.torch.run [--comm-hook|--no-comm-hook] [--annotate] [--no-captures] SCRIPT [ARGS...]"
-                  f"\nunknown flag {flag}", file=sys.stderr)
+            print(f"{usage}\nunknown flag {flag}", file=sys.stderr)
             return 2
     if not argv:
-        print("usage: python -m stagefrontier.torch.run [--comm-hook|--no-comm-hook] [--annotate] [--no-captures] SCRIPT [ARGS...]",
-              file=sys.stderr)
+        print(usage, file=sys.stderr)
         return 2
     sf = instrument(comm_hook=comm_hook, annotate=annotate, captures=captures)
 
