@@ -171,3 +171,30 @@ sf_stop_all() {
   fi
   return 0
 }
+
+# sf_demo_hold URL: with SF_DEMO_HOLD set, holds until Enter, or, without a terminal (a demo run
+# in the background), until the file $SF_WORK/go-on appears; SF_DEMO_HOLD=N (N > 1) holds N
+# seconds at most either way. Without it, says how to hold.
+sf_demo_hold() {
+  local url=$1 limit=0
+  if [ -z "${SF_DEMO_HOLD:-}" ]; then
+    echo "(SF_DEMO_HOLD=1 ./run.sh demo keeps it up here for a look at $url)"
+    return 0
+  fi
+  [[ "$SF_DEMO_HOLD" =~ ^[0-9]+$ ]] && [ "$SF_DEMO_HOLD" -gt 1 ] && limit=$SF_DEMO_HOLD
+  if [ -t 0 ]; then
+    if [ "$limit" -gt 0 ]; then
+      read -r -t "$limit" -p "== the web view is up at $url; press Enter to go on (${limit} s) " _ \
+        || echo
+    else
+      read -r -p "== the web view is up at $url; press Enter to go on " _
+    fi
+    return 0
+  fi
+  echo "== the web view is up at $url; holding until 'touch $SF_WORK/go-on'" \
+    "$([ "$limit" -gt 0 ] && echo "or ${limit} s")"
+  local start=$SECONDS
+  until [ -e "$SF_WORK/go-on" ] || { [ "$limit" -gt 0 ] && [ $((SECONDS - start)) -ge "$limit" ]; }; do
+    sleep 0.2
+  done
+}

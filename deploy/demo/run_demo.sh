@@ -41,11 +41,7 @@ echo
 echo "\$ sfctl health --job demo   (first lines)"
 sf_ctl health --job demo | head -4
 echo
-if [ -n "${SF_DEMO_HOLD:-}" ] && [ -t 0 ]; then
-  read -r -p "== the web view is up at $web; press Enter to go on " _
-else
-  echo "(SF_DEMO_HOLD=1 ./run.sh demo keeps it up here for a look at $web)"
-fi
+sf_demo_hold "$web"
 echo "== stopping the sidecars and the coordinator (SIGTERM: they flush and exit)"
 sf_stop_all
 echo
