@@ -71,6 +71,23 @@ std::vector<std::string> LongNames(const CLI::App* app) {
 
 }  // namespace
 
+CLI::Validator ListenAddress(bool empty_ok) {
+  return CLI::Validator(
+      [empty_ok](std::string& value) -> std::string {
+        if (value.empty()) return empty_ok ? "" : "an address is needed (HOST:PORT)";
+        const size_t colon = value.rfind(':');
+        const std::string host = colon == std::string::npos ? "" : value.substr(0, colon);
+        const std::string port = colon == std::string::npos ? "" : value.substr(colon + 1);
+        if (host.empty() || port.empty() || port.size() > 5 ||
+            port.find_first_not_of("0123456789") != std::string::npos) {
+          return "\"" + value + "\" is not HOST:PORT (e.g. 127.0.0.1:7311, [::1]:7311)";
+        }
+        if (std::stoi(port) > 65535) return "port " + port + " is outside 0..65535";
+        return "";
+      },
+      "HOST:PORT");
+}
+
 std::string UnknownArgument(CLI::App& app, int argc, const char* const* argv) {
   CLI::App* at = &app;
   for (int i = 1; i < argc; ++i) {

@@ -23,6 +23,10 @@ void AddLogLevelFlag(CLI::App& app, std::string* level);
 // Sets spdlog's level from a value AddLogLevelFlag accepted.
 void ApplyLogLevel(const std::string& level);
 
+// Checks a listening address flag: HOST:PORT or [IPV6]:PORT with PORT in 0..65535 (0: any
+// free port), or empty when `empty_ok`. e.g. app.add_option(...)->check(ListenAddress(false)).
+CLI::Validator ListenAddress(bool empty_ok);
+
 // Parses the command line. Returns -1 when the program should go on; otherwise the exit
 // status to return at once: 0 after printing --help, kUsageExit after printing what was wrong
 // with the command line (and where to read the flags) to standard error. A misspelt flag or

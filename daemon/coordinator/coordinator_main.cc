@@ -79,15 +79,20 @@ int main(int argc, char** argv) {
   int64_t node_metrics_max = 1000;
   DrainHookOptions drain;
   int64_t drain_timeout_s = 30;
-  app.add_option("--listen", listen, "gRPC address (ingest and query)")->capture_default_str();
+  app.add_option("--listen", listen, "gRPC address (ingest and query)")
+      ->check(ListenAddress(false))
+      ->capture_default_str();
   app.add_option("--metrics-listen", metrics_listen, "Prometheus /metrics address; empty disables")
+      ->check(ListenAddress(true))
       ->capture_default_str();
   app.add_option("--http-listen", http_listen,
                  "serve the web view (jobs, verdicts, charts, rank health, captures) on this "
-                 "IPv4 HOST:PORT; off by default. Same TLS files and token as the gRPC port");
+                 "IPv4 HOST:PORT; off by default. Same TLS files and token as the gRPC port")
+      ->check(ListenAddress(true));
   app.add_option("--health-listen", health_listen,
                  "also serve gRPC health checking (grpc.health.v1) in plaintext here, for probes "
-                 "that cannot speak TLS (Kubernetes grpc probes); empty: only on --listen");
+                 "that cannot speak TLS (Kubernetes grpc probes); empty: only on --listen")
+      ->check(ListenAddress(true));
   app.add_option("--data-dir", data_dir, "directory of the job journals (created if missing)")
       ->required();
   app.add_flag("--no-fsync", no_fsync,
@@ -361,7 +366,11 @@ int main(int argc, char** argv) {
     try {
       exposer = std::make_unique<prometheus::Exposer>(metrics_listen);
     } catch (const std::exception& e) {
-      spdlog::error("cannot serve /metrics on {}: {}", metrics_listen, e.what());
+      // CivetWeb says only "null context when constructing CivetServer" when the port is
+      // taken: say what is likely.
+      spdlog::error("cannot serve /metrics on {}: the address is in use or not this machine's "
+                    "({}); pick another --metrics-listen, or empty to disable it",
+                    metrics_listen, e.what());
       return 2;
     }
     exposer->RegisterCollectable(metrics.registry());

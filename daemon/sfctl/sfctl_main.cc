@@ -50,7 +50,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // global flags (--json, --coordinator...) also after the subcommand
   Common c;
-  app.add_option("--coordinator", c.coordinator, "coordinator gRPC address")->capture_default_str();
+  app.add_option("--coordinator", c.coordinator, "coordinator gRPC address")
+      ->check(CLI::Validator(
+          [](std::string& v) { return v.empty() ? std::string("an address is needed") : ""; },
+          "ADDRESS"))
+      ->capture_default_str();
   app.add_option("--token-file", c.token_file, "shared token file");
   app.add_option("--tls-ca", c.tls.ca, "verify the coordinator with this CA (enables TLS)");
   app.add_option("--tls-cert", c.tls.cert, "client certificate (mutual TLS)");

@@ -59,6 +59,14 @@ refused() {
 refused same-dir "$SF_WORK/data" 17431 "another coordinator (pid $SF_COORD_PID) uses --data-dir"
 mkdir -p "$SF_WORK/data-c"
 refused same-port "$SF_WORK/data-c" 17432 "cannot listen on $SF_COORD"
+# (Issue 30, item 6.) A taken metrics port said only CivetWeb's "null context when
+# constructing CivetServer".
+rc=0
+"$SF_BIN/daemon/coordinator/stagefrontier-coordinator" --listen 127.0.0.1:17433 \
+  --metrics-listen 127.0.0.1:17412 --data-dir "$SF_WORK/data-c" >"$SF_WORK/dup-metrics.log" 2>&1 \
+  || rc=$?
+[ $rc = 2 ] && grep -q "cannot serve /metrics on 127.0.0.1:17412: the address is in use" \
+  "$SF_WORK/dup-metrics.log" || sf_fail "taken metrics port: rc $rc $(cat "$SF_WORK/dup-metrics.log")"
 for _ in 1 2 3 4 5 6; do
   [ "$(sf_ctl --json jobs | jq -r '[.jobs[].job] | join(",")')" = jobA ] || sf_fail "A after the refusals"
 done

@@ -19,6 +19,9 @@ expect() {
 expect "unknown flag --jbo of suspects (did you mean --job?)" "$SFCTL" suspects --jbo x
 expect 'unknown command "suspect" (did you mean suspects?)' "$SFCTL" suspect
 expect "unknown flag --data-dri (did you mean --data-dir?)" "$COORD" --data-dri /x
+expect "port 99999 is outside 0..65535" "$COORD" --data-dir "$tmp/d" --listen 127.0.0.1:99999
+expect "is not HOST:PORT" "$COORD" --data-dir "$tmp/d" --metrics-listen 7312
+expect "an address is needed" "$SFCTL" --coordinator "" jobs
 # A correct line still reaches the usual checks.
 expect "--job is required" "$SFCTL" suspects
 echo PASS
