@@ -8,14 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/proto_json.h"
+#include "daemon/sfctl/sfctl_status.h"
 
 namespace stagefrontier {
 namespace {
 
-int Refused(const grpc::Status& s) {
-  std::cerr << "sfctl: " << s.error_message() << "\n";
-  return s.error_code() == grpc::UNAVAILABLE || s.error_code() == grpc::DEADLINE_EXCEEDED ? 3 : 1;
-}
+int Refused(const grpc::Status& s) { return ReportCallError(s); }
 
 grpc::Status Ask(v1::Query::StubInterface& stub, const std::string& token,
                  const CaptureReportOptions& o, v1::GetCaptureReportReply* reply) {

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/common/grpc_security.h"
+#include "daemon/sfctl/sfctl_status.h"
 #include "daemon/sfctl/perfetto_export.h"
 
 namespace stagefrontier {
@@ -15,14 +16,7 @@ namespace {
 
 constexpr int32_t kStepsPage = 1000;
 
-int Refused(const grpc::Status& s) {
-  if (s.error_code() == grpc::UNAVAILABLE || s.error_code() == grpc::DEADLINE_EXCEEDED) {
-    std::cerr << "sfctl: cannot reach the coordinator: " << s.error_message() << "\n";
-    return 3;
-  }
-  std::cerr << "sfctl: " << s.error_message() << "\n";
-  return 1;
-}
+int Refused(const grpc::Status& s) { return ReportCallError(s); }
 
 std::unique_ptr<grpc::ClientContext> Context(const std::string& token, int timeout_s) {
   auto ctx = std::make_unique<grpc::ClientContext>();

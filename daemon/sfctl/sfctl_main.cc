@@ -16,6 +16,7 @@
 #include "daemon/sfctl/sfctl_export.h"
 #include "daemon/sfctl/sfctl_render.h"
 #include "daemon/sfctl/sfctl_selftest.h"
+#include "daemon/sfctl/sfctl_status.h"
 #include "grpcpp/grpcpp.h"
 #include "stagefrontier/v1/query.grpc.pb.h"
 
@@ -32,14 +33,7 @@ struct Common {
 };
 
 int Report(const grpc::Status& s, const Common& c) {
-  if (s.ok()) return 0;
-  if (s.error_code() == grpc::UNAVAILABLE || s.error_code() == grpc::DEADLINE_EXCEEDED) {
-    std::cerr << "sfctl: cannot reach the coordinator at " << c.coordinator << ": "
-              << s.error_message() << "\n";
-    return 3;
-  }
-  std::cerr << "sfctl: " << s.error_message() << "\n";
-  return 1;
+  return s.ok() ? 0 : ReportCallError(s, c.coordinator);
 }
 
 }  // namespace

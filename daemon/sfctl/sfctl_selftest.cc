@@ -14,13 +14,14 @@
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/proto_json.h"
 #include "daemon/sfctl/sfctl_render.h"
+#include "daemon/sfctl/sfctl_status.h"
 
 namespace stagefrontier {
 namespace {
 
 constexpr int kFound = 0;
-constexpr int kNotRun = 1;
-constexpr int kUnreachable = 3;
+constexpr int kNotRun = kExitRefused;
+constexpr int kUnreachable = kExitUnreachable;
 constexpr int kMissed = 4;
 
 std::unique_ptr<grpc::ClientContext> Context(const std::string& token, int timeout_s) {
@@ -47,12 +48,8 @@ void CancelProbe(v1::Query::Stub& stub, const std::string& token, const SelfTest
   if (!o.json) out << (s.ok() ? reply.message() : "cancel: " + s.error_message()) << "\n";
 }
 
-int Failed(const grpc::Status& s) {
-  std::cerr << "sfctl: " << s.error_message() << "\n";
-  return s.error_code() == grpc::UNAVAILABLE || s.error_code() == grpc::DEADLINE_EXCEEDED
-             ? kUnreachable
-             : kNotRun;
-}
+// (kNotRun and kUnreachable are sfctl's kExitRefused and kExitUnreachable.)
+int Failed(const grpc::Status& s) { return ReportCallError(s); }
 
 bool Terminal(const std::string& state) {
   return state == "found" || state == "found_ambiguous" || state == "missed" ||
