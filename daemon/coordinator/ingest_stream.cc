@@ -245,7 +245,7 @@ bool IngestStream::OnBatch(const v1::StepBatch& batch) {
       const absl::Status s = absl::ResourceExhaustedError(absl::StrCat(
           "job \"", LogSafe(d.job()), "\" refused: this stream already declared ranks of ",
           declared_jobs_.size(), " jobs (--max-jobs-per-stream)"));
-      declared_[key] = {nullptr, s};
+      declared_[key] = {nullptr, s, nullptr};
       reject(d.job(), d.rank(), s, 0);
       continue;
     }
@@ -257,13 +257,15 @@ bool IngestStream::OnBatch(const v1::StepBatch& batch) {
                                             job.status().message(), "; send again later"));
         return false;
       }
-      declared_[key] = {nullptr, job.status()};
+      std::shared_ptr<JobState> existing = deps_.jobs->Find(d.job());
+      declared_[key] = {nullptr, job.status(), existing};
       reject(d.job(), d.rank(), job.status(), 0);
+      if (existing != nullptr) existing->NoteRefused(d.rank(), node_, job.status().message(), 0);
       if (deps_.log) deps_.log(absl::StrCat("sidecar ", Who(), ": ", job.status().message()));
       continue;
     }
     declared_jobs_.insert(d.job());
-    declared_[key] = {*job, absl::OkStatus()};
+    declared_[key] = {*job, absl::OkStatus(), nullptr};
     if (auto early = early_health_.find(key); early != early_health_.end()) {
       (*job)->UpdateStubHealth(early->second, node_);
       early_health_.erase(early);
@@ -288,6 +290,10 @@ bool IngestStream::OnBatch(const v1::StepBatch& batch) {
     }
     if (!it->second.status.ok()) {
       reject(rs.job(), rs.rank(), it->second.status, rs.count());
+      if (it->second.refused_by != nullptr) {
+        it->second.refused_by->NoteRefused(rs.rank(), node_, it->second.status.message(),
+                                           rs.count());
+      }
       continue;
     }
     absl::StatusOr<IngestCounts> c = it->second.job->Ingest(rs, node_, now);

@@ -75,6 +75,9 @@ class IngestStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
   struct Declared {
     std::shared_ptr<JobState> job;
     absl::Status status;
+    // The existing job whose declaration this one contradicted (another schema or world
+    // size): its health shows the rank refused and counts the records refused.
+    std::shared_ptr<JobState> refused_by;
   };
 
   void OnReadDone(bool ok) override;

@@ -566,10 +566,20 @@ int64_t JobState::StepsBehindLocked(int32_t rank) const {
   return last < 0 ? 0 : std::max<int64_t>(0, aligner_.newest_step() - last);
 }
 
+void JobState::NoteRefused(int32_t rank, const std::string& node, absl::string_view why,
+                           uint64_t records) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (rank < 0 || rank >= world_size_) return;  // a rank outside the job: nothing to show it on
+  RankHealthState& h = ranks_[rank];
+  h.refused = std::string(why.substr(0, 300));
+  h.rejected += records;
+  if (h.node.empty()) h.node = node.substr(0, 256);
+}
+
 const char* JobState::ConditionLocked(int32_t rank) const {
   switch (aligner_.rank_state(rank)) {
     case RankState::kUnseen:
-      return "unseen";
+      return ranks_[rank].refused.empty() ? "unseen" : "refused";
     case RankState::kMissing:
       return "missing";
     case RankState::kReporting:
@@ -733,7 +743,7 @@ void JobState::Health(v1::GetHealthReply* out) const {
     p->set_torn(h.torn);
     p->set_invalid(h.invalid);
     p->set_owner(h.owner);
-    p->set_last_error(h.last_error);
+    p->set_last_error(h.refused.empty() ? h.last_error : absl::StrCat("refused: ", h.refused));
     p->set_probe_backend(h.probe_backend);
     p->set_probe_intervals(h.probe_intervals);
     p->set_probe_dropped(h.probe_dropped);

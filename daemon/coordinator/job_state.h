@@ -141,6 +141,10 @@ class JobState {
   // the job's lock: `visit` must not call into the job. Returns the oldest step held (-1: none).
   int64_t VisitHeldInputs(int64_t from, int64_t to,
                           absl::FunctionRef<bool(const StepInput&)> visit) const;
+  // A rank of this job whose declaration was refused (its stages or world size are not the
+  // job's): health shows it "refused" with `why`, and counts its `records` as rejected.
+  void NoteRefused(int32_t rank, const std::string& node, absl::string_view why,
+                   uint64_t records);
   void Health(v1::GetHealthReply* out) const;
   // The verdicts held with seq > after_seq, oldest first, at most `max_count`. New ones ring
   // JobOptions::verdict_bell.
@@ -173,6 +177,7 @@ class JobState {
     uint64_t probe_intervals = 0, probe_dropped = 0;
     std::string owner;
     std::string last_error;
+    std::string refused;  // why this rank's declaration was refused (NoteRefused)
     int8_t can_capture = -1;  // from the stub's health: 1 a capture handler, 0 none, -1 unknown
   };
 

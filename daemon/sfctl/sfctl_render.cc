@@ -128,15 +128,15 @@ std::string RenderHealth(const v1::GetHealthReply& r) {
                                           l.running_all(), l.steps_last_hour(),
                                           l.max_steps_per_hour()));
   }
-  absl::StrAppend(&out, absl::StrFormat("%-6s %-10s %-16s %8s %7s %9s %6s %7s %6s %7s  %s\n",
+  absl::StrAppend(&out, absl::StrFormat("%-6s %-10s %-16s %8s %7s %9s %6s %8s %7s %6s %7s  %s\n",
                                         "RANK", "STATE", "NODE", "LAST", "BEHIND", "ACCEPTED",
-                                        "DUPS", "DROPPED", "TORN", "INVALID", "NOTE"));
+                                        "DUPS", "REFUSED", "DROPPED", "TORN", "INVALID", "NOTE"));
   for (const v1::RankHealth& h : r.ranks()) {
     absl::StrAppend(
-        &out, absl::StrFormat("%-6d %-10s %-16s %8d %7d %9d %6d %7d %6d %7d  %s\n", h.rank(),
+        &out, absl::StrFormat("%-6d %-10s %-16s %8d %7d %9d %6d %8d %7d %6d %7d  %s\n", h.rank(),
                               h.state(), h.node(), h.last_step(), h.steps_behind(),
-                              h.records_accepted(), h.duplicates(), h.dropped_by_writer(), h.torn(),
-                              h.invalid(), h.last_error()));
+                              h.records_accepted(), h.duplicates(), h.rejected(),
+                              h.dropped_by_writer(), h.torn(), h.invalid(), h.last_error()));
   }
   // The collective probe: where it runs, then what bracketing validation found.
   std::vector<std::string> probed;

@@ -30,8 +30,13 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-IngestStreamer::IngestStreamer(StreamerOptions options, SegmentDrainer* drainer, Log log)
-    : options_(std::move(options)), host_(HostName()), drainer_(drainer), log_(std::move(log)) {}
+IngestStreamer::IngestStreamer(StreamerOptions options, SegmentDrainer* drainer, Log log,
+                               Log warn)
+    : options_(std::move(options)),
+      host_(HostName()),
+      drainer_(drainer),
+      log_(std::move(log)),
+      warn_(warn ? std::move(warn) : log_) {}
 
 void IngestStreamer::Stop() {
   stop_ = true;
@@ -135,7 +140,6 @@ IngestStreamer::StreamOutcome IngestStreamer::RunStream(std::shared_ptr<grpc::Ch
       return h.health().slots_size() == 0 || stream->Write(h);
     };
     auto poll = options_.poll_min;
-    std::set<std::string> said;
     std::chrono::steady_clock::time_point stop_deadline{};
     // The batch being filled (batch_delay): drained, not yet sent. Dropped with the stream;
     // the drainer's rewind reads it again.
@@ -165,15 +169,20 @@ IngestStreamer::StreamOutcome IngestStreamer::RunStream(std::shared_ptr<grpc::Ch
           // Acknowledged batches earn back their size.
           batch_limit_ = std::min(options_.max_batch_records, batch_limit_ * 2);
           for (const v1::Rejection& r : ack.rejections()) {
-            // Refused records are committed with the batch: dropped, counted, said once.
+            // Refused records are committed with the batch: dropped, counted, and said at once,
+            // then once a minute with how many since (a rank refused for good refuses all).
             ++counters_.rejections;
             counters_.records_refused += r.records();
-            const std::string line = absl::StrCat(
-                "coordinator refused ", r.records(), " records of job ", LogSafe(r.job()), " rank ",
-                r.rank(), " (", absl::StatusCodeToString(static_cast<absl::StatusCode>(r.code())),
+            const std::string what = absl::StrCat(
+                " records of job ", LogSafe(r.job()), " rank ", r.rank(), " (",
+                absl::StatusCodeToString(static_cast<absl::StatusCode>(r.code())),
                 "): ", LogSafe(r.message(), 300));
-            if (said.size() > 1000) said.clear();
-            if (said.insert(line).second && log_) log_(line);
+            if (const std::optional<uint64_t> n =
+                    refusals_.Pass(what, r.records(), std::chrono::steady_clock::now());
+                n && warn_) {
+              warn_(absl::StrCat("coordinator refused ", *n, what,
+                                 r.records() == *n ? "" : " (since the last line, a minute ago)"));
+            }
           }
         } else if (m.has_control()) {
           v1::SidecarMessage reply;
@@ -257,15 +266,19 @@ IngestStreamer::StreamOutcome IngestStreamer::RunStream(std::shared_ptr<grpc::Ch
     reader.join();
   }
   outcome.status = stream->Finish();
-  if (!stop_ && log_) {
+  if (!stop_ && warn_) {
+    // Said at once, then once a minute while it keeps happening for the same reason.
     const grpc::Status& status = outcome.status;
-    log_(absl::StrCat("stream to coordinator ", options_.coordinator, " ended: ",
-                      status.ok()
-                          ? "closed by the coordinator"
-                          : absl::StrCat(absl::StatusCodeToString(
-                                             static_cast<absl::StatusCode>(status.error_code())),
-                                         ": ", LogSafe(status.error_message(), 300)),
-                      "; reconnecting"));
+    const std::string why =
+        status.ok() ? "closed by the coordinator"
+                    : absl::StrCat(absl::StatusCodeToString(
+                                       static_cast<absl::StatusCode>(status.error_code())),
+                                   ": ", LogSafe(status.error_message(), 300));
+    if (const std::optional<uint64_t> n =
+            stream_ends_.Pass(why, 1, std::chrono::steady_clock::now())) {
+      warn_(absl::StrCat("stream to coordinator ", options_.coordinator, " ended: ", why,
+                         "; reconnecting", *n > 1 ? absl::StrCat(" (", *n, " times in the last minute)") : ""));
+    }
   }
   return outcome;
 }

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "daemon/common/grpc_security.h"
+#include "daemon/common/log_throttle.h"
 #include "daemon/sidecar/segment_drainer.h"
 #include "stagefrontier/v1/ingest.grpc.pb.h"
 
@@ -69,7 +70,10 @@ struct StreamerCounters {
 class IngestStreamer {
  public:
   using Log = std::function<void(const std::string&)>;
-  IngestStreamer(StreamerOptions options, SegmentDrainer* drainer, Log log);
+  // `warn` (default: `log`) gets what needs someone's attention: records the coordinator
+  // refuses, and a stream that ended; each said once, then at most once a minute with the
+  // count since.
+  IngestStreamer(StreamerOptions options, SegmentDrainer* drainer, Log log, Log warn = nullptr);
 
   // Runs until Stop(). Returns after the final flush.
   void Run();
@@ -99,6 +103,9 @@ class IngestStreamer {
   const std::string host_;  // this machine, sent in every Hello
   SegmentDrainer* drainer_;
   Log log_;
+  Log warn_;
+  LogThrottle refusals_{std::chrono::seconds(60)};  // by (job, rank, code, message)
+  LogThrottle stream_ends_{std::chrono::seconds(60)};  // by the reason a stream ended
   std::atomic<bool> stop_{false};
   size_t batch_limit_ = 0;  // current records per batch (shrinks on refused batches)
   std::mutex mu_;

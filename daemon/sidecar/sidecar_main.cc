@@ -120,7 +120,8 @@ int main(int argc, char** argv) {
       spdlog::error("{}", std::string(s.message()));
       return false;
     }
-    lane.streamer = std::make_unique<IngestStreamer>(o, lane.drainer.get(), log);
+    lane.streamer = std::make_unique<IngestStreamer>(
+        o, lane.drainer.get(), log, [](const std::string& line) { spdlog::warn("{}", line); });
     lanes.push_back(std::move(lane));
     return true;
   };

@@ -270,6 +270,42 @@ TEST_CASE("bad streams end with specific codes; the good stream goes on") {
   CHECK(good.End().ok());
 }
 
+// Regression (issue 30, item 7): a trainer whose stages differ from the job's had every record
+// refused while `sfctl health` showed nothing for its rank.
+TEST_CASE("a rank whose declaration is refused shows in health: refused, why, how many") {
+  Server srv;
+  Stream good(srv);
+  REQUIRE(good.rw->Write(Hello()));
+  v1::StepBatch b;
+  b.set_batch_seq(1);
+  Declare(&b, 0);
+  AddSteps(&b, 0, 0, 4);
+  CHECK(SendBatch(good, b).rejections_size() == 0);
+  Stream other(srv);
+  REQUIRE(other.rw->Write(Hello()));
+  v1::StepBatch wrong;
+  wrong.set_batch_seq(1);
+  Declare(&wrong, 1, "j", 4, "allreduce");  // another schema than the job's
+  AddSteps(&wrong, 1, 0, 4);
+  const v1::BatchAck a = SendBatch(other, wrong);
+  REQUIRE(a.rejections_size() == 2);
+  CHECK(a.rejections(1).records() == 5);
+  grpc::ClientContext ctx;
+  AttachToken(&ctx, kToken);
+  v1::GetHealthRequest req;
+  req.set_job("j");
+  v1::GetHealthReply health;
+  REQUIRE(v1::Query::NewStub(srv.channel)->GetHealth(&ctx, req, &health).ok());
+  const v1::RankHealth& r1 = health.ranks(1);
+  CHECK(r1.state() == "refused");
+  CHECK(r1.rejected() == 5);
+  CHECK_THAT(r1.last_error(), Catch::StartsWith("refused: ") && Catch::Contains("schema"));
+  CHECK(health.ranks(0).state() == "reporting");
+  CHECK(health.ranks(2).state() == "unseen");
+  CHECK(good.End().ok());
+  CHECK(other.End().ok());
+}
+
 // Issue 28, item 5: tokens need not all be the shared one that may do everything.
 TEST_CASE("scoped tokens: read-only, control, one job") {
   Server srv;
