@@ -2,6 +2,8 @@
 # StageFrontier's one entry point. On a fresh Debian 12 machine:
 #   ./run.sh demo   install what is missing, build, and run the main demo
 #   ./run.sh wheel  install what is missing and build the Python wheel into out/dist/
+#   ./run.sh install [PREFIX]  build and install the commands into PREFIX/bin (default
+#                   /usr/local): stagefrontier-coordinator, -sidecar, sfctl, stagefrontier, ...
 #   ./run.sh test   install what is missing, build, and run every test: plain, the probe's
 #                   CUDA build (and GPU check where a GPU is), under ASan+UBSan, the
 #                   concurrency tests under TSan, and libFuzzer on every decoder
@@ -9,7 +11,10 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-usage() { echo "usage: ./run.sh demo | wheel | test [--quick]   (--quick: plain build only)" >&2; exit 1; }
+usage() {
+  echo "usage: ./run.sh demo | wheel | install [PREFIX] | test [--quick]   (--quick: plain build only)" >&2
+  exit 1
+}
 [ $# -ge 1 ] || usage
 
 deploy/install-deps.sh
@@ -26,6 +31,12 @@ case "$1" in
     mkdir -p out/dist
     cp -f bazel-bin/client/python/stagefrontier-*.whl out/dist/
     ls out/dist/stagefrontier-*.whl
+    ;;
+  install)
+    bazel build -c opt //daemon/coordinator:stagefrontier-coordinator \
+      //daemon/sidecar:stagefrontier-sidecar //daemon/sfctl:sfctl //daemon/analyze:stagefrontier \
+      //daemon/sweep:stagefrontier-sweep //client/c:libstagefrontier.so
+    deploy/install.sh bazel-bin "${2:-/usr/local}"
     ;;
   test)
     full=1
