@@ -37,14 +37,20 @@ constexpr int kInterrupted = 130;
 std::atomic<int> interrupted{0};
 void OnInterrupt(int sig) { interrupted.store(sig); }
 
-// Stops self-test `id` (best effort: the coordinator cancels it anyway once nobody asks).
-void CancelProbe(v1::Query::Stub& stub, const std::string& token, const SelfTestOptions& o,
-                 uint64_t id, std::ostream& out) {
+// Asks the coordinator to cancel self-test `id` of the job.
+grpc::Status SendCancel(v1::Query::Stub& stub, const std::string& token, const SelfTestOptions& o,
+                        uint64_t id, v1::ControlReply* reply) {
   v1::ControlCommand cmd;
   cmd.set_job(o.job);
   cmd.mutable_selftest()->set_cancel_id(id);
+  return stub.Control(Context(token, o.call_timeout_s).get(), cmd, reply);
+}
+
+// Stops self-test `id` (best effort: the coordinator cancels it anyway once nobody asks).
+void CancelProbe(v1::Query::Stub& stub, const std::string& token, const SelfTestOptions& o,
+                 uint64_t id, std::ostream& out) {
   v1::ControlReply reply;
-  const grpc::Status s = stub.Control(Context(token, o.call_timeout_s).get(), cmd, &reply);
+  const grpc::Status s = SendCancel(stub, token, o, id, &reply);
   if (!o.json) out << (s.ok() ? reply.message() : "cancel: " + s.error_message()) << "\n";
 }
 
@@ -125,34 +131,41 @@ std::string RenderSelfTest(const v1::SelfTestReport& t) {
                          t.state(), t.steps_marked(), t.steps_done(), measured, t.detail());
 }
 
+namespace {
+
+std::string SelfTestHeader() {
+  return absl::StrFormat("%-4s %-6s %-16s %6s %22s %-16s %13s %-20s %s\n", "ID", "RANK", "STAGE",
+                         "MS", "STEPS", "STATE", "MARKED/DONE", "MEASURED", "DETAIL");
+}
+
+// sfctl selftest --list: every self-test of the job with its state.
+int ListSelfTests(v1::Query::Stub& stub, const std::string& token, const SelfTestOptions& o,
+                  std::ostream& out) {
+  v1::GetSelfTestsRequest req;
+  req.set_job(o.job);
+  v1::GetSelfTestsReply r;
+  if (grpc::Status s = stub.GetSelfTests(Context(token, o.call_timeout_s).get(), req, &r);
+      !s.ok()) {
+    return Failed(s);
+  }
+  if (o.json) {
+    out << ProtoToJson(r) << "\n";
+  } else {
+    out << SelfTestHeader();
+    for (const v1::SelfTestReport& t : r.tests()) out << RenderSelfTest(t);
+  }
+  return kFound;
+}
+
+}  // namespace
+
 int RunSelfTest(v1::Query::Stub& stub, const std::string& token, const SelfTestOptions& o,
                 std::ostream& out) {
-  const std::string header =
-      absl::StrFormat("%-4s %-6s %-16s %6s %22s %-16s %13s %-20s %s\n", "ID", "RANK", "STAGE", "MS",
-                      "STEPS", "STATE", "MARKED/DONE", "MEASURED", "DETAIL");
-  if (o.list) {
-    v1::GetSelfTestsRequest req;
-    req.set_job(o.job);
-    v1::GetSelfTestsReply r;
-    if (grpc::Status s = stub.GetSelfTests(Context(token, o.call_timeout_s).get(), req, &r);
-        !s.ok()) {
-      return Failed(s);
-    }
-    if (o.json) {
-      out << ProtoToJson(r) << "\n";
-    } else {
-      out << header;
-      for (const v1::SelfTestReport& t : r.tests()) out << RenderSelfTest(t);
-    }
-    return kFound;
-  }
+  const std::string header = SelfTestHeader();
+  if (o.list) return ListSelfTests(stub, token, o, out);
   if (o.cancel_id != 0) {
-    v1::ControlCommand cmd;
-    cmd.set_job(o.job);
-    cmd.mutable_selftest()->set_cancel_id(o.cancel_id);
     v1::ControlReply reply;
-    if (grpc::Status s = stub.Control(Context(token, o.call_timeout_s).get(), cmd, &reply);
-        !s.ok()) {
+    if (grpc::Status s = SendCancel(stub, token, o, o.cancel_id, &reply); !s.ok()) {
       return Failed(s);
     }
     out << reply.message() << "\n";
