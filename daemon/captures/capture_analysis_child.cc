@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/captures/capture_analysis.h"
 #include "daemon/captures/operator_report_render.h"
+#include "daemon/common/fd_io.h"
 
 extern char** environ;
 
@@ -32,18 +33,9 @@ std::string SignalText(int sig) {
   return absl::StrCat("signal ", sig, name != nullptr ? absl::StrCat(": ", name) : "");
 }
 
-void WriteAll(int fd, const std::string& text) {
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<size_t>(n);
-  }
-}
-
 int Answer(const nlohmann::ordered_json& j, int rc) {
-  WriteAll(STDOUT_FILENO, j.dump());
+  // A parent gone away reads nothing either way: nothing to do about a failed write here.
+  (void)WriteFully(STDOUT_FILENO, j.dump());
   return rc;
 }
 

@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,10 +11,10 @@
 #include <deque>
 #include <map>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/captures/capture_compression.h"
 #include "daemon/captures/capture_file_name.h"
+#include "daemon/common/fd_io.h"
 #include "shm/record_limits.h"
 
 namespace stagefrontier {
@@ -39,18 +38,7 @@ absl::Status WriteAll(const std::string& path, const std::string& data, int64_t 
   if (fd < 0) {
     return absl::UnavailableError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
   }
-  size_t done = 0;
-  int error = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      error = n < 0 ? errno : ENOSPC;
-      break;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (error != 0) {
+  if (const int error = WriteFully(fd, data); error != 0) {
     // Back to what was acknowledged, so that the sender's resend lines up.
     (void)!::ftruncate(fd, keep_size);
     ::close(fd);
@@ -69,6 +57,16 @@ absl::Status CaptureStore::Open() {
   std::lock_guard<std::mutex> lock(mu_);
   // Uploads cut by a restart resume; until their next chunk says more, they reserve what they
   // hold.
+  for (const PartFile& f : PartFilesLocked()) {
+    if (!S_ISREG(f.st.st_mode)) continue;
+    const uint64_t size = static_cast<uint64_t>(f.st.st_size);
+    uploads_[f.path] = Upload{f.job, "", size, size};
+  }
+  return absl::OkStatus();
+}
+
+std::vector<CaptureStore::PartFile> CaptureStore::PartFilesLocked() const {
+  std::vector<PartFile> out;
   for (const std::string& j : Jobs("")) {
     const std::string dir = absl::StrCat(options_.root, "/", j);
     DIR* d = ::opendir(dir.c_str());
@@ -78,23 +76,12 @@ absl::Status CaptureStore::Open() {
       if (!name.ends_with(".part") || !ParseCaptureFileName(name.substr(0, name.size() - 5))) {
         continue;
       }
-      const std::string path = absl::StrCat(dir, "/", e->d_name);
-      struct stat st {};
-      if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-      const uint64_t size = static_cast<uint64_t>(st.st_size);
-      uploads_[path] = Upload{j, "", size, size, static_cast<int64_t>(st.st_mtim.tv_sec)};
+      PartFile f{j, absl::StrCat(dir, "/", e->d_name), {}};
+      if (::lstat(f.path.c_str(), &f.st) == 0) out.push_back(std::move(f));
     }
     ::closedir(d);
   }
-  return absl::OkStatus();
-}
-
-uint64_t CaptureStore::ReservedLocked(const std::string& job) const {
-  uint64_t total = 0;
-  for (const auto& [path, u] : uploads_) {
-    if (job.empty() || u.job == job) total += std::max(u.declared, u.held);
-  }
-  return total;
+  return out;
 }
 
 absl::Status CaptureStore::AdmitLocked(const v1::CaptureChunk& chunk, const std::string& what) {
@@ -138,9 +125,6 @@ absl::StatusOr<v1::CaptureChunkAck> CaptureStore::Accept(const v1::CaptureChunk&
     std::lock_guard<std::mutex> lock(mu_);
     const auto refuse = [&](absl::Status s) {
       ++counters_.refused;
-      if (absl::IsUnavailable(s) && !absl::StartsWith(s.message(), "cannot")) {
-        ++counters_.refused_busy;
-      }
       return s;
     };
     if (!shm::ValidJobId(chunk.job())) {
@@ -193,7 +177,10 @@ absl::StatusOr<v1::CaptureChunkAck> CaptureStore::Accept(const v1::CaptureChunk&
     if (upload == uploads_.end() || upload->second.declared < chunk.file_bytes()) {
       // A new upload (or one that now says it is larger): admitted against the bounds first.
       if (upload != uploads_.end()) uploads_.erase(upload);
-      if (absl::Status s = AdmitLocked(chunk, what); !s.ok()) return refuse(s);
+      if (absl::Status s = AdmitLocked(chunk, what); !s.ok()) {
+        if (absl::IsUnavailable(s)) ++counters_.refused_busy;  // at a bound: sent again later
+        return refuse(s);
+      }
     }
     absl::StatusOr<std::string> raw = InflateChunk(chunk.data(), chunk.raw_bytes());
     if (!raw.ok()) {
@@ -209,7 +196,6 @@ absl::StatusOr<v1::CaptureChunkAck> CaptureStore::Accept(const v1::CaptureChunk&
     if (!chunk.node().empty()) u.node = chunk.node().substr(0, 256);
     u.declared = chunk.file_bytes();
     u.held = next;
-    u.last_s = static_cast<int64_t>(::time(nullptr));
     ack.set_next_offset(next);
     if (next < chunk.file_bytes()) return ack;
     if (::rename(part.c_str(), path.c_str()) != 0) {
@@ -245,28 +231,10 @@ std::vector<std::string> CaptureStore::Jobs(const std::string& job) const {
 int CaptureStore::RemoveAbandonedUploads(int64_t now_s) {
   std::lock_guard<std::mutex> lock(mu_);
   int removed = 0;
-  for (const std::string& j : Jobs("")) {
-    const std::string dir = absl::StrCat(options_.root, "/", j);
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) continue;
-    std::vector<std::string> stale;
-    while (const dirent* e = ::readdir(d)) {
-      std::string_view name = e->d_name;
-      if (!name.ends_with(".part")) continue;
-      name.remove_suffix(5);
-      if (!ParseCaptureFileName(name)) continue;
-      const std::string path = absl::StrCat(dir, "/", e->d_name);
-      struct stat st {};
-      if (::lstat(path.c_str(), &st) != 0) continue;
-      if (now_s - static_cast<int64_t>(st.st_mtim.tv_sec) >= options_.abandoned_upload_s) {
-        stale.push_back(path);
-      }
-    }
-    ::closedir(d);
-    for (const std::string& path : stale) {
-      if (::unlink(path.c_str()) == 0) ++removed;
-      uploads_.erase(path);
-    }
+  for (const PartFile& f : PartFilesLocked()) {
+    if (now_s - static_cast<int64_t>(f.st.st_mtim.tv_sec) < options_.abandoned_upload_s) continue;
+    if (::unlink(f.path.c_str()) == 0) ++removed;
+    uploads_.erase(f.path);
   }
   counters_.abandoned += static_cast<uint64_t>(removed);
   return removed;
@@ -321,8 +289,8 @@ bool CaptureStore::EnforceRetentionLocked(const std::string& job, const std::str
     if (f.path != keep) j.files.push_back(std::move(f));
   }
   for (const auto& [path, u] : uploads_) {
-    jobs[u.job].reserved += std::max(u.declared, u.held);
-    total += std::max(u.declared, u.held);
+    jobs[u.job].reserved += u.reserved();
+    total += u.reserved();
   }
   const size_t extra_files = extra_bytes > 0 ? 1 : 0;
   total += extra_bytes;

@@ -19,6 +19,9 @@
 #ifndef STAGEFRONTIER_DAEMON_CAPTURES_CAPTURE_STORE_H_
 #define STAGEFRONTIER_DAEMON_CAPTURES_CAPTURE_STORE_H_
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -124,11 +127,17 @@ class CaptureStore {
   struct Upload {
     std::string job;
     std::string node;
-    uint64_t declared = 0;  // the file's size as its chunks say (reserved)
+    uint64_t declared = 0;  // the file's size as its chunks say
     uint64_t held = 0;      // bytes in the .part file
-    int64_t last_s = 0;     // when its last chunk came (seconds since the epoch)
+    uint64_t reserved() const { return std::max(declared, held); }
   };
-  uint64_t ReservedLocked(const std::string& job) const;  // every job when empty
+  // A ".part" file of a capture under the root (lstat'ed).
+  struct PartFile {
+    std::string job;
+    std::string path;
+    struct stat st;
+  };
+  std::vector<PartFile> PartFilesLocked() const;
 
   CaptureStoreOptions options_;
   std::function<void(const StoredCapture&)> on_complete_;

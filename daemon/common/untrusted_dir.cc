@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "daemon/common/fd_io.h"
 
 namespace stagefrontier {
 namespace {
@@ -129,12 +130,8 @@ absl::Status CreateExclusive(int dir_fd, const std::string& name, const std::str
     if (errno == EEXIST) return absl::AlreadyExistsError(absl::StrCat(name, " exists"));
     return OpenError(name, errno);
   }
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd.get(), text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return OpenError(absl::StrCat("writing ", name), n < 0 ? errno : EIO);
-    done += static_cast<size_t>(n);
+  if (const int err = WriteFully(fd.get(), text); err != 0) {
+    return OpenError(absl::StrCat("writing ", name), err);
   }
   return absl::OkStatus();
 }
