@@ -12,6 +12,8 @@
 namespace stagefrontier {
 namespace {
 
+constexpr int64_t kHourNs = 3'600'000'000'000;
+
 bool Contains(const google::protobuf::RepeatedField<int32_t>& v, int32_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
@@ -72,27 +74,7 @@ absl::StatusOr<v1::ControlRequest> SelfTestBook::Start(const SelfTestJobFacts& j
   }
   std::lock_guard<std::mutex> lock(mu_);
   newest_step_[job.job] = job.newest_step;
-  if (const int n = RunningLocked(job.job, job.newest_step); n >= limits_.max_running_per_job) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "job ", job.job, " has ", n, " self-test", n == 1 ? "" : "s",
-        " running already (at most ", limits_.max_running_per_job,
-        " at a time): wait for it, or cancel it with sfctl selftest --cancel ID"));
-  }
-  if (const int n = RunningLocked("", -1); n >= limits_.max_running) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        n, " self-tests are running on this coordinator already (at most ", limits_.max_running,
-        " at a time)"));
-  }
-  int64_t hour_steps = 0;
-  for (const Test& old : tests_[job.job]) {
-    if (now_ns - old.started_ns < 3'600'000'000'000) hour_steps += DelayedSteps(old);
-  }
-  if (hour_steps + command.steps() > limits_.max_steps_per_hour) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "job ", job.job, " had ", hour_steps, " delayed steps asked in the last hour; ",
-        command.steps(), " more would pass its budget of ", limits_.max_steps_per_hour,
-        " an hour"));
-  }
+  if (absl::Status s = CheckLoadLocked(job.job, command.steps(), now_ns); !s.ok()) return s;
   Test t;
   t.renewed_ns = now_ns;
   v1::SelfTestReport& r = t.report;
@@ -103,19 +85,9 @@ absl::StatusOr<v1::ControlRequest> SelfTestBook::Start(const SelfTestJobFacts& j
   r.set_first_step(job.newest_step + lead);
   r.set_last_step(r.first_step() + command.steps() - 1);
   t.started_ns = now_ns;
-
-  v1::ControlRequest req;
-  req.set_request_id(id);
-  req.set_job(job.job);
-  req.set_rank(command.rank());
-  req.set_trace_first_step(0);
-  req.set_trace_last_step(-1);
-  req.set_selftest_stage(static_cast<uint32_t>(stage - job.stages.begin()));
-  req.set_selftest_delay_us(command.delay_ms() * 1000);
-  req.set_selftest_first_step(r.first_step());
-  req.set_selftest_last_step(r.last_step());
-  req.set_sets(shm::kControlSetsSelfTest);  // a capture of the rank stays
-
+  const v1::ControlRequest req =
+      Request(job.job, r, static_cast<uint32_t>(stage - job.stages.begin()),
+              command.delay_ms() * 1000);
   std::vector<Test>& tests = tests_[job.job];
   tests.push_back(std::move(t));
   if (tests.size() > limits_.kept_per_job) tests.erase(tests.begin());
@@ -129,6 +101,38 @@ void SelfTestBook::Forget(const std::string& job, uint64_t id) {
   std::erase_if(it->second, [&](const Test& t) { return t.report.id() == id; });
 }
 
+absl::Status SelfTestBook::CheckLoadLocked(const std::string& job, uint32_t steps,
+                                           int64_t now_ns) const {
+  if (const int n = RunningLocked(job); n >= limits_.max_running_per_job) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "job ", job, " has ", n, " self-test", n == 1 ? "" : "s", " running already (at most ",
+        limits_.max_running_per_job,
+        " at a time): wait for it, or cancel it with sfctl selftest --cancel ID"));
+  }
+  if (const int n = RunningLocked(""); n >= limits_.max_running) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        n, " self-tests are running on this coordinator already (at most ", limits_.max_running,
+        " at a time)"));
+  }
+  if (const int64_t hour_steps = StepsLastHourLocked(job, now_ns);
+      hour_steps + steps > limits_.max_steps_per_hour) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "job ", job, " had ", hour_steps, " delayed steps asked in the last hour; ", steps,
+        " more would pass its budget of ", limits_.max_steps_per_hour, " an hour"));
+  }
+  return absl::OkStatus();
+}
+
+int64_t SelfTestBook::StepsLastHourLocked(const std::string& job, int64_t now_ns) const {
+  int64_t steps = 0;
+  if (auto it = tests_.find(job); it != tests_.end()) {
+    for (const Test& t : it->second) {
+      if (now_ns - t.started_ns < kHourNs) steps += DelayedSteps(t);
+    }
+  }
+  return steps;
+}
+
 int64_t SelfTestBook::DelayedSteps(const Test& t) {
   const int64_t last =
       t.cancelled.empty() ? t.report.last_step() : std::min(t.report.last_step(), t.cancel_step);
@@ -140,29 +144,30 @@ bool SelfTestBook::Running(const Test& t, int64_t newest_step) {
          t.stub_state != shm::v1::kSelfTestBadRequest && newest_step <= t.report.last_step();
 }
 
-int SelfTestBook::RunningLocked(const std::string& job, int64_t newest_step) const {
+int SelfTestBook::RunningLocked(const std::string& job) const {
   int n = 0;
   for (const auto& [name, tests] : tests_) {
     if (!job.empty() && name != job) continue;
     const auto newest = newest_step_.find(name);
-    const int64_t step = !job.empty() ? newest_step : newest != newest_step_.end() ? newest->second : -1;
+    const int64_t step = newest != newest_step_.end() ? newest->second : -1;
     for (const Test& t : tests) n += Running(t, step) ? 1 : 0;
   }
   return n;
 }
 
-v1::ControlRequest SelfTestBook::StopRequest(const std::string& job, const Test& t) {
-  // A self-test request with no delay: the stub stops delaying (ingest.proto).
+v1::ControlRequest SelfTestBook::Request(const std::string& job, const v1::SelfTestReport& r,
+                                         uint32_t stage, uint32_t delay_us) {
   v1::ControlRequest req;
-  req.set_request_id(t.report.id());
+  req.set_request_id(r.id());
   req.set_job(job);
-  req.set_rank(t.report.rank());
+  req.set_rank(r.rank());
   req.set_trace_first_step(0);
   req.set_trace_last_step(-1);
-  req.set_selftest_delay_us(0);
-  req.set_selftest_first_step(t.report.first_step());
-  req.set_selftest_last_step(t.report.last_step());
-  req.set_sets(shm::kControlSetsSelfTest);
+  req.set_selftest_stage(stage);
+  req.set_selftest_delay_us(delay_us);  // 0: the stub stops delaying (ingest.proto)
+  req.set_selftest_first_step(r.first_step());
+  req.set_selftest_last_step(r.last_step());
+  req.set_sets(shm::kControlSetsSelfTest);  // a capture of the rank stays
   return req;
 }
 
@@ -185,7 +190,7 @@ absl::StatusOr<v1::ControlRequest> SelfTestBook::Cancel(const std::string& job, 
   }
   t->cancelled = why;
   t->cancel_step = newest_step;
-  return StopRequest(job, *t);
+  return Request(job, t->report, 0, 0);
 }
 
 std::vector<v1::ControlRequest> SelfTestBook::ExpireLeases(
@@ -201,7 +206,7 @@ std::vector<v1::ControlRequest> SelfTestBook::ExpireLeases(
                                  limits_.lease_ns / 1'000'000'000,
                                  " s: the client that started it went away");
       t.cancel_step = step;
-      out.push_back(StopRequest(job, t));
+      out.push_back(Request(job, t.report, 0, 0));
     }
   }
   return out;
@@ -219,15 +224,12 @@ void SelfTestBook::Renew(const std::string& job, uint64_t id, int64_t now_ns) {
 SelfTestLoad SelfTestBook::Load(const std::string& job, int64_t newest_step,
                                 int64_t now_ns) const {
   std::lock_guard<std::mutex> lock(mu_);
+  newest_step_[job] = newest_step;
   SelfTestLoad load;
   load.limits = limits_;
-  load.running = RunningLocked(job, newest_step);
-  load.running_all = RunningLocked("", -1);
-  if (auto it = tests_.find(job); it != tests_.end()) {
-    for (const Test& t : it->second) {
-      if (now_ns - t.started_ns < 3'600'000'000'000) load.steps_last_hour += DelayedSteps(t);
-    }
-  }
+  load.running = RunningLocked(job);
+  load.running_all = RunningLocked("");
+  load.steps_last_hour = StepsLastHourLocked(job, now_ns);
   return load;
 }
 

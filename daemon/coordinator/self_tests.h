@@ -121,15 +121,24 @@ class SelfTestBook {
   static int64_t DelayedSteps(const Test& t);
   // Whether `t` may still delay steps: not cancelled or refused, its last step not yet past.
   static bool Running(const Test& t, int64_t newest_step);
-  static v1::ControlRequest StopRequest(const std::string& job, const Test& t);
-  int RunningLocked(const std::string& job, int64_t newest_step) const;  // "" : every job
+  // The request for self-test `r` to rank r.rank(): `delay_us` on stage index `stage`; a delay
+  // of 0 stops it.
+  static v1::ControlRequest Request(const std::string& job, const v1::SelfTestReport& r,
+                                    uint32_t stage, uint32_t delay_us);
+  // Self-tests running in `job` ("": every job), judged by newest_step_.
+  int RunningLocked(const std::string& job) const;
+  // Delayed steps asked of `job` in the hour before `now_ns`.
+  int64_t StepsLastHourLocked(const std::string& job, int64_t now_ns) const;
+  // ResourceExhausted when a new self-test of `steps` steps in `job` would pass a limit.
+  absl::Status CheckLoadLocked(const std::string& job, uint32_t steps, int64_t now_ns) const;
   void Judge(const Test& t, const std::vector<v1::VerdictEvent>& verdicts, int64_t now_ns,
              v1::SelfTestReport* out) const;
 
   const SelfTestLimits limits_;
   mutable std::mutex mu_;
   std::map<std::string, std::vector<Test>> tests_;  // by job, oldest first
-  std::map<std::string, int64_t> newest_step_;        // by job, as last seen by Start/Cancel
+  // By job: its newest step, as last told (Start, Cancel, ExpireLeases, Load).
+  mutable std::map<std::string, int64_t> newest_step_;
 };
 
 // "CLEAR data rank 3 (steps 51..100)": one line for a window, as self-test reports list them.
