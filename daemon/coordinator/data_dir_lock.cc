@@ -32,10 +32,10 @@ absl::StatusOr<DataDirLock> DataDirLock::Acquire(const std::string& data_dir) {
         "another coordinator", pid.empty() ? "" : absl::StrCat(" (pid ", pid, ")"), " uses --data-dir ",
         data_dir, " (it holds ", path, "): one coordinator per data directory"));
   }
+  // Should this fail, the lock holds all the same; only the next one's message lacks the pid.
   const std::string pid = absl::StrCat(::getpid(), "\n");
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
-    // The lock holds all the same; only the next one's message lacks the pid.
-  }
+  (void)!::ftruncate(fd, 0);
+  (void)!::pwrite(fd, pid.data(), pid.size(), 0);
   return DataDirLock(fd);
 }
 

@@ -19,15 +19,19 @@ absl::StatusOr<std::shared_ptr<SidecarSessions::Session>> SidecarSessions::Add(
   std::lock_guard<std::mutex> lock(mu_);
   if (!node.empty()) {
     Holder& h = holders_[node];
-    if (h.streams > 0 && (h.sidecar_id != sidecar_id || h.address != address)) {
+    const auto held_by_another = [&] {
+      return h.streams > 0 && (h.sidecar_id != sidecar_id || h.address != address);
+    };
+    if (held_by_another()) {
       // Is the holder alive? Silent streams are those of a machine that went away.
       int64_t newest = 0;
       for (const auto& [id, s] : sessions_) {
-        if (s->node == node) newest = std::max(newest, s->last_seen_ns.load(std::memory_order_relaxed));
+        if (s->node != node) continue;
+        newest = std::max(newest, s->last_seen_ns.load(std::memory_order_relaxed));
       }
       if (now_ns - newest >= stale_after_ns_) h.streams = 0;  // its Removes will not count
     }
-    if (h.streams > 0 && (h.sidecar_id != sidecar_id || h.address != address)) {
+    if (held_by_another()) {
       ++conflicts_;
       const std::string what =
           absl::StrCat("sidecar ", LogSafe(sidecar_id), " from ", LogSafe(address),

@@ -1,12 +1,9 @@
 #include "daemon/sidecar/capture_uploader.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"

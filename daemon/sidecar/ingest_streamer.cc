@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <random>
-#include <set>
 #include <thread>
 
 #include "absl/status/status.h"

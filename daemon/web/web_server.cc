@@ -158,13 +158,14 @@ bool WebServer::Impl::MakeRoomLocked(const std::string& peer) {
   const bool peer_full = from_peer >= options.max_connections_per_client;
   if (!peer_full && total < options.max_connections) return true;
   // The longest-waiting idle connection (of this client when it is the client that is full).
-  int victim = -1;
-  for (auto& [fd, c] : conns) {
+  auto victim = conns.end();
+  for (auto it = conns.begin(); it != conns.end(); ++it) {
+    const Conn& c = it->second;
     if (c.closing || !c.waiting || (peer_full && c.peer != peer)) continue;
-    if (victim < 0 || c.waiting_since < conns[victim].waiting_since) victim = fd;
+    if (victim == conns.end() || c.waiting_since < victim->second.waiting_since) victim = it;
   }
-  if (victim < 0) return false;  // every connection is answering a request: real load
-  ShutdownLocked(victim, conns[victim]);
+  if (victim == conns.end()) return false;  // every connection is answering a request: real load
+  ShutdownLocked(victim->first, victim->second);
   ++evicted;
   return true;
 }
