@@ -155,9 +155,8 @@ absl::StatusOr<CaptureAnalysis> RunChild(const CaptureAnalysisChildOptions& o,
         absl::StrCat("cannot start the analysis (", o.executable, "): ", std::strerror(spawned)));
   }
   std::string answer, why;
-  const bool read_all =
-      ReadAnswer(pipe_fds[0], std::chrono::steady_clock::now() + o.timeout, o.max_answer_bytes,
-                 &answer, &why);
+  const bool read_all = ReadAnswer(pipe_fds[0], std::chrono::steady_clock::now() + o.timeout,
+                                   o.max_answer_bytes, &answer, &why);
   ::close(pipe_fds[0]);
   if (!read_all) ::kill(pid, SIGKILL);
   int status = 0;
@@ -165,17 +164,16 @@ absl::StatusOr<CaptureAnalysis> RunChild(const CaptureAnalysisChildOptions& o,
   }
   if (!read_all) {
     return absl::ResourceExhaustedError(
-        why == "timeout"
-            ? absl::StrCat("the analysis ran past its ", o.timeout.count() / 1000,
-                           " s and was stopped")
-            : absl::StrCat("the analysis was stopped: ", why));
+        why == "timeout" ? absl::StrCat("the analysis ran past its ", o.timeout.count() / 1000,
+                                        " s and was stopped")
+                         : absl::StrCat("the analysis was stopped: ", why));
   }
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
     if (sig == SIGXCPU || sig == SIGKILL) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the analysis ran past its limit of ", o.max_cpu_seconds, " CPU seconds (",
-          SignalText(sig), ")"));
+      return absl::ResourceExhaustedError(absl::StrCat("the analysis ran past its limit of ",
+                                                       o.max_cpu_seconds, " CPU seconds (",
+                                                       SignalText(sig), ")"));
     }
     return absl::InternalError(absl::StrCat("the analysis crashed (", SignalText(sig), ")"));
   }

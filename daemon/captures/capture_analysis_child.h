@@ -44,10 +44,10 @@ absl::StatusOr<CaptureAnalysis> AnalyseCaptureInProcess(
 struct CaptureAnalysisChildOptions {
   // A binary whose main calls RunCaptureAnalysisChildIfAsked first ("/proc/self/exe").
   std::string executable = "/proc/self/exe";
-  uint64_t max_memory_bytes = 8ULL << 30;        // RLIMIT_AS of the child
-  uint64_t max_cpu_seconds = 600;                // RLIMIT_CPU of the child
+  uint64_t max_memory_bytes = 8ULL << 30;             // RLIMIT_AS of the child
+  uint64_t max_cpu_seconds = 600;                     // RLIMIT_CPU of the child
   std::chrono::milliseconds timeout{15 * 60 * 1000};  // wall time, then SIGKILL
-  uint64_t max_answer_bytes = 64ULL << 20;       // what the parent reads back at most
+  uint64_t max_answer_bytes = 64ULL << 20;            // what the parent reads back at most
 };
 
 // Each call spawns one child. Errors: Internal "the analysis crashed (signal N: name)",

@@ -25,15 +25,17 @@ CaptureMetrics::CaptureMetrics(prometheus::Registry& r) {
                            "Unfinished uploads dropped after an hour without a chunk");
   auto& refusals = BuildCounter()
                        .Name("stagefrontier_capture_chunks_refused_by_reason_total")
-                       .Help("Capture chunks refused because no capture asked for the file, or "
-                             "because the store, the job or the node was at a bound")
+                       .Help(
+                           "Capture chunks refused because no capture asked for the file, or "
+                           "because the store, the job or the node was at a bound")
                        .Register(r);
   refused_not_asked_.counter = &refusals.Add({{"reason", "not_asked"}});
   refused_busy_.counter = &refusals.Add({{"reason", "busy"}});
   partial_bytes_ = &prometheus::BuildGauge()
                         .Name("stagefrontier_capture_partial_bytes")
-                        .Help("Bytes of capture uploads in flight (.part files), counted "
-                              "against --capture-keep-mb")
+                        .Help(
+                            "Bytes of capture uploads in flight (.part files), counted "
+                            "against --capture-keep-mb")
                         .Register(r)
                         .Add({});
   partial_uploads_ = &prometheus::BuildGauge()

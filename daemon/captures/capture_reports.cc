@@ -311,9 +311,9 @@ int CaptureReports::AnalyseJob(const std::string& job) {
         report = nlohmann::ordered_json::parse(r->report_json, nullptr, /*allow_exceptions=*/false);
       }
       if (!r.ok() || report.is_discarded()) {
-        errors.push_back(absl::StrCat("rank ", suspect, ": ",
-                                      r.ok() ? "the analysis answered malformed JSON"
-                                             : r.status().message()));
+        errors.push_back(
+            absl::StrCat("rank ", suspect, ": ",
+                         r.ok() ? "the analysis answered malformed JSON" : r.status().message()));
         continue;
       }
       j["reports"].push_back(std::move(report));

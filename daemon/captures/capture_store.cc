@@ -87,9 +87,9 @@ std::vector<CaptureStore::PartFile> CaptureStore::PartFilesLocked() const {
 absl::Status CaptureStore::AdmitLocked(const v1::CaptureChunk& chunk, const std::string& what) {
   const uint64_t bytes = chunk.file_bytes();
   if (bytes > options_.max_job_bytes || bytes > options_.max_total_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        what, " is ", bytes, " bytes, more than the capture store keeps for one job (",
-        std::min(options_.max_job_bytes, options_.max_total_bytes), ")"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, " is ", bytes, " bytes, more than the capture store keeps for one job (",
+                     std::min(options_.max_job_bytes, options_.max_total_bytes), ")"));
   }
   int of_job = 0, of_node = 0;
   for (const auto& [path, u] : uploads_) {
@@ -101,15 +101,14 @@ absl::Status CaptureStore::AdmitLocked(const v1::CaptureChunk& chunk, const std:
                                                " uploads in flight already (the limit); later"));
   }
   if (of_node >= options_.max_uploads_per_node) {
-    return absl::UnavailableError(absl::StrCat(what, ": node ", chunk.node().substr(0, 80),
-                                               " has ", of_node,
+    return absl::UnavailableError(absl::StrCat(what, ": node ", chunk.node().substr(0, 80), " has ",
+                                               of_node,
                                                " uploads in flight already (the limit); later"));
   }
   if (!EnforceRetentionLocked(chunk.job(), "", bytes)) {
     return absl::UnavailableError(absl::StrCat(
         what, ": no room for its ", bytes, " bytes beside the files and uploads in flight (",
-        options_.max_total_bytes, " bytes in all, ", options_.max_job_bytes,
-        " per job); later"));
+        options_.max_total_bytes, " bytes in all, ", options_.max_job_bytes, " per job); later"));
   }
   return absl::OkStatus();
 }

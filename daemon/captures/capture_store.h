@@ -68,15 +68,14 @@ class CaptureStore {
     uint64_t bytes = 0;      // their bytes
     uint64_t refused = 0;    // chunks refused (bad, too large, not writable, not asked, full)
     uint64_t refused_not_asked = 0;  // of which: no capture of the coordinator's asked for it
-    uint64_t refused_busy = 0;  // of which: the store or the job full, too many in flight
-    uint64_t evicted = 0;       // files dropped by retention
-    uint64_t abandoned = 0;     // uploads dropped unfinished (RemoveAbandonedUploads)
-    uint64_t partial_bytes = 0;    // now: bytes held in ".part" files
-    uint64_t partial_uploads = 0;  // now: uploads in flight
+    uint64_t refused_busy = 0;       // of which: the store or the job full, too many in flight
+    uint64_t evicted = 0;            // files dropped by retention
+    uint64_t abandoned = 0;          // uploads dropped unfinished (RemoveAbandonedUploads)
+    uint64_t partial_bytes = 0;      // now: bytes held in ".part" files
+    uint64_t partial_uploads = 0;    // now: uploads in flight
   };
   // Whether the coordinator asked rank `rank` of `job` for a capture starting at `first_step`.
-  using ExpectedFn =
-      std::function<bool(const std::string& job, int32_t rank, int64_t first_step)>;
+  using ExpectedFn = std::function<bool(const std::string& job, int32_t rank, int64_t first_step)>;
 
   explicit CaptureStore(CaptureStoreOptions options);
 

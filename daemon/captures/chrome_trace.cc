@@ -59,9 +59,8 @@ int32_t ClampedInt(const json& v) {
 absl::StatusOr<ChromeTrace> ParseChromeTrace(absl::string_view text, const std::string& name,
                                              const TraceParseLimits& limits) {
   if (text.size() > limits.max_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(name, ": ", text.size(),
-                                                     " bytes, more than the ", limits.max_bytes,
-                                                     " a trace may have"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        name, ": ", text.size(), " bytes, more than the ", limits.max_bytes, " a trace may have"));
   }
   // nlohmann's parser keeps its own stack (no recursion); values nested deeper than the limit
   // are dropped as they are read and the trace refused, so that nothing after the parse (dump,

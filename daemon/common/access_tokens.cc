@@ -24,15 +24,17 @@ absl::StatusOr<AccessTokens> AccessTokens::Load(std::string shared,
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read token scopes ", scopes_path));
   if (t.shared_.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(scopes_path, ": scoped tokens need the shared one (--token-file) too: "
-                                  "without it every call may do everything"));
+        absl::StrCat(scopes_path,
+                     ": scoped tokens need the shared one (--token-file) too: "
+                     "without it every call may do everything"));
   }
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     const std::string where = absl::StrCat(scopes_path, ":", n, ": ");
     std::string text(absl::StripAsciiWhitespace(line.substr(0, line.find('#'))));
     if (text.empty()) continue;
-    std::vector<std::string> parts = absl::StrSplit(text, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    std::vector<std::string> parts =
+        absl::StrSplit(text, absl::ByAnyChar(" \t"), absl::SkipEmpty());
     if (parts.size() != 2) {
       return absl::InvalidArgumentError(absl::StrCat(where, "want \"SCOPE TOKEN\""));
     }
@@ -46,8 +48,8 @@ absl::StatusOr<AccessTokens> AccessTokens::Load(std::string shared,
       s.access = Access::kControl;
       s.job = parts[0].substr(4);
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(where, "unknown scope \"", parts[0],
-                                                     "\" (read, control or job:JOB)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "unknown scope \"", parts[0], "\" (read, control or job:JOB)"));
     }
     if (s.token.size() < 16) {
       return absl::InvalidArgumentError(absl::StrCat(where, "a token of fewer than 16 characters"));

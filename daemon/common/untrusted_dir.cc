@@ -124,8 +124,8 @@ absl::StatusOr<struct stat> StatNoFollow(int dir_fd, const std::string& name) {
 
 absl::Status CreateExclusive(int dir_fd, const std::string& name, const std::string& text) {
   if (!OneComponent(name)) return absl::InvalidArgumentError(absl::StrCat("bad name ", name));
-  UniqueFd fd(::openat(dir_fd, name.c_str(),
-                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  UniqueFd fd(
+      ::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (!fd.valid()) {
     if (errno == EEXIST) return absl::AlreadyExistsError(absl::StrCat(name, " exists"));
     return OpenError(name, errno);

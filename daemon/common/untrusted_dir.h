@@ -43,8 +43,8 @@ class UniqueFd {
 
 // Opens the directory at `path` (absolute or relative to the working directory): the folders
 // above the last one are resolved once (they are the operator's configuration), then every
-// component is opened without following a link, the last one included. FailedPrecondition names the component that is a link or
-// not a directory; NotFound when a component is missing.
+// component is opened without following a link, the last one included. FailedPrecondition
+// names the component that is a link or not a directory; NotFound when a component is missing.
 [[nodiscard]] absl::StatusOr<UniqueFd> OpenDirectoryNoFollow(const std::string& path);
 
 // Opens `name` (one component, no '/') inside `dir_fd` as a directory, refusing a link.

@@ -17,8 +17,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/accounting/probe_bracketing.h"
-#include "daemon/captures/capture_metrics.h"
 #include "daemon/captures/capture_analysis_child.h"
+#include "daemon/captures/capture_metrics.h"
 #include "daemon/captures/capture_reports.h"
 #include "daemon/captures/capture_store.h"
 #include "daemon/captures/capture_trigger.h"
@@ -368,9 +368,10 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
       // CivetWeb says only "null context when constructing CivetServer" when the port is
       // taken: say what is likely.
-      spdlog::error("cannot serve /metrics on {}: the address is in use or not this machine's "
-                    "({}); pick another --metrics-listen, or empty to disable it",
-                    metrics_listen, e.what());
+      spdlog::error(
+          "cannot serve /metrics on {}: the address is in use or not this machine's "
+          "({}); pick another --metrics-listen, or empty to disable it",
+          metrics_listen, e.what());
       return 2;
     }
     exposer->RegisterCollectable(metrics.registry());
@@ -413,10 +414,10 @@ int main(int argc, char** argv) {
   // A rank whose profiler failed will send no file: its capture stops waiting for it.
   // Only files of captures this coordinator asked are taken (a trainer's user cannot fill the
   // store with made-up jobs and evict real evidence).
-  capture_store.SetExpected([&capture_reports](const std::string& job, int32_t rank,
-                                               int64_t first_step) {
-    return capture_reports.Expects(job, rank, first_step);
-  });
+  capture_store.SetExpected(
+      [&capture_reports](const std::string& job, int32_t rank, int64_t first_step) {
+        return capture_reports.Expects(job, rank, first_step);
+      });
   capture_reports.SetAnswersOf(
       [&capture_trigger](const std::string& job, const CaptureDecision& d) {
         return capture_trigger.Answers(job, d);

@@ -139,14 +139,16 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<prometheus
   node_identity_conflicts_ =
       &BuildCounter()
            .Name("stagefrontier_node_identity_conflicts_total")
-           .Help("Sidecar streams refused for claiming a node name another sidecar holds, or "
-                 "one their client certificate does not name")
+           .Help(
+               "Sidecar streams refused for claiming a node name another sidecar holds, or "
+               "one their client certificate does not name")
            .Register(r)
            .Add({});
   journals_set_aside_ = &BuildCounter()
                              .Name("stagefrontier_journals_set_aside_total")
-                             .Help("Journals with no intact record moved aside at startup (kept "
-                                   "as <job>.journal.unreadable-<time>)")
+                             .Help(
+                                 "Journals with no intact record moved aside at startup (kept "
+                                 "as <job>.journal.unreadable-<time>)")
                              .Register(r)
                              .Add({});
   auto& compactions = BuildCounter()

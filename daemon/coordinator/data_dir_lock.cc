@@ -28,9 +28,10 @@ absl::StatusOr<DataDirLock> DataDirLock::Acquire(const std::string& data_dir) {
       return absl::UnavailableError(absl::StrCat("cannot lock ", path, ": ", std::strerror(err)));
     }
     const std::string pid(absl::StripAsciiWhitespace(std::string(buf, n > 0 ? n : 0)));
-    return absl::FailedPreconditionError(absl::StrCat(
-        "another coordinator", pid.empty() ? "" : absl::StrCat(" (pid ", pid, ")"), " uses --data-dir ",
-        data_dir, " (it holds ", path, "): one coordinator per data directory"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("another coordinator", pid.empty() ? "" : absl::StrCat(" (pid ", pid, ")"),
+                     " uses --data-dir ", data_dir, " (it holds ", path,
+                     "): one coordinator per data directory"));
   }
   // Should this fail, the lock holds all the same; only the next one's message lacks the pid.
   const std::string pid = absl::StrCat(::getpid(), "\n");

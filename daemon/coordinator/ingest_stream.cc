@@ -192,8 +192,8 @@ bool IngestStream::OnHello(const v1::Hello& hello) {
     address = address.substr(0, port);
   }
   // With client certificates, a node is who its certificate says.
-  const std::vector<grpc::string_ref> cn = context_->auth_context()->FindPropertyValues(
-      GRPC_X509_CN_PROPERTY_NAME);
+  const std::vector<grpc::string_ref> cn =
+      context_->auth_context()->FindPropertyValues(GRPC_X509_CN_PROPERTY_NAME);
   if (!cn.empty() && std::string(cn.front().data(), cn.front().size()) != node_) {
     deps_.metrics->node_identity_conflicts().Increment();
     End(grpc::PERMISSION_DENIED,
@@ -201,9 +201,8 @@ bool IngestStream::OnHello(const v1::Hello& hello) {
                      LogSafe(std::string(cn.front().data(), cn.front().size())), "\")"));
     return false;
   }
-  absl::StatusOr<std::shared_ptr<SidecarSessions::Session>> session =
-      deps_.sessions->Add(node_, hello.sidecar_id().substr(0, 256), address, this,
-                          shm::MonotonicNowNs());
+  absl::StatusOr<std::shared_ptr<SidecarSessions::Session>> session = deps_.sessions->Add(
+      node_, hello.sidecar_id().substr(0, 256), address, this, shm::MonotonicNowNs());
   if (!session.ok()) {
     deps_.metrics->node_identity_conflicts().Increment();
     if (deps_.log) deps_.log(std::string(session.status().message()));

@@ -143,8 +143,7 @@ class JobState {
                           absl::FunctionRef<bool(const StepInput&)> visit) const;
   // A rank of this job whose declaration was refused (its stages or world size are not the
   // job's): health shows it "refused" with `why`, and counts its `records` as rejected.
-  void NoteRefused(int32_t rank, const std::string& node, absl::string_view why,
-                   uint64_t records);
+  void NoteRefused(int32_t rank, const std::string& node, absl::string_view why, uint64_t records);
   void Health(v1::GetHealthReply* out) const;
   // The verdicts held with seq > after_seq, oldest first, at most `max_count`. New ones ring
   // JobOptions::verdict_bell.
@@ -177,7 +176,7 @@ class JobState {
     uint64_t probe_intervals = 0, probe_dropped = 0;
     std::string owner;
     std::string last_error;
-    std::string refused;  // why this rank's declaration was refused (NoteRefused)
+    std::string refused;      // why this rank's declaration was refused (NoteRefused)
     int8_t can_capture = -1;  // from the stub's health: 1 a capture handler, 0 none, -1 unknown
   };
 

@@ -85,9 +85,8 @@ absl::StatusOr<v1::ControlRequest> SelfTestBook::Start(const SelfTestJobFacts& j
   r.set_first_step(job.newest_step + lead);
   r.set_last_step(r.first_step() + command.steps() - 1);
   t.started_ns = now_ns;
-  const v1::ControlRequest req =
-      Request(job.job, r, static_cast<uint32_t>(stage - job.stages.begin()),
-              command.delay_ms() * 1000);
+  const v1::ControlRequest req = Request(
+      job.job, r, static_cast<uint32_t>(stage - job.stages.begin()), command.delay_ms() * 1000);
   std::vector<Test>& tests = tests_[job.job];
   tests.push_back(std::move(t));
   if (tests.size() > limits_.kept_per_job) tests.erase(tests.begin());
@@ -104,15 +103,15 @@ void SelfTestBook::Forget(const std::string& job, uint64_t id) {
 absl::Status SelfTestBook::CheckLoadLocked(const std::string& job, uint32_t steps,
                                            int64_t now_ns) const {
   if (const int n = RunningLocked(job); n >= limits_.max_running_per_job) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "job ", job, " has ", n, " self-test", n == 1 ? "" : "s", " running already (at most ",
-        limits_.max_running_per_job,
-        " at a time): wait for it, or cancel it with sfctl selftest --cancel ID"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("job ", job, " has ", n, " self-test", n == 1 ? "" : "s",
+                     " running already (at most ", limits_.max_running_per_job,
+                     " at a time): wait for it, or cancel it with sfctl selftest --cancel ID"));
   }
   if (const int n = RunningLocked(""); n >= limits_.max_running) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        n, " self-tests are running on this coordinator already (at most ", limits_.max_running,
-        " at a time)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(n, " self-tests are running on this coordinator already (at most ",
+                     limits_.max_running, " at a time)"));
   }
   if (const int64_t hour_steps = StepsLastHourLocked(job, now_ns);
       hour_steps + steps > limits_.max_steps_per_hour) {
@@ -202,9 +201,9 @@ std::vector<v1::ControlRequest> SelfTestBook::ExpireLeases(
     newest_step_[job] = step;
     for (Test& t : tests) {
       if (!Running(t, step) || now_ns - t.renewed_ns < limits_.lease_ns) continue;
-      t.cancelled = absl::StrCat("nobody asked for its result for ",
-                                 limits_.lease_ns / 1'000'000'000,
-                                 " s: the client that started it went away");
+      t.cancelled =
+          absl::StrCat("nobody asked for its result for ", limits_.lease_ns / 1'000'000'000,
+                       " s: the client that started it went away");
       t.cancel_step = step;
       out.push_back(Request(job, t.report, 0, 0));
     }
@@ -221,8 +220,7 @@ void SelfTestBook::Renew(const std::string& job, uint64_t id, int64_t now_ns) {
   }
 }
 
-SelfTestLoad SelfTestBook::Load(const std::string& job, int64_t newest_step,
-                                int64_t now_ns) const {
+SelfTestLoad SelfTestBook::Load(const std::string& job, int64_t newest_step, int64_t now_ns) const {
   std::lock_guard<std::mutex> lock(mu_);
   newest_step_[job] = newest_step;
   SelfTestLoad load;

@@ -61,9 +61,9 @@ struct SelfTestLimits {
 
 // What running self-tests cost a job now, for sfctl health.
 struct SelfTestLoad {
-  int running = 0;               // in the job
-  int running_all = 0;           // in every job
-  int64_t steps_last_hour = 0;   // delayed steps asked in the last hour
+  int running = 0;              // in the job
+  int running_all = 0;          // in every job
+  int64_t steps_last_hour = 0;  // delayed steps asked in the last hour
   SelfTestLimits limits;
 };
 
@@ -113,8 +113,8 @@ class SelfTestBook {
     uint32_t stub_state = 0;  // v1::SelfTestState from the stub, 0 before its answer
     uint32_t steps_done = 0;
     uint32_t steps_marked = 0;
-    int64_t renewed_ns = 0;  // the lease (Renew)
-    std::string cancelled;   // why, once cancelled
+    int64_t renewed_ns = 0;   // the lease (Renew)
+    std::string cancelled;    // why, once cancelled
     int64_t cancel_step = 0;  // the job's newest step when it was cancelled
   };
   // The steps `t` delays: all it asked for, or those before its cancellation.

@@ -39,8 +39,9 @@ absl::StatusOr<std::shared_ptr<SidecarSessions::Session>> SidecarSessions::Add(
                        " from ", LogSafe(h.address), " is connected under it");
       conflicted_[node] = Conflict{std::chrono::steady_clock::now(), what};
       return absl::AlreadyExistsError(
-          absl::StrCat(what, ": refused (one sidecar per node name; a restarted sidecar is "
-                             "accepted once the old one's streams have ended)"));
+          absl::StrCat(what,
+                       ": refused (one sidecar per node name; a restarted sidecar is "
+                       "accepted once the old one's streams have ended)"));
     }
     if (h.streams == 0) h = Holder{sidecar_id, address, 0};
     ++h.streams;

@@ -97,7 +97,7 @@ class SidecarSessions {
   uint64_t next_id_ = 1;
   uint64_t conflicts_ = 0;
   int64_t stale_after_ns_ = 30'000'000'000;
-  std::map<std::string, Holder> holders_;      // by node
+  std::map<std::string, Holder> holders_;       // by node
   std::map<std::string, Conflict> conflicted_;  // by node
   std::map<uint64_t, std::shared_ptr<Session>> sessions_;
   std::map<std::pair<std::string, int32_t>, std::weak_ptr<Session>> by_rank_;

@@ -40,8 +40,8 @@ NodeMetrics::NodeMetrics(prometheus::Registry& r, size_t max_nodes) : max_nodes_
 
 void NodeMetrics::Update(const std::vector<NodeSummary>& nodes, const DrainHookCounters* drains) {
   if (drains != nullptr) {
-    const uint64_t v[] = {drains->dry_runs,     drains->succeeded,     drains->failed,
-                          drains->timeouts,     drains->rate_limited,  drains->refused_names,
+    const uint64_t v[] = {drains->dry_runs,          drains->succeeded,    drains->failed,
+                          drains->timeouts,          drains->rate_limited, drains->refused_names,
                           drains->identity_conflicts};
     for (size_t i = 0; i < drains_.size(); ++i) drains_[i]->Set(static_cast<double>(v[i]));
   }

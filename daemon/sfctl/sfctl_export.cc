@@ -8,8 +8,8 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/common/grpc_security.h"
-#include "daemon/sfctl/sfctl_status.h"
 #include "daemon/sfctl/perfetto_export.h"
+#include "daemon/sfctl/sfctl_status.h"
 
 namespace stagefrontier {
 namespace {

@@ -121,12 +121,12 @@ std::string RenderHealth(const v1::GetHealthReply& r) {
   }
   if (r.has_selftests()) {
     const v1::SelfTestLoad& l = r.selftests();
-    absl::StrAppend(&out, absl::StrFormat("self-tests: %d running (at most %d a job, %d on this "
-                                          "coordinator: %d now); %d delayed steps asked in the "
-                                          "last hour of %d\n",
-                                          l.running(), l.max_running_per_job(), l.max_running(),
-                                          l.running_all(), l.steps_last_hour(),
-                                          l.max_steps_per_hour()));
+    absl::StrAppend(&out,
+                    absl::StrFormat("self-tests: %d running (at most %d a job, %d on this "
+                                    "coordinator: %d now); %d delayed steps asked in the "
+                                    "last hour of %d\n",
+                                    l.running(), l.max_running_per_job(), l.max_running(),
+                                    l.running_all(), l.steps_last_hour(), l.max_steps_per_hour()));
   }
   absl::StrAppend(&out, absl::StrFormat("%-6s %-10s %-16s %8s %7s %9s %6s %8s %7s %6s %7s  %s\n",
                                         "RANK", "STATE", "NODE", "LAST", "BEHIND", "ACCEPTED",

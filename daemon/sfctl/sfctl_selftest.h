@@ -40,9 +40,9 @@ struct SelfTestOptions {
 
 // Runs one probe (or the sweep) and prints the outcome. A probe still running when sfctl is
 // interrupted (SIGINT, SIGTERM) or gives up waiting is cancelled first; a killed sfctl's probe
-// is cancelled by the coordinator when nobody asks for its result (30 s). Returns the exit status: 0 found
-// (every probe found and no false alarm for a sweep), 4 missed (or a false alarm), 1 a probe
-// could not run (refused by the stub or the coordinator, unanswered, timed out), 3 the
+// is cancelled by the coordinator when nobody asks for its result (30 s). Returns the exit status:
+// 0 found (every probe found and no false alarm for a sweep), 4 missed (or a false alarm), 1 a
+// probe could not run (refused by the stub or the coordinator, unanswered, timed out), 3 the
 // coordinator is unreachable.
 int RunSelfTest(v1::Query::Stub& stub, const std::string& token, const SelfTestOptions& options,
                 std::ostream& out);

@@ -25,7 +25,8 @@ std::string CallErrorText(const grpc::Status& s, const std::string& coordinator)
                         "view port? Point --coordinator at its gRPC port (--listen, 7311 by "
                         "default)");
   }
-  if (Unreachable(s)) return absl::StrCat("cannot reach the coordinator", at, ": ", s.error_message());
+  if (Unreachable(s))
+    return absl::StrCat("cannot reach the coordinator", at, ": ", s.error_message());
   return s.error_message();
 }
 

@@ -86,7 +86,8 @@ int CaptureUploader::UploadPass() {
     for (const std::string& name : ListDirectory(dir->get())) {
       if (IsCapturePartFileName(name)) RemoveIfStale(dir->get(), job, name);
       if (!ParseCaptureFileName(name)) continue;
-      if (EntryExists(dir->get(), name + ".uploaded") || EntryExists(dir->get(), name + ".refused")) {
+      if (EntryExists(dir->get(), name + ".uploaded") ||
+          EntryExists(dir->get(), name + ".refused")) {
         continue;
       }
       if (!UploadFile(job, dir->get(), *owner, name, sender)) break;  // coordinator away: next job
@@ -112,9 +113,9 @@ absl::StatusOr<uid_t> CaptureUploader::JobOwner(const std::string& job, int job_
   // that user's own files are sent (a hard link to another's file is not theirs).
   if (seg_st.st_uid == ::geteuid()) return dir_st.st_uid;
   if (seg_st.st_uid != dir_st.st_uid) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("its capture folder belongs to uid ", dir_st.st_uid, ", its segment to uid ",
-                     seg_st.st_uid, ": nothing sent"));
+    return absl::PermissionDeniedError(absl::StrCat("its capture folder belongs to uid ",
+                                                    dir_st.st_uid, ", its segment to uid ",
+                                                    seg_st.st_uid, ": nothing sent"));
   }
   return dir_st.st_uid;
 }

@@ -111,7 +111,7 @@ class CaptureUploader {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
-  std::string last_error_;      // logged once per new error text
+  std::string last_error_;        // logged once per new error text
   std::set<std::string> logged_;  // refusals said already (LogOnce)
 };
 

@@ -29,8 +29,7 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-IngestStreamer::IngestStreamer(StreamerOptions options, SegmentDrainer* drainer, Log log,
-                               Log warn)
+IngestStreamer::IngestStreamer(StreamerOptions options, SegmentDrainer* drainer, Log log, Log warn)
     : options_(std::move(options)),
       host_(HostName()),
       drainer_(drainer),
@@ -172,10 +171,10 @@ IngestStreamer::StreamOutcome IngestStreamer::RunStream(std::shared_ptr<grpc::Ch
             // then once a minute with how many since (a rank refused for good refuses all).
             ++counters_.rejections;
             counters_.records_refused += r.records();
-            const std::string what = absl::StrCat(
-                " records of job ", LogSafe(r.job()), " rank ", r.rank(), " (",
-                absl::StatusCodeToString(static_cast<absl::StatusCode>(r.code())),
-                "): ", LogSafe(r.message(), 300));
+            const std::string what =
+                absl::StrCat(" records of job ", LogSafe(r.job()), " rank ", r.rank(), " (",
+                             absl::StatusCodeToString(static_cast<absl::StatusCode>(r.code())),
+                             "): ", LogSafe(r.message(), 300));
             if (const std::optional<uint64_t> n =
                     refusals_.Pass(what, r.records(), std::chrono::steady_clock::now());
                 n && warn_) {
@@ -269,14 +268,16 @@ IngestStreamer::StreamOutcome IngestStreamer::RunStream(std::shared_ptr<grpc::Ch
     // Said at once, then once a minute while it keeps happening for the same reason.
     const grpc::Status& status = outcome.status;
     const std::string why =
-        status.ok() ? "closed by the coordinator"
-                    : absl::StrCat(absl::StatusCodeToString(
-                                       static_cast<absl::StatusCode>(status.error_code())),
-                                   ": ", LogSafe(status.error_message(), 300));
+        status.ok()
+            ? "closed by the coordinator"
+            : absl::StrCat(
+                  absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())),
+                  ": ", LogSafe(status.error_message(), 300));
     if (const std::optional<uint64_t> n =
             stream_ends_.Pass(why, 1, std::chrono::steady_clock::now())) {
       warn_(absl::StrCat("stream to coordinator ", options_.coordinator, " ended: ", why,
-                         "; reconnecting", *n > 1 ? absl::StrCat(" (", *n, " times in the last minute)") : ""));
+                         "; reconnecting",
+                         *n > 1 ? absl::StrCat(" (", *n, " times in the last minute)") : ""));
     }
   }
   return outcome;

@@ -104,7 +104,7 @@ class IngestStreamer {
   SegmentDrainer* drainer_;
   Log log_;
   Log warn_;
-  LogThrottle refusals_{std::chrono::seconds(60)};  // by (job, rank, code, message)
+  LogThrottle refusals_{std::chrono::seconds(60)};     // by (job, rank, code, message)
   LogThrottle stream_ends_{std::chrono::seconds(60)};  // by the reason a stream ended
   std::atomic<bool> stop_{false};
   size_t batch_limit_ = 0;  // current records per batch (shrinks on refused batches)

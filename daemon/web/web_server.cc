@@ -67,8 +67,8 @@ struct WebServer::Impl {
   // Asio polls again after EAGAIN), so the reaper thread shuts down a connection whose
   // deadline passed, which ends its blocked read or write.
   struct Conn {
-    std::string peer;                 // the client's address
-    Clock::time_point deadline{};     // of the read or write under way; none while answering
+    std::string peer;              // the client's address
+    Clock::time_point deadline{};  // of the read or write under way; none while answering
     bool armed = false;
     bool waiting = true;              // waiting for (or reading) a request, not answering one
     Clock::time_point waiting_since;  // when it began waiting
@@ -386,8 +386,8 @@ int WebServer::port() const { return impl_->port; }
 bool WebServer::tls() const { return impl_->tls.has_value(); }
 
 WebServerCounters WebServer::counters() const {
-  return {impl_->requests.load(), impl_->refused.load(), impl_->bad.load(),
-          impl_->timed_out.load(), impl_->evicted.load()};
+  return {impl_->requests.load(), impl_->refused.load(), impl_->bad.load(), impl_->timed_out.load(),
+          impl_->evicted.load()};
 }
 
 }  // namespace stagefrontier

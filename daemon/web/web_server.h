@@ -3,8 +3,9 @@
 // coordinator's is QueryBridge::Get, query_bridge.h). Served with
 // Boost.Beast, one thread per connection up to a bound; a connection waiting for a request
 // gives way to a new one at the bound (all clients) or at the per-client bound, so idle
-// connections cannot lock the view out, and every read and write has a deadline. With TLS files it serves HTTPS only,
-// with the gRPC port's certificate, key and client CA; the API asks for the gRPC port's token
+// connections cannot lock the view out, and every read and write has a deadline. With TLS files it
+// serves HTTPS only, with the gRPC port's certificate, key and client CA; the API asks for the gRPC
+// port's token
 // (`Authorization: Bearer TOKEN`, checked by the Query service itself); the page and its
 // assets hold no data and need none.
 //

@@ -50,8 +50,8 @@ TEST_CASE("analysis child: answers what the analysis in process answers") {
   absl::StatusOr<CaptureAnalysis> in_process =
       AnalyseCaptureInProcess(suspect, {reference}, kSchema, "forward");
   REQUIRE(in_process.ok());
-  absl::StatusOr<CaptureAnalysis> child = ChildCaptureAnalyser({.executable = kHelper})(
-      suspect, {reference}, kSchema, "forward");
+  absl::StatusOr<CaptureAnalysis> child =
+      ChildCaptureAnalyser({.executable = kHelper})(suspect, {reference}, kSchema, "forward");
   REQUIRE(child.ok());
   CHECK(nlohmann::json::parse(child->report_json) ==
         nlohmann::json::parse(in_process->report_json));
@@ -63,21 +63,21 @@ TEST_CASE("analysis child: a trace's error comes back with its code and words") 
   const std::string dir = TempDir();
   const std::string deep = WriteFile(dir, "trace_rank1_step20.json", DeepTrace());
   const std::string reference = WriteFile(dir, "trace_rank0_step20.json", Trace(0, 500));
-  absl::StatusOr<CaptureAnalysis> a = ChildCaptureAnalyser({.executable = kHelper})(
-      deep, {reference}, kSchema, "forward");
+  absl::StatusOr<CaptureAnalysis> a =
+      ChildCaptureAnalyser({.executable = kHelper})(deep, {reference}, kSchema, "forward");
   REQUIRE_FALSE(a.ok());
   CHECK(absl::IsResourceExhausted(a.status()));
   CHECK_THAT(std::string(a.status().message()), Catch::Contains("nested deeper than 64"));
   a = ChildCaptureAnalyser({.executable = kHelper})(dir + "/missing.json", {reference}, kSchema,
-                                                     "forward");
+                                                    "forward");
   CHECK(absl::IsNotFound(a.status()));
 }
 
 TEST_CASE("analysis child: a crash, a hang, garbage or no binary fail with what happened") {
   const std::string dir = TempDir();
   const std::string trace = WriteFile(dir, "t.json", Trace(0, 500));
-  auto run = [&](const std::string& script, std::chrono::milliseconds timeout =
-                                                std::chrono::seconds(30)) {
+  auto run = [&](const std::string& script,
+                 std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
     const std::string exe = WriteFile(dir, "child.sh", "#!/bin/sh\n" + script + "\n", 0755);
     CaptureAnalysisChildOptions o;
     o.executable = exe;
@@ -103,8 +103,9 @@ void Store(CaptureStore* store, const std::string& job, int rank, const std::str
               .ok());
 }
 
-TEST_CASE("capture reports: a trace that breaks the analysis fails its report, not the caller "
-          "(issue 28, attack 3)") {
+TEST_CASE(
+    "capture reports: a trace that breaks the analysis fails its report, not the caller "
+    "(issue 28, attack 3)") {
   CaptureStore store({.root = TempDir()});
   REQUIRE(store.Open().ok());
   CaptureDecision d;

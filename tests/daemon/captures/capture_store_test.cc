@@ -11,8 +11,8 @@
 #include <tuple>
 
 #include "daemon/captures/capture_compression.h"
-#include "tests/daemon/captures/capture_chunk_builder.h"
 #include "daemon/captures/capture_file_name.h"
+#include "tests/daemon/captures/capture_chunk_builder.h"
 
 namespace stagefrontier {
 namespace {
@@ -295,8 +295,9 @@ TEST_CASE("capture store: a noisy job evicts its own files, never another job's 
   REQUIRE(store.Open().ok());
   const std::string evidence = Payload(20000);
   for (int r = 0; r < 3; ++r) {
-    REQUIRE(store.Accept(MakeChunk(CaptureFileNameFor(r, 100), evidence, 0, evidence.size(),
-                                   "realjob")).ok());
+    REQUIRE(
+        store.Accept(MakeChunk(CaptureFileNameFor(r, 100), evidence, 0, evidence.size(), "realjob"))
+            .ok());
   }
   const std::string tiny = Payload(100);
   for (int r = 0; r < 60; ++r) {

@@ -54,16 +54,19 @@ TEST_CASE("a pid nested 200,000 arrays deep is refused, not recursed into (issue
   // The attack's trace: one complete event whose pid nests 200,000 arrays (400 KB). Turning it
   // into text recursed once per level and overflowed the coordinator's report thread.
   const std::string deep = std::string(200000, '[') + std::string(200000, ']');
-  const std::string text = "{\"traceEvents\": [{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1,"
-                           "\"pid\":" + deep + ",\"tid\":1}]}";
+  const std::string text =
+      "{\"traceEvents\": [{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1,"
+      "\"pid\":" +
+      deep + ",\"tid\":1}]}";
   const absl::StatusOr<ChromeTrace> t = ParseChromeTrace(text, "evil.json");
   REQUIRE_FALSE(t.ok());
   CHECK(absl::IsResourceExhausted(t.status()));
   CHECK_THAT(std::string(t.status().message()),
              Catch::Contains("evil.json") && Catch::Contains("nested deeper than 64"));
   // As deep as the limit allows is still read; a shallow non-scalar pid stays text.
-  const std::string ok = "{\"traceEvents\": [{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1,"
-                         "\"pid\":[[1]],\"tid\":1}]}";
+  const std::string ok =
+      "{\"traceEvents\": [{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1,"
+      "\"pid\":[[1]],\"tid\":1}]}";
   const absl::StatusOr<ChromeTrace> shallow = ParseChromeTrace(ok, "ok.json");
   REQUIRE(shallow.ok());
   CHECK(shallow->events.at(0).process == "[[1]]");

@@ -13,7 +13,7 @@ TEST_CASE("log throttle: once at once, then once per interval with the tally sin
   CHECK(t.Pass("rank 3 refused", 5, t0) == 5u);  // the first: at once
   CHECK_FALSE(t.Pass("rank 3 refused", 5, t0 + std::chrono::seconds(1)));
   CHECK_FALSE(t.Pass("rank 3 refused", 7, t0 + std::chrono::seconds(59)));
-  CHECK(t.Pass("other", 1, t0 + std::chrono::seconds(59)) == 1u);  // keys apart
+  CHECK(t.Pass("other", 1, t0 + std::chrono::seconds(59)) == 1u);            // keys apart
   CHECK(t.Pass("rank 3 refused", 3, t0 + std::chrono::seconds(60)) == 15u);  // 5 + 7 + 3
   CHECK_FALSE(t.Pass("rank 3 refused", 1, t0 + std::chrono::seconds(61)));
 }

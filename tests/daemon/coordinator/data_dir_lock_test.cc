@@ -62,7 +62,8 @@ TEST_CASE("data dir lock: a holder that dies without letting go frees the direct
 TEST_CASE("data dir lock: a directory that cannot hold the lock file says why") {
   const absl::StatusOr<DataDirLock> l = DataDirLock::Acquire("/nonexistent/dir");
   CHECK(absl::IsUnavailable(l.status()));
-  CHECK_THAT(std::string(l.status().message()), Catch::Contains("/nonexistent/dir/coordinator.lock"));
+  CHECK_THAT(std::string(l.status().message()),
+             Catch::Contains("/nonexistent/dir/coordinator.lock"));
 }
 
 }  // namespace

@@ -397,11 +397,10 @@ TEST_CASE("scoped tokens: a malformed scopes file is refused naming the line") {
   CHECK_THAT(std::string(load(kToken, "read\n").message()), Catch::Contains(":1: want"));
   CHECK_THAT(std::string(load(kToken, "\nadmin abcdefghijklmnopq\n").message()),
              Catch::Contains(":2: unknown scope \"admin\""));
-  CHECK_THAT(std::string(load(kToken, "read short\n").message()),
-             Catch::Contains("fewer than 16"));
-  CHECK_THAT(std::string(load(kToken, "read abcdefghijklmnopq\ncontrol abcdefghijklmnopq\n")
-                             .message()),
-             Catch::Contains(":2: a token used twice"));
+  CHECK_THAT(std::string(load(kToken, "read short\n").message()), Catch::Contains("fewer than 16"));
+  CHECK_THAT(
+      std::string(load(kToken, "read abcdefghijklmnopq\ncontrol abcdefghijklmnopq\n").message()),
+      Catch::Contains(":2: a token used twice"));
   CHECK_THAT(std::string(load("", "read abcdefghijklmnopq\n").message()),
              Catch::Contains("need the shared one"));
   CHECK(absl::IsNotFound(AccessTokens::Load(kToken, "/nonexistent/scopes").status()));

@@ -202,8 +202,8 @@ TEST_CASE("a journal with no intact record is moved aside and its job starts ane
   const absl::Status s = jobs.RestoreAll();
   CHECK(absl::IsDataLoss(s));
   CHECK_THAT(std::string(s.message()),
-             Catch::Contains("no intact record") && Catch::Contains("moved aside to " + path +
-                                                                    ".unreadable-") &&
+             Catch::Contains("no intact record") &&
+                 Catch::Contains("moved aside to " + path + ".unreadable-") &&
                  Catch::Contains("job j starts a new journal"));
   struct stat st {};
   CHECK(::lstat(path.c_str(), &st) != 0);  // gone from its name

@@ -222,7 +222,6 @@ TEST_CASE("capture uploader: Run passes until Stop") {
   CHECK(store.Files("j").size() == 1);
 }
 
-
 // Runs `plant` as an unprivileged user (nobody, 65534) in a child process, as a trainer's user
 // would; false when this test does not run as root (then the attack is planted as ourselves).
 bool AsNobody(const std::function<void()>& plant) {
@@ -256,8 +255,9 @@ class RacingSender : public StoreSender {
   std::function<void()> during;
 };
 
-TEST_CASE("capture uploader: planted marker links never make the sidecar create or truncate "
-          "a file (issue 28, attack 1)") {
+TEST_CASE(
+    "capture uploader: planted marker links never make the sidecar create or truncate "
+    "a file (issue 28, attack 1)") {
   const std::string node_dir = TempDir();
   const std::string victims = TempDir();  // root's files elsewhere on the node
   CaptureStore store({.root = TempDir()});
@@ -270,8 +270,8 @@ TEST_CASE("capture uploader: planted marker links never make the sidecar create 
   const std::string dangling = victims + "/created_by_root";
   const std::string existing = victims + "/shadow";
   Write(existing, "root's precious file\n");
-  const std::string bad = job_dir + "/trace_rank0_step5.json";    // a link: refused
-  const std::string good = job_dir + "/trace_rank1_step5.json";   // sent; link raced in
+  const std::string bad = job_dir + "/trace_rank0_step5.json";   // a link: refused
+  const std::string good = job_dir + "/trace_rank1_step5.json";  // sent; link raced in
   const bool unprivileged = AsNobody([&] {
     Write(good, Trace(3000));
     if (::symlink(existing.c_str(), bad.c_str()) != 0) ::_exit(4);
@@ -290,9 +290,9 @@ TEST_CASE("capture uploader: planted marker links never make the sidecar create 
   uploader.UploadPass();
   uploader.UploadPass();
   INFO("links planted by " << (unprivileged ? "nobody (65534)" : "this test's own user"));
-  CHECK_FALSE(Exists(dangling));                           // nothing created through the link
-  CHECK(Slurp(existing) == "root's precious file\n");      // nothing truncated through the link
-  CHECK(store.Files("job1").size() == 1);                  // good was sent, once
+  CHECK_FALSE(Exists(dangling));                       // nothing created through the link
+  CHECK(Slurp(existing) == "root's precious file\n");  // nothing truncated through the link
+  CHECK(store.Files("job1").size() == 1);              // good was sent, once
   CHECK(sender.calls == 1);
 }
 

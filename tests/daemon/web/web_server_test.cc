@@ -180,9 +180,8 @@ std::unique_ptr<WebServer> StartWith(Gate* gate, int max_connections, int per_cl
   o.max_connections = max_connections;
   o.max_connections_per_client = per_client;
   o.io_timeout_ms = io_timeout_ms;
-  auto started = WebServer::Start(o, [gate](auto path, auto query, auto auth) {
-    return gate->Handle(path, query, auth);
-  });
+  auto started = WebServer::Start(
+      o, [gate](auto path, auto query, auto auth) { return gate->Handle(path, query, auth); });
   REQUIRE(started.ok());
   return std::move(*started);
 }
@@ -199,8 +198,7 @@ TEST_CASE("503 only when every connection is busy; stopping ends open connection
   std::vector<int> busy = {Connect(web->port()), Connect(web->port())};
   for (int fd : busy) Send(fd, "GET /api/slow HTTP/1.1\r\nHost: x\r\n\r\n");
   gate.AwaitWaiting(2);
-  const std::string refused =
-      Exchange(web->port(), "GET / HTTP/1.1\r\nConnection: close\r\n\r\n");
+  const std::string refused = Exchange(web->port(), "GET / HTTP/1.1\r\nConnection: close\r\n\r\n");
   CHECK_THAT(refused, Catch::StartsWith("HTTP/1.1 503 Service Unavailable"));
   CHECK(web->counters().refused_connections == 1);
   gate.Release();
