@@ -28,6 +28,17 @@ echo "== 4. sweep"
 mkdir -p /tmp/sweep-scratch
 "$pre/bin/daemon/sweep/stagefrontier-sweep" --checks cpu,memory,gpu --scratch /tmp/sweep-scratch
 echo "== 5. captures"
+# The stub's native module for this machine's python3 (Debian's wheel holds one for 3.11).
+mkdir -p /tmp/sfpy && cp -r client/python/src/stagefrontier /tmp/sfpy/
+echo '__version__ = "0+gpu"' > /tmp/sfpy/stagefrontier/_version.py
+ext=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+g++ -std=c++20 -O2 -shared -fPIC -fvisibility=hidden -I. -isystem "$pre/include" \
+  $(python3 -m pybind11 --includes) client/python/stagefrontier_module.cc client/client.cc \
+  client/launcher_environment.cc client/probe/probe_ring_attach.cc shm/stage_schema.cc \
+  shm/slot_ownership.cc shm/segment_view.cc shm/segment_file.cc shm/probe_ring_writer.cc \
+  shm/mapping_guard.cc shm/control_channel.cc -o "/tmp/sfpy/stagefrontier/_stagefrontier$ext" \
+  -L"$pre/lib" $(cd "$pre/lib" && ls libabsl_* | sed 's/^/-l:/') || echo "module build FAILED"
+export PYTHONPATH=/tmp/sfpy
 for mode in async sync; do
   flag=""; [ $mode = sync ] && flag=--sync
   for rank in 0 1; do

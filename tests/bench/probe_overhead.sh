@@ -5,9 +5,9 @@
 #     //client/probe:libsfprobe.so && tests/bench/probe_overhead.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bin=${BIN:-bazel-bin}  # a tree built elsewhere with the same layout
-fake="$PWD/$bin/tests/probe/libfake_nccl.so"
-probe="$PWD/$bin/client/probe/libsfprobe.so"
+bin=$(cd "${BIN:-bazel-bin}" && pwd)  # BIN: a tree built elsewhere with the same layout
+fake="$bin/tests/probe/libfake_nccl.so"
+probe="$bin/client/probe/libsfprobe.so"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export FAKE_NCCL_SLEEP_US=0 FAKE_NCCL_NO_LOG=1 STAGEFRONTIER_SHM_DIR="$work" LOCAL_RANK=0

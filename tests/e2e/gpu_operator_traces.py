@@ -16,7 +16,8 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python", "src"))
+# After PYTHONPATH: gpu_machine_run.sh puts a module built for that python3 there.
+sys.path.append(os.path.join(os.path.dirname(__file__), "..", "..", "client", "python", "src"))
 
 import torch  # noqa: E402
 from torch.autograd.profiler import record_function  # noqa: E402
