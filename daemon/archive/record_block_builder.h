@@ -1,6 +1,7 @@
 // Groups journal records, in order, into record blocks (record_block.h): a block ends after
 // `block_steps` closed steps (a verdict window) or about 8 MiB of records. Shared by the
-// offline compaction (journal_compaction.h) and the coordinator's own (journal_compactor.h).
+// offline compaction (daemon/journal/journal_compaction.h) and the coordinator's own
+// (journal_compactor.h).
 //
 //   RecordBlockBuilder builder({.stage_count = 6}, /*block_steps=*/100);
 //   for (const v1::JournalRecord& r : records) {

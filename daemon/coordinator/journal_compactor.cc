@@ -10,7 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/archive/record_block_builder.h"
-#include "daemon/coordinator/journal_file_io.h"
+#include "daemon/journal/journal_file_io.h"
+#include "daemon/journal/journal_frame.h"
 
 namespace stagefrontier {
 namespace {
@@ -41,11 +42,12 @@ std::string JournalCompaction::Describe() const {
                       absl::SixDigits(seconds), " s");
 }
 
-absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& journal, uint32_t stage_count,
+absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& job_journal, uint32_t stage_count,
                                                      const JournalCompactorOptions& options) {
+  RecordLog& journal = job_journal.log();
   const auto start = std::chrono::steady_clock::now();
   JournalCompaction result;
-  const JobJournal::Layout was = journal.CurrentLayout();
+  const RecordLog::Layout was = journal.CurrentLayout();
   if (was.written_end < was.compacted_end + options.min_plain_bytes) return result;
   absl::StatusOr<int> in_fd = journal.OpenForReading();
   if (!in_fd.ok()) return in_fd.status();
@@ -111,7 +113,7 @@ absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& journal, uint32
   }
   written += frames.size();
   const uint64_t new_compacted_end = written;
-  const JobJournal::Layout region_end{was.compacted_end, was.compacted_end + off};
+  const RecordLog::Layout region_end{was.compacted_end, was.compacted_end + off};
   if (new_compacted_end >= region_end.written_end) {
     result.records = 0;  // would not shrink (a tiny region): leave it for a larger one
     return result;
@@ -122,7 +124,7 @@ absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& journal, uint32
     return s;
   }
   result.blocks = builder.blocks();
-  const JobJournal::Layout now = journal.CurrentLayout();
+  const RecordLog::Layout now = journal.CurrentLayout();
   result.file_bytes_after = now.written_end;
   result.file_bytes_before = now.written_end + (region_end.written_end - new_compacted_end);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -20,7 +20,7 @@
 namespace stagefrontier {
 
 struct JournalCompactorOptions {
-  uint64_t min_plain_bytes = 64ULL << 20;   // compact once this many bytes of plain records
+  uint64_t min_plain_bytes = 64ULL << 20;    // compact once this many bytes of plain records
   uint64_t max_region_bytes = 256ULL << 20;  // at most this many of them per compaction
   uint32_t block_steps = 100;                // a block ends after this many closed steps
   int zstd_level = 3;
@@ -39,7 +39,7 @@ struct JournalCompaction {
 // prefix, at most max_region_bytes of them) when at least min_plain_bytes are there: builds a
 // new file beside the journal (a hidden `.<job>.journal.compacting-…`, removed at the next
 // start if a crash leaves it) holding the compacted prefix, then the new blocks, each checked
-// to decode to its records, and hands it to JobJournal::ReplacePrefix. Returns records == 0
+// to decode to its records, and hands it to RecordLog::ReplacePrefix. Returns records == 0
 // when nothing was due. Fails, leaving the journal as it was, with the errno-derived status of
 // a failed call, DataLoss for a region that does not scan as intact frames, or as
 // EncodeRecordBlock and ReplacePrefix.

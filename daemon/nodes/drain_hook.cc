@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 
 extern char** environ;
 
@@ -44,43 +45,38 @@ void DrainHook::Start() {
 
 void DrainHook::OnClassChange(const NodeSummary& node) {
   if (options_.command.empty() || node.cls != NodeClass::kChronic) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(node);
-  }
-  cv_.notify_all();
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(node);
 }
 
 void DrainHook::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
   if (worker_.joinable()) worker_.join();
 }
 
 void DrainHook::Drain() {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return (queue_.empty() && !busy_) || stop_ || !worker_.joinable(); });
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(this, &DrainHook::Idle));
 }
 
 void DrainHook::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (true) {
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    mu_.Await(absl::Condition(this, &DrainHook::HasWork));
     if (stop_) break;
     NodeSummary node = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
-    lock.unlock();
+    mu_.Unlock();
     Handle(node);
-    lock.lock();
+    mu_.Lock();
     busy_ = false;
-    cv_.notify_all();
   }
   busy_ = false;
-  cv_.notify_all();
+  mu_.Unlock();
 }
 
 void DrainHook::Handle(const NodeSummary& node) {
@@ -98,7 +94,7 @@ void DrainHook::Handle(const NodeSummary& node) {
   }
   const Clock::time_point now = Clock::now();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     while (!recent_.empty() && now - recent_.front() >= std::chrono::hours(1)) recent_.pop_front();
     if (static_cast<int>(recent_.size()) >= options_.max_per_hour) {
       ++counters_.rate_limited;
@@ -137,8 +133,8 @@ void DrainHook::Handle(const NodeSummary& node) {
     log_(absl::StrCat("drain hook for node ", node.node, " attempt ", attempt, " of ",
                       options_.attempts, " failed: ", why));
     if (attempt == options_.attempts) break;
-    std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_for(lock, delay, [&] { return stop_; })) break;
+    absl::MutexLock lock(&mu_);
+    if (mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::FromChrono(delay))) break;
     delay *= 2;
   }
   ++counters_.failed;

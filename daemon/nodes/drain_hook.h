@@ -21,15 +21,15 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/nodes/node_ledger.h"
 #include "daemon/nodes/node_name.h"
 
@@ -79,17 +79,21 @@ class DrainHook {
   void Handle(const NodeSummary& node);
   // One attempt: 0 on success, the exit status, or -1 for a timeout or a spawn failure.
   int RunOnce(const std::vector<std::string>& env, std::string* why);
+  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); }
+  bool Idle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return (queue_.empty() && !busy_) || stop_ || !worker_.joinable();
+  }
 
   const DrainHookOptions options_;
   Log log_;
   Veto veto_;
   DrainHookCounters counters_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<NodeSummary> queue_;
-  bool busy_ = false;
-  bool stop_ = false;
-  std::deque<std::chrono::steady_clock::time_point> recent_;  // hook decisions, last hour
+  absl::Mutex mu_;
+  std::deque<NodeSummary> queue_ ABSL_GUARDED_BY(mu_);
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // Hook decisions, last hour.
+  std::deque<std::chrono::steady_clock::time_point> recent_ ABSL_GUARDED_BY(mu_);
   std::thread worker_;
 };
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/accounting/verdict.h"
+#include "daemon/nodes/node_window.h"
 
 namespace stagefrontier {
 namespace {
@@ -28,7 +29,7 @@ absl::StatusOr<std::unique_ptr<NodeLedger>> NodeLedger::Open(const NodeLedgerOpt
   if (absl::Status s = options.classes.Validate(); !s.ok()) return s;
   std::unique_ptr<NodeLedger> ledger(new NodeLedger(options));
   NodeLedger* l = ledger.get();
-  absl::StatusOr<std::unique_ptr<JobJournal>> opened = JobJournal::OpenOrCreate(
+  absl::StatusOr<std::unique_ptr<RecordLog>> opened = RecordLog::OpenOrCreate(
       options.path, options.fsync,
       [l](const v1::JournalRecord& r) {
         if (r.body_case() == v1::JournalRecord::kNodeHost) {
@@ -162,6 +163,12 @@ bool NodeLedger::Record(const v1::NodeWindow& window) {
     for (const Change& c : changes) callback(c.node, c.before);
   }
   return true;
+}
+
+void NodeLedger::OnJobWindow(const ClosedJobWindow& w) {
+  // A duplicate (a window at or before the job's last) changes nothing: nothing to tell.
+  (void)Record(NodeWindowFromVerdict(w.job, w.world_size, *w.schema, *w.verdict, w.rank_nodes,
+                                     !w.unreliable.empty(), w.wall_time_ns));
 }
 
 absl::Status NodeLedger::Flush() { return file_->Flush(); }

@@ -6,6 +6,7 @@
 //
 //   auto ledger = NodeLedger::Open(options, &info);
 //   (*ledger)->Record(window);              // a closed window (NodeWindowFromVerdict)
+//   job_options.observers.push_back(ledger->get());  // or told by the jobs (OnJobWindow)
 //   (*ledger)->Flush();                      // durable
 //   for (const NodeSummary& n : (*ledger)->Nodes()) ...   // most costly first
 //
@@ -24,7 +25,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "daemon/coordinator/job_journal.h"
+#include "daemon/events/verdict_observer.h"
+#include "daemon/journal/record_log.h"
 #include "daemon/nodes/node_class.h"
 #include "stagefrontier/v1/journal.pb.h"
 
@@ -71,20 +73,23 @@ struct NodeLedgerCounters {
   uint64_t replay_skipped = 0;     // ledger records that were not windows
 };
 
-class NodeLedger {
+class NodeLedger : public VerdictObserver {
  public:
   // Called (under no lock of the ledger's) when a node changes class; `before` is its old one.
   using ClassChange = std::function<void(const NodeSummary& node, NodeClass before)>;
 
   // Opens the ledger at options.path, creating it if absent, and replays it (damage is
   // repaired as for a journal, `info` says what was skipped). InvalidArgument for a bad
-  // classification config; JobJournal::Open's and Create's errors otherwise.
+  // classification config; RecordLog::Open's and Create's errors otherwise.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<NodeLedger>> Open(
       const NodeLedgerOptions& options, JournalOpenInfo* info);
 
   // Records one closed window and appends it to the file (durable after Flush). Returns false,
   // changing nothing, for a window of a job at or before that job's last recorded window.
   bool Record(const v1::NodeWindow& window);
+  // A job's closed window (a job observer, JobOptions::observers): recorded as
+  // NodeWindowFromVerdict says, with the window's wall time.
+  void OnJobWindow(const ClosedJobWindow& window) override;
   [[nodiscard]] absl::Status Flush();
   // Records the machine under `node` (its sidecar's hostname and address, from its Hello);
   // written only when new or changed. At most max_nodes names are kept.
@@ -125,7 +130,7 @@ class NodeLedger {
 
   const NodeLedgerOptions options_;
   mutable std::mutex mu_;
-  std::unique_ptr<JobJournal> file_;
+  std::unique_ptr<RecordLog> file_;
   std::map<std::string, NodeState> nodes_;
   std::map<std::string, JobNodes> jobs_;
   std::map<std::string, std::pair<std::string, std::string>> hosts_;  // node -> host, address

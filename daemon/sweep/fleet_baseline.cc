@@ -32,7 +32,7 @@ absl::StatusOr<std::unique_ptr<FleetBaseline>> FleetBaseline::Open(
     const FleetBaselineOptions& options, JournalOpenInfo* info) {
   std::unique_ptr<FleetBaseline> fleet(new FleetBaseline(options));
   FleetBaseline* f = fleet.get();
-  absl::StatusOr<std::unique_ptr<JobJournal>> opened = JobJournal::OpenOrCreate(
+  absl::StatusOr<std::unique_ptr<RecordLog>> opened = RecordLog::OpenOrCreate(
       options.path, options.fsync,
       [f](const v1::JournalRecord& r) {
         if (r.body_case() == v1::JournalRecord::kSweep) {

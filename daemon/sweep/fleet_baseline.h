@@ -22,7 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "daemon/coordinator/job_journal.h"
+#include "daemon/journal/record_log.h"
 #include "stagefrontier/v1/journal.pb.h"
 #include "stagefrontier/v1/query.pb.h"
 
@@ -40,7 +40,7 @@ struct FleetBaselineOptions {
 
 class FleetBaseline {
  public:
-  // Opens (creating if absent) and replays the file. Errors as JobJournal::Open and Create.
+  // Opens (creating if absent) and replays the file. Errors as RecordLog::Open and Create.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<FleetBaseline>> Open(
       const FleetBaselineOptions& options, JournalOpenInfo* info);
 
@@ -59,7 +59,7 @@ class FleetBaseline {
 
   const FleetBaselineOptions options_;
   mutable std::mutex mu_;
-  std::unique_ptr<JobJournal> file_;
+  std::unique_ptr<RecordLog> file_;
   std::map<std::string, std::deque<double>> samples_;
 };
 

@@ -14,10 +14,10 @@
 #include <filesystem>
 #include <iostream>
 
-#include "daemon/archive/journal_compaction.h"
-#include "daemon/coordinator/job_journal.h"
 #include "daemon/coordinator/job_state.h"
 #include "daemon/coordinator/proto_convert.h"
+#include "daemon/journal/journal_compaction.h"
+#include "daemon/journal/record_log.h"
 #include "daemon/sim/training_simulator.h"
 #include "daemon/wire/rank_steps.h"
 
@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string plain = dir + "/sim.journal", compact = dir + "/sim.compact.journal";
-  if (absl::StatusOr<std::unique_ptr<JobJournal>> j = JobJournal::Create(plain, false, records);
+  if (absl::StatusOr<std::unique_ptr<RecordLog>> j = RecordLog::Create(plain, false, records);
       !j.ok()) {
     std::cerr << j.status().message() << "\n";
     return 2;

@@ -17,8 +17,9 @@
 #include <sstream>
 #include <string>
 
-#include "daemon/coordinator/job_journal.h"
 #include "daemon/coordinator/job_state.h"
+#include "daemon/journal/journal_reader.h"
+#include "daemon/journal/record_log.h"
 #include "daemon/nodes/node_ledger.h"
 #include "daemon/sweep/fleet_baseline.h"
 

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "daemon/archive/journal_compaction.h"
 #include "daemon/archive/record_block.h"
 #include "daemon/archive/summary_block.h"
 #include "daemon/captures/capture_compression.h"
 #include "daemon/coordinator/job_state.h"
+#include "daemon/journal/journal_compaction.h"
 #include "daemon/wire/packed_steps.h"
 #include "daemon/wire/rank_steps.h"
 #include "stagefrontier/v1/captures.pb.h"

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "daemon/analyze/trace_reduce.h"
+#include "daemon/captures/trace_reduce.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const stagefrontier::StageSchema schema = *stagefrontier::StageSchema::Parse(

@@ -49,7 +49,7 @@ std::vector<v1::JournalRecord> Step(int64_t step, std::mt19937_64& rng) {
 }
 
 // Every record the journal at `path` replays, serialized.
-std::vector<std::string> Replayed(const std::string& path, JobJournal::Layout* layout = nullptr) {
+std::vector<std::string> Replayed(const std::string& path, RecordLog::Layout* layout = nullptr) {
   std::vector<std::string> out;
   auto j = JobJournal::Open(
       path, false,
@@ -59,7 +59,7 @@ std::vector<std::string> Replayed(const std::string& path, JobJournal::Layout* l
       },
       nullptr);
   REQUIRE(j.ok());
-  if (layout != nullptr) *layout = (*j)->CurrentLayout();
+  if (layout != nullptr) *layout = (*j)->log().CurrentLayout();
   return out;
 }
 
@@ -79,7 +79,8 @@ std::string ReadAll(const std::string& path) {
 int FilesIn(const std::string& dir) {
   int n = 0;
   DIR* d = opendir(dir.c_str());
-  while (const dirent* e = readdir(d)) n += e->d_name[0] != '.' || std::string(e->d_name).size() > 2;
+  while (const dirent* e = readdir(d))
+    n += e->d_name[0] != '.' || std::string(e->d_name).size() > 2;
   closedir(d);
   return n;
 }
@@ -128,10 +129,10 @@ TEST_CASE("a live journal compacts in place: the same records, fewer bytes, appe
     }
     REQUIRE(j.Flush().ok());
     CHECK(j.durable_bytes() > position);
-    JobJournal::Layout layout;
+    RecordLog::Layout layout;
     CHECK(Replayed(path, &layout) == expected);
-    CHECK(layout.compacted_end == j.CurrentLayout().compacted_end);  // found again on open
-    CHECK(FilesIn(dir) == 1);  // no temporary left
+    CHECK(layout.compacted_end == j.log().CurrentLayout().compacted_end);  // found again on open
+    CHECK(FilesIn(dir) == 1);                                              // no temporary left
 
     SECTION("a second compaction takes only the new records; the old blocks stay byte for byte") {
       const std::string prefix = ReadAll(path).substr(0, layout.compacted_end);
@@ -156,7 +157,8 @@ TEST_CASE("a live journal compacts in place: the same records, fewer bytes, appe
         }
       }
       REQUIRE(j.Flush().ok());
-      auto part = CompactLiveJournal(j, kStages, {.min_plain_bytes = 1, .max_region_bytes = 20'000});
+      auto part =
+          CompactLiveJournal(j, kStages, {.min_plain_bytes = 1, .max_region_bytes = 20'000});
       REQUIRE(part.ok());
       CHECK(part->records > 0);
       CHECK(part->records < 600);
@@ -212,7 +214,7 @@ TEST_CASE("a region that is not intact frames is refused and the journal is left
   }
   REQUIRE((*journal)->Flush().ok());
   // Damage under the live journal (a disk error, a hand edit): the first plain record's sync.
-  const uint64_t at = (*journal)->CurrentLayout().compacted_end;
+  const uint64_t at = (*journal)->log().CurrentLayout().compacted_end;
   {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(static_cast<std::streamoff>(at));

@@ -1,18 +1,20 @@
-// File I/O the journal and its live compaction share: whole reads and writes at an offset that
-// retry short transfers and EINTR, errno mapped to a status the way callers act on it (a full
-// disk is Unavailable: hold the acknowledgements and retry), and names for hidden files beside
-// a journal that the next start removes when a crash leaves them.
+// File I/O the record log and its live compaction share: whole reads and writes at an offset
+// that retry short transfers and EINTR, errno mapped to a status the way callers act on it (a
+// full disk is Unavailable: hold the acknowledgements and retry), hidden files beside a log that
+// the next start removes when a crash leaves them, and names for files kept beside it.
 //
 //   std::string bytes;
 //   absl::Status s = PreadExactly(fd, offset, size, "cannot read journal", path, &bytes);
 //   s = PwriteAll(fd, bytes, offset, "cannot write journal", path);
-#ifndef STAGEFRONTIER_DAEMON_COORDINATOR_JOURNAL_FILE_IO_H_
-#define STAGEFRONTIER_DAEMON_COORDINATOR_JOURNAL_FILE_IO_H_
+//   absl::StatusOr<std::string> tmp = WriteHiddenFile(path, ".tail", bytes, /*fsync=*/true);
+#ifndef STAGEFRONTIER_DAEMON_JOURNAL_JOURNAL_FILE_IO_H_
+#define STAGEFRONTIER_DAEMON_JOURNAL_JOURNAL_FILE_IO_H_
 
 #include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace stagefrontier {
@@ -39,6 +41,19 @@ std::string DirOf(const std::string& path);
 // this process. Registries remove such files at start (their tags say which).
 std::string HiddenSiblingPath(const std::string& path, absl::string_view tag);
 
+// Writes `bytes` to a new hidden file beside `path` (HiddenSiblingPath), synced with fsync;
+// returns its name. On failure nothing is left behind.
+[[nodiscard]] absl::StatusOr<std::string> WriteHiddenFile(const std::string& path,
+                                                          absl::string_view tag,
+                                                          absl::string_view bytes, bool fsync);
+
+// A name no file has yet, beside `path`: "<path><tag>-<unix seconds>[-n]" (for originals and
+// damaged tails kept for the operator).
+std::string AsideName(const std::string& path, absl::string_view tag);
+
+// Makes a rename or link in directory `dir` durable (best effort).
+void SyncDir(const std::string& dir);
+
 }  // namespace stagefrontier
 
-#endif  // STAGEFRONTIER_DAEMON_COORDINATOR_JOURNAL_FILE_IO_H_
+#endif  // STAGEFRONTIER_DAEMON_JOURNAL_JOURNAL_FILE_IO_H_

@@ -1,5 +1,8 @@
-#include "daemon/coordinator/journal_file_io.h"
+#include "daemon/journal/journal_file_io.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -64,6 +67,36 @@ std::string HiddenSiblingPath(const std::string& path, absl::string_view tag) {
   const size_t slash = path.rfind('/');
   const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
   return absl::StrCat(DirOf(path), "/.", base, tag, "-", ::getpid(), "-", counter.fetch_add(1));
+}
+
+absl::StatusOr<std::string> WriteHiddenFile(const std::string& path, absl::string_view tag,
+                                            absl::string_view bytes, bool fsync) {
+  const std::string tmp = HiddenSiblingPath(path, tag);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return ErrnoStatus(errno, "cannot create", tmp);
+  absl::Status s = PwriteAll(fd, bytes, 0, "cannot write", tmp);
+  if (s.ok() && fsync && ::fdatasync(fd) != 0) s = ErrnoStatus(errno, "cannot fsync", tmp);
+  ::close(fd);
+  if (!s.ok()) {
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  return tmp;
+}
+
+std::string AsideName(const std::string& path, absl::string_view tag) {
+  const std::string base = absl::StrCat(path, tag, "-", ::time(nullptr));
+  std::string name = base;
+  struct stat st {};
+  for (int n = 1; ::lstat(name.c_str(), &st) == 0; ++n) name = absl::StrCat(base, "-", n);
+  return name;
+}
+
+void SyncDir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)::fsync(fd);
+  ::close(fd);
 }
 
 }  // namespace stagefrontier

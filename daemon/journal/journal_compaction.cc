@@ -1,4 +1,4 @@
-#include "daemon/archive/journal_compaction.h"
+#include "daemon/journal/journal_compaction.h"
 
 #include <unistd.h>
 
@@ -10,7 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/archive/record_block_builder.h"
-#include "daemon/coordinator/job_journal.h"
+#include "daemon/journal/journal_reader.h"
+#include "daemon/journal/record_log.h"
 #include "daemon/wire/packed_steps.h"
 
 namespace stagefrontier {
@@ -126,8 +127,8 @@ absl::StatusOr<CompactionReport> CompactJournal(const std::string& input, const 
   report.totals = builder.totals();
   report.encode_seconds = std::chrono::duration<double>(Clock::now() - encode_start).count();
 
-  absl::StatusOr<std::unique_ptr<JobJournal>> created =
-      JobJournal::Create(output, options.fsync, out);
+  absl::StatusOr<std::unique_ptr<RecordLog>> created =
+      RecordLog::Create(output, options.fsync, out);
   if (!created.ok()) return created.status();
   created->reset();
 

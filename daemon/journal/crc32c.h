@@ -1,8 +1,8 @@
-// CRC-32C (Castagnoli), the checksum of the coordinator's journal records.
+// CRC-32C (Castagnoli), the checksum of the journal's records.
 //
 //   uint32_t c = Crc32c(payload.data(), payload.size());
-#ifndef STAGEFRONTIER_DAEMON_COORDINATOR_CRC32C_H_
-#define STAGEFRONTIER_DAEMON_COORDINATOR_CRC32C_H_
+#ifndef STAGEFRONTIER_DAEMON_JOURNAL_CRC32C_H_
+#define STAGEFRONTIER_DAEMON_JOURNAL_CRC32C_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -14,4 +14,4 @@ uint32_t Crc32c(const void* data, size_t size);
 
 }  // namespace stagefrontier
 
-#endif  // STAGEFRONTIER_DAEMON_COORDINATOR_CRC32C_H_
+#endif  // STAGEFRONTIER_DAEMON_JOURNAL_CRC32C_H_

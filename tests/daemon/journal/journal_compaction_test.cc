@@ -1,4 +1,4 @@
-#include "daemon/archive/journal_compaction.h"
+#include "daemon/journal/journal_compaction.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -7,24 +7,16 @@
 #include <fstream>
 #include <sstream>
 
-#include "daemon/coordinator/job_journal.h"
+#include "daemon/journal/journal_reader.h"
+#include "daemon/journal/record_log.h"
 #include "daemon/wire/rank_steps.h"
+#include "tests/test_files.h"
 
 namespace stagefrontier {
 namespace {
 
-std::string TempDir() {
-  char dir[] = "/tmp/sf_compact_XXXXXX";
-  REQUIRE(mkdtemp(dir) != nullptr);
-  return dir;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::ReadAll;
+using testing::TempDir;
 
 std::vector<std::string> Records(const std::string& path) {
   std::vector<std::string> out;
@@ -60,8 +52,8 @@ std::vector<v1::JournalRecord> Job() {
 }
 
 TEST_CASE("a compacted journal holds the same records, in blocks, several times smaller") {
-  const std::string dir = TempDir();
-  REQUIRE(JobJournal::Create(dir + "/job1.journal", false, Job()).ok());
+  const std::string dir = TempDir("sf_compact");
+  REQUIRE(RecordLog::Create(dir + "/job1.journal", false, Job()).ok());
   auto r = CompactJournal(dir + "/job1.journal", dir + "/small.journal",
                           {.block_steps = 100, .fsync = false});
   REQUIRE(r.ok());
@@ -85,8 +77,8 @@ TEST_CASE("a compacted journal holds the same records, in blocks, several times 
 }
 
 TEST_CASE("a microsecond archive is smaller and reads back within half a microsecond") {
-  const std::string dir = TempDir();
-  REQUIRE(JobJournal::Create(dir + "/job1.journal", false, Job()).ok());
+  const std::string dir = TempDir("sf_compact");
+  REQUIRE(RecordLog::Create(dir + "/job1.journal", false, Job()).ok());
   auto exact = CompactJournal(dir + "/job1.journal", dir + "/exact.journal", {.fsync = false});
   auto us = CompactJournal(dir + "/job1.journal", dir + "/us.journal",
                            {.duration_unit_ns = 1000, .fsync = false});
@@ -98,8 +90,8 @@ TEST_CASE("a microsecond archive is smaller and reads back within half a microse
 }
 
 TEST_CASE("what cannot be compacted is refused with the reason, and nothing is written") {
-  const std::string dir = TempDir();
-  REQUIRE(JobJournal::Create(dir + "/job1.journal", false, Job()).ok());
+  const std::string dir = TempDir("sf_compact");
+  REQUIRE(RecordLog::Create(dir + "/job1.journal", false, Job()).ok());
   const CompactionOptions o{.fsync = false};
 
   auto missing = CompactJournal(dir + "/nope.journal", dir + "/out.journal", o);
@@ -119,7 +111,7 @@ TEST_CASE("what cannot be compacted is refused with the reason, and nothing is w
 
   std::vector<v1::JournalRecord> headless = Job();
   headless.erase(headless.begin());
-  REQUIRE(JobJournal::Create(dir + "/headless.journal", false, headless).ok());
+  REQUIRE(RecordLog::Create(dir + "/headless.journal", false, headless).ok());
   auto h = CompactJournal(dir + "/headless.journal", dir + "/out.journal", o);
   CHECK(absl::IsFailedPrecondition(h.status()));
   CHECK_THAT(std::string(h.status().message()), Catch::Contains("declaration"));

@@ -1,4 +1,4 @@
-#include "daemon/coordinator/crc32c.h"
+#include "daemon/journal/crc32c.h"
 
 #include <array>
 

@@ -8,8 +8,8 @@
 //   absl::StatusOr<CompactionReport> r =
 //       CompactJournal("/data/run42.journal", "/archive/run42.journal", {});
 //   if (r.ok()) std::cout << r->output_bytes << " bytes\n";
-#ifndef STAGEFRONTIER_DAEMON_ARCHIVE_JOURNAL_COMPACTION_H_
-#define STAGEFRONTIER_DAEMON_ARCHIVE_JOURNAL_COMPACTION_H_
+#ifndef STAGEFRONTIER_DAEMON_JOURNAL_JOURNAL_COMPACTION_H_
+#define STAGEFRONTIER_DAEMON_JOURNAL_JOURNAL_COMPACTION_H_
 
 #include <cstdint>
 #include <string>
@@ -52,4 +52,4 @@ struct CompactionReport {
 
 }  // namespace stagefrontier
 
-#endif  // STAGEFRONTIER_DAEMON_ARCHIVE_JOURNAL_COMPACTION_H_
+#endif  // STAGEFRONTIER_DAEMON_JOURNAL_JOURNAL_COMPACTION_H_

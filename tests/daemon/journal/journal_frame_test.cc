@@ -1,0 +1,73 @@
+// The framing: a frame reads back as the record it holds, and any damage to it says why.
+#include "daemon/journal/journal_frame.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "daemon/journal/crc32c.h"
+
+namespace stagefrontier {
+namespace {
+
+v1::JournalRecord Closed(int64_t step) {
+  v1::JournalRecord r;
+  r.mutable_closed()->set_step(step);
+  return r;
+}
+
+TEST_CASE("the file header is the magic, format 2 and a reserved word") {
+  const std::string h = JournalFileHeader();
+  REQUIRE(h.size() == kJournalHeaderBytes);
+  CHECK(h.substr(0, 8) == "SFJOURNL");
+  CHECK(LoadJournalLe32(h.data() + 8) == kJournalFormat);
+  CHECK(LoadJournalLe32(h.data() + 12) == 0);
+}
+
+TEST_CASE("an appended frame reads back: sync word, CRC over length and payload") {
+  const std::string payload = Closed(42).SerializeAsString();
+  std::string bytes = JournalFileHeader();
+  AppendJournalFrame(payload, &bytes);
+  const char* frame = bytes.data() + kJournalHeaderBytes;
+  CHECK(LoadJournalLe32(frame) == kJournalRecordSync);
+  CHECK(LoadJournalLe32(frame + 8) == payload.size());
+  CHECK(LoadJournalLe32(frame + 4) == Crc32c(frame + 8, 4 + payload.size()));
+  v1::JournalRecord back;
+  CHECK(ReadJournalFrame(bytes, kJournalHeaderBytes, &back) ==
+        kJournalRecordHeaderBytes + payload.size());
+  CHECK(back.closed().step() == 42);
+  CHECK(ReadJournalFrame(bytes, bytes.size(), &back) == 0);  // past the end
+}
+
+TEST_CASE("a damaged frame reads as none, and says why") {
+  std::string bytes;
+  AppendJournalFrame(Closed(1).SerializeAsString(), &bytes);
+  v1::JournalRecord r;
+  std::string why;
+  CHECK(TryJournalFrame(bytes.substr(0, 5), 0, 2, &r, &why) == 0);
+  CHECK(why == "an incomplete record header");
+  std::string bad = bytes;
+  bad[0] ^= 1;
+  CHECK(TryJournalFrame(bad, 0, 2, &r, &why) == 0);
+  CHECK(why == "no record sync word");
+  bad = bytes;
+  bad[bad.size() - 1] ^= 1;
+  CHECK(TryJournalFrame(bad, 0, 2, &r, &why) == 0);
+  CHECK(why == "a record failing its checksum");
+  CHECK(TryJournalFrame(bytes.substr(0, bytes.size() - 1), 0, 2, &r, &why) == 0);
+  CHECK_THAT(why, Catch::Contains("cut short"));
+}
+
+TEST_CASE("format 1 frames: length, CRC of the payload, payload") {
+  const std::string payload = Closed(3).SerializeAsString();
+  std::string bytes;
+  PutJournalLe32(bytes, static_cast<uint32_t>(payload.size()));
+  PutJournalLe32(bytes, Crc32c(payload.data(), payload.size()));
+  bytes += payload;
+  v1::JournalRecord r;
+  std::string why;
+  CHECK(TryJournalFrame(bytes, 0, 1, &r, &why) == JournalFrameHeaderBytes(1) + payload.size());
+  CHECK(r.closed().step() == 3);
+}
+
+}  // namespace
+}  // namespace stagefrontier
