@@ -4,11 +4,15 @@
 //
 //   JobConfig job{.schema = *StageSchema::Parse("data:io,forward:compute,backward:compute,"
 //                                                "grad_sync:sync,optimizer:compute"),
-//                 .world_size = 16};
+//                 .world_size = 16,
+//                 .groups = {},  // one sync group: the whole job
+//                 .engine = EngineConfig{},
+//                 .probe_bracket_rules = ""};
 //   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(job);
 //   absl::Status s = (*engine)->AddStep(step_input);     // InvalidArgument on bad records
 //   JobReport report = (*engine)->Report();
 //   for (const Verdict& v : (*engine)->TakeClosedVerdicts()) publish(v);
+// (Compiled and run by tests/docs/header_examples_test.cc.)
 #ifndef STAGEFRONTIER_DAEMON_ACCOUNTING_ENGINE_H_
 #define STAGEFRONTIER_DAEMON_ACCOUNTING_ENGINE_H_
 

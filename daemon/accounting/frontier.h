@@ -1,13 +1,16 @@
-// The exact per-step frontier accounting of SPEC §3 over one set of ranks: durations,
-// cumulative times, frontier F[k], leader L[k], increments ΔF[k], exposed time E, leader
-// margins, lag behind the frontier, and the per-stage mean/max a cheap dashboard would show.
+// The exact per-step frontier accounting (docs/accounting.md, "Per step: exact, integer,
+// clock-free") over one set of ranks: durations, cumulative times, frontier F[k], leader L[k],
+// increments ΔF[k], exposed time E, leader margins, lag behind the frontier, and the
+// per-stage mean/max a cheap dashboard would show.
 //
 //   StepMatrix m(/*members=*/4, /*stages=*/5);
-//   m.SetRank(0, boundaries_of_rank0);   // b[0..S] on rank 0's own clock
+//   m.SetMember(0, boundaries_of_rank0);  // b[0..S] on rank 0's own clock
 //   ...
 //   StepFrontier f;
+//   std::vector<int64_t> scratch;
 //   ComputeFrontier(m, &f, &scratch);
 //   // f.exposed_ns == sum of f.stages[k].increment_ns, exactly.
+// (Compiled and run by tests/docs/header_examples_test.cc.)
 #ifndef STAGEFRONTIER_DAEMON_ACCOUNTING_FRONTIER_H_
 #define STAGEFRONTIER_DAEMON_ACCOUNTING_FRONTIER_H_
 

@@ -6,6 +6,7 @@
 //   std::vector<const RankStep*> by_member = {&r0, &r1, nullptr, &r3};   // rank 2 absent
 //   const StepAccounting& acc = g.Account(/*step=*/17, by_member);
 //   Verdict v = g.DecideVerdict();
+// (Compiled and run by tests/docs/header_examples_test.cc.)
 //
 // Not thread-safe: one thread feeds and queries an accountant.
 #ifndef STAGEFRONTIER_DAEMON_ACCOUNTING_GROUP_ACCOUNTANT_H_
@@ -19,11 +20,13 @@
 #include "daemon/accounting/accounting_window.h"
 #include "daemon/accounting/engine_config.h"
 #include "daemon/accounting/frontier.h"
+#include "daemon/accounting/group_members.h"
 #include "daemon/accounting/group_report.h"
 #include "daemon/accounting/probe_bracketing.h"
 #include "daemon/accounting/robust_stats.h"
 #include "daemon/accounting/step_accounting.h"
 #include "daemon/accounting/step_input.h"
+#include "daemon/accounting/top_cell.h"
 #include "daemon/accounting/verdict.h"
 #include "shm/stage_schema.h"
 
@@ -42,7 +45,8 @@ class GroupAccountant {
   // (the Engine enforces it). The result stays valid until the next call.
   const StepAccounting& Account(int64_t step, std::span<const RankStep* const> by_member);
 
-  // The verdict over the current window (SPEC §3). Cheap enough to call every window.
+  // The verdict over the current window (docs/accounting.md, "Verdicts per window"). Cheap
+  // enough to call every window.
   Verdict DecideVerdict() const;
 
   // Closes a window: its verdict, remembered so that a later window's verdict can carry a
@@ -53,7 +57,7 @@ class GroupAccountant {
   GroupReport Report() const;
 
   const std::string& name() const { return name_; }
-  const std::vector<int32_t>& ranks() const { return ranks_; }
+  const std::vector<int32_t>& ranks() const { return members_.ranks; }
   const StageSchema& schema() const { return schema_; }
   const AccountingWindow& window() const { return window_; }
   // Probe spans outside their allowed stage are left out of the mixed split and of the
@@ -61,30 +65,46 @@ class GroupAccountant {
   void set_bracketing(const ProbeBracketing* bracketing) { bracketing_ = bracketing; }
 
  private:
+  // An excess counts when above the step's floor and excess_z noise scales.
+  struct StepThresholds {
+    int64_t min_excess = 0;
+    double max_of_r = 0;  // where the largest of `present` healthy ranks lands, in scales
+    double excess_z = 0;
+    bool Significant(int64_t x, double sigma) const {
+      return x > min_excess && static_cast<double>(x) > excess_z * sigma;
+    }
+  };
+  // Stage k's noise in this step, and its excess over the temporal baseline.
+  struct StageNoise {
+    double peer_sigma = 0;  // cross-rank noise scale
+    int64_t tol = 0;        // tie tolerance
+    double noise_t = 0;     // temporal noise scale
+    int64_t x_t = 0;        // ΔF[k] minus the baseline (0 while warming up)
+    bool temporal = false;  // x_t is significant
+  };
+
+  // Account's steps, in order (stage_attribution.cc holds the per-stage ones).
+  void LoadStep(std::span<const RankStep* const> by_member);
+  void LoadProbe(int m, const RankStep& r);
+  void BeginStep(int64_t step);
+  void AccountStage(int64_t step, int k, const StepThresholds& t);
+  StageNoise MeasureNoise(int k, const StepThresholds& t);
+  void AttributeWork(int k, const StepThresholds& t, const StageNoise& noise);
+  void AttributeWait(int64_t step, int k, const StepThresholds& t, const StageNoise& noise);
+  void AttributeMixedProbe(int k, int64_t tol, Attribution* a);
+  void UpdateExposedBaseline();
+  void UpdateDashboards();
+  void ComputeLag();
   // Charges a late start seen at wait stage k to the member's previous-step tail, if the
   // previous step explains it, else to stage k itself.
   void ChargeLateStart(int64_t step, int k, int member, int64_t charge, int64_t margin);
-  // Exposed time saved per window step if (stage k, member) behaved like its peers.
-  int64_t WhatIfSaving(int k, int member) const;
-  // Members of `member`'s sync group in the late set of wait stage k of window step i: the
-  // shortest waits, within noise.
-  void LateSet(size_t i, int k, int member, std::vector<int32_t>* out) const;
-  // The probe's last arriver among `candidates` (members) at stage k's collectives, or at the
-  // next wait stage's when k has none: the member that had the single shortest wait in at
-  // least two thirds of the window steps with probe evidence (at least min_flagged_steps of
-  // them). Returns -1 when the probe does not single one out; *steps and *evidence say how
-  // often it did, out of how many steps.
-  int ProbeLastArriver(int k, const std::vector<int>& candidates, int* steps, int* evidence,
-                       int* at_stage) const;
   std::vector<int32_t> ToRanks(std::span<const int32_t> members) const;
-  int MemberOf(int32_t rank) const;
+  int MemberOf(int32_t rank) const { return members_.MemberOf(rank); }
 
   std::string name_;
   StageSchema schema_;
-  std::vector<int32_t> ranks_;
+  GroupMembers members_;
   EngineConfig config_;
-  std::vector<int32_t> wait_group_;
-  std::vector<int32_t> member_of_rank_;  // indexed by rank; -1 outside the group
   int stages_;
 
   StepMatrix matrix_;
@@ -108,18 +128,13 @@ class GroupAccountant {
 
   // The (stage, member) the last two closed windows named CLEAR (-1: none), with the last
   // step of each: a window takes the one that ended before it began.
-  struct NamedCell {
-    int64_t last_step = -1;
-    int stage = -1;
-    int member = -1;
-  };
-  NamedCell named_[2];
+  PriorClear named_[2];
 
   const ProbeBracketing* bracketing_ = nullptr;
   std::vector<int64_t> probe_wait_;  // member-major, this step's (see WindowStep::probe_wait)
 
   std::vector<int64_t> scratch_;
-  std::vector<int32_t> members_;
+  std::vector<int32_t> leaders_;
   std::vector<int32_t> resp_;
   std::vector<uint8_t> in_resp_;  // by member: in resp_
 };

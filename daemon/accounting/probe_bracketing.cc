@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "daemon/common/duration_format.h"
 #include "shm/segment_layout_v2.h"
 
 namespace stagefrontier {
@@ -14,8 +15,6 @@ namespace {
 
 using shm::v2::kCollectiveOpNames;
 constexpr size_t kOps = shm::v2::kOpCount;
-
-std::string Ms(int64_t ns) { return absl::StrFormat("%.2f ms", static_cast<double>(ns) / 1e6); }
 
 }  // namespace
 
@@ -153,7 +152,7 @@ std::vector<BracketFinding> ProbeBracketing::Findings() const {
           "rank %d: %u of %u collectives issued in \"%s\" were still running when the stage was "
           "marked finished (by up to %s): the stage marks run ahead of the GPU. Fix: "
           "synchronize the stream before marking, or let the probe define the boundary",
-          f.rank, f.violations, f.checked, stage, Ms(f.max_overrun_ns));
+          f.rank, f.violations, f.checked, stage, FormatMs(f.max_overrun_ns));
     }
     out.push_back(std::move(f));
   }

@@ -7,101 +7,178 @@
 
 namespace stagefrontier {
 
+namespace {
+
+// One stage's deviations from each step's median, over the usable steps: per member sums, and
+// the pooled list (in step then member order) with the member of each entry.
+struct StageDeviations {
+  explicit StageDeviations(int n) : sum(n), sum_sq(n), count(n) {}
+  std::vector<double> sum, sum_sq;
+  std::vector<int32_t> count;
+  std::vector<int64_t> devs;
+  std::vector<int32_t> who;
+};
+
+// Per member: steps beyond kOutlierScales robust scales of the pooled deviations, and the sum
+// of their deviations beyond the pooled median.
+struct OutlierCounts {
+  explicit OutlierCounts(int n) : steps(n), excess_sum(n) {}
+  std::vector<int32_t> steps;
+  std::vector<double> excess_sum;
+};
+
+// Steps with peers to compare with: at least two members present.
+std::vector<size_t> UsableSteps(const AccountingWindow& window) {
+  std::vector<size_t> usable;
+  for (size_t i = 0; i < window.size(); ++i) {
+    int present = 0;
+    for (int m = 0; m < window.members(); ++m) present += window.present(i, m) ? 1 : 0;
+    if (present >= 2) usable.push_back(i);
+  }
+  return usable;
+}
+
+void CollectDeviations(const AccountingWindow& window, const std::vector<size_t>& usable, int k,
+                       int64_t sign, StageDeviations* d) {
+  std::fill(d->sum.begin(), d->sum.end(), 0.0);
+  std::fill(d->sum_sq.begin(), d->sum_sq.end(), 0.0);
+  std::fill(d->count.begin(), d->count.end(), 0);
+  d->devs.clear();
+  d->who.clear();
+  for (size_t i : usable) {
+    const WindowStep& step = window.at(i);
+    if (static_cast<int>(step.accounting.stages.size()) <= k) continue;
+    // The frontier kept this step's median duration of the stage over present members.
+    const int64_t median = step.accounting.stages[k].median_duration_ns;
+    for (int m = 0; m < window.members(); ++m) {
+      if (!window.present(i, m)) continue;
+      // Durations are below a day (shm/record_limits.h): exact in a double.
+      const int64_t dev = sign * (window.duration(i, m, k) - median);
+      d->devs.push_back(dev);
+      d->who.push_back(m);
+      d->sum[m] += static_cast<double>(dev);
+      d->sum_sq[m] += static_cast<double>(dev) * static_cast<double>(dev);
+      ++d->count[m];
+    }
+  }
+}
+
+void CountOutliers(const StageDeviations& d, std::vector<int64_t>* pooled, OutlierCounts* o) {
+  *pooled = d.devs;
+  const int64_t pooled_median = MedianInPlace(*pooled);
+  const double scale = kMadToSigma * static_cast<double>(MadInPlace(*pooled, pooled_median));
+  std::fill(o->steps.begin(), o->steps.end(), 0);
+  std::fill(o->excess_sum.begin(), o->excess_sum.end(), 0.0);
+  const double limit = static_cast<double>(pooled_median) + kOutlierScales * scale;
+  for (size_t e = 0; e < d.devs.size() && scale > 0; ++e) {
+    if (static_cast<double>(d.devs[e]) > limit) {
+      ++o->steps[d.who[e]];
+      o->excess_sum[d.who[e]] += static_cast<double>(d.devs[e] - pooled_median);
+    }
+  }
+}
+
+// Fills stage k's cells: shift against the median member's mean, its z over the pooled
+// within-member spread, and the outlier test against the other members' rate.
+void FillStage(int k, const StageDeviations& d, const OutlierCounts& o, double center, double sd,
+               RankEvidenceTable* table) {
+  const int n = table->members();
+  int64_t all_outliers = 0, all_steps = 0;
+  for (int m = 0; m < n; ++m) {
+    all_outliers += o.steps[m];
+    all_steps += d.count[m];
+  }
+  for (int m = 0; m < n; ++m) {
+    RankEvidence& e = table->at(k, m);
+    const int32_t count = d.count[m];
+    const int32_t outliers = o.steps[m];
+    e.steps = count;
+    if (count == 0) continue;
+    e.shift_ns = d.sum[m] / count - center;
+    e.outlier_steps = outliers;
+    if (outliers > 0) e.outlier_excess_ns = o.excess_sum[m] / outliers;
+    const int64_t other_steps = all_steps - count;
+    if (other_steps > 0 && outliers >= kMinOutlierSteps) {
+      // The others' rate, floored at one outlier in their steps: never a zero variance.
+      const double p = std::max<double>(1.0, static_cast<double>(all_outliers - outliers)) /
+                       static_cast<double>(other_steps);
+      const double expect = p * count;
+      e.outlier_z = (outliers - expect) / std::sqrt(std::max(1e-9, expect * (1 - p)));
+    }
+    e.z = sd > 0 && count >= 2 ? e.shift_ns * std::sqrt(static_cast<double>(count)) / sd : 0.0;
+  }
+}
+
+}  // namespace
+
 RankEvidenceTable ComputeRankEvidence(const AccountingWindow& window, const StageSchema& schema) {
   const int n = window.members();
   const int stages = window.stages();
   RankEvidenceTable table(stages, n);
   if (n < 2) return table;
-  // Steps with peers to compare with: at least two members present.
-  std::vector<size_t> usable;
-  for (size_t i = 0; i < window.size(); ++i) {
-    int present = 0;
-    for (int m = 0; m < n; ++m) present += window.present(i, m) ? 1 : 0;
-    if (present >= 2) usable.push_back(i);
-  }
-  std::vector<double> sum(n), sum_sq(n);
-  std::vector<int32_t> count(n);
+  const std::vector<size_t> usable = UsableSteps(window);
+  StageDeviations d(n);
+  OutlierCounts o(n);
   std::vector<double> means;
-  std::vector<int64_t> devs, pooled;  // this stage's deviations, in step then member order
-  std::vector<int32_t> who;           // the member of each entry of devs
-  std::vector<int32_t> outliers(n);
-  std::vector<double> outlier_sum(n);
+  std::vector<int64_t> pooled;
   for (int k = 0; k < stages; ++k) {
-    std::fill(sum.begin(), sum.end(), 0.0);
-    std::fill(sum_sq.begin(), sum_sq.end(), 0.0);
-    std::fill(count.begin(), count.end(), 0);
-    devs.clear();
-    who.clear();
     const int64_t sign = schema.IsWait(static_cast<size_t>(k)) ? -1 : 1;
-    for (size_t i : usable) {
-      const WindowStep& step = window.at(i);
-      if (static_cast<int>(step.accounting.stages.size()) <= k) continue;
-      // The frontier kept this step's median duration of the stage over present members.
-      const int64_t median = step.accounting.stages[k].median_duration_ns;
-      for (int m = 0; m < n; ++m) {
-        if (!window.present(i, m)) continue;
-        // Durations are below a day (shm/record_limits.h): exact in a double.
-        const int64_t dev = sign * (window.duration(i, m, k) - median);
-        devs.push_back(dev);
-        who.push_back(m);
-        sum[m] += static_cast<double>(dev);
-        sum_sq[m] += static_cast<double>(dev) * static_cast<double>(dev);
-        ++count[m];
-      }
-    }
+    CollectDeviations(window, usable, k, sign, &d);
     means.clear();
     double within = 0;
     int64_t dof = 0;
     for (int m = 0; m < n; ++m) {
-      if (count[m] == 0) continue;
-      const double mean = sum[m] / count[m];
+      if (d.count[m] == 0) continue;
+      const double mean = d.sum[m] / d.count[m];
       means.push_back(mean);
-      within += std::max(0.0, sum_sq[m] - count[m] * mean * mean);
-      dof += count[m] - 1;
+      within += std::max(0.0, d.sum_sq[m] - d.count[m] * mean * mean);
+      dof += d.count[m] - 1;
     }
     if (means.size() < 2) continue;
     std::sort(means.begin(), means.end());
     const size_t half = means.size() / 2;
     const double center = means.size() % 2 == 1 ? means[half] : (means[half - 1] + means[half]) / 2;
-    // Outlier steps: beyond kOutlierScales robust scales of the pooled deviations.
-    pooled = devs;
-    const int64_t pooled_median = MedianInPlace(pooled);
-    const double scale = kMadToSigma * static_cast<double>(MadInPlace(pooled, pooled_median));
-    std::fill(outliers.begin(), outliers.end(), 0);
-    std::fill(outlier_sum.begin(), outlier_sum.end(), 0.0);
-    const double limit = static_cast<double>(pooled_median) + kOutlierScales * scale;
-    for (size_t e = 0; e < devs.size() && scale > 0; ++e) {
-      if (static_cast<double>(devs[e]) > limit) {
-        ++outliers[who[e]];
-        outlier_sum[who[e]] += static_cast<double>(devs[e] - pooled_median);
-      }
-    }
-    int64_t all_outliers = 0, all_steps = 0;
-    for (int m = 0; m < n; ++m) {
-      all_outliers += outliers[m];
-      all_steps += count[m];
-    }
+    CountOutliers(d, &pooled, &o);
     const double sd = dof > 0 ? std::sqrt(within / static_cast<double>(dof)) : 0.0;
-    for (int m = 0; m < n; ++m) {
-      RankEvidence& e = table.at(k, m);
-      e.steps = count[m];
-      if (count[m] == 0) continue;
-      e.shift_ns = sum[m] / count[m] - center;
-      e.outlier_steps = outliers[m];
-      if (outliers[m] > 0) e.outlier_excess_ns = outlier_sum[m] / outliers[m];
-      const int64_t other_steps = all_steps - count[m];
-      if (other_steps > 0 && outliers[m] >= kMinOutlierSteps) {
-        // The others' rate, floored at one outlier in their steps: never a zero variance.
-        const double p = std::max<double>(1.0, static_cast<double>(all_outliers - outliers[m])) /
-                         static_cast<double>(other_steps);
-        const double expect = p * count[m];
-        e.outlier_z = (outliers[m] - expect) / std::sqrt(std::max(1e-9, expect * (1 - p)));
-      }
-      e.z = sd > 0 && count[m] >= 2 ? e.shift_ns * std::sqrt(static_cast<double>(count[m])) / sd
-                                    : 0.0;
-    }
+    FillStage(k, d, o, center, sd, &table);
   }
   return table;
+}
+
+}  // namespace stagefrontier
+
+namespace stagefrontier {
+
+bool RankSupport::Evident(int stage, int member, double z_min, double recurring_z_min) const {
+  const RankEvidence& e = table_.at(stage, member);
+  // A few isolated spikes (fewer than kMinOutlierSteps) are not a slow rank: its shift must
+  // stay material without them.
+  const double spikes = e.outlier_steps < kMinOutlierSteps && e.steps > 0
+                            ? e.outlier_steps * e.outlier_excess_ns / e.steps
+                            : 0.0;
+  if (std::max(e.z, e.outlier_z) >= z_min && e.shift_ns - spikes >= th_.material_ns) return true;
+  // A recurring fault: its rare steps dilute the mean test, so its strength is the outlier
+  // test's, with the mean shift at least at the support level.
+  return e.z >= th_.z_support && e.shift_ns > 0 && e.outlier_z >= recurring_z_min &&
+         e.outlier_excess_ns >= th_.material_ns;
+}
+
+bool RankSupport::Supported(int stage, int member) const {
+  return schema_.stage(stage).kind == StageKind::kMixed ||
+         Evident(stage, member, th_.z_support, th_.z_strong);
+}
+
+bool RankSupport::SupportedAnywhere(int member) const {
+  for (int k = 0; k < table_.stages(); ++k) {
+    if (Supported(k, member)) return true;
+  }
+  return false;
+}
+
+bool RankSupport::StillSupported(int stage, int member) const {
+  const RankEvidence& e = table_.at(stage, member);
+  return Evident(stage, member, th_.z_support, th_.z_support) ||
+         (e.shift_ns > 0 && e.outlier_z >= th_.z_strong && e.outlier_excess_ns >= th_.material_ns);
 }
 
 }  // namespace stagefrontier

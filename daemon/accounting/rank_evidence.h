@@ -70,6 +70,45 @@ class RankEvidenceTable {
 // skipped (no peers to compare with). Never fails; an empty window gives zeros.
 RankEvidenceTable ComputeRankEvidence(const AccountingWindow& window, const StageSchema& schema);
 
+// The evidence predicates on a table: when a (stage, member) cell counts as evident,
+// supported, strong, or still supported after an earlier window named it.
+//
+//   RankSupport support(table, schema, {.z_support = 3, .z_strong = 5, .material_ns = 2.4e6});
+//   if (support.Strong(2, 5)) { /* CLEAR on (stage 2, member 5) without the frontier */ }
+struct SupportThresholds {
+  double z_support = 0;    // EngineConfig::rank_z_support
+  double z_strong = 0;     // EngineConfig::rank_z_strong
+  double material_ns = 0;  // rank_material_fraction of the window's median exposed step
+};
+
+class RankSupport {
+ public:
+  RankSupport(const RankEvidenceTable& table, const StageSchema& schema,
+              SupportThresholds thresholds)
+      : table_(table), schema_(schema), th_(thresholds) {}
+
+  const RankEvidence& at(int stage, int member) const { return table_.at(stage, member); }
+  // z_min standard errors and a material shift, isolated spikes taken out; or a recurring
+  // fault: mean-shift z at support level, outlier z at recurring_z_min, material recurrences.
+  bool Evident(int stage, int member, double z_min, double recurring_z_min) const;
+  // Enough to name a cell the frontier did not charge.
+  bool Strong(int stage, int member) const {
+    return Evident(stage, member, th_.z_strong, th_.z_strong);
+  }
+  // Enough to keep a charged cell rank-targeted (mixed stages always are: the probe or
+  // MIXED_SYNC decides there).
+  bool Supported(int stage, int member) const;
+  bool SupportedAnywhere(int member) const;
+  // Enough to keep a cell an earlier window named CLEAR: supporting evidence, or strong and
+  // material recurrences whatever the mean-shift z (a spike elsewhere can hold that down).
+  bool StillSupported(int stage, int member) const;
+
+ private:
+  const RankEvidenceTable& table_;
+  const StageSchema& schema_;
+  SupportThresholds th_;
+};
+
 }  // namespace stagefrontier
 
 #endif  // STAGEFRONTIER_DAEMON_ACCOUNTING_RANK_EVIDENCE_H_

@@ -1,5 +1,7 @@
-// The engine's per-step result for one rank set: the frontier accounting of SPEC §3 with
-// baselines, excess and where that excess was attributed (stage, ranks).
+// The engine's per-step result for one rank set: the frontier accounting with baselines,
+// excess and where that excess was attributed (stage, ranks) (docs/accounting.md, "Per step:
+// exact, integer, clock-free", "Baselines and noise", "Attribution: where the excess is
+// charged").
 //
 //   const StepAccounting& acc = ...;
 //   for (const Attribution& a : acc.attributions)

@@ -1,10 +1,14 @@
 // What the engine consumes: one step's boundary times from each reporting rank, each on that
-// rank's own monotonic clock (SPEC §3). No clock synchronization is assumed: the engine only
-// ever subtracts two timestamps of the same rank.
+// rank's own monotonic clock (docs/accounting.md, "Per step: exact, integer, clock-free"). No
+// clock synchronization is assumed: the engine only ever subtracts two timestamps of the
+// same rank.
 //
-//   StepInput in{.step = 42};
-//   in.ranks.push_back(RankStep{.rank = 3, .boundaries_ns = {t0, t1, t2, t3, t4, t5}});
+//   StepInput in;
+//   in.step = 42;
+//   RankStep r{.rank = 3, .boundaries_ns = {t0, t1, t2, t3, t4, t5}, .probe = {}};
+//   in.ranks.push_back(r);
 //   absl::Status s = ValidateRankStep(schema, /*world_size=*/16, in.ranks[0]);
+// (Compiled and run by tests/docs/header_examples_test.cc.)
 #ifndef STAGEFRONTIER_DAEMON_ACCOUNTING_STEP_INPUT_H_
 #define STAGEFRONTIER_DAEMON_ACCOUNTING_STEP_INPUT_H_
 

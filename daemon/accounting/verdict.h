@@ -1,5 +1,6 @@
-// Verdicts per window (SPEC §3): HEALTHY, CLEAR, or AMBIGUOUS with a reason, each carrying
-// the evidence it used and, when ambiguous, what evidence would settle it.
+// Verdicts per window (docs/accounting.md, "Verdicts per window"): HEALTHY, CLEAR, or
+// AMBIGUOUS with a reason, each carrying the evidence it used and, when ambiguous, what
+// evidence would settle it.
 //
 //   Verdict v = accountant.DecideVerdict();
 //   if (v.label == VerdictLabel::kClear) aim_profiler(v.suspects[0].stage, v.suspects[0].rank);

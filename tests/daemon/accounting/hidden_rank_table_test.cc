@@ -1,5 +1,5 @@
-// The acceptance table of SPEC §3 in the simulator: 50 rows drawn with a fixed seed (world
-// size 4-128, random stage, hidden rank, magnitude 5-100% of the step, persistent or
+// The hidden-rank acceptance table (docs/results.md) in the simulator: 50 rows drawn with a fixed
+// seed (world size 4-128, random stage, hidden rank, magnitude 5-100% of the step, persistent or
 // intermittent, clocks skewed); the injected (stage, rank) must be top-1 on >= 48 rows and
 // top-2 on all 50. The table is printed.
 #include <catch2/catch.hpp>

@@ -1,4 +1,5 @@
-// SPEC §3's scenario table, run through the simulator and the engine, with ground truth.
+// The scenario table (docs/accounting.md, "Scenarios the engine must get right"), run through
+// the simulator and the engine, with ground truth.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>

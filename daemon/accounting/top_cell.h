@@ -1,0 +1,66 @@
+// Verdict step 4: which (stage, member) the verdict is about. The largest excess cell, unless
+// the rank evidence says otherwise: a charged cell without support gives way to a strongly
+// evident one (or, with carry_clear, to the cell the previous window named CLEAR while it
+// stays supported) or, failing both, to the group; a supported late arrival at a wait moves
+// to the same rank's own slower stage; a charged work stage to a stronger one of that rank.
+//
+//   CellRef strong = StrongestCell(support, schema, members);
+//   TopCellChoice top = ChooseTopCell(table, support, schema, strong, CarriedCell{});
+//   if (top.basis == TopCellBasis::kGroup) { /* no rank stands out */ }
+#ifndef STAGEFRONTIER_DAEMON_ACCOUNTING_TOP_CELL_H_
+#define STAGEFRONTIER_DAEMON_ACCOUNTING_TOP_CELL_H_
+
+#include <cstdint>
+#include <span>
+
+#include "daemon/accounting/excess_table.h"
+#include "daemon/accounting/rank_evidence.h"
+#include "shm/stage_schema.h"
+
+namespace stagefrontier {
+
+struct CellRef {
+  int stage = -1;
+  int member = -1;
+  bool valid() const { return stage >= 0; }
+};
+
+// A cell a closed window named CLEAR (stage -1: it named none), with its last step.
+struct PriorClear {
+  int64_t last_step = -1;
+  int stage = -1;
+  int member = -1;
+};
+
+struct CarriedCell {
+  CellRef cell;
+  int64_t from = -1;  // last step of the window that named it
+};
+
+enum class TopCellBasis : uint8_t {
+  kCharged = 0,   // a supported charged cell (possibly moved to the rank's own stage)
+  kEvidence = 1,  // the charged cell is unsupported; rank evidence names another
+  kGroup = 2,     // unsupported and nothing else stands out: the group's excess
+};
+
+struct TopCellChoice {
+  TopCellBasis basis = TopCellBasis::kCharged;
+  CellRef cell;  // kGroup: the largest cell, for the evidence words
+  bool carried = false;
+  int64_t carried_from = -1;
+};
+
+// The work-stage cell with the largest shift among the strongly evident ones.
+CellRef StrongestCell(const RankSupport& support, const StageSchema& schema, int members);
+
+// The latest prior CLEAR that ended before `first_step`, if a work stage still supported.
+CarriedCell CarryPriorClear(std::span<const PriorClear> named, int64_t first_step,
+                            const RankSupport& support, const StageSchema& schema, int members);
+
+// `strong` is StrongestCell's, or the carried cell when there is none.
+TopCellChoice ChooseTopCell(const ExcessTable& table, const RankSupport& support,
+                            const StageSchema& schema, CellRef strong, const CarriedCell& carried);
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_ACCOUNTING_TOP_CELL_H_

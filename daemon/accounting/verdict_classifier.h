@@ -1,0 +1,81 @@
+// Verdict step 6: classification. Given the top cell and its evidence, an ordered list of
+// rules; the first that claims the window sets the Verdict's label, reason and candidates and
+// the VerdictDecision the renderer words. Rules never write prose.
+//
+//   ClassifyContext ctx{schema, config, members, table, support, arrivers, evidence, rivals, top};
+//   ClassifyChargedCell(ctx, &verdict, &decision);   // CLEAR, or AMBIGUOUS with a reason
+//
+// Adding a verdict kind (a hang, a pipeline's structural imbalance): add a VerdictKind, write
+// `bool MyRule(const ClassifyContext&, Verdict*, VerdictDecision*)` that returns false unless
+// it applies, insert it in kChargedCellRules (verdict_classifier.cc) where it takes precedence,
+// add its words to verdict_text.cc, and test the rule alone (verdict_classifier_test.cc).
+#ifndef STAGEFRONTIER_DAEMON_ACCOUNTING_VERDICT_CLASSIFIER_H_
+#define STAGEFRONTIER_DAEMON_ACCOUNTING_VERDICT_CLASSIFIER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "daemon/accounting/accounting_window.h"
+#include "daemon/accounting/engine_config.h"
+#include "daemon/accounting/excess_table.h"
+#include "daemon/accounting/group_members.h"
+#include "daemon/accounting/last_arrivers.h"
+#include "daemon/accounting/rank_evidence.h"
+#include "daemon/accounting/top_cell.h"
+#include "daemon/accounting/top_cell_evidence.h"
+#include "daemon/accounting/verdict.h"
+#include "daemon/accounting/verdict_decision.h"
+#include "shm/stage_schema.h"
+
+namespace stagefrontier {
+
+struct ClassifyContext {
+  const StageSchema& schema;
+  const EngineConfig& config;
+  const GroupMembers& members;
+  const ExcessTable& table;
+  const RankSupport& support;
+  const LastArrivers& arrivers;
+  const TopCellEvidence& evidence;
+  const Rivals& rivals;
+  CellRef top;
+};
+
+// A rule claims the window (returns true) after setting the verdict's label, reason,
+// candidates and the decision; it leaves both alone otherwise. `v` arrives AMBIGUOUS with the
+// evidence fields and suspects set, the top cell first.
+using VerdictRule = bool (*)(const ClassifyContext&, Verdict*, VerdictDecision*);
+
+bool MixedSyncRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
+bool CoLeaderTieRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
+bool SplitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
+bool MarginTieRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
+bool ConcurrentRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
+bool ClearRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);  // always claims
+
+// The rules in order; ClearRule last.
+const std::vector<VerdictRule>& ChargedCellRules();
+
+// Runs ChargedCellRules until one claims the window.
+void ClassifyChargedCell(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
+
+// The probe's last arriver among `ranks` settles a tie or concurrent lead: CLEAR on it, the
+// suspects led by it. False (nothing changed) when the probe does not single one out.
+bool SettleByProbe(const ClassifyContext& c, const std::vector<int32_t>& ranks, Verdict* v,
+                   VerdictDecision* d);
+
+// No rank stands out (TopCellBasis::kGroup): AMBIGUOUS TIE group-wide when the window's
+// median exposed step is materially and clearly above the group's baseline as the window
+// began, else HEALTHY. `exposed` holds the window's exposed steps (reordered).
+void ClassifyGroupExcess(const AccountingWindow& window, const EngineConfig& config,
+                         const GroupMembers& members, const ExcessTable& table,
+                         std::vector<int64_t>* exposed, double step_ns, Verdict* v,
+                         VerdictDecision* d);
+
+// The rank evidence names an unsupported cell's real cause (TopCellBasis::kEvidence): CLEAR.
+void ClassifyByEvidence(const AccountingWindow& window, const GroupMembers& members,
+                        const TopCellChoice& top, Verdict* v, VerdictDecision* d);
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_ACCOUNTING_VERDICT_CLASSIFIER_H_

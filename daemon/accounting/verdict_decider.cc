@@ -1,0 +1,120 @@
+#include "daemon/accounting/verdict_decider.h"
+
+#include "daemon/accounting/excess_table.h"
+#include "daemon/accounting/healthy_gate.h"
+#include "daemon/accounting/last_arrivers.h"
+#include "daemon/accounting/rank_evidence.h"
+#include "daemon/accounting/robust_stats.h"
+#include "daemon/accounting/suspects.h"
+#include "daemon/accounting/top_cell_evidence.h"
+#include "daemon/accounting/verdict_classifier.h"
+#include "daemon/accounting/verdict_text.h"
+#include "daemon/accounting/what_if.h"
+
+namespace stagefrontier {
+namespace {
+
+void NoteWindow(const AccountingWindow& window, const ExcessTable& t, Verdict* v) {
+  const size_t W = window.size();
+  v->first_step = window.at(0).accounting.step;
+  v->last_step = window.at(W - 1).accounting.step;
+  v->steps = static_cast<int32_t>(W);
+  v->missing_ranks = window.at(W - 1).accounting.missing_ranks;
+  v->exposed_ns = t.exposed_ns;
+  v->partial_steps = t.partial_steps;
+  v->flagged_steps = t.flagged_steps;
+  v->total_excess_ns = static_cast<int64_t>(t.total);
+}
+
+void NoteEvidence(const RankSupport& support, CellRef cell, Verdict* v) {
+  v->rank_shift_ns = static_cast<int64_t>(support.at(cell.stage, cell.member).shift_ns);
+  v->rank_z = support.at(cell.stage, cell.member).z;
+}
+
+void NoteTopCell(const ExcessTable& t, const GroupMembers& members, CellRef cell,
+                 VerdictDecision* d) {
+  d->stage = cell.stage;
+  d->rank = members.ranks[cell.member];
+  d->share = t.Share(t.Index(cell.stage, cell.member));
+}
+
+}  // namespace
+
+Verdict VerdictDecider::Decide() const {
+  VerdictDecision d;
+  return Decide(&d);
+}
+
+Verdict VerdictDecider::Decide(VerdictDecision* decision) const {
+  VerdictDecision& d = *decision;
+  d = VerdictDecision{};
+  Verdict v;
+  v.group = std::string(in_.group);
+  if (in_.window.size() > 0) {
+    const ExcessTable t = BuildExcessTable(in_.window, in_.members);
+    NoteWindow(in_.window, t, &v);
+    v.excess_cells = ExcessCells(t, in_.members);
+    d.window_steps = v.steps;
+    d.total_excess = t.total;
+    if (WithinNoise(t, in_.config)) {
+      d.kind = VerdictKind::kWithinNoise;
+    } else {
+      DecideTopCell(t, &v, &d);
+    }
+  }
+  RenderVerdictText(d, in_.schema, &v);
+  return v;
+}
+
+void VerdictDecider::DecideTopCell(const ExcessTable& t, Verdict* v, VerdictDecision* d) const {
+  const AccountingWindow& window = in_.window;
+  const WhatIfFn what_if = [&](int k, int m) {
+    return WhatIfSaving(window, in_.schema, in_.members, k, m);
+  };
+  v->suspects = TopSuspects(t, in_.members, what_if);
+  const RankEvidenceTable evidence_table = ComputeRankEvidence(window, in_.schema);
+  std::vector<int64_t> exposed;
+  for (size_t i = 0; i < window.size(); ++i) exposed.push_back(window.at(i).accounting.exposed_ns);
+  const double step_ns = static_cast<double>(MedianInPlace(exposed));
+  const RankSupport support(evidence_table, in_.schema,
+                            {in_.config.rank_z_support, in_.config.rank_z_strong,
+                             in_.config.rank_material_fraction * step_ns});
+  CellRef strong = StrongestCell(support, in_.schema, t.members);
+  CarriedCell carried;
+  if (in_.config.carry_clear && !strong.valid()) {
+    carried = CarryPriorClear(in_.prior_clears, v->first_step, support, in_.schema, t.members);
+    strong = carried.cell;
+  }
+  const TopCellChoice top = ChooseTopCell(t, support, in_.schema, strong, carried);
+  const size_t cell = t.Index(top.cell.stage, top.cell.member);
+  if (cell != t.order.front()) {
+    PromoteSuspect(&v->suspects, SuspectOf(t, in_.members, cell, what_if));
+  }
+  NoteEvidence(support, top.cell, v);
+  NoteTopCell(t, in_.members, top.cell, d);
+  switch (top.basis) {
+    case TopCellBasis::kGroup:
+      return ClassifyGroupExcess(window, in_.config, in_.members, t, &exposed, step_ns, v, d);
+    case TopCellBasis::kEvidence:
+      return ClassifyByEvidence(window, in_.members, top, v, d);
+    case TopCellBasis::kCharged:
+      return ClassifyCharged(t, support, top.cell, v, d);
+  }
+}
+
+void VerdictDecider::ClassifyCharged(const ExcessTable& t, const RankSupport& support, CellRef top,
+                                     Verdict* v, VerdictDecision* d) const {
+  const LastArrivers arrivers(in_.window, in_.schema, in_.members, in_.config);
+  const TopCellEvidence e =
+      GatherTopCellEvidence(in_.window, in_.schema, in_.members, in_.config, arrivers, top);
+  v->median_margin_ns = e.median_margin_ns;
+  v->tie_tolerance_ns = e.tie_tolerance_ns;
+  v->wait_agreement = e.wait_agreement;
+  v->steps_to_profile = e.steps_to_profile;
+  const Rivals rivals = FindRivals(t, support, in_.schema, in_.config, in_.members, top);
+  const ClassifyContext ctx{in_.schema, in_.config, in_.members, t,  support,
+                            arrivers,   e,          rivals,      top};
+  ClassifyChargedCell(ctx, v, d);
+}
+
+}  // namespace stagefrontier

@@ -1,0 +1,76 @@
+// What a verdict decided, beside the Verdict's own fields: which rule fired and the numbers
+// its words need. The classifier fills it; the renderer (verdict_text.h) turns it into the
+// explanation and the settle hint, so decisions never depend on prose.
+//
+//   VerdictDecision d;
+//   d.kind = VerdictKind::kWithinNoise;
+//   RenderVerdictText(d, schema, &verdict);
+#ifndef STAGEFRONTIER_DAEMON_ACCOUNTING_VERDICT_DECISION_H_
+#define STAGEFRONTIER_DAEMON_ACCOUNTING_VERDICT_DECISION_H_
+
+#include <cstdint>
+#include <vector>
+
+namespace stagefrontier {
+
+// One per rule; a new verdict kind adds one here, its rule and its words.
+enum class VerdictKind : uint8_t {
+  kNoSteps = 0,     // HEALTHY: nothing accounted yet
+  kWithinNoise,     // HEALTHY: the noise gate
+  kGroupSpread,     // HEALTHY: excess spread over the group, no group shift
+  kGroupWide,       // AMBIGUOUS TIE, group_wide: the whole group is slower
+  kStrongEvidence,  // CLEAR: one rank's own durations, whoever the frontier charged
+  kProbeSettled,    // CLEAR: the probe's last arriver settles a tie or concurrent lead
+  kClear,           // CLEAR: the top cell stands out
+  kMixedSync,       // AMBIGUOUS MIXED_SYNC
+  kCoLeaderTie,     // AMBIGUOUS TIE: co-leaders in the top stage
+  kSplit,           // AMBIGUOUS SPLIT
+  kMarginTie,       // AMBIGUOUS TIE: the top cell leads by less than noise
+  kConcurrent,      // AMBIGUOUS CONCURRENT
+};
+
+// The group's exposed step against its baseline (kGroupWide, kGroupSpread).
+struct GroupShift {
+  int stage = -1;  // the stage with the most excess
+  double step_ns = 0;
+  double shift_ns = 0;   // median exposed step minus the baseline as the window began
+  double spread_ns = 0;  // the window's step-to-step jitter (robust standard deviation)
+  bool warm = false;     // the baseline had warmed up
+  bool beyond_jitter = false;
+};
+
+struct ProbeSettlement {
+  std::vector<int32_t> tied_ranks;  // the ranks the probe chose among
+  int32_t rank = -1;
+  int at_stage = -1;
+  int steps = 0;
+  int evidence = 0;
+};
+
+struct SplitPart {
+  int stage = 0;
+  int32_t rank = 0;
+  double share = 0;
+};
+
+struct VerdictDecision {
+  VerdictKind kind = VerdictKind::kNoSteps;
+  int32_t window_steps = 0;
+  double total_excess = 0;  // unrounded, for the HEALTHY percentage
+  // The top cell.
+  int stage = -1;
+  int32_t rank = -1;
+  double share = 0;
+  double stage_excess = 0;        // the top stage's excess over the window (kMixedSync)
+  bool whole_group_tied = false;  // kCoLeaderTie: every member is a co-leader
+  // kStrongEvidence on a cell an earlier window named.
+  bool carried = false;
+  int64_t carried_from = -1;
+  GroupShift group;
+  ProbeSettlement probe;
+  std::vector<SplitPart> split;  // the top cell first
+};
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_ACCOUNTING_VERDICT_DECISION_H_

@@ -1,0 +1,147 @@
+// Verdict step 7: each classification rule on its own, on hand-made evidence.
+#include "daemon/accounting/verdict_classifier.h"
+
+#include <catch2/catch.hpp>
+
+#include "tests/daemon/accounting/window_fixture.h"
+
+namespace stagefrontier::testing {
+namespace {
+
+constexpr int kMembers = 4;
+
+// Everything a rule reads, with a supported top cell (compute, member 1) by default.
+struct Fixture {
+  explicit Fixture(const std::string& schema = "data:io,compute:compute,sync:sync,grad:mixed")
+      : builder(kMembers, schema) {
+    builder.Step([](int, int) { return 1'000'000; });
+    table.stages = 4;
+    table.members = kMembers;
+    table.cell.assign(16, 0);
+    table.cell_steps.assign(16, 0);
+    table.stage_total.assign(4, 0);
+    table.stage_unresolved.assign(4, 0);
+    AddCell(1, 1, 8000);
+    evidence_table.at(1, 1) = RankEvidence{.shift_ns = 5000, .z = 6, .steps = 100};
+  }
+  void AddCell(int k, int m, double excess) {
+    table.cell[table.Index(k, m)] = excess;
+    table.stage_total[k] += excess;
+    table.total += excess;
+    table.order.push_back(table.Index(k, m));
+  }
+  bool Run(VerdictRule rule) {
+    const RankSupport support(evidence_table, builder.schema(), {3, 5, 1000});
+    const LastArrivers arrivers(builder.window(), builder.schema(), members, config);
+    const ClassifyContext c{builder.schema(), config,   members, table, support,
+                            arrivers,         evidence, rivals,  top};
+    verdict.label = VerdictLabel::kAmbiguous;
+    return rule(c, &verdict, &decision);
+  }
+
+  WindowBuilder builder;
+  EngineConfig config;
+  GroupMembers members{{0, 1, 2, 3}, {}};
+  ExcessTable table;
+  RankEvidenceTable evidence_table{4, kMembers};
+  TopCellEvidence evidence;
+  Rivals rivals{{1}, {}};
+  CellRef top{1, 1};
+  Verdict verdict;
+  VerdictDecision decision;
+};
+
+TEST_CASE("clear rule: CLEAR on the top cell", "[verdict_steps]") {
+  Fixture f;
+  CHECK(f.Run(ClearRule));
+  CHECK(f.verdict.label == VerdictLabel::kClear);
+  CHECK(f.verdict.candidate_ranks == std::vector<int32_t>{1});
+  CHECK(f.verdict.candidate_stages == std::vector<int32_t>{1});
+  CHECK(f.decision.kind == VerdictKind::kClear);
+}
+
+TEST_CASE("mixed-sync rule: mostly unresolved excess in a mixed stage", "[verdict_steps]") {
+  Fixture f;
+  CHECK_FALSE(f.Run(MixedSyncRule));  // compute is not mixed
+  f.top = {3, 2};
+  f.AddCell(3, 2, 6000);
+  f.table.stage_unresolved[3] = 2000;
+  CHECK_FALSE(f.Run(MixedSyncRule));  // a third unresolved: the probe resolved the rest
+  f.table.stage_unresolved[3] = 3000;
+  f.rivals.co_leaders = {2, 3};
+  CHECK(f.Run(MixedSyncRule));
+  CHECK(f.verdict.reason == AmbiguityReason::kMixedSync);
+  CHECK(f.verdict.candidate_ranks == std::vector<int32_t>{2, 3});
+  CHECK(f.decision.stage_excess == 6000);
+}
+
+TEST_CASE("co-leader rule: two co-leaders and no probe: TIE", "[verdict_steps]") {
+  Fixture f;
+  CHECK_FALSE(f.Run(CoLeaderTieRule));
+  f.rivals.co_leaders = {1, 2};
+  CHECK(f.Run(CoLeaderTieRule));
+  CHECK(f.verdict.reason == AmbiguityReason::kTie);
+  CHECK(f.verdict.candidate_ranks == std::vector<int32_t>{1, 2});
+  CHECK_FALSE(f.decision.whole_group_tied);
+  f.rivals.co_leaders = {0, 1, 2, 3};
+  CHECK(f.Run(CoLeaderTieRule));
+  CHECK(f.decision.whole_group_tied);
+}
+
+TEST_CASE("split rule: other large supported cells make a SPLIT", "[verdict_steps]") {
+  Fixture f;
+  CHECK_FALSE(f.Run(SplitRule));
+  f.AddCell(0, 3, 4000);
+  f.rivals.large = {f.table.Index(0, 3)};
+  f.decision.share = 8000.0 / 12000;
+  CHECK(f.Run(SplitRule));
+  CHECK(f.verdict.reason == AmbiguityReason::kSplit);
+  CHECK(f.verdict.candidate_ranks == std::vector<int32_t>{1, 3});
+  CHECK(f.verdict.candidate_stages == std::vector<int32_t>{1, 0});
+  REQUIRE(f.decision.split.size() == 2);
+  CHECK(f.decision.split[1].share == Approx(1.0 / 3));
+}
+
+TEST_CASE("margin-tie rule: a lead within noise over supported ranks", "[verdict_steps]") {
+  Fixture f;
+  f.verdict.median_margin_ns = 500;
+  f.verdict.tie_tolerance_ns = 400;
+  CHECK_FALSE(f.Run(MarginTieRule));  // the lead is beyond noise
+  f.verdict.tie_tolerance_ns = 600;
+  f.evidence.tied_with = {{2, 30}, {3, 10}};
+  CHECK(f.Run(MarginTieRule));  // tied ranks lack support: CLEAR
+  CHECK(f.decision.kind == VerdictKind::kClear);
+  f.evidence_table.at(1, 3) = RankEvidence{.shift_ns = 4000, .z = 4, .steps = 100};
+  f.verdict.label = VerdictLabel::kAmbiguous;
+  CHECK(f.Run(MarginTieRule));
+  CHECK(f.decision.kind == VerdictKind::kMarginTie);
+  CHECK(f.verdict.label == VerdictLabel::kAmbiguous);
+  CHECK(f.verdict.candidate_ranks == std::vector<int32_t>{1, 3});
+}
+
+TEST_CASE("concurrent rule: rarely the sole last arriver, others late too", "[verdict_steps]") {
+  Fixture f("data:io,compute:compute,sync:sync,opt:compute");  // no mixed stage: always supported
+  f.verdict.wait_agreement = -1;
+  CHECK_FALSE(f.Run(ConcurrentRule));  // no wait evidence
+  f.verdict.wait_agreement = 0.3;
+  f.evidence.also_late = {{0, 5}, {2, 20}};
+  CHECK(f.Run(ConcurrentRule));  // the others lack support anywhere: CLEAR
+  CHECK(f.decision.kind == VerdictKind::kClear);
+  f.evidence_table.at(0, 0) = RankEvidence{.shift_ns = 4000, .z = 4, .steps = 100};
+  f.evidence_table.at(0, 2) = RankEvidence{.shift_ns = 4000, .z = 4, .steps = 100};
+  CHECK(f.Run(ConcurrentRule));
+  CHECK(f.decision.kind == VerdictKind::kConcurrent);
+  CHECK(f.verdict.reason == AmbiguityReason::kConcurrent);
+  CHECK(f.verdict.candidate_ranks == std::vector<int32_t>{1});
+  CHECK(f.verdict.concurrent_ranks == std::vector<int32_t>{2, 0});  // most often late first
+}
+
+TEST_CASE("rule order: the first rule that claims the window decides", "[verdict_steps]") {
+  const std::vector<VerdictRule>& rules = ChargedCellRules();
+  REQUIRE(rules.size() == 6);
+  CHECK(rules.front() == &MixedSyncRule);
+  CHECK(rules.back() == &ClearRule);
+}
+
+}  // namespace
+}  // namespace stagefrontier::testing

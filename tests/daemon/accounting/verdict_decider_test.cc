@@ -1,0 +1,79 @@
+// The verdict pipeline end to end on hand-made windows (the simulator scenarios are in
+// scenarios_test and verdict_golden_test).
+#include "daemon/accounting/verdict_decider.h"
+
+#include <catch2/catch.hpp>
+#include <random>
+
+#include "tests/daemon/accounting/window_fixture.h"
+
+namespace stagefrontier::testing {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+TEST_CASE("decider: an empty window has no verdict yet", "[verdict_steps]") {
+  WindowBuilder b(2, "data:io,sync:sync");
+  const GroupMembers members({0, 1}, {});
+  const std::string group = "job";
+  VerdictDecision d;
+  const Verdict v =
+      VerdictDecider({group, b.window(), b.schema(), EngineConfig{}, members, {}}).Decide(&d);
+  CHECK(v.group == "job");
+  CHECK(v.label == VerdictLabel::kHealthy);
+  CHECK(d.kind == VerdictKind::kNoSteps);
+  CHECK(v.explanation == "no steps accounted yet");
+}
+
+TEST_CASE("decider: a window with little excess is HEALTHY at the gate", "[verdict_steps]") {
+  WindowBuilder b(2, "data:io,sync:sync");
+  for (int i = 0; i < 10; ++i) {
+    b.Step([](int, int) { return kMs; },
+           i < 2 ? std::vector{Charge(0, {1}, kMs)} : std::vector<Attribution>{});
+  }
+  const GroupMembers members({0, 1}, {});
+  const std::string group = "job";
+  VerdictDecision d;
+  const Verdict v =
+      VerdictDecider({group, b.window(), b.schema(), EngineConfig{}, members, {}}).Decide(&d);
+  CHECK(d.kind == VerdictKind::kWithinNoise);
+  CHECK(v.flagged_steps == 2);
+  CHECK(v.steps == 10);
+  CHECK(v.total_excess_ns == 2 * kMs);
+  REQUIRE(v.excess_cells.size() == 1);
+  CHECK(v.excess_cells[0].rank == 1);
+  CHECK(v.suspects.empty());
+}
+
+TEST_CASE("decider: a persistent data stall on one rank is CLEAR", "[verdict_steps]") {
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> noise(0, 50'000);
+  WindowBuilder b(4, "data:io,compute:compute,sync:sync");
+  for (int i = 0; i < 50; ++i) {
+    std::vector<int64_t> d(12);
+    for (int m = 0; m < 4; ++m) {
+      d[m * 3 + 0] = static_cast<int64_t>(kMs + noise(rng)) + (m == 3 ? 5 * kMs : 0);
+      d[m * 3 + 1] = static_cast<int64_t>(10 * kMs + noise(rng));
+    }
+    // Everyone leaves the sync together: the stalled rank waits least.
+    int64_t end = 0;
+    for (int m = 0; m < 4; ++m) end = std::max(end, d[m * 3] + d[m * 3 + 1]);
+    for (int m = 0; m < 4; ++m) d[m * 3 + 2] = end + kMs - d[m * 3] - d[m * 3 + 1];
+    b.Step([&](int m, int k) { return d[m * 3 + k]; },
+           {Charge(0, {3}, 5 * kMs, AttributionKind::kFrontierLeader, 5 * kMs)});
+  }
+  const GroupMembers members({0, 1, 2, 3}, {});
+  const std::string group = "job";
+  VerdictDecision d;
+  const Verdict v =
+      VerdictDecider({group, b.window(), b.schema(), EngineConfig{}, members, {}}).Decide(&d);
+  INFO(v.explanation);
+  CHECK(d.kind == VerdictKind::kClear);
+  CHECK(LabelText(v) == "CLEAR");
+  CHECK(v.candidate_ranks == std::vector<int32_t>{3});
+  CHECK(v.wait_agreement == 1.0);
+  CHECK(v.explanation.rfind("\"data\" on rank 3 holds 100% of the excess", 0) == 0);
+}
+
+}  // namespace
+}  // namespace stagefrontier::testing
