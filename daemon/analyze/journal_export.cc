@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/coordinator/job_journal.h"
 #include "daemon/coordinator/proto_convert.h"
+#include "daemon/journal/journal_reader.h"
 #include "daemon/wire/packed_steps.h"
 
 namespace stagefrontier {

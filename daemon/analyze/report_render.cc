@@ -5,12 +5,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "daemon/common/duration_format.h"
 
 namespace stagefrontier {
 
 namespace {
-
-std::string Ms(double ns) { return absl::StrFormat("%.2f", ns / 1e6); }
 
 std::string StageName(const StageSchema& schema, int32_t k) {
   return k >= 0 && static_cast<size_t>(k) < schema.size() ? schema.stage(k).name : "-";
@@ -44,13 +43,14 @@ void RenderGroup(const StageSchema& schema, const GroupReport& g, std::string* o
     absl::StrAppend(
         out,
         absl::StrFormat("  %-14s %-8s %9s %9s %9s  %-26s %d\n", schema.stage(k).name,
-                        StageKindName(schema.stage(k).kind), Ms(s.mean_increment_ns),
-                        s.baseline_ns < 0 ? "warming" : Ms(s.baseline_ns), Ms(s.mean_excess_ns),
-                        absl::StrJoin(leaders, ", "), s.first_excess_steps));
+                        StageKindName(schema.stage(k).kind), FormatMsNumber(s.mean_increment_ns),
+                        s.baseline_ns < 0 ? "warming" : FormatMsNumber(s.baseline_ns),
+                        FormatMsNumber(s.mean_excess_ns), absl::StrJoin(leaders, ", "),
+                        s.first_excess_steps));
     total += s.mean_increment_ns;
   }
   absl::StrAppend(out, absl::StrFormat("  %-14s %-8s %9s   (exposed step time E = sum of dF)\n",
-                                       "exposed", "", Ms(total)));
+                                       "exposed", "", FormatMsNumber(total)));
 
   absl::StrAppend(out, "\nSuspects\n");
   if (v.suspects.empty()) {
@@ -62,10 +62,11 @@ void RenderGroup(const StageSchema& schema, const GroupReport& g, std::string* o
     for (size_t i = 0; i < v.suspects.size(); ++i) {
       const Suspect& s = v.suspects[i];
       absl::StrAppend(
-          out, absl::StrFormat("  %2d  %-14s %6d %6.0f%% %13s %7d %18s\n", i + 1,
-                               StageName(schema, s.stage), s.rank, 100 * s.share,
-                               Ms(static_cast<double>(s.excess_ns) / std::max(1, v.steps)),
-                               s.flagged_steps, Ms(static_cast<double>(s.what_if_saving_ns))));
+          out, absl::StrFormat(
+                   "  %2d  %-14s %6d %6.0f%% %13s %7d %18s\n", i + 1, StageName(schema, s.stage),
+                   s.rank, 100 * s.share,
+                   FormatMsNumber(static_cast<double>(s.excess_ns) / std::max(1, v.steps)),
+                   s.flagged_steps, FormatMsNumber(static_cast<double>(s.what_if_saving_ns))));
     }
   }
 
@@ -75,8 +76,8 @@ void RenderGroup(const StageSchema& schema, const GroupReport& g, std::string* o
   absl::StrAppend(
       out, absl::StrFormat("  %-14s %22s %22s\n", "stage", "mean over ranks", "max over ranks"));
   auto change = [](double now, double base) {
-    return base < 0 ? absl::StrFormat("%s (n/a)", Ms(now))
-                    : absl::StrFormat("%s (%+.2f)", Ms(now), (now - base) / 1e6);
+    return base < 0 ? absl::StrFormat("%s (n/a)", FormatMsNumber(now))
+                    : absl::StrFormat("%s (%+.2f)", FormatMsNumber(now), (now - base) / 1e6);
   };
   for (size_t k = 0; k < schema.size(); ++k) {
     const StageSummary& s = g.stages[k];
@@ -87,8 +88,8 @@ void RenderGroup(const StageSchema& schema, const GroupReport& g, std::string* o
   absl::StrAppend(out, "  top stage:  mean dashboard -> ", StageName(schema, g.mean_top_stage),
                   ",  max dashboard -> ", StageName(schema, g.max_top_stage), ",  frontier -> ",
                   StageName(schema, g.frontier_top_stage), "\n");
-  absl::StrAppend(out, "  per-stage maxima add up to ", Ms(g.mean_sum_of_max_ns),
-                  " ms against an exposed step of ", Ms(g.mean_exposed_ns), " ms",
+  absl::StrAppend(out, "  per-stage maxima add up to ", FormatMsNumber(g.mean_sum_of_max_ns),
+                  " ms against an exposed step of ", FormatMsNumber(g.mean_exposed_ns), " ms",
                   g.mean_sum_of_max_ns > g.mean_exposed_ns * 1.02
                       ? " (the max dashboard counts waits twice)"
                       : "",

@@ -205,7 +205,7 @@ absl::StatusOr<CaptureDecision> CaptureTrigger::Manual(
   return d;
 }
 
-int CaptureTrigger::Flush(SidecarSessions* sessions) {
+int CaptureTrigger::Flush(ControlRequestSender* sender) {
   std::vector<v1::ControlRequest> out;
   std::vector<std::string> lines;
   std::vector<std::pair<std::string, CaptureDecision>> asked;
@@ -224,7 +224,7 @@ int CaptureTrigger::Flush(SidecarSessions* sessions) {
   int reached = 0;
   uint64_t unreached = 0;
   for (const v1::ControlRequest& req : out) {
-    if (sessions->Send(req) > 0) {
+    if (sender->Send(req) > 0) {
       ++reached;
     } else {
       ++unreached;

@@ -5,8 +5,8 @@
 // Flush, outside every job lock.
 //
 //   CaptureTrigger trigger(CapturePolicyOptions{});
-//   job_options.verdict_observer = &trigger;
-//   ... every tick: trigger.Flush(&sessions);
+//   job_options.observers.push_back(&trigger);
+//   ... every tick: trigger.Flush(&sessions);  // SidecarSessions, a ControlRequestSender
 //
 // A capture counts as finished (the next may then start, after the policy's cooldown) at the
 // first window close after every rank it asked answered done or failed (the stub's answer,
@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "daemon/captures/capture_policy.h"
-#include "daemon/coordinator/capture_answer_observer.h"
-#include "daemon/coordinator/sidecar_sessions.h"
-#include "daemon/coordinator/verdict_observer.h"
+#include "daemon/events/capture_answer_observer.h"
+#include "daemon/events/control_request_sender.h"
+#include "daemon/events/verdict_observer.h"
 
 namespace stagefrontier {
 
@@ -79,7 +79,7 @@ class CaptureTrigger : public VerdictObserver, public CaptureAnswerObserver {
 
   // Sends the queued requests; returns how many reached a sidecar. A request no sidecar took
   // (the rank's node is gone) is counted in unreached() and dropped.
-  int Flush(SidecarSessions* sessions);
+  int Flush(ControlRequestSender* sender);
 
   struct Counters {
     uint64_t asked = 0;    // captures asked

@@ -56,6 +56,9 @@ struct OperatorFinding {
   // A culprit that is no operator: the time between two operators of one traced function
   // (its own code: Python, a sleep, a lock), named "<function> (own time between A and B)".
   bool own_time = false;
+  // The call path whose time holds it: its own path; for a gap or own time, the path it lies
+  // under ("" for none). Findings nested this way overlap.
+  std::string within;
 };
 
 struct OperatorReport {
@@ -67,7 +70,10 @@ struct OperatorReport {
   double stage_suspect_ns = 0;            // the stage per step on the suspect (mean)
   double stage_reference_ns = 0;          // and on the references (median)
   std::vector<OperatorFinding> findings;  // by excess, largest first; at most options.top
-  double explained_ns = 0;                // the findings' excess per step, summed
+  // The findings' excess per step, summed, each span of time once: a finding within another
+  // finding's call path (a child of a slower parent) is in the parent's excess already.
+  double explained_ns = 0;
+  int32_t nested_findings = 0;  // findings left out of explained_ns for that
   std::vector<std::string> notes;
 };
 

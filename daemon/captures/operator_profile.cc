@@ -5,7 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/analyze/trace_reduce.h"
+#include "daemon/captures/trace_reduce.h"
 
 namespace stagefrontier {
 namespace {

@@ -3,28 +3,25 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "daemon/common/duration_format.h"
 
 namespace stagefrontier {
-namespace {
-
-std::string Ms(double ns) { return absl::StrFormat("%.2f ms", ns / 1e6); }
-
-}  // namespace
-
 std::string RenderOperatorReportText(const OperatorReport& r) {
   std::string out = absl::StrFormat(
       "operators of stage \"%s\": suspect rank %d (%d steps) against ranks %s (%d rank-steps)\n"
       "stage per step: %s on the suspect, %s on the references (%+.2f ms)\n",
       r.stage, r.suspect_rank, r.suspect_steps, absl::StrJoin(r.reference_ranks, ", "),
-      r.reference_steps, Ms(r.stage_suspect_ns), Ms(r.stage_reference_ns),
+      r.reference_steps, FormatMs(r.stage_suspect_ns), FormatMs(r.stage_reference_ns),
       (r.stage_suspect_ns - r.stage_reference_ns) / 1e6);
   for (const OperatorFinding& f : r.findings) {
     absl::StrAppendFormat(&out, "  %-10s %+8.2f ms/step  z %5.1f  %s", OperatorRoleName(f.role),
                           f.excess_ns / 1e6, f.z, f.path);
     if (f.role == OperatorRole::kDependency || f.own_time) {
-      absl::StrAppendFormat(&out, "  (the next operator starts %s late)", Ms(f.start_delay_ns));
+      absl::StrAppendFormat(&out, "  (the next operator starts %s late)",
+                            FormatMs(f.start_delay_ns));
     } else {
-      absl::StrAppendFormat(&out, "  (%s against %s)", Ms(f.suspect_ns), Ms(f.reference_ns));
+      absl::StrAppendFormat(&out, "  (%s against %s)", FormatMs(f.suspect_ns),
+                            FormatMs(f.reference_ns));
     }
     if (f.late_followers > 0) {
       absl::StrAppend(&out, "; ", f.late_followers, " operator", f.late_followers == 1 ? "" : "s",
@@ -33,8 +30,15 @@ std::string RenderOperatorReportText(const OperatorReport& r) {
     out += "\n";
   }
   if (!r.findings.empty()) {
-    absl::StrAppendFormat(&out, "the findings explain %s of the stage's %s per step\n",
-                          Ms(r.explained_ns), Ms(r.stage_suspect_ns - r.stage_reference_ns));
+    absl::StrAppendFormat(&out, "the findings explain %s of the stage's %s per step",
+                          FormatMs(r.explained_ns),
+                          FormatMs(r.stage_suspect_ns - r.stage_reference_ns));
+    if (r.nested_findings > 0) {
+      absl::StrAppend(&out, " (", r.nested_findings,
+                      r.nested_findings == 1 ? " finding lies" : " findings lie",
+                      " within another finding's call path: counted once)");
+    }
+    out += "\n";
   }
   for (const std::string& n : r.notes) absl::StrAppend(&out, "note: ", n, "\n");
   return out;

@@ -4,21 +4,12 @@
 #include <catch2/catch.hpp>
 
 #include "shm/control_channel.h"
+#include "tests/daemon/events/fake_control_request_sender.h"
 
 namespace stagefrontier {
 namespace {
 
 constexpr int64_t kSecond = 1'000'000'000;
-
-// A sidecar's stream: keeps what it is sent.
-class Recorder : public SessionWriter {
- public:
-  bool Send(const v1::CoordinatorMessage& m) override {
-    sent.push_back(m);
-    return true;
-  }
-  std::vector<v1::CoordinatorMessage> sent;
-};
 
 ClosedJobWindow Window(const Verdict& v, int64_t newest, int64_t now_ns) {
   ClosedJobWindow w;
@@ -45,22 +36,20 @@ TEST_CASE("a CLEAR window sends the trace window to the suspect and its referenc
   o.references = 1;
   o.delivery_seconds = 5;  // a lead longer than the 10-step minimum (the default is 1 s)
   CaptureTrigger trigger(o, [&](const std::string& l) { lines.push_back(l); });
-  SidecarSessions sessions;
-  Recorder node_a, node_b;
-  auto a = *sessions.Add("a", "a/1", "10.0.0.1", &node_a);
-  auto b = *sessions.Add("b", "b/1", "10.0.0.2", &node_b);
-  for (int r : {0, 1}) sessions.Bind(a, "run", r);
-  for (int r : {2, 3}) sessions.Bind(b, "run", r);
+  testing::FakeControlRequestSender sidecars;
+  sidecars.Serve("run", {0, 1, 2, 3});
 
   const Verdict healthy;
   trigger.OnJobWindow(Window(healthy, 100, 0));  // learns the pace: 100 steps in 10 s
   const Verdict clear = Clear(1);
   trigger.OnJobWindow(Window(clear, 200, 10 * kSecond));
-  CHECK(trigger.Flush(&sessions) == 2);
-  REQUIRE(node_a.sent.size() == 1);
-  REQUIRE(node_b.sent.size() == 1);
-  const v1::ControlRequest& suspect = node_a.sent[0].control();
-  const v1::ControlRequest& reference = node_b.sent[0].control();
+  CHECK(trigger.Flush(&sidecars) == 2);
+  const std::vector<v1::ControlRequest> node_a = sidecars.SentTo({0, 1});
+  const std::vector<v1::ControlRequest> node_b = sidecars.SentTo({2, 3});
+  REQUIRE(node_a.size() == 1);
+  REQUIRE(node_b.size() == 1);
+  const v1::ControlRequest& suspect = node_a[0];
+  const v1::ControlRequest& reference = node_b[0];
   CHECK(suspect.rank() == 1);
   CHECK(reference.rank() / 2 == 1);  // on node b, away from the suspect's node
   // 10 steps/s x 5 s of delivery = 50 steps ahead.
@@ -76,7 +65,7 @@ TEST_CASE("a CLEAR window sends the trace window to the suspect and its referenc
   CHECK_THAT(lines[0],
              Catch::Contains("no capture for job run (window ending at step 0): HEALTHY"));
   CHECK_THAT(lines[1], Catch::Contains("capture 1 of job run: CLEAR on rank 1: steps 251..255"));
-  CHECK(trigger.Flush(&sessions) == 0);  // nothing left
+  CHECK(trigger.Flush(&sidecars) == 0);  // nothing left
 
   // In flight until the job is past its steps (and the lead again); then, after the cooldown,
   // the next one.
@@ -88,8 +77,6 @@ TEST_CASE("a CLEAR window sends the trace window to the suspect and its referenc
   CHECK_THAT(trigger.Decisions("run").back().reason, Catch::Contains("cooldown: 2 of 3"));
   trigger.OnJobWindow(Window(clear, 500, 40 * kSecond));
   CHECK(trigger.Decisions("run").back().asked);
-  sessions.Remove(a);
-  sessions.Remove(b);
 }
 
 v1::SlotHealth Answer(int32_t rank, int64_t first, uint32_t state, uint32_t failure = 0,
@@ -148,8 +135,8 @@ TEST_CASE("the ranks' answers end a capture before its steps have passed, and ar
   CHECK(a[1].failure == shm::v1::kCaptureProfilerBusy);
   CHECK(trigger.counters().ranks_done == 1);  // repeats are not counted again
   CHECK(trigger.counters().ranks_failed == 1);
-  SidecarSessions sessions;
-  trigger.Flush(&sessions);  // the log lines go out with the requests
+  testing::FakeControlRequestSender sidecars;  // none serves a rank
+  trigger.Flush(&sidecars);                    // the log lines go out with the requests
   CHECK(std::count_if(lines.begin(), lines.end(), [](const std::string& l) {
           return l.find("rank 2 failed (busy)") != std::string::npos ||
                  l.find("rank 3 failed (busy)") != std::string::npos;
@@ -164,12 +151,12 @@ TEST_CASE("ids go on from a seed; each capture asked is handed over once, at Flu
       [&](const std::string& job, const CaptureDecision& d) { asked.emplace_back(job, d.id); });
   const Verdict clear = Clear(2);
   trigger.OnJobWindow(Window(clear, 100, 0));
-  CHECK(asked.empty());  // not under the job's lock: at Flush
-  SidecarSessions sessions;
-  trigger.Flush(&sessions);
+  CHECK(asked.empty());                        // not under the job's lock: at Flush
+  testing::FakeControlRequestSender sidecars;  // none serves a rank
+  trigger.Flush(&sidecars);
   REQUIRE(asked.size() == 1);
   CHECK(asked[0] == std::make_pair(std::string("run"), uint64_t{42}));
-  trigger.Flush(&sessions);
+  trigger.Flush(&sidecars);
   CHECK(asked.size() == 1);
   trigger.SeedNextId(7);  // never backwards
   absl::StatusOr<CaptureDecision> d =
@@ -197,12 +184,12 @@ TEST_CASE("the stubs' word on capture handlers reaches the policy with the windo
 
 TEST_CASE("requests no sidecar takes are counted, not kept") {
   CaptureTrigger trigger(CapturePolicyOptions{});
-  SidecarSessions sessions;
+  testing::FakeControlRequestSender sidecars;  // none serves a rank
   const Verdict clear = Clear(2);
   trigger.OnJobWindow(Window(clear, 100, 0));
-  CHECK(trigger.Flush(&sessions) == 0);
+  CHECK(trigger.Flush(&sidecars) == 0);
   CHECK(trigger.counters().unreached == 3);  // the suspect and two references
-  CHECK(trigger.Flush(&sessions) == 0);
+  CHECK(trigger.Flush(&sidecars) == 0);
   CHECK(trigger.counters().unreached == 3);
 }
 

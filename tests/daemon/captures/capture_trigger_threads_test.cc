@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "daemon/captures/capture_trigger.h"
+#include "tests/daemon/events/fake_control_request_sender.h"
 
 namespace stagefrontier {
 namespace {
@@ -16,27 +17,14 @@ namespace {
 constexpr int kJobs = 4;
 constexpr int kWindows = 200;
 
-class Counter : public SessionWriter {
- public:
-  bool Send(const v1::CoordinatorMessage&) override {
-    ++sent;
-    return true;
-  }
-  std::atomic<int> sent{0};
-};
-
 TEST_CASE("windows from many jobs' threads, flushes and queries at once") {
   CapturePolicyOptions o;
   o.cooldown_windows = 0;
   o.max_per_hour = 3600;
   o.references = 1;
   CaptureTrigger trigger(o);
-  SidecarSessions sessions;
-  Counter writer;
-  auto session = *sessions.Add("node", "node/1", "10.0.0.1", &writer);
-  for (int j = 0; j < kJobs; ++j) {
-    for (int r = 0; r < 4; ++r) sessions.Bind(session, "job" + std::to_string(j), r);
-  }
+  testing::FakeControlRequestSender sidecars;
+  for (int j = 0; j < kJobs; ++j) sidecars.Serve("job" + std::to_string(j), {0, 1, 2, 3});
   std::atomic<bool> done{false};
   std::vector<std::thread> jobs;
   for (int j = 0; j < kJobs; ++j) {
@@ -58,7 +46,7 @@ TEST_CASE("windows from many jobs' threads, flushes and queries at once") {
   }
   std::thread ticker([&] {
     while (!done) {
-      trigger.Flush(&sessions);
+      trigger.Flush(&sidecars);
       (void)trigger.Decisions("job0");
       (void)trigger.counters();
     }
@@ -85,15 +73,14 @@ TEST_CASE("windows from many jobs' threads, flushes and queries at once") {
   done = true;
   ticker.join();
   ingest.join();
-  trigger.Flush(&sessions);
+  trigger.Flush(&sidecars);
   const CaptureTrigger::Counters c = trigger.counters();
   // Each window after the first finishes the previous capture and asks the next.
   CHECK(c.asked == static_cast<uint64_t>(kJobs * kWindows));
   CHECK(c.requests_sent == 2 * c.asked);  // suspect + one reference
-  CHECK(writer.sent == static_cast<int>(c.requests_sent));
+  CHECK(sidecars.Sent().size() == c.requests_sent);
   CHECK(c.unreached == 0);
   CHECK(static_cast<uint64_t>(failed_calls.load()) == c.ranks_failed);
-  sessions.Remove(session);
 }
 
 }  // namespace

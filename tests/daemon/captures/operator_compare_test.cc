@@ -125,6 +125,43 @@ TEST_CASE("a module slower through two of its operators is left out for them") {
   REQUIRE(r->findings.size() == 2);
   CHECK(r->findings[0].path.rfind("Block > aten::", 0) == 0);
   CHECK(r->findings[1].path.rfind("Block > aten::", 0) == 0);
+  // Siblings do not overlap: both are summed.
+  CHECK(r->nested_findings == 0);
+  CHECK(r->explained_ns == Approx(r->findings[0].excess_ns + r->findings[1].excess_ns));
+}
+
+// Issue 30, item 10: a parent finding and its child overlap; summing both explained more
+// than the stage's excess.
+TEST_CASE("a finding nested in another's call path is counted once in what they explain") {
+  // Block is 3 ms slower, 1 ms of it in its aten::mm: too little to explain Block, so both
+  // are findings, and the mm's time is inside Block's.
+  auto trace = [](int rank, double extra_us) {
+    testing::TraceBuilder b(rank);
+    for (int step = 1; step <= 5; ++step) {
+      const double base = step * 20'000.0;
+      const double j = (rank * 7 + step * 13) % 40;
+      b.Add("ProfilerStep#" + std::to_string(step), base, 19'000, 1, "user_annotation");
+      b.Add("stagefrontier:forward", base, 5000 + 3 * extra_us, 1, "user_annotation");
+      b.Add("Block", base + 100, 3000 + j + 3 * extra_us);
+      b.Add("aten::mm", base + 200, 1000 + extra_us);
+      b.Add("aten::bmm", base + 1300 + extra_us, 1000);
+    }
+    return b.Json();
+  };
+  auto profile = [](const std::string& json) {
+    return *ProfileOperators(*ParseChromeTrace(json, "t"), Schema(), "forward", "t");
+  };
+  absl::StatusOr<OperatorReport> r = CompareOperators(
+      profile(trace(2, 1000)), {profile(trace(0, 0)), profile(trace(1, 0)), profile(trace(3, 0))});
+  REQUIRE(r.ok());
+  REQUIRE(r->findings.size() == 2);
+  CHECK(r->findings[0].path == "Block");
+  CHECK(r->findings[0].excess_ns == Approx(3e6).margin(50e3));
+  CHECK(r->findings[1].path == "Block > aten::mm");
+  CHECK(r->findings[1].excess_ns == Approx(1e6).margin(50e3));
+  CHECK(r->nested_findings == 1);
+  CHECK(r->explained_ns == Approx(r->findings[0].excess_ns));
+  CHECK(r->explained_ns <= r->stage_suspect_ns - r->stage_reference_ns + 50e3);
 }
 
 TEST_CASE("a longer wait is a victim: someone else was late") {

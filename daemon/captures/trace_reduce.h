@@ -9,11 +9,13 @@
 // without a range ends where the previous one ended (boundaries never go back). The rank and
 // world size come from "distributedInfo" when present.
 //
+// Beside chrome_trace so that both the CLI (daemon/analyze/trace_run.h, one file per rank into a
+// recorded run) and the operator profiles of captures (operator_profile.h) use it.
+//
 //   absl::StatusOr<RankTrace> t = ReduceChromeTrace(text, schema, "trace_rank0.json");
-//   absl::StatusOr<TraceReduction> r = ReduceTraceFiles({"a.json", "b.json"}, schema);
-//   Analyze(r->run);   // the same RecordedRun `stagefrontier analyze` reads
-#ifndef STAGEFRONTIER_DAEMON_ANALYZE_TRACE_REDUCE_H_
-#define STAGEFRONTIER_DAEMON_ANALYZE_TRACE_REDUCE_H_
+//   for (const auto& [step, boundaries] : t->steps) { ... }  // b[0..S] in ns
+#ifndef STAGEFRONTIER_DAEMON_CAPTURES_TRACE_REDUCE_H_
+#define STAGEFRONTIER_DAEMON_CAPTURES_TRACE_REDUCE_H_
 
 #include <cstdint>
 #include <map>
@@ -22,7 +24,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "daemon/analyze/run_file.h"
 #include "daemon/captures/chrome_trace.h"
 #include "shm/stage_schema.h"
 
@@ -55,22 +56,6 @@ struct RankTrace {
                                                           const StageSchema& schema,
                                                           const std::string& name);
 
-struct TraceReduction {
-  RecordedRun run;           // job "trace", the steps every rank's trace holds
-  uint64_t trace_bytes = 0;  // the files' sizes
-  uint64_t trace_events = 0;
-  uint64_t packed_bytes = 0;  // StageFrontier's packed step vectors for the same rank-steps
-  int64_t rank_steps = 0;
-  std::vector<std::string> notes;  // what was left out, and why
-};
-
-// Reads and reduces one file per rank. A file without distributedInfo takes its position in
-// `paths` as its rank (said in the notes). Fails as ReduceChromeTrace, NotFound for a file
-// that cannot be read, InvalidArgument for two files of one rank, a rank outside the world
-// size, or no step common to all files.
-[[nodiscard]] absl::StatusOr<TraceReduction> ReduceTraceFiles(const std::vector<std::string>& paths,
-                                                              const StageSchema& schema);
-
 }  // namespace stagefrontier
 
-#endif  // STAGEFRONTIER_DAEMON_ANALYZE_TRACE_REDUCE_H_
+#endif  // STAGEFRONTIER_DAEMON_CAPTURES_TRACE_REDUCE_H_
