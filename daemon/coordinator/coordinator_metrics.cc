@@ -9,81 +9,72 @@ using prometheus::BuildCounter;
 using prometheus::BuildGauge;
 using prometheus::BuildHistogram;
 
+namespace {
+
+prometheus::Family<prometheus::Counter>& Counters(prometheus::Registry& r, const std::string& name,
+                                                  const std::string& help) {
+  return BuildCounter().Name(name).Help(help).Register(r);
+}
+
+prometheus::Family<prometheus::Gauge>& Gauges(prometheus::Registry& r, const std::string& name,
+                                              const std::string& help) {
+  return BuildGauge().Name(name).Help(help).Register(r);
+}
+
+}  // namespace
+
 CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  RegisterJobFamilies();
+  RegisterIngestFamilies();
+  RegisterProcessCounters();
+  RegisterCompactionFamilies();
+}
+
+void CoordinatorMetrics::RegisterJobFamilies() {
   auto& r = *registry_;
-  rank_steps_ = &BuildCounter()
-                     .Name("stagefrontier_rank_steps_received_total")
-                     .Help("Rank-steps received from sidecars, by outcome")
-                     .Register(r);
-  steps_ = &BuildCounter()
-                .Name("stagefrontier_steps_accounted_total")
-                .Help(
-                    "Steps closed and accounted, by completeness (complete, partial, rejected; "
-                    "captured: left out of the evidence for a profiler capture)")
-                .Register(r);
-  exposed_step_ = &BuildGauge()
-                       .Name("stagefrontier_exposed_step_seconds")
-                       .Help("Exposed step time E = F[S] of the latest accounted step")
-                       .Register(r);
-  stage_exposed_ = &BuildCounter()
-                        .Name("stagefrontier_stage_exposed_seconds_total")
-                        .Help(
-                            "Sum of frontier increments per stage: the step time each stage "
-                            "exposed to the whole group")
-                        .Register(r);
-  stage_excess_ = &BuildCounter()
-                       .Name("stagefrontier_stage_excess_seconds_total")
-                       .Help("Excess over baseline attributed to each stage")
-                       .Register(r);
-  probe_collectives_ = &BuildCounter()
-                            .Name("stagefrontier_probe_collectives_total")
-                            .Help(
-                                "Collectives seen by the probe, by the stage they were issued "
-                                "in; bracketing=violation when the stage marks do not contain "
-                                "them (docs/probe.md)")
-                            .Register(r);
-  top_suspect_rank_ = &BuildGauge()
-                           .Name("stagefrontier_top_suspect_rank")
-                           .Help(
-                               "Rank of the latest window's top suspect in each stage, -1 if "
-                               "the stage holds none")
-                           .Register(r);
-  verdicts_ = &BuildCounter()
-                   .Name("stagefrontier_verdicts_total")
-                   .Help("Window verdicts decided, by label and ambiguity reason")
-                   .Register(r);
-  window_label_ = &BuildGauge()
-                       .Name("stagefrontier_window_verdict")
-                       .Help("Latest window verdict: 0 HEALTHY, 1 CLEAR, 2 AMBIGUOUS")
-                       .Register(r);
-  detector_condition_ = &BuildGauge()
-                             .Name("stagefrontier_detector_condition")
-                             .Help(
-                                 "1 while a detector-health condition makes the job's verdicts "
-                                 "unreliable, by condition (docs/operations.md)")
-                             .Register(r);
-  ranks_ = &BuildGauge()
-                .Name("stagefrontier_ranks")
-                .Help("Ranks of the job by state (reporting, lagging, missing)")
-                .Register(r);
-  stub_records_ = &BuildCounter()
-                       .Name("stagefrontier_stub_records_lost_total")
-                       .Help(
-                           "Records the stubs lost, by cause (dropped: ring full; torn: "
-                           "writer died mid-record; invalid: failed validation)")
-                       .Register(r);
+  rank_steps_ = &Counters(r, "stagefrontier_rank_steps_received_total",
+                          "Rank-steps received from sidecars, by outcome");
+  steps_ = &Counters(r, "stagefrontier_steps_accounted_total",
+                     "Steps closed and accounted, by completeness (complete, partial, rejected; "
+                     "captured: left out of the evidence for a profiler capture)");
+  exposed_step_ = &Gauges(r, "stagefrontier_exposed_step_seconds",
+                          "Exposed step time E = F[S] of the latest accounted step");
+  stage_exposed_ = &Counters(r, "stagefrontier_stage_exposed_seconds_total",
+                             "Sum of frontier increments per stage: the step time each stage "
+                             "exposed to the whole group");
+  stage_excess_ = &Counters(r, "stagefrontier_stage_excess_seconds_total",
+                            "Excess over baseline attributed to each stage");
+  probe_collectives_ = &Counters(r, "stagefrontier_probe_collectives_total",
+                                 "Collectives seen by the probe, by the stage they were issued "
+                                 "in; bracketing=violation when the stage marks do not contain "
+                                 "them (docs/probe.md)");
+  top_suspect_rank_ = &Gauges(r, "stagefrontier_top_suspect_rank",
+                              "Rank of the latest window's top suspect in each stage, -1 if "
+                              "the stage holds none");
+  verdicts_ = &Counters(r, "stagefrontier_verdicts_total",
+                        "Window verdicts decided, by label and ambiguity reason");
+  window_label_ = &Gauges(r, "stagefrontier_window_verdict",
+                          "Latest window verdict: 0 HEALTHY, 1 CLEAR, 2 AMBIGUOUS");
+  detector_condition_ = &Gauges(r, "stagefrontier_detector_condition",
+                                "1 while a detector-health condition makes the job's verdicts "
+                                "unreliable, by condition (docs/operations.md)");
+  ranks_ =
+      &Gauges(r, "stagefrontier_ranks", "Ranks of the job by state (reporting, lagging, missing)");
+  stub_records_ = &Counters(r, "stagefrontier_stub_records_lost_total",
+                            "Records the stubs lost, by cause (dropped: ring full; torn: "
+                            "writer died mid-record; invalid: failed validation)");
   verdict_delay_ = &BuildHistogram()
                         .Name("stagefrontier_step_close_delay_seconds")
                         .Help("From a step's first record arriving to the step being accounted")
                         .Register(r);
-  stream_errors_ = &BuildCounter()
-                        .Name("stagefrontier_ingest_stream_errors_total")
-                        .Help("Ingest streams ended for bad input, by gRPC status code")
-                        .Register(r);
-  rejections_ = &BuildCounter()
-                     .Name("stagefrontier_rank_records_rejected_total")
-                     .Help("Rank declarations or records refused, by reason")
-                     .Register(r);
+}
+
+void CoordinatorMetrics::RegisterIngestFamilies() {
+  auto& r = *registry_;
+  stream_errors_ = &Counters(r, "stagefrontier_ingest_stream_errors_total",
+                             "Ingest streams ended for bad input, by gRPC status code");
+  rejections_ = &Counters(r, "stagefrontier_rank_records_rejected_total",
+                          "Rank declarations or records refused, by reason");
   using absl::StatusCode;
   for (StatusCode code :
        {StatusCode::kUnauthenticated, StatusCode::kFailedPrecondition, StatusCode::kInvalidArgument,
@@ -97,70 +88,53 @@ CoordinatorMetrics::CoordinatorMetrics() : registry_(std::make_shared<prometheus
         StatusCode::kInternal}) {
     rejections_by_code_[code] = &rejections_->Add({{"reason", absl::StatusCodeToString(code)}});
   }
-  auto& cut = BuildCounter()
-                  .Name("stagefrontier_ingest_streams_cut_total")
-                  .Help(
-                      "Ingest streams the coordinator refused or cut off to protect the others, "
-                      "by reason (too_many_streams, hello_timeout, slow_reader, "
-                      "malformed_message)")
-                  .Register(r);
+  auto& cut = Counters(r, "stagefrontier_ingest_streams_cut_total",
+                       "Ingest streams the coordinator refused or cut off to protect the others, "
+                       "by reason (too_many_streams, hello_timeout, slow_reader, "
+                       "malformed_message)");
   for (const char* reason :
        {"too_many_streams", "hello_timeout", "slow_reader", "malformed_message"}) {
     streams_cut_[reason] = &cut.Add({{"reason", reason}});
   }
-  auto& memory = BuildGauge()
-                     .Name("stagefrontier_job_memory_bytes")
-                     .Help(
-                         "Estimated memory of all jobs (reserved) and what may be reserved "
-                         "(budget, --max-memory-mb)")
-                     .Register(r);
+  auto& memory = Gauges(r, "stagefrontier_job_memory_bytes",
+                        "Estimated memory of all jobs (reserved) and what may be reserved "
+                        "(budget, --max-memory-mb)");
   memory_reserved_ = &memory.Add({{"kind", "reserved"}});
   memory_budget_ = &memory.Add({{"kind", "budget"}});
-  sidecar_streams_ = &BuildGauge()
-                          .Name("stagefrontier_sidecar_streams")
-                          .Help("Sidecar ingest streams connected now")
-                          .Register(r)
+}
+
+void CoordinatorMetrics::RegisterProcessCounters() {
+  auto& r = *registry_;
+  sidecar_streams_ =
+      &Gauges(r, "stagefrontier_sidecar_streams", "Sidecar ingest streams connected now").Add({});
+  ingest_batches_ =
+      &Counters(r, "stagefrontier_ingest_batches_total", "Step batches received from sidecars")
+           .Add({});
+  unauthenticated_ = &Counters(r, "stagefrontier_unauthenticated_requests_total",
+                               "Requests refused for a missing or wrong token")
                           .Add({});
-  ingest_batches_ = &BuildCounter()
-                         .Name("stagefrontier_ingest_batches_total")
-                         .Help("Step batches received from sidecars")
-                         .Register(r)
-                         .Add({});
-  unauthenticated_ = &BuildCounter()
-                          .Name("stagefrontier_unauthenticated_requests_total")
-                          .Help("Requests refused for a missing or wrong token")
-                          .Register(r)
-                          .Add({});
-  journal_truncated_bytes_ = &BuildCounter()
-                                  .Name("stagefrontier_journal_truncated_bytes_total")
-                                  .Help("Bytes of damaged journal tails cut off at startup")
-                                  .Register(r)
+  journal_truncated_bytes_ = &Counters(r, "stagefrontier_journal_truncated_bytes_total",
+                                       "Bytes of damaged journal tails cut off at startup")
                                   .Add({});
   node_identity_conflicts_ =
-      &BuildCounter()
-           .Name("stagefrontier_node_identity_conflicts_total")
-           .Help(
-               "Sidecar streams refused for claiming a node name another sidecar holds, or "
-               "one their client certificate does not name")
-           .Register(r)
+      &Counters(r, "stagefrontier_node_identity_conflicts_total",
+                "Sidecar streams refused for claiming a node name another sidecar holds, or "
+                "one their client certificate does not name")
            .Add({});
-  journals_set_aside_ = &BuildCounter()
-                             .Name("stagefrontier_journals_set_aside_total")
-                             .Help(
-                                 "Journals with no intact record moved aside at startup (kept "
-                                 "as <job>.journal.unreadable-<time>)")
-                             .Register(r)
+  journals_set_aside_ = &Counters(r, "stagefrontier_journals_set_aside_total",
+                                  "Journals with no intact record moved aside at startup (kept "
+                                  "as <job>.journal.unreadable-<time>)")
                              .Add({});
-  auto& compactions = BuildCounter()
-                          .Name("stagefrontier_journal_compactions_total")
-                          .Help("Compactions of live journals into record blocks, by outcome")
-                          .Register(r);
+}
+
+void CoordinatorMetrics::RegisterCompactionFamilies() {
+  auto& r = *registry_;
+  auto& compactions = Counters(r, "stagefrontier_journal_compactions_total",
+                               "Compactions of live journals into record blocks, by outcome");
   journal_compactions_done_ = &compactions.Add({{"outcome", "done"}});
   journal_compactions_failed_ = &compactions.Add({{"outcome", "failed"}});
-  journal_compacted_bytes_ = &BuildCounter()
-                                  .Name("stagefrontier_journal_compacted_bytes_total")
-                                  .Help("Bytes compactions took out of the journals")
-                                  .Register(r)
+  journal_compacted_bytes_ = &Counters(r, "stagefrontier_journal_compacted_bytes_total",
+                                       "Bytes compactions took out of the journals")
                                   .Add({});
 }
 

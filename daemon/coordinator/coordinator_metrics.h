@@ -91,6 +91,12 @@ class CoordinatorMetrics {
   prometheus::Counter& journal_compacted_bytes() { return *journal_compacted_bytes_; }
 
  private:
+  // The constructor's parts, in registration order (the order of /metrics).
+  void RegisterJobFamilies();      // per-job families; ForJob adds their series
+  void RegisterIngestFamilies();   // stream errors, refusals, cut streams, memory
+  void RegisterProcessCounters();  // one series each
+  void RegisterCompactionFamilies();
+
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>* rank_steps_;
   prometheus::Family<prometheus::Counter>* steps_;

@@ -7,13 +7,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "daemon/accounting/robust_stats.h"
+#include "daemon/common/duration_format.h"
 
 namespace stagefrontier {
-namespace {
-
-std::string Ms(int64_t ns) { return absl::StrFormat("%.2f ms", ns / 1e6); }
-
-}  // namespace
 
 DetectorHealth::DetectorHealth(StageSchema schema, DetectorHealthOptions options)
     : schema_(std::move(schema)), options_(options) {
@@ -129,8 +125,9 @@ const std::vector<DetectorCondition>& DetectorHealth::CloseWindow(
       current_.push_back(
           {"sync_never_waits",
            absl::StrCat("ranks reach sync stage ", schema_.stage(sync_stages_[i]).name, " up to ",
-                        Ms(skew), " apart (median) yet it lasts the same on all of them (spread ",
-                        Ms(spread),
+                        FormatMs(skew),
+                        " apart (median) yet it lasts the same on all of them (spread ",
+                        FormatMs(spread),
                         "): the wait is not inside it (an asynchronous collective? "
                         "mark the stage where the wait happens)")});
     }

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace stagefrontier {
 
@@ -11,10 +12,9 @@ DurableAcker::DurableAcker(Log log) : log_(std::move(log)), thread_([this] { Run
 
 DurableAcker::~DurableAcker() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
   thread_.join();
 }
 
@@ -26,44 +26,40 @@ void DurableAcker::Enqueue(std::shared_ptr<SidecarSessions::Session> session,
     const uint64_t position = job->JournalPosition();
     p.targets.emplace_back(std::move(job), position);
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(p));
-  }
-  cv_.notify_all();
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(std::move(p));
 }
 
 void DurableAcker::Run() {
   for (;;) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &DurableAcker::HasWork));
       if (stop_ && queue_.empty()) return;
     }
     Round();
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stop_) {
-      // Last round for what is still queued; a failing disk does not hold shutdown up.
-      std::deque<Pending> rest;
+    std::deque<Pending> rest;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!stop_) continue;
       rest.swap(queue_);
-      mu_.unlock();
-      for (Pending& p : rest) {
-        bool durable = true;
-        for (auto& [job, position] : p.targets) {
-          durable = durable && job->Flush().ok() && job->DurableUpTo(position);
-        }
-        if (durable) p.session->Write(p.reply);
-      }
-      mu_.lock();
-      return;
     }
+    // Last round for what is still queued; a failing disk does not hold shutdown up.
+    for (Pending& p : rest) {
+      bool durable = true;
+      for (auto& [job, position] : p.targets) {
+        durable = durable && job->Flush().ok() && job->DurableUpTo(position);
+      }
+      if (durable) p.session->Write(p.reply);
+    }
+    return;
   }
 }
 
 bool DurableAcker::Round() {
   std::deque<Pending> batch;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     batch.swap(queue_);
   }
   if (batch.empty()) return false;
@@ -93,7 +89,7 @@ bool DurableAcker::Round() {
   }
   if (!retry.empty()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a failing disk: back off
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     queue_.insert(queue_.begin(), std::make_move_iterator(retry.begin()),
                   std::make_move_iterator(retry.end()));
   }

@@ -8,15 +8,15 @@
 #ifndef STAGEFRONTIER_DAEMON_COORDINATOR_DURABLE_ACKER_H_
 #define STAGEFRONTIER_DAEMON_COORDINATOR_DURABLE_ACKER_H_
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/coordinator/job_state.h"
 #include "daemon/coordinator/sidecar_sessions.h"
 
@@ -45,12 +45,12 @@ class DurableAcker {
   void Run();
   // One round: flush, then send what became durable. Returns false if nothing was queued.
   bool Round();
+  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); }
 
   Log log_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Pending> queue_;
-  bool stop_ = false;
+  absl::Mutex mu_;
+  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

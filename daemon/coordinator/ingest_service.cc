@@ -1,9 +1,9 @@
 #include "daemon/coordinator/ingest_service.h"
 
-#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/common/log_safe.h"
 #include "daemon/common/refused_stream.h"
 #include "shm/monotonic_clock.h"
@@ -28,15 +28,14 @@ IngestService::IngestService(JobRegistry* jobs, SidecarSessions* sessions,
 
 IngestService::~IngestService() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
   watchdog_.join();
 }
 
 size_t IngestService::live_streams() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return live_.size();
 }
 
@@ -44,7 +43,7 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* IngestService::Stre
     grpc::CallbackServerContext* context) {
   IngestStream* stream = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (static_cast<int32_t>(live_.size()) >= deps_.limits.max_streams) {
       deps_.metrics->stream_errors(absl::StatusCode::kResourceExhausted).Increment();
       deps_.metrics->streams_cut("too_many_streams").Increment();
@@ -59,7 +58,7 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* IngestService::Stre
     }
     const uint64_t id = next_id_++;
     stream = new IngestStream(deps_, context, id, shm::MonotonicNowNs(), [this](uint64_t done) {
-      std::lock_guard<std::mutex> done_lock(mu_);
+      absl::MutexLock done_lock(&mu_);
       live_.erase(done);
     });
     live_[id] = stream;
@@ -69,9 +68,9 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* IngestService::Stre
 }
 
 void IngestService::WatchHellos() {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (!stop_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(200));
+    mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Milliseconds(200));
     const int64_t now = shm::MonotonicNowNs();
     // Under the lock: a stream cannot be deleted while we look at it (OnDone takes it first).
     for (auto& [id, stream] : live_) stream->CheckHelloDeadline(now);

@@ -9,13 +9,13 @@
 #ifndef STAGEFRONTIER_DAEMON_COORDINATOR_INGEST_SERVICE_H_
 #define STAGEFRONTIER_DAEMON_COORDINATOR_INGEST_SERVICE_H_
 
-#include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/coordinator/durable_acker.h"
 #include "daemon/coordinator/ingest_stream.h"
@@ -54,11 +54,10 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
 
   IngestDeps deps_;
   DurableAcker acker_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  uint64_t next_id_ = 1;
-  std::map<uint64_t, IngestStream*> live_;
+  mutable absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, IngestStream*> live_ ABSL_GUARDED_BY(mu_);
   std::thread watchdog_;
 };
 

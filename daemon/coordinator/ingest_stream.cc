@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/log_safe.h"
 #include "grpc/grpc_security_constants.h"
@@ -48,7 +49,7 @@ void IngestStream::Start() {
 void IngestStream::End(grpc::StatusCode code, const std::string& message, const char* cut_reason,
                        bool cancel) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (finished_) return;
     finished_ = true;
     queue_.clear();
@@ -73,7 +74,7 @@ bool IngestStream::Send(const v1::CoordinatorMessage& message) {
     return false;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (finished_) return false;
     if (static_cast<int32_t>(queue_.size()) < deps_.limits.max_stream_queue) {
       queue_.push_back(std::move(buf));
@@ -96,7 +97,7 @@ bool IngestStream::Send(const v1::CoordinatorMessage& message) {
 
 void IngestStream::MaybeWrite() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (writing_ || finished_ || queue_.empty()) return;
     writing_ = true;
     writing_buf_ = std::move(queue_.front());
@@ -107,7 +108,7 @@ void IngestStream::MaybeWrite() {
 
 void IngestStream::OnWriteDone(bool ok) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     writing_ = false;
     writing_buf_.Clear();
   }

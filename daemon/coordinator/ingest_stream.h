@@ -20,18 +20,19 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
 
-#include "daemon/coordinator/capture_answer_observer.h"
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/coordinator/durable_acker.h"
 #include "daemon/coordinator/job_registry.h"
 #include "daemon/coordinator/resource_limits.h"
 #include "daemon/coordinator/self_tests.h"
 #include "daemon/coordinator/sidecar_sessions.h"
+#include "daemon/events/capture_answer_observer.h"
 #include "daemon/nodes/node_ledger.h"
 #include "grpcpp/grpcpp.h"
 #include "stagefrontier/v1/ingest.pb.h"
@@ -119,11 +120,11 @@ class IngestStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
 
   std::atomic<bool> hello_{false};
   // Write side and the end of the stream.
-  std::mutex mu_;
-  std::deque<grpc::ByteBuffer> queue_;
-  grpc::ByteBuffer writing_buf_;
-  bool writing_ = false;
-  bool finished_ = false;
+  absl::Mutex mu_;
+  std::deque<grpc::ByteBuffer> queue_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer writing_buf_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace stagefrontier

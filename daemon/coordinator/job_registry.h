@@ -10,15 +10,17 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/coordinator/job_state.h"
+#include "daemon/events/verdict_bell.h"
 
 namespace stagefrontier {
 
@@ -49,19 +51,19 @@ class JobRegistry {
   std::vector<std::shared_ptr<JobState>> All() const;
   // Journals waiting for their job to declare itself (declaration lost), by job id.
   std::vector<std::string> PendingSalvage() const;
-  // What every job rings when it appended verdicts: options.verdict_bell, or the registry's
-  // own when that was null. Never null.
-  VerdictBell* verdict_bell() const { return options_.verdict_bell; }
+  // What every job rings when it appended verdicts: the registry's own bell, the last of the
+  // jobs' observers. Never null.
+  VerdictBell* verdict_bell() const { return &own_bell_; }
 
  private:
-  VerdictBell own_bell_;  // before options_, which may point at it
+  mutable VerdictBell own_bell_;  // before options_, which points at it
   JobOptions options_;
   CoordinatorMetrics* metrics_;
   std::set<std::string> allowed_;
   Log log_;
-  mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<JobState>> jobs_;
-  std::map<std::string, std::string> salvage_;  // job id -> journal path
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<JobState>> jobs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> salvage_ ABSL_GUARDED_BY(mu_);  // job id -> journal path
 };
 
 }  // namespace stagefrontier

@@ -7,9 +7,9 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/common/log_safe.h"
 #include "daemon/coordinator/proto_convert.h"
-#include "daemon/nodes/node_window.h"
 #include "daemon/wire/packed_steps.h"
 #include "shm/monotonic_clock.h"
 #include "shm/record_limits.h"
@@ -137,8 +137,11 @@ absl::StatusOr<std::unique_ptr<JobState>> JobState::Create(const v1::RankDeclara
   if (!schema.ok()) return schema.status();
   std::unique_ptr<JobState> job(
       new JobState(decl.job(), decl.world_size(), *std::move(schema), options, metrics));
-  if (absl::Status s = job->ReserveMemory(/*restoring=*/false); !s.ok()) return s;
-  if (absl::Status s = job->RebuildEngineLocked(); !s.ok()) return s;
+  {
+    absl::MutexLock lock(&job->mu_);  // not shared yet: for the lock annotations
+    if (absl::Status s = job->ReserveMemory(/*restoring=*/false); !s.ok()) return s;
+    if (absl::Status s = job->RebuildEngineLocked(); !s.ok()) return s;
+  }
   v1::JournalRecord rec;
   v1::JobDeclared* d = rec.mutable_declared();
   d->set_job(job->name_);
@@ -175,8 +178,10 @@ absl::StatusOr<std::unique_ptr<JobState>> JobState::Restore(const std::string& p
             return absl::DataLossError("its declaration (the first record) is not a valid job");
           }
           job.reset(new JobState(d.job(), d.world_size(), *std::move(schema), options, metrics));
+          absl::MutexLock lock(&job->mu_);  // not shared yet: for the lock annotations
           return job->RebuildEngineLocked();
         }
+        absl::MutexLock lock(&job->mu_);
         // One record that cannot be applied (damage that passed the checksum, a setting a
         // newer build refuses) costs that record, not the job.
         if (!job->Apply(rec, now, /*replaying=*/true).ok()) ++job->replay_skipped_;
@@ -195,8 +200,9 @@ absl::StatusOr<std::unique_ptr<JobState>> JobState::Restore(const std::string& p
   if (metrics != nullptr) {
     metrics->journal_truncated_bytes().Increment(static_cast<double>(opened.skipped_bytes));
   }
-  (void)job->ReserveMemory(/*restoring=*/true);
   job->journal_ = *std::move(journal);
+  absl::MutexLock lock(&job->mu_);
+  (void)job->ReserveMemory(/*restoring=*/true);
   // Regression: replayed steps kept arrival time 0, so the first deadline check after a
   // restart closed them as partial at once.
   job->aligner_.RestartDeadlines(now_ns);
@@ -336,13 +342,14 @@ absl::StatusOr<IngestCounts> JobState::AlignLocked(const v1::RankSteps& rs, cons
   decoded_steps_.clear();
   decoded_durations_.clear();
   decoded_flags_.clear();
-  absl::Status s =
-      wire::DecodePackedSteps(rs.packed(), rs.count(), rs.base_step(), stages,
-                              [&](int64_t step, const int64_t* d, uint32_t flags) {
-                                decoded_steps_.push_back(step);
-                                decoded_durations_.insert(decoded_durations_.end(), d, d + stages);
-                                decoded_flags_.push_back(flags);
-                              });
+  // The callback runs inside DecodePackedSteps, under this function's lock.
+  auto keep = [&](int64_t step, const int64_t* d, uint32_t flags)
+                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                    decoded_steps_.push_back(step);
+                    decoded_durations_.insert(decoded_durations_.end(), d, d + stages);
+                    decoded_flags_.push_back(flags);
+                  };
+  absl::Status s = wire::DecodePackedSteps(rs.packed(), rs.count(), rs.base_step(), stages, keep);
   if (!s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("job ", name_, " rank ", rs.rank(), ": ", s.message()));
@@ -388,7 +395,7 @@ absl::StatusOr<IngestCounts> JobState::AlignLocked(const v1::RankSteps& rs, cons
 
 absl::StatusOr<IngestCounts> JobState::Ingest(const v1::RankSteps& rs, const std::string& node,
                                               int64_t now_ns) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   absl::StatusOr<IngestCounts> c = AlignLocked(rs, node, now_ns);
   if (!c.ok()) {
     if (rs.rank() >= 0 && rs.rank() < world_size_) ++ranks_[rs.rank()].rejected;
@@ -410,113 +417,139 @@ void JobState::AccountLocked(int64_t step, int64_t now_ns, bool replaying) {
   StepInput input = aligner_.Close(step);
   if (input.ranks.empty()) return;
   if (input.captured) {
-    // Profiled ranks are slower for the profiler's sake: the step is closed and counted, and
-    // left out of the evidence (and of the history re-accounted on request).
-    ++steps_accounted_;
-    ++captured_steps_;
-    last_step_ = step;
-    if (m_.steps_captured != nullptr) m_.steps_captured->Increment();
+    CountCapturedLocked(step);
     return;
   }
-  absl::Status s = engine_->AddStep(input);
-  if (!s.ok()) {
+  if (absl::Status s = engine_->AddStep(input); !s.ok()) {
     if (m_.steps_rejected != nullptr) m_.steps_rejected->Increment();
     return;
   }
-  const StepAccounting* acc = engine_->LastStep();
+  const StepAccounting& acc = *engine_->LastStep();
   ++steps_accounted_;
   last_step_ = step;
-  if (acc->partial) ++partial_steps_;
-  // Summaries and raw inputs for queries.
+  if (acc.partial) ++partial_steps_;
+  KeepStepLocked(acc, std::move(input));
+  const bool delay_known = !replaying && arrived > 0 && now_ns >= arrived;
+  CountStepLocked(acc, delay_known ? now_ns - arrived : -1);
+  VerdictsLocked(replaying);
+}
+
+void JobState::CountCapturedLocked(int64_t step) {
+  // Profiled ranks are slower for the profiler's sake: the step is closed and counted, and
+  // left out of the evidence (and of the history re-accounted on request).
+  ++steps_accounted_;
+  ++captured_steps_;
+  last_step_ = step;
+  if (m_.steps_captured != nullptr) m_.steps_captured->Increment();
+}
+
+void JobState::KeepStepLocked(const StepAccounting& acc, StepInput input) {
   v1::StepSummary summary;
-  StepToProto(schema_, *acc, &summary);
+  StepToProto(schema_, acc, &summary);
   history_.Add(std::move(summary));
-  detector_.AddStep(input, acc->partial);
+  detector_.AddStep(input, acc.partial);
   inputs_rank_steps_ += static_cast<int64_t>(input.ranks.size());
   inputs_.push_back(std::move(input));
   while (inputs_rank_steps_ > options_.history_rank_steps && inputs_.size() > 1) {
     inputs_rank_steps_ -= static_cast<int64_t>(inputs_.front().ranks.size());
     inputs_.pop_front();
   }
-  if (m_.steps_complete != nullptr) {
-    (acc->partial ? m_.steps_partial : m_.steps_complete)->Increment();
-    m_.exposed_step_seconds->Set(acc->exposed_ns / kNsPerSecond);
-    for (size_t k = 0; k < acc->stages.size(); ++k) {
-      m_.stage_exposed_seconds[k]->Increment(acc->stages[k].increment_ns / kNsPerSecond);
-      if (acc->stages[k].excess_ns > 0) {
-        m_.stage_excess_seconds[k]->Increment(acc->stages[k].excess_ns / kNsPerSecond);
-      }
-    }
-    if (!replaying && arrived > 0 && now_ns >= arrived) {
-      m_.verdict_delay_seconds->Observe((now_ns - arrived) / kNsPerSecond);
-    }
-    // Counters follow the engine's running totals (which restart with a rebuilt engine).
-    const ProbeBracketing& b = engine_->bracketing();
-    probe_counted_.resize(2 * acc->stages.size(), 0);
-    for (size_t k = 0; k < acc->stages.size(); ++k) {
-      const uint64_t ok = b.stage_checked(k) - b.stage_violations(k);
-      const uint64_t bad = b.stage_violations(k);
-      if (ok > probe_counted_[2 * k]) {
-        m_.probe_bracketed[k]->Increment(static_cast<double>(ok - probe_counted_[2 * k]));
-      }
-      if (bad > probe_counted_[2 * k + 1]) {
-        m_.probe_violations[k]->Increment(static_cast<double>(bad - probe_counted_[2 * k + 1]));
-      }
-      probe_counted_[2 * k] = ok;
-      probe_counted_[2 * k + 1] = bad;
+}
+
+void JobState::CountStepLocked(const StepAccounting& acc, int64_t delay_ns) {
+  if (m_.steps_complete == nullptr) return;
+  (acc.partial ? m_.steps_partial : m_.steps_complete)->Increment();
+  m_.exposed_step_seconds->Set(acc.exposed_ns / kNsPerSecond);
+  for (size_t k = 0; k < acc.stages.size(); ++k) {
+    m_.stage_exposed_seconds[k]->Increment(acc.stages[k].increment_ns / kNsPerSecond);
+    if (acc.stages[k].excess_ns > 0) {
+      m_.stage_excess_seconds[k]->Increment(acc.stages[k].excess_ns / kNsPerSecond);
     }
   }
-  bool any = false;
+  if (delay_ns >= 0) m_.verdict_delay_seconds->Observe(delay_ns / kNsPerSecond);
+  CountProbeBracketsLocked(acc.stages.size());
+}
+
+void JobState::CountProbeBracketsLocked(size_t stages) {
+  // Counters follow the engine's running totals (which restart with a rebuilt engine).
+  const ProbeBracketing& b = engine_->bracketing();
+  probe_counted_.resize(2 * stages, 0);
+  for (size_t k = 0; k < stages; ++k) {
+    const uint64_t ok = b.stage_checked(k) - b.stage_violations(k);
+    const uint64_t bad = b.stage_violations(k);
+    if (ok > probe_counted_[2 * k]) {
+      m_.probe_bracketed[k]->Increment(static_cast<double>(ok - probe_counted_[2 * k]));
+    }
+    if (bad > probe_counted_[2 * k + 1]) {
+      m_.probe_violations[k]->Increment(static_cast<double>(bad - probe_counted_[2 * k + 1]));
+    }
+    probe_counted_[2 * k] = ok;
+    probe_counted_[2 * k + 1] = bad;
+  }
+}
+
+void JobState::VerdictsLocked(bool replaying) {
   std::vector<Verdict> closed = engine_->TakeClosedVerdicts();
-  if (!closed.empty()) JudgeDetectorLocked();
-  for (Verdict& v : closed) {
-    v1::VerdictEvent ev;
-    ev.set_seq(++verdict_seq_);
-    VerdictToProto(schema_, v, v.group == "job" ? world_size_ - 1 : 0, ev.mutable_verdict());
-    for (const DetectorCondition& c : detector_.current()) {
-      ev.mutable_verdict()->add_unreliable(c.name);
-    }
+  if (closed.empty()) return;
+  JudgeDetectorLocked();
+  for (const Verdict& v : closed) {
+    v1::VerdictEvent ev = VerdictEventLocked(v);
     if (v.group == "job" || last_label_.empty()) last_label_ = LabelText(v);
-    if (m_.verdicts_healthy != nullptr) {
-      if (v.label == VerdictLabel::kHealthy) m_.verdicts_healthy->Increment();
-      if (v.label == VerdictLabel::kClear) m_.verdicts_clear->Increment();
-      if (v.label == VerdictLabel::kAmbiguous && v.reason != AmbiguityReason::kNone) {
-        m_.verdicts_ambiguous[static_cast<size_t>(v.reason)]->Increment();
-      }
-      m_.window_label->Set(static_cast<double>(v.label));
-      for (prometheus::Gauge* g : m_.top_suspect_rank) g->Set(-1);
-      std::vector<bool> seen(schema_.size(), false);
-      for (const Suspect& sus : v.suspects) {
-        if (sus.stage >= 0 && static_cast<size_t>(sus.stage) < seen.size() && !seen[sus.stage]) {
-          seen[sus.stage] = true;
-          m_.top_suspect_rank[sus.stage]->Set(sus.rank);
-        }
-      }
-    }
-    // Replayed windows are in the ledger already (it has its own file).
-    if (!replaying && options_.node_ledger != nullptr && v.group == "job") {
-      options_.node_ledger->Record(
-          NodeWindowFromVerdict(name_, world_size_, schema_, v, RankNodesLocked(),
-                                ev.verdict().unreliable_size() > 0, shm::RealtimeNowNs()));
-    }
-    if (!replaying && options_.verdict_observer != nullptr && v.group == "job") {
-      ClosedJobWindow w;
-      w.job = name_;
-      w.verdict = &v;
-      w.schema = &schema_;
-      w.unreliable.assign(ev.verdict().unreliable().begin(), ev.verdict().unreliable().end());
-      w.rank_nodes = RankNodesLocked();
-      for (const RankHealthState& r : ranks_) w.rank_can_capture.push_back(r.can_capture);
-      w.newest_step = std::max(aligner_.last_closed(), aligner_.newest_step());
-      w.job_control = JobControlLocked();
-      w.now_ns = shm::MonotonicNowNs();
-      options_.verdict_observer->OnJobWindow(w);
+    CountVerdictLocked(v);
+    // Replayed windows were told before the restart (the node ledger has its own file).
+    if (!replaying && v.group == "job" && !options_.observers.empty()) {
+      const ClosedJobWindow window = ClosedWindowLocked(v, ev);
+      for (VerdictObserver* o : options_.observers) o->OnJobWindow(window);
     }
     verdicts_.push_back(std::move(ev));
     while (verdicts_.size() > options_.verdicts_kept) verdicts_.pop_front();
-    any = true;
   }
-  if (any && options_.verdict_bell != nullptr) options_.verdict_bell->Ring();
+  for (VerdictObserver* o : options_.observers) o->OnVerdictsAppended();
+}
+
+v1::VerdictEvent JobState::VerdictEventLocked(const Verdict& v) {
+  v1::VerdictEvent ev;
+  ev.set_seq(++verdict_seq_);
+  VerdictToProto(schema_, v, v.group == "job" ? world_size_ - 1 : 0, ev.mutable_verdict());
+  for (const DetectorCondition& c : detector_.current()) {
+    ev.mutable_verdict()->add_unreliable(c.name);
+  }
+  return ev;
+}
+
+void JobState::CountVerdictLocked(const Verdict& v) {
+  if (m_.verdicts_healthy == nullptr) return;
+  if (v.label == VerdictLabel::kHealthy) m_.verdicts_healthy->Increment();
+  if (v.label == VerdictLabel::kClear) m_.verdicts_clear->Increment();
+  if (v.label == VerdictLabel::kAmbiguous && v.reason != AmbiguityReason::kNone) {
+    m_.verdicts_ambiguous[static_cast<size_t>(v.reason)]->Increment();
+  }
+  m_.window_label->Set(static_cast<double>(v.label));
+  for (prometheus::Gauge* g : m_.top_suspect_rank) g->Set(-1);
+  std::vector<bool> seen(schema_.size(), false);
+  for (const Suspect& sus : v.suspects) {
+    if (sus.stage >= 0 && static_cast<size_t>(sus.stage) < seen.size() && !seen[sus.stage]) {
+      seen[sus.stage] = true;
+      m_.top_suspect_rank[sus.stage]->Set(sus.rank);
+    }
+  }
+}
+
+ClosedJobWindow JobState::ClosedWindowLocked(const Verdict& v, const v1::VerdictEvent& ev) const {
+  ClosedJobWindow w;
+  w.job = name_;
+  w.world_size = world_size_;
+  w.verdict = &v;
+  w.schema = &schema_;
+  w.unreliable.assign(ev.verdict().unreliable().begin(), ev.verdict().unreliable().end());
+  w.rank_nodes = RankNodesLocked();
+  w.rank_can_capture.reserve(ranks_.size());
+  for (const RankHealthState& r : ranks_) w.rank_can_capture.push_back(r.can_capture);
+  w.newest_step = std::max(aligner_.last_closed(), aligner_.newest_step());
+  w.job_control = JobControlLocked();
+  w.now_ns = shm::MonotonicNowNs();
+  w.wall_time_ns = shm::RealtimeNowNs();
+  return w;
 }
 
 std::vector<std::string> JobState::RankNodesLocked() const {
@@ -526,7 +559,7 @@ std::vector<std::string> JobState::RankNodesLocked() const {
 }
 
 int JobState::CloseDue(int64_t now_ns) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   int closed = 0;
   // A step far ahead of the job's own numbering that stays open while the job goes on came
   // from a corrupt step number: drop it so it stops making every rank look behind.
@@ -568,7 +601,7 @@ int64_t JobState::StepsBehindLocked(int32_t rank) const {
 
 void JobState::NoteRefused(int32_t rank, const std::string& node, absl::string_view why,
                            uint64_t records) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (rank < 0 || rank >= world_size_) return;  // a rank outside the job: nothing to show it on
   RankHealthState& h = ranks_[rank];
   h.refused = std::string(why.substr(0, 300));
@@ -608,7 +641,7 @@ void JobState::UpdateRankGaugesLocked() const {
 }
 
 void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string& node) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (health.rank() < 0 || health.rank() >= world_size_) return;
   RankHealthState& h = ranks_[health.rank()];
   h.node = node;
@@ -631,12 +664,12 @@ void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string&
 }
 
 int64_t JobState::NewestStep() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return std::max(aligner_.last_closed(), aligner_.newest_step());
 }
 
 void JobState::Info(v1::JobInfo* out) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   out->set_job(name_);
   out->set_world_size(world_size_);
   SchemaToProto(schema_, out->mutable_stages());
@@ -653,7 +686,7 @@ void JobState::Info(v1::JobInfo* out) const {
 }
 
 absl::Status JobState::Suspects(int32_t window, v1::SuspectsReply* out) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (steps_accounted_ == 0) {
     return absl::FailedPreconditionError(absl::StrCat("job ", name_, " has no accounted step yet"));
   }
@@ -684,21 +717,25 @@ absl::Status JobState::Suspects(int32_t window, v1::SuspectsReply* out) const {
 void JobState::Steps(int64_t from, int64_t to, int32_t limit, v1::GetStepsReply* out) const {
   for (const Stage& s : schema_.stages()) out->add_stages(s.name);  // const after creation
   StepHistory::Slice slice;
+  const StepHistory* history;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     slice = history_.Take(from, to, limit > 0 ? limit : 1000);
+    history = &history_;
   }
-  history_.Fill(slice, out);  // decodes the summary blocks without holding the job's lock
+  // Decodes the summary blocks without holding the job's lock: Fill touches no state of the
+  // history but an atomic counter (step_history.h).
+  history->Fill(slice, out);
 }
 
 std::pair<int64_t, uint64_t> JobState::HistoryFootprint() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return {history_.steps(), history_.bytes()};
 }
 
 int64_t JobState::VisitHeldInputs(int64_t from, int64_t to,
                                   absl::FunctionRef<bool(const StepInput&)> visit) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = std::lower_bound(inputs_.begin(), inputs_.end(), from,
                              [](const StepInput& s, int64_t v) { return s.step < v; });
   for (; it != inputs_.end() && it->step <= to && visit(*it); ++it) {
@@ -725,7 +762,7 @@ void JobState::JudgeDetectorLocked() {
 }
 
 void JobState::Health(v1::GetHealthReply* out) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   out->set_job(name_);
   for (int32_t r = 0; r < world_size_; ++r) {
     const RankHealthState& h = ranks_[r];
@@ -776,7 +813,7 @@ void JobState::Health(v1::GetHealthReply* out) const {
 }
 
 std::vector<v1::VerdictEvent> JobState::VerdictsAfter(int64_t after_seq, size_t max_count) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   // Sequence numbers ascend: many watchers each asking for the few newest stay cheap.
   auto it =
       std::upper_bound(verdicts_.begin(), verdicts_.end(), after_seq,
@@ -787,7 +824,7 @@ std::vector<v1::VerdictEvent> JobState::VerdictsAfter(int64_t after_seq, size_t 
 }
 
 absl::Status JobState::ApplyConfig(const v1::ConfigChange& change) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const EngineConfig merged = Merge(options_.engine, change);
   if (absl::Status s = merged.Validate(); !s.ok()) return s;
   // A longer window holds more memory: it must fit the job's limit and the budget.
@@ -814,7 +851,7 @@ absl::Status JobState::ApplyConfig(const v1::ConfigChange& change) {
 }
 
 void JobState::SetPaused(bool paused) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   paused_ = paused;
   v1::JournalRecord rec;
   rec.mutable_pause()->set_paused(paused);
@@ -822,12 +859,12 @@ void JobState::SetPaused(bool paused) {
 }
 
 void JobState::SetSampleEvery(uint32_t every) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   sample_every_ = every;
 }
 
 v1::ControlRequest JobState::JobControl() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return JobControlLocked();
 }
 

@@ -13,15 +13,16 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/accounting/engine.h"
 #include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/coordinator/detector_health.h"
@@ -30,9 +31,8 @@
 #include "daemon/coordinator/resource_limits.h"
 #include "daemon/coordinator/step_aligner.h"
 #include "daemon/coordinator/step_history.h"
-#include "daemon/coordinator/verdict_bell.h"
-#include "daemon/coordinator/verdict_observer.h"
-#include "daemon/nodes/node_ledger.h"
+#include "daemon/events/closed_window.h"
+#include "daemon/events/verdict_observer.h"
 #include "stagefrontier/v1/ingest.pb.h"
 #include "stagefrontier/v1/journal.pb.h"
 #include "stagefrontier/v1/query.pb.h"
@@ -54,13 +54,10 @@ struct JobOptions {
   ResourceLimits limits;
   // Where jobs reserve their estimated memory (resource_limits.h); null: not accounted.
   MemoryBudget* budget = nullptr;
-  // Where closed "job" windows are charged to nodes (daemon/nodes/node_ledger.h); null: not.
-  NodeLedger* node_ledger = nullptr;
-  // Told of every closed "job" window but replayed ones (verdict_observer.h); null: nobody.
-  VerdictObserver* verdict_observer = nullptr;
-  // Rung after verdicts were appended, replayed ones included (verdict_bell.h); null: none.
-  // JobRegistry supplies its own when this is null.
-  VerdictBell* verdict_bell = nullptr;
+  // Told of every closed window, in this order (daemon/events/verdict_observer.h): the node
+  // ledger, then the capture trigger, in the coordinator. JobRegistry appends its verdict bell.
+  // Not owned; each must outlive the jobs.
+  std::vector<VerdictObserver*> observers;
 };
 
 struct IngestCounts {
@@ -145,8 +142,8 @@ class JobState {
   // job's): health shows it "refused" with `why`, and counts its `records` as rejected.
   void NoteRefused(int32_t rank, const std::string& node, absl::string_view why, uint64_t records);
   void Health(v1::GetHealthReply* out) const;
-  // The verdicts held with seq > after_seq, oldest first, at most `max_count`. New ones ring
-  // JobOptions::verdict_bell.
+  // The verdicts held with seq > after_seq, oldest first, at most `max_count`. New ones are
+  // announced to JobOptions::observers (OnVerdictsAppended).
   std::vector<v1::VerdictEvent> VerdictsAfter(int64_t after_seq, size_t max_count = SIZE_MAX) const;
 
   // Runtime control. ApplyConfig: InvalidArgument for values the engine refuses.
@@ -162,9 +159,15 @@ class JobState {
   const StageSchema& schema() const { return schema_; }
   int32_t world_size() const { return world_size_; }
   // Journal records a restore could not apply (skipped, not fatal).
-  int64_t replay_skipped() const { return replay_skipped_; }
+  int64_t replay_skipped() const {
+    absl::MutexLock lock(&mu_);
+    return replay_skipped_;
+  }
   // The memory this job reserved (its estimate).
-  int64_t reserved_bytes() const { return memory_.bytes(); }
+  int64_t reserved_bytes() const {
+    absl::MutexLock lock(&mu_);
+    return memory_.bytes();
+  }
 
  private:
   struct RankHealthState {
@@ -186,32 +189,52 @@ class JobState {
   static absl::StatusOr<StageSchema> CheckNewJob(const v1::RankDeclaration& declaration,
                                                  const JobOptions& options);
   // The memory model's shape of this job with `window_steps`.
-  JobShape ShapeLocked(int64_t window_steps) const;
+  JobShape ShapeLocked(int64_t window_steps) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reserves this job's memory (Create: refused over the limits; restore: reserved anyway).
-  absl::Status ReserveMemory(bool restoring);
-  absl::Status Apply(const v1::JournalRecord& record, int64_t now_ns, bool replaying);
+  absl::Status ReserveMemory(bool restoring) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Apply(const v1::JournalRecord& record, int64_t now_ns, bool replaying)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<IngestCounts> AlignLocked(const v1::RankSteps& steps, const std::string& node,
-                                           int64_t now_ns);
-  void AccountLocked(int64_t step, int64_t now_ns, bool replaying);
-  absl::Status RebuildEngineLocked();
+                                           int64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closes `step` and hands what it yields to each consumer, in this order: the engine, the
+  // history and raw inputs kept for queries, the metrics, then the verdicts (VerdictsLocked).
+  void AccountLocked(int64_t step, int64_t now_ns, bool replaying)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A step closed while a profiler captured it: counted, left out of the evidence.
+  void CountCapturedLocked(int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps the step's summary (history), its detector input and its raw input (for Suspects).
+  void KeepStepLocked(const StepAccounting& acc, StepInput input)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Step metrics; `delay_ns` < 0 when the verdict delay is not observed (replay).
+  void CountStepLocked(const StepAccounting& acc, int64_t delay_ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CountProbeBracketsLocked(size_t stages) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the engine's closed verdicts: kept for queries, counted, told to the observers.
+  void VerdictsLocked(bool replaying) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::VerdictEvent VerdictEventLocked(const Verdict& v) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CountVerdictLocked(const Verdict& v) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The event the observers get for a closed "job" window (`ev` is its proto, conditions in).
+  ClosedJobWindow ClosedWindowLocked(const Verdict& v, const v1::VerdictEvent& ev) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RebuildEngineLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The engine's job config for this job (schema, world size, engine config, probe rules).
-  JobConfig EngineJobConfigLocked() const;
+  JobConfig EngineJobConfigLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Decodes and checks rs.collectives() into probe spans per step of `steps`.
-  absl::Status DecodeCollectivesLocked(const v1::RankSteps& rs);
+  absl::Status DecodeCollectivesLocked(const v1::RankSteps& rs) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct RankCounts {
     int reporting = 0, lagging = 0, missing = 0;
   };
   // Steps between the newest step seen from any rank and `rank`'s newest (0 before any).
-  int64_t StepsBehindLocked(int32_t rank) const;
+  int64_t StepsBehindLocked(int32_t rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "unseen", "missing", "lagging" or "reporting": the one classification of a rank.
-  const char* ConditionLocked(int32_t rank) const;
-  RankCounts CountRanksLocked() const;
+  const char* ConditionLocked(int32_t rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  RankCounts CountRanksLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Judges detector health for the window that just closed; sets the condition gauges.
-  void JudgeDetectorLocked();
-  void UpdateRankGaugesLocked() const;
-  // The node serving each rank ("" while unknown), for the node ledger.
-  std::vector<std::string> RankNodesLocked() const;
-  v1::ControlRequest JobControlLocked() const;
+  void JudgeDetectorLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateRankGaugesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The node serving each rank ("" while unknown), for the observers.
+  std::vector<std::string> RankNodesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::ControlRequest JobControlLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string name_;
   const int32_t world_size_;
@@ -220,35 +243,43 @@ class JobState {
   CoordinatorMetrics* metrics_;
   JobMetrics m_;
 
-  mutable std::mutex mu_;
+  mutable absl::Mutex mu_;
+  // Set once before the job is shared (Create, Restore, Salvage); thread-safe itself, so
+  // Flush, JournalPosition and compaction use it without the job's lock.
   std::unique_ptr<JobJournal> journal_;
-  std::unique_ptr<Engine> engine_;
-  StepAligner aligner_;
-  // AlignLocked's decode buffers, kept to avoid allocating per message.
-  std::vector<int64_t> decoded_steps_;
-  std::vector<int64_t> decoded_durations_;
-  std::vector<uint32_t> decoded_flags_;
-  std::vector<std::vector<ProbeSpan>> decoded_probe_;  // by index into decoded_steps_
-  std::string probe_rules_;                            // the rules in effect for this job
-  std::vector<uint64_t> probe_counted_;  // per stage: bracketed, violations already in metrics
-  std::string probe_rules_note_;         // why the configured rules were not used, if so
-  int64_t steps_accounted_ = 0;
-  int64_t partial_steps_ = 0;
-  int64_t captured_steps_ = 0;  // closed but left out of the evidence (profiler captures)
-  int64_t last_step_ = -1;
-  StepHistory history_;           // per-step summaries for GetSteps, older ones in summary blocks
-  std::deque<StepInput> inputs_;  // recent raw steps, for Suspects(window > 0)
-  int64_t inputs_rank_steps_ = 0;
-  std::deque<v1::VerdictEvent> verdicts_;
-  int64_t verdict_seq_ = 0;
-  std::string last_label_;
-  std::vector<RankHealthState> ranks_;
-  int64_t gauges_updated_ns_ = -1;  // when the rank gauges were last counted
-  DetectorHealth detector_;         // judged at every window close; conditions mark the verdicts
-  bool paused_ = false;
-  uint32_t sample_every_ = 1;
-  int64_t replay_skipped_ = 0;
-  MemoryBudget::Reservation memory_;
+  std::unique_ptr<Engine> engine_ ABSL_GUARDED_BY(mu_);
+  StepAligner aligner_ ABSL_GUARDED_BY(mu_);
+  // AlignLocked's decode buffers, kept to avoid allocating per message; decoded_probe_ by index
+  // into decoded_steps_.
+  std::vector<int64_t> decoded_steps_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> decoded_durations_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> decoded_flags_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<ProbeSpan>> decoded_probe_ ABSL_GUARDED_BY(mu_);
+  std::string probe_rules_ ABSL_GUARDED_BY(mu_);  // the rules in effect for this job
+  // Per stage: bracketed, violations already in metrics.
+  std::vector<uint64_t> probe_counted_ ABSL_GUARDED_BY(mu_);
+  // Why the configured rules were not used, if so.
+  std::string probe_rules_note_ ABSL_GUARDED_BY(mu_);
+  int64_t steps_accounted_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t partial_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  // Closed but left out of the evidence (profiler captures).
+  int64_t captured_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_step_ ABSL_GUARDED_BY(mu_) = -1;
+  // Per-step summaries for GetSteps, older ones in summary blocks.
+  StepHistory history_ ABSL_GUARDED_BY(mu_);
+  std::deque<StepInput> inputs_ ABSL_GUARDED_BY(mu_);  // recent raw steps, for Suspects(window > 0)
+  int64_t inputs_rank_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<v1::VerdictEvent> verdicts_ ABSL_GUARDED_BY(mu_);
+  int64_t verdict_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string last_label_ ABSL_GUARDED_BY(mu_);
+  std::vector<RankHealthState> ranks_ ABSL_GUARDED_BY(mu_);
+  int64_t gauges_updated_ns_ ABSL_GUARDED_BY(mu_) = -1;  // when the rank gauges were last counted
+  // Judged at every window close; its conditions mark the verdicts.
+  DetectorHealth detector_ ABSL_GUARDED_BY(mu_);
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  uint32_t sample_every_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t replay_skipped_ ABSL_GUARDED_BY(mu_) = 0;
+  MemoryBudget::Reservation memory_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace stagefrontier

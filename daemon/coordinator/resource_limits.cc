@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace stagefrontier {
 namespace {
@@ -42,12 +43,12 @@ MemoryBudget::MemoryBudget(int64_t total_bytes)
                                    static_cast<int64_t>(sysconf(_SC_PAGE_SIZE)) / 4 * 3) {}
 
 int64_t MemoryBudget::used() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return used_;
 }
 
 absl::Status MemoryBudget::Take(const std::string& what, int64_t bytes, bool force) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (!force && bytes > total_ - used_) {
     return absl::ResourceExhaustedError(
         absl::StrCat(what, " needs about ", Mb(bytes), " of coordinator memory; ",
@@ -59,7 +60,7 @@ absl::Status MemoryBudget::Take(const std::string& what, int64_t bytes, bool for
 }
 
 void MemoryBudget::Give(int64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   used_ -= bytes;
 }
 
@@ -74,7 +75,7 @@ absl::StatusOr<MemoryBudget::Reservation> MemoryBudget::Reserve(const std::strin
 
 MemoryBudget::Reservation MemoryBudget::ReserveAnyway(int64_t bytes, bool* over) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     *over = bytes > total_ - used_;
   }
   (void)Take("", bytes, true);

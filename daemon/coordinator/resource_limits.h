@@ -11,11 +11,12 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 namespace stagefrontier {
 
@@ -93,8 +94,8 @@ class MemoryBudget {
   void Give(int64_t bytes);
 
   const int64_t total_;
-  mutable std::mutex mu_;
-  int64_t used_ = 0;
+  mutable absl::Mutex mu_;
+  int64_t used_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace stagefrontier

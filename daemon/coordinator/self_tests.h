@@ -20,11 +20,12 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "stagefrontier/v1/ingest.pb.h"
 #include "stagefrontier/v1/query.pb.h"
 
@@ -126,19 +127,21 @@ class SelfTestBook {
   static v1::ControlRequest Request(const std::string& job, const v1::SelfTestReport& r,
                                     uint32_t stage, uint32_t delay_us);
   // Self-tests running in `job` ("": every job), judged by newest_step_.
-  int RunningLocked(const std::string& job) const;
+  int RunningLocked(const std::string& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Delayed steps asked of `job` in the hour before `now_ns`.
-  int64_t StepsLastHourLocked(const std::string& job, int64_t now_ns) const;
+  int64_t StepsLastHourLocked(const std::string& job, int64_t now_ns) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ResourceExhausted when a new self-test of `steps` steps in `job` would pass a limit.
-  absl::Status CheckLoadLocked(const std::string& job, uint32_t steps, int64_t now_ns) const;
+  absl::Status CheckLoadLocked(const std::string& job, uint32_t steps, int64_t now_ns) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Judge(const Test& t, const std::vector<v1::VerdictEvent>& verdicts, int64_t now_ns,
              v1::SelfTestReport* out) const;
 
   const SelfTestLimits limits_;
-  mutable std::mutex mu_;
-  std::map<std::string, std::vector<Test>> tests_;  // by job, oldest first
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::vector<Test>> tests_ ABSL_GUARDED_BY(mu_);  // by job, oldest first
   // By job: its newest step, as last told (Start, Cancel, ExpireLeases, Load).
-  mutable std::map<std::string, int64_t> newest_step_;
+  mutable std::map<std::string, int64_t> newest_step_ ABSL_GUARDED_BY(mu_);
 };
 
 // "CLEAR data rank 3 (steps 51..100)": one line for a window, as self-test reports list them.

@@ -9,14 +9,14 @@
 namespace stagefrontier {
 
 bool SidecarSessions::Session::Write(const v1::CoordinatorMessage& msg) {
-  std::lock_guard<std::mutex> lock(mu);
+  absl::MutexLock lock(&mu);
   return writer != nullptr && writer->Send(msg);
 }
 
 absl::StatusOr<std::shared_ptr<SidecarSessions::Session>> SidecarSessions::Add(
     std::string node, std::string sidecar_id, std::string address, SessionWriter* writer,
     int64_t now_ns) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (!node.empty()) {
     Holder& h = holders_[node];
     const auto held_by_another = [&] {
@@ -46,18 +46,17 @@ absl::StatusOr<std::shared_ptr<SidecarSessions::Session>> SidecarSessions::Add(
     if (h.streams == 0) h = Holder{sidecar_id, address, 0};
     ++h.streams;
   }
-  auto s = std::make_shared<Session>();
+  auto s = std::make_shared<Session>(writer);
   s->node = std::move(node);
   s->sidecar_id = std::move(sidecar_id);
   s->last_seen_ns.store(now_ns, std::memory_order_relaxed);
-  s->writer = writer;
   s->id = next_id_++;
   sessions_[s->id] = s;
   return s;
 }
 
 std::string SidecarSessions::InConflict(const std::string& node) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = conflicted_.find(node);
   if (it == conflicted_.end() ||
       std::chrono::steady_clock::now() - it->second.at > std::chrono::hours(1)) {
@@ -67,13 +66,13 @@ std::string SidecarSessions::InConflict(const std::string& node) const {
 }
 
 uint64_t SidecarSessions::conflicts() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return conflicts_;
 }
 
 void SidecarSessions::Remove(const std::shared_ptr<Session>& session) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (sessions_.erase(session->id) > 0 && !session->node.empty()) {
       // Only the holder's own streams count (a silent holder's, replaced, do not).
       auto h = holders_.find(session->node);
@@ -87,13 +86,13 @@ void SidecarSessions::Remove(const std::shared_ptr<Session>& session) {
       it = (!held || held == session) ? by_rank_.erase(it) : std::next(it);
     }
   }
-  std::lock_guard<std::mutex> lock(session->mu);
+  absl::MutexLock lock(&session->mu);
   session->writer = nullptr;
 }
 
 bool SidecarSessions::Bind(const std::shared_ptr<Session>& session, const std::string& job,
                            int32_t rank) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto& slot = by_rank_[{job, rank}];
   if (slot.lock() == session) return false;
   slot = session;
@@ -103,7 +102,7 @@ bool SidecarSessions::Bind(const std::shared_ptr<Session>& session, const std::s
 int SidecarSessions::Send(const v1::ControlRequest& request) {
   std::vector<std::shared_ptr<Session>> targets;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (request.rank() >= 0) {
       auto it = by_rank_.find({request.job(), request.rank()});
       if (it != by_rank_.end()) {
@@ -125,7 +124,7 @@ int SidecarSessions::Send(const v1::ControlRequest& request) {
 }
 
 size_t SidecarSessions::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return sessions_.size();
 }
 

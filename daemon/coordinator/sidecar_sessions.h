@@ -4,7 +4,7 @@
 //   auto session = sessions.Add("node-a", "node-a/77/9f..", "10.0.0.5", writer);  // at Hello
 //   if (!session.ok()) ...  // another sidecar holds node-a: refused, counted, node flagged
 //   sessions.Bind(session, "run42", 3);                 // rank 3 declared on that stream
-//   int reached = sessions.Send(request);               // from a Control call
+//   int reached = sessions.Send(request);               // a ControlRequestSender
 //   sessions.Remove(session);                           // before the stream is freed
 #ifndef STAGEFRONTIER_DAEMON_COORDINATOR_SIDECAR_SESSIONS_H_
 #define STAGEFRONTIER_DAEMON_COORDINATOR_SIDECAR_SESSIONS_H_
@@ -14,12 +14,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/events/control_request_sender.h"
 #include "stagefrontier/v1/ingest.pb.h"
 
 namespace stagefrontier {
@@ -33,9 +35,10 @@ class SessionWriter {
   virtual bool Send(const v1::CoordinatorMessage& message) = 0;
 };
 
-class SidecarSessions {
+class SidecarSessions : public ControlRequestSender {
  public:
   struct Session {
+    explicit Session(SessionWriter* w) : writer(w) {}
     uint64_t id = 0;
     std::string node;
     std::string sidecar_id;
@@ -48,8 +51,8 @@ class SidecarSessions {
 
    private:
     friend class SidecarSessions;
-    std::mutex mu;  // guards writer: Remove waits for a Send in progress
-    SessionWriter* writer = nullptr;
+    absl::Mutex mu;  // Remove waits for a Send in progress
+    SessionWriter* writer ABSL_GUARDED_BY(mu) = nullptr;
   };
 
   // A node name is held by the sidecar process (sidecar id, from one address) whose streams are
@@ -67,7 +70,10 @@ class SidecarSessions {
   static void Touch(Session& session, int64_t now_ns) {
     session.last_seen_ns.store(now_ns, std::memory_order_relaxed);
   }
-  void set_stale_after_ns(int64_t ns) { stale_after_ns_ = ns; }
+  void set_stale_after_ns(int64_t ns) {
+    absl::MutexLock lock(&mu_);
+    stale_after_ns_ = ns;
+  }
   // Forgets the session and waits for any Send in flight: the writer may be freed after.
   void Remove(const std::shared_ptr<Session>& session);
   // Records that `session` serves (job, rank); returns true if it did not already.
@@ -75,7 +81,7 @@ class SidecarSessions {
 
   // Sends `request` to the session serving (job, rank), or to every session serving some
   // rank of the job when rank is -1. Returns how many sessions it reached.
-  int Send(const v1::ControlRequest& request);
+  int Send(const v1::ControlRequest& request) override;
   size_t size() const;
 
   // Why `node`'s identity is in doubt (a second sidecar claimed it within the last hour), or
@@ -93,14 +99,14 @@ class SidecarSessions {
     std::chrono::steady_clock::time_point at;
     std::string what;
   };
-  mutable std::mutex mu_;
-  uint64_t next_id_ = 1;
-  uint64_t conflicts_ = 0;
-  int64_t stale_after_ns_ = 30'000'000'000;
-  std::map<std::string, Holder> holders_;       // by node
-  std::map<std::string, Conflict> conflicted_;  // by node
-  std::map<uint64_t, std::shared_ptr<Session>> sessions_;
-  std::map<std::pair<std::string, int32_t>, std::weak_ptr<Session>> by_rank_;
+  mutable absl::Mutex mu_;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t conflicts_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t stale_after_ns_ ABSL_GUARDED_BY(mu_) = 30'000'000'000;
+  std::map<std::string, Holder> holders_ ABSL_GUARDED_BY(mu_);       // by node
+  std::map<std::string, Conflict> conflicted_ ABSL_GUARDED_BY(mu_);  // by node
+  std::map<uint64_t, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, int32_t>, std::weak_ptr<Session>> by_rank_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace stagefrontier

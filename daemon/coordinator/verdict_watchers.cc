@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/common/refused_stream.h"
 
 namespace stagefrontier {
@@ -26,7 +28,7 @@ class VerdictWatch final : public grpc::ServerWriteReactor<v1::VerdictEvent> {
     Next next = Next::kNothing;
     grpc::Status status = grpc::Status::OK;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (writing_ || finished_) return;
       if (cancelled_) {
         status = grpc::Status(grpc::CANCELLED, "the watcher went away");
@@ -61,7 +63,7 @@ class VerdictWatch final : public grpc::ServerWriteReactor<v1::VerdictEvent> {
   // Ends the stream with OK after the write in flight (shutdown).
   void Stop() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       stopped_ = true;
     }
     Advance();
@@ -69,7 +71,7 @@ class VerdictWatch final : public grpc::ServerWriteReactor<v1::VerdictEvent> {
 
   void OnWriteDone(bool ok) override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       writing_ = false;
       if (!ok) cancelled_ = true;
     }
@@ -78,7 +80,7 @@ class VerdictWatch final : public grpc::ServerWriteReactor<v1::VerdictEvent> {
 
   void OnCancel() override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       cancelled_ = true;
     }
     Advance();
@@ -96,15 +98,15 @@ class VerdictWatch final : public grpc::ServerWriteReactor<v1::VerdictEvent> {
   VerdictWatchers* const owner_;
   const std::shared_ptr<JobState> job_;
   std::shared_ptr<VerdictWatch> self_;  // until OnDone
-  std::mutex mu_;
-  int64_t after_;  // the newest seq taken from the job
+  absl::Mutex mu_;
+  int64_t after_ ABSL_GUARDED_BY(mu_);  // the newest seq taken from the job
   const bool held_only_;
-  std::deque<v1::VerdictEvent> pending_;  // at most kBatch
-  v1::VerdictEvent current_;              // the one being written
-  bool writing_ = false;
-  bool cancelled_ = false;
-  bool stopped_ = false;
-  bool finished_ = false;
+  std::deque<v1::VerdictEvent> pending_ ABSL_GUARDED_BY(mu_);  // at most kBatch
+  v1::VerdictEvent current_ ABSL_GUARDED_BY(mu_);              // the one being written
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 VerdictWatchers::VerdictWatchers(VerdictBell* bell) : bell_(bell) {
@@ -118,7 +120,7 @@ grpc::ServerWriteReactor<v1::VerdictEvent>* VerdictWatchers::Watch(std::shared_p
                                                                    bool held_only) {
   std::shared_ptr<VerdictWatch> watch;
   {
-    std::lock_guard<std::mutex> lock(mu_);  // a watch registered after Shutdown would live on
+    absl::MutexLock lock(&mu_);  // a watch registered after Shutdown would live on
     if (!stopping_) {
       watch = std::make_shared<VerdictWatch>(this, std::move(job), after_seq, held_only);
       watch->self_ = watch;
@@ -141,7 +143,7 @@ grpc::ServerWriteReactor<v1::VerdictEvent>* VerdictWatchers::Refuse(grpc::Status
 void VerdictWatchers::Shutdown() {
   std::vector<std::shared_ptr<VerdictWatch>> watches;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
     for (const auto& [ptr, watch] : live_) watches.push_back(watch);
   }
@@ -151,12 +153,12 @@ void VerdictWatchers::Shutdown() {
 }
 
 size_t VerdictWatchers::live() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return live_.size();
 }
 
 void VerdictWatchers::Forget(VerdictWatch* watch) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   live_.erase(watch);
 }
 
@@ -168,7 +170,7 @@ void VerdictWatchers::Pump() {
     seen = bell_->WaitAfter(seen, std::chrono::seconds(1));
     if (stopping_) break;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       for (const auto& [ptr, watch] : live_) watches.push_back(watch);
     }
     for (const auto& watch : watches) watch->Advance();

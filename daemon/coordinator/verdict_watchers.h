@@ -24,11 +24,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/coordinator/job_state.h"
-#include "daemon/coordinator/verdict_bell.h"
+#include "daemon/events/verdict_bell.h"
 #include "grpcpp/grpcpp.h"
 #include "stagefrontier/v1/query.pb.h"
 
@@ -67,8 +68,8 @@ class VerdictWatchers {
   void Pump();
 
   VerdictBell* bell_;
-  mutable std::mutex mu_;
-  std::map<VerdictWatch*, std::shared_ptr<VerdictWatch>> live_;  // under mu_
+  mutable absl::Mutex mu_;
+  std::map<VerdictWatch*, std::shared_ptr<VerdictWatch>> live_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stopping_{false};
   std::thread pump_;
 };

@@ -4,6 +4,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -129,25 +130,30 @@ absl::Status Bad(int64_t step, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("step ", step, ": ", what));
 }
 
-// Checks the replies and lays their steps end to end.
-absl::StatusOr<std::vector<Span>> Layout(const PerfettoExportInput& in,
-                                         std::vector<std::string>* stages) {
+// The stage names both replies must agree on; the rank records' list when they carry one.
+absl::StatusOr<std::vector<std::string>> StageNames(const PerfettoExportInput& in) {
+  std::vector<std::string> stages;
   if (in.ranks.stages_size() > 0) {
-    for (const v1::Stage& s : in.ranks.stages()) stages->push_back(s.name());
+    for (const v1::Stage& s : in.ranks.stages()) stages.push_back(s.name());
   } else {
-    stages->assign(in.steps.stages().begin(), in.steps.stages().end());
+    stages.assign(in.steps.stages().begin(), in.steps.stages().end());
   }
   if (in.steps.stages_size() > 0 && in.ranks.stages_size() > 0) {
     const std::vector<std::string> accounted(in.steps.stages().begin(), in.steps.stages().end());
-    if (accounted != *stages) {
+    if (accounted != stages) {
       return absl::InvalidArgumentError(
           "the step accounting and the rank records name different stages");
     }
   }
-  const size_t n = stages->size();
-  std::map<int64_t, Span> by_step;
+  return stages;
+}
+
+// Checks the accounted steps (n stages each) and makes each step at least as long as its
+// exposed time and its increments.
+absl::Status AddAccountedSteps(const v1::GetStepsReply& steps, size_t n,
+                               std::map<int64_t, Span>* by_step) {
   int64_t previous = INT64_MIN;
-  for (const v1::StepSummary& s : in.steps.steps()) {
+  for (const v1::StepSummary& s : steps.steps()) {
     if (s.step() <= previous) return Bad(s.step(), "accounted steps are not in increasing order");
     previous = s.step();
     if (static_cast<size_t>(s.stages_size()) != n) {
@@ -159,16 +165,23 @@ absl::StatusOr<std::vector<Span>> Layout(const PerfettoExportInput& in,
       if (k.increment_ns() < 0) return Bad(s.step(), "negative frontier increment");
       sum += k.increment_ns();
     }
-    Span& span = by_step[s.step()];
+    Span& span = (*by_step)[s.step()];
     span.step = s.step();
     span.summary = &s;
     span.length_ns = std::max({span.length_ns, s.exposed_ns(), sum});
   }
-  previous = INT64_MIN;
-  for (const v1::StepRecords& s : in.ranks.steps()) {
+  return absl::OkStatus();
+}
+
+// Checks the rank records (n durations each) and makes each step at least as long as its
+// longest rank's.
+absl::Status AddRankRecords(const v1::GetRankStepsReply& ranks, size_t n,
+                            std::map<int64_t, Span>* by_step) {
+  int64_t previous = INT64_MIN;
+  for (const v1::StepRecords& s : ranks.steps()) {
     if (s.step() <= previous) return Bad(s.step(), "rank records are not in increasing order");
     previous = s.step();
-    Span& span = by_step[s.step()];
+    Span& span = (*by_step)[s.step()];
     span.step = s.step();
     span.records = &s;
     int32_t previous_rank = -1;
@@ -189,6 +202,18 @@ absl::StatusOr<std::vector<Span>> Layout(const PerfettoExportInput& in,
       span.length_ns = std::max(span.length_ns, total);
     }
   }
+  return absl::OkStatus();
+}
+
+// Checks the replies and lays their steps end to end.
+absl::StatusOr<std::vector<Span>> Layout(const PerfettoExportInput& in,
+                                         std::vector<std::string>* stages) {
+  absl::StatusOr<std::vector<std::string>> names = StageNames(in);
+  if (!names.ok()) return names.status();
+  *stages = *std::move(names);
+  std::map<int64_t, Span> by_step;
+  if (absl::Status s = AddAccountedSteps(in.steps, stages->size(), &by_step); !s.ok()) return s;
+  if (absl::Status s = AddRankRecords(in.ranks, stages->size(), &by_step); !s.ok()) return s;
   std::vector<Span> spans;
   spans.reserve(by_step.size());
   int64_t t = 0;
@@ -200,15 +225,8 @@ absl::StatusOr<std::vector<Span>> Layout(const PerfettoExportInput& in,
   return spans;
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> BuildPerfettoTrace(const PerfettoExportInput& in) {
-  std::vector<std::string> stages;
-  absl::StatusOr<std::vector<Span>> laid = Layout(in, &stages);
-  if (!laid.ok()) return laid.status();
-  const std::vector<Span>& spans = *laid;
-
-  // Ranks with records, and verdict groups whose windows overlap the exported steps.
+// Ranks with records in any exported step, ascending.
+std::vector<int32_t> RanksWithRecords(const std::vector<Span>& spans) {
   std::vector<int32_t> ranks;
   for (const Span& s : spans) {
     if (s.records == nullptr) continue;
@@ -216,13 +234,27 @@ absl::StatusOr<std::string> BuildPerfettoTrace(const PerfettoExportInput& in) {
   }
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  struct Window {
-    const v1::Verdict* verdict;
-    int64_t start_ns, end_ns;
-    bool clipped;
-  };
-  std::map<std::string, std::vector<Window>> groups;  // "job" is placed first below
-  for (const v1::Verdict& v : in.verdicts) {
+  return ranks;
+}
+
+// A verdict window, cut to the exported steps it covers.
+struct Window {
+  const v1::Verdict* verdict;
+  int64_t start_ns, end_ns;
+  bool clipped;
+};
+
+// Verdict windows by group, and the groups in track order ("job" first).
+struct VerdictTracks {
+  std::map<std::string, std::vector<Window>> groups;
+  std::vector<std::string> order;
+};
+
+// The verdict groups whose windows overlap the exported steps.
+VerdictTracks PlaceVerdicts(const std::vector<v1::Verdict>& verdicts,
+                            const std::vector<Span>& spans) {
+  VerdictTracks tracks;
+  for (const v1::Verdict& v : verdicts) {
     auto first = std::lower_bound(spans.begin(), spans.end(), v.first_step(),
                                   [](const Span& s, int64_t step) { return s.step < step; });
     auto end = std::upper_bound(spans.begin(), spans.end(), v.last_step(),
@@ -230,30 +262,35 @@ absl::StatusOr<std::string> BuildPerfettoTrace(const PerfettoExportInput& in) {
     if (first >= end) continue;  // no exported step in the window
     const Span& last = *std::prev(end);
     const bool clipped = first->step != v.first_step() || last.step != v.last_step();
-    groups[v.group()].push_back(
+    tracks.groups[v.group()].push_back(
         Window{&v, first->start_ns, last.start_ns + last.length_ns, clipped});
   }
-  std::vector<std::string> group_order;
-  if (groups.count("job") > 0) group_order.push_back("job");
-  for (const auto& [g, w] : groups) {
-    if (g != "job") group_order.push_back(g);
+  if (tracks.groups.count("job") > 0) tracks.order.push_back("job");
+  for (const auto& [g, w] : tracks.groups) {
+    if (g != "job") tracks.order.push_back(g);
   }
+  return tracks;
+}
 
-  Json events = Json::array();
-  events.push_back(Metadata("process_name", kFrontierPid, 0, Json{{"name", "frontier"}}));
-  events.push_back(Metadata("process_sort_index", kFrontierPid, 0, Json{{"sort_index", 0}}));
-  events.push_back(Metadata("process_name", kRanksPid, 0, Json{{"name", "ranks"}}));
-  events.push_back(Metadata("process_sort_index", kRanksPid, 0, Json{{"sort_index", 1}}));
-  NameThread(&events, kFrontierPid, kStepsTid, "steps", 0);
-  NameThread(&events, kFrontierPid, kFrontierTid, "frontier", 1);
-  for (size_t g = 0; g < group_order.size(); ++g) {
-    const std::string& name = group_order[g];
-    NameThread(&events, kFrontierPid, kFirstVerdictTid + static_cast<int>(g),
+void AppendTrackNames(const VerdictTracks& tracks, const std::vector<int32_t>& ranks,
+                      Json* events) {
+  events->push_back(Metadata("process_name", kFrontierPid, 0, Json{{"name", "frontier"}}));
+  events->push_back(Metadata("process_sort_index", kFrontierPid, 0, Json{{"sort_index", 0}}));
+  events->push_back(Metadata("process_name", kRanksPid, 0, Json{{"name", "ranks"}}));
+  events->push_back(Metadata("process_sort_index", kRanksPid, 0, Json{{"sort_index", 1}}));
+  NameThread(events, kFrontierPid, kStepsTid, "steps", 0);
+  NameThread(events, kFrontierPid, kFrontierTid, "frontier", 1);
+  for (size_t g = 0; g < tracks.order.size(); ++g) {
+    const std::string& name = tracks.order[g];
+    NameThread(events, kFrontierPid, kFirstVerdictTid + static_cast<int>(g),
                name == "job" ? "verdicts" : absl::StrCat("verdicts (", name, ")"),
                2 + static_cast<int>(g));
   }
-  for (int32_t r : ranks) NameThread(&events, kRanksPid, r + 1, absl::StrCat("rank ", r), r);
+  for (int32_t r : ranks) NameThread(events, kRanksPid, r + 1, absl::StrCat("rank ", r), r);
+}
 
+// Track "steps": one slice per step.
+void AppendStepSlices(const std::vector<Span>& spans, Json* events) {
   for (const Span& s : spans) {
     Json args{{"step", s.step}, {"length_ns", s.length_ns}};
     if (s.summary != nullptr) {
@@ -266,39 +303,51 @@ absl::StatusOr<std::string> BuildPerfettoTrace(const PerfettoExportInput& in) {
       args["accounting"] = "not held";
     }
     args["rank_records"] = s.records != nullptr ? s.records->ranks_size() : 0;
-    events.push_back(Event(absl::StrCat("step ", s.step), "step", kFrontierPid, kStepsTid,
-                           s.start_ns, s.length_ns, std::move(args)));
+    events->push_back(Event(absl::StrCat("step ", s.step), "step", kFrontierPid, kStepsTid,
+                            s.start_ns, s.length_ns, std::move(args)));
   }
+}
+
+// Track "frontier": per accounted step, one slice per stage as long as its ΔF.
+void AppendFrontierSlices(const std::vector<Span>& spans, const std::vector<std::string>& stages,
+                          Json* events) {
   for (const Span& s : spans) {
     if (s.summary == nullptr) continue;
     int64_t t = s.start_ns;
     for (size_t k = 0; k < stages.size(); ++k) {
       const v1::StageStep& st = s.summary->stages(static_cast<int>(k));
-      events.push_back(Event(stages[k], "frontier", kFrontierPid, kFrontierTid, t,
-                             st.increment_ns(),
-                             Json{{"step", s.step},
-                                  {"stage", stages[k]},
-                                  {"delta_f_ns", st.increment_ns()},
-                                  {"leader", st.leader()},
-                                  {"margin_ns", st.margin_ns()},
-                                  {"baseline_ns", st.baseline_ns()},
-                                  {"excess_ns", st.excess_ns()},
-                                  {"mean_ns", st.mean_ns()},
-                                  {"max_ns", st.max_ns()}}));
+      events->push_back(Event(stages[k], "frontier", kFrontierPid, kFrontierTid, t,
+                              st.increment_ns(),
+                              Json{{"step", s.step},
+                                   {"stage", stages[k]},
+                                   {"delta_f_ns", st.increment_ns()},
+                                   {"leader", st.leader()},
+                                   {"margin_ns", st.margin_ns()},
+                                   {"baseline_ns", st.baseline_ns()},
+                                   {"excess_ns", st.excess_ns()},
+                                   {"mean_ns", st.mean_ns()},
+                                   {"max_ns", st.max_ns()}}));
       t += st.increment_ns();
     }
   }
-  for (size_t g = 0; g < group_order.size(); ++g) {
-    std::vector<Window>& windows = groups[group_order[g]];
+}
+
+void AppendVerdictSlices(VerdictTracks& tracks, Json* events) {
+  for (size_t g = 0; g < tracks.order.size(); ++g) {
+    std::vector<Window>& windows = tracks.groups[tracks.order[g]];
     std::stable_sort(windows.begin(), windows.end(),
                      [](const Window& a, const Window& b) { return a.start_ns < b.start_ns; });
     for (const Window& w : windows) {
-      events.push_back(Event(VerdictName(*w.verdict), "verdict", kFrontierPid,
-                             kFirstVerdictTid + static_cast<int>(g), w.start_ns,
-                             w.end_ns - w.start_ns, VerdictArgs(*w.verdict, w.clipped)));
+      events->push_back(Event(VerdictName(*w.verdict), "verdict", kFrontierPid,
+                              kFirstVerdictTid + static_cast<int>(g), w.start_ns,
+                              w.end_ns - w.start_ns, VerdictArgs(*w.verdict, w.clipped)));
     }
   }
-  // Rank by rank, so that each track's events are in time order.
+}
+
+// Process "ranks": rank by rank, so that each track's events are in time order.
+void AppendRankSlices(const std::vector<Span>& spans, const std::vector<std::string>& stages,
+                      const std::vector<int32_t>& ranks, Json* events) {
   std::vector<std::vector<std::pair<const Span*, const v1::RankRecord*>>> by_rank(ranks.size());
   for (const Span& s : spans) {
     if (s.records == nullptr) continue;
@@ -314,14 +363,18 @@ absl::StatusOr<std::string> BuildPerfettoTrace(const PerfettoExportInput& in) {
       int64_t t = s->start_ns;
       for (size_t k = 0; k < stages.size(); ++k) {
         const int64_t d = rec->durations_ns(static_cast<int>(k));
-        events.push_back(
+        events->push_back(
             Event(stages[k], "rank", kRanksPid, r + 1, t, d,
                   Json{{"step", s->step}, {"rank", r}, {"stage", stages[k]}, {"duration_ns", d}}));
         t += d;
       }
     }
   }
+}
 
+// The document's "metadata": the range, what the replies held, the stages and how to read it.
+Json TraceMetadata(const PerfettoExportInput& in, const std::vector<Span>& spans,
+                   const std::vector<std::string>& stages) {
   Json stage_list = Json::array();
   for (size_t k = 0; k < stages.size(); ++k) {
     Json st{{"name", stages[k]}};
@@ -334,9 +387,11 @@ absl::StatusOr<std::string> BuildPerfettoTrace(const PerfettoExportInput& in) {
   meta["source"] = "StageFrontier: sfctl export";
   meta["job"] = in.job;
   meta["from_step"] = in.from_step;
-  meta["to_step"] = in.to_step;
+  const int64_t last = spans.empty() ? -1 : spans.back().step;
+  meta["to_step"] = in.to_step.value_or(last);
+  meta["to_step_open"] = !in.to_step.has_value();  // no --to: to_step is the last exported
   meta["first_step"] = spans.empty() ? -1 : spans.front().step;
-  meta["last_step"] = spans.empty() ? -1 : spans.back().step;
+  meta["last_step"] = last;
   meta["steps"] = spans.size();
   meta["oldest_accounted_step_held"] = in.steps.oldest_held_step();
   meta["oldest_rank_records_held"] = in.ranks.oldest_held_step();
@@ -344,11 +399,30 @@ absl::StatusOr<std::string> BuildPerfettoTrace(const PerfettoExportInput& in) {
   meta["stages"] = std::move(stage_list);
   meta["clock"] = kClockNote;
   meta["tracks"] = kFrontierNote;
+  return meta;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> BuildPerfettoTrace(const PerfettoExportInput& in) {
+  std::vector<std::string> stages;
+  absl::StatusOr<std::vector<Span>> laid = Layout(in, &stages);
+  if (!laid.ok()) return laid.status();
+  const std::vector<Span>& spans = *laid;
+  const std::vector<int32_t> ranks = RanksWithRecords(spans);
+  VerdictTracks tracks = PlaceVerdicts(in.verdicts, spans);
+
+  Json events = Json::array();
+  AppendTrackNames(tracks, ranks, &events);
+  AppendStepSlices(spans, &events);
+  AppendFrontierSlices(spans, stages, &events);
+  AppendVerdictSlices(tracks, &events);
+  AppendRankSlices(spans, stages, ranks, &events);
 
   Json doc;
   doc["traceEvents"] = std::move(events);
   doc["displayTimeUnit"] = "ms";
-  doc["metadata"] = std::move(meta);
+  doc["metadata"] = TraceMetadata(in, spans, stages);
   // Names come from trainers: bytes that are not UTF-8 are replaced, never thrown on.
   return doc.dump(-1, ' ', false, Json::error_handler_t::replace);
 }

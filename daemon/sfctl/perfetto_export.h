@@ -12,7 +12,8 @@
 //   * process "ranks" (pid 2): thread "rank N" (tid N + 1) per rank with records, its stages
 //     as slices.
 // Time: a rank's stage durations are measured on its own clock, and the ranks' clocks are
-// never compared (SPEC §3), so the trace is ALIGNED AT STEP STARTS: steps are laid end to end
+// never compared (docs/accounting.md, "Per step: exact, integer, clock-free"), so the trace is
+// ALIGNED AT STEP STARTS: steps are laid end to end
 // from 0, each as long as its exposed time (the longest rank's), every track starts the step
 // at the same time, and within it each rank's slices follow its own recorded durations. Gaps
 // between steps are not shown. The document's "metadata" says so too. ts and dur are
@@ -27,6 +28,7 @@
 #define STAGEFRONTIER_DAEMON_SFCTL_PERFETTO_EXPORT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,7 +46,9 @@ inline constexpr int kFirstVerdictTid = 3;  // one per verdict group, "job" firs
 struct PerfettoExportInput {
   std::string job;
   int64_t from_step = 0;  // the range asked (the metadata says it)
-  int64_t to_step = 0;
+  // Unset when no --to was given: the metadata's to_step is then the last step exported
+  // (a sentinel like INT64_MAX means nothing to a reader of the file).
+  std::optional<int64_t> to_step;
   v1::GetStepsReply steps;            // the accounting: exposed time, ΔF per stage
   v1::GetRankStepsReply ranks;        // each rank's recorded stage durations
   std::vector<v1::Verdict> verdicts;  // windows not overlapping the steps are left out

@@ -3,11 +3,13 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/proto_json.h"
+#include "daemon/sfctl/sfctl_render.h"
 #include "daemon/sfctl/sfctl_status.h"
 
 namespace stagefrontier {
@@ -103,6 +105,51 @@ int RunCaptureFetch(v1::Query::StubInterface& stub, const std::string& token,
     out << "rank " << f.rank() << ": " << path << " (" << got << " bytes)\n";
   }
   return rc;
+}
+
+SfctlCommand CapturesCommand() {
+  return {"captures", "the capture policy's decisions for a job: asked, and why not",
+          [](CLI::App* sub) -> SfctlRun {
+            auto job = std::make_shared<std::string>();
+            sub->add_option("--job", *job, "job id")->required();
+            return [job](const SfctlCall& call) {
+              v1::ListCapturesRequest req;
+              req.set_job(*job);
+              return call.Unary(&v1::Query::Stub::ListCaptures, req, RenderCaptures);
+            };
+          }};
+}
+
+SfctlCommand CaptureReportCommand() {
+  return {"capture-report",
+          "what a capture found: the operator report, once every rank's file came",
+          [](CLI::App* sub) -> SfctlRun {
+            auto o = std::make_shared<CaptureReportOptions>();
+            sub->add_option("--job", o->job, "job id")->required();
+            sub->add_option("--capture", o->capture, "capture id (sfctl captures)")->required();
+            sub->add_option("--wait", o->wait_s, "while it waits for files, ask again for S s")
+                ->check(CLI::Range(0, 86400));
+            return [o](const SfctlCall& call) {
+              o->json = call.globals.json;
+              o->call_timeout_s = call.globals.timeout_s;
+              return RunCaptureReport(*call.stub, call.token, *o, *call.out);
+            };
+          }};
+}
+
+SfctlCommand CaptureFetchCommand() {
+  return {"capture-fetch", "download a capture's trace files (open them in ui.perfetto.dev)",
+          [](CLI::App* sub) -> SfctlRun {
+            auto o = std::make_shared<CaptureReportOptions>();
+            sub->add_option("--job", o->job, "job id")->required();
+            sub->add_option("--capture", o->capture, "capture id (sfctl captures)")->required();
+            sub->add_option("--out", o->out_dir, "directory for the files")->capture_default_str();
+            return [o](const SfctlCall& call) {
+              o->json = call.globals.json;
+              o->call_timeout_s = call.globals.timeout_s;
+              return RunCaptureFetch(*call.stub, call.token, *o, *call.out);
+            };
+          }};
 }
 
 }  // namespace stagefrontier

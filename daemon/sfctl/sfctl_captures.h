@@ -11,6 +11,7 @@
 #include <ostream>
 #include <string>
 
+#include "daemon/sfctl/sfctl_command.h"
 #include "stagefrontier/v1/query.grpc.pb.h"
 
 namespace stagefrontier {
@@ -37,6 +38,12 @@ int RunCaptureFetch(v1::Query::StubInterface& stub, const std::string& token,
 
 // The reply in words (capture-report's text output).
 std::string RenderCaptureReport(const v1::GetCaptureReportReply& reply);
+
+// The subcommands, as entries of SfctlCommands(): captures (the capture policy's decisions),
+// capture-report and capture-fetch.
+SfctlCommand CapturesCommand();
+SfctlCommand CaptureReportCommand();
+SfctlCommand CaptureFetchCommand();
 
 }  // namespace stagefrontier
 

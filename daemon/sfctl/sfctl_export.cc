@@ -106,7 +106,7 @@ int RunExport(v1::Query::StubInterface& stub, const std::string& token, const Ex
   PerfettoExportInput in;
   in.job = o.job;
   in.from_step = o.from;
-  in.to_step = o.to;
+  if (o.to != INT64_MAX) in.to_step = o.to;  // INT64_MAX: no --to given
   if (grpc::Status s = FetchSteps(stub, token, o, &in.steps); !s.ok()) return Refused(s);
   if (grpc::Status s = FetchRankSteps(stub, token, o, &in.ranks); !s.ok()) {
     if (s.error_code() == grpc::UNIMPLEMENTED) {
@@ -147,6 +147,38 @@ int RunExport(v1::Query::StubInterface& stub, const std::string& token, const Ex
     return 1;
   }
   return 0;
+}
+
+namespace {
+
+struct ExportFlags {
+  ExportOptions options;
+  std::string ranks;
+};
+
+}  // namespace
+
+SfctlCommand ExportCommand() {
+  return {"export", "a job's steps as a trace for ui.perfetto.dev (Chrome trace JSON)",
+          [](CLI::App* sub) -> SfctlRun {
+            auto f = std::make_shared<ExportFlags>();
+            ExportOptions& ex = f->options;
+            sub->add_option("--job", ex.job, "job id")->required();
+            sub->add_option("--from", ex.from, "first step");
+            sub->add_option("--to", ex.to, "last step");
+            sub->add_option("--format", ex.format, "perfetto, or chrome (the same document)")
+                ->capture_default_str();
+            sub->add_option("--output", ex.output, "write to this file (default: standard output)");
+            sub->add_option("--ranks", f->ranks, "only these ranks' tracks, comma-separated");
+            return [f](const SfctlCall& call) {
+              ExportOptions& o = f->options;
+              o.call_timeout_s = call.globals.timeout_s;
+              if (std::string bad; !ParseRankList(f->ranks, &o.ranks, &bad)) {
+                return SfctlUsageError("--ranks wants numbers, got \"" + bad + "\"");
+              }
+              return RunExport(*call.stub, call.token, o, *call.out);
+            };
+          }};
 }
 
 }  // namespace stagefrontier

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/sfctl/sfctl_command.h"
 #include "stagefrontier/v1/query.grpc.pb.h"
 
 namespace stagefrontier {
@@ -37,6 +38,9 @@ bool IsExportFormat(const std::string& format);
 // could not be written; 2 for an unknown format; 3 when the coordinator is unreachable.
 int RunExport(v1::Query::StubInterface& stub, const std::string& token,
               const ExportOptions& options, std::ostream& out);
+
+// The subcommand, as an entry of SfctlCommands().
+SfctlCommand ExportCommand();
 
 }  // namespace stagefrontier
 

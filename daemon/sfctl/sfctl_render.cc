@@ -6,11 +6,30 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "daemon/common/duration_format.h"
 
 namespace stagefrontier {
 namespace {
 
-std::string Ms(double ns) { return ns < 0 ? "-" : absl::StrFormat("%.2f", ns / 1e6); }
+// A table cell in ms; "-" for a value the reply does not hold (negative).
+std::string MsOrDash(double ns) { return ns < 0 ? "-" : FormatMsNumber(ns); }
+
+// A BASE of "-" reads like a missing value; say why it is there (docs/accounting.md,
+// "Baselines and noise").
+constexpr char kNoBaselineNote[] =
+    "  BASE -: no baseline yet for that stage: a baseline learns only from steps without excess "
+    "and is used after warmup_steps (16 by default) of them, so a fault present since the first "
+    "step leaves none; the excess is then judged against the peer ranks only\n";
+
+bool AnyBaselineMissing(const v1::SuspectsReply& r) {
+  for (const v1::StageDashboard& d : r.stages()) {
+    if (d.baseline_ns() < 0 || d.mean_dashboard_baseline_ns() < 0 ||
+        d.max_dashboard_baseline_ns() < 0) {
+      return true;
+    }
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -56,9 +75,10 @@ std::string RenderSuspects(const v1::SuspectsReply& r) {
     double wasted = 0;
     for (const v1::Suspect& s : r.verdict().suspects()) {
       absl::StrAppend(
-          &out, absl::StrFormat("  %-4d %-16s %6d %12s %6.0f%% %8d %16s %12.2f\n", ++i, s.stage(),
-                                s.rank(), Ms(s.excess_ns()), 100 * s.share(), s.flagged_steps(),
-                                Ms(s.what_if_saving_ns()), s.wasted_gpu_seconds()));
+          &out,
+          absl::StrFormat("  %-4d %-16s %6d %12s %6.0f%% %8d %16s %12.2f\n", ++i, s.stage(),
+                          s.rank(), MsOrDash(s.excess_ns()), 100 * s.share(), s.flagged_steps(),
+                          MsOrDash(s.what_if_saving_ns()), s.wasted_gpu_seconds()));
       wasted += s.wasted_gpu_seconds();
     }
     if (wasted > 0) {
@@ -74,14 +94,17 @@ std::string RenderSuspects(const v1::SuspectsReply& r) {
                                   "ΔF", "BASE", "EXCESS", "MEAN", "BASE", "MAX", "BASE"));
   for (const v1::StageDashboard& d : r.stages()) {
     absl::StrAppend(
-        &out, absl::StrFormat("  %-14s %-8s %9s %9s %8s | %9s %9s | %9s %9s\n", d.stage(), d.kind(),
-                              Ms(d.frontier_increment_ns()), Ms(d.baseline_ns()), Ms(d.excess_ns()),
-                              Ms(d.mean_dashboard_ns()), Ms(d.mean_dashboard_baseline_ns()),
-                              Ms(d.max_dashboard_ns()), Ms(d.max_dashboard_baseline_ns())));
+        &out,
+        absl::StrFormat("  %-14s %-8s %9s %9s %8s | %9s %9s | %9s %9s\n", d.stage(), d.kind(),
+                        MsOrDash(d.frontier_increment_ns()), MsOrDash(d.baseline_ns()),
+                        MsOrDash(d.excess_ns()), MsOrDash(d.mean_dashboard_ns()),
+                        MsOrDash(d.mean_dashboard_baseline_ns()), MsOrDash(d.max_dashboard_ns()),
+                        MsOrDash(d.max_dashboard_baseline_ns())));
   }
+  if (AnyBaselineMissing(r)) absl::StrAppend(&out, kNoBaselineNote);
   absl::StrAppend(
       &out, absl::StrFormat("  exposed step %s ms; the max dashboard's stages add up to %s ms\n",
-                            Ms(r.mean_exposed_ns()), Ms(r.mean_sum_of_max_ns())));
+                            MsOrDash(r.mean_exposed_ns()), MsOrDash(r.mean_sum_of_max_ns())));
   absl::StrAppend(&out, "\nwhere each view points: frontier -> ",
                   r.frontier_top_stage().empty() ? "-" : r.frontier_top_stage(),
                   ", mean dashboard -> ", r.mean_top_stage().empty() ? "-" : r.mean_top_stage(),
@@ -94,10 +117,11 @@ std::string RenderSteps(const v1::GetStepsReply& r) {
   for (const std::string& s : r.stages()) absl::StrAppend(&out, absl::StrFormat(" %16s", s));
   absl::StrAppend(&out, "\n");
   for (const v1::StepSummary& s : r.steps()) {
-    absl::StrAppend(&out, absl::StrFormat("%-8d %10s %-8s %-14s", s.step(), Ms(s.exposed_ns()),
-                                          s.partial() ? "yes" : "", s.first_excess_stage()));
+    absl::StrAppend(&out,
+                    absl::StrFormat("%-8d %10s %-8s %-14s", s.step(), MsOrDash(s.exposed_ns()),
+                                    s.partial() ? "yes" : "", s.first_excess_stage()));
     for (const v1::StageStep& k : s.stages()) {
-      absl::StrAppend(&out, absl::StrFormat(" %9s r%-5d", Ms(k.increment_ns()), k.leader()));
+      absl::StrAppend(&out, absl::StrFormat(" %9s r%-5d", MsOrDash(k.increment_ns()), k.leader()));
     }
     absl::StrAppend(&out, "\n");
   }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/proto_json.h"
 #include "daemon/sfctl/sfctl_render.h"
@@ -266,6 +267,56 @@ int RunSelfTest(v1::Query::Stub& stub, const std::string& token, const SelfTestO
       alarms.empty() ? "" : absl::StrCat(" (", absl::StrJoin(alarms, "; "), ")"));
   if (not_run > 0) return kNotRun;
   return found == probes && alarms.empty() ? kFound : kMissed;
+}
+
+namespace {
+
+struct SelfTestFlags {
+  SelfTestOptions options;
+  std::string ranks;
+  std::string stages;
+};
+
+}  // namespace
+
+SfctlCommand SelfTestCommand() {
+  return {
+      "selftest", "add a known delay on one rank and check that the verdict finds it",
+      [](CLI::App* sub) -> SfctlRun {
+        auto f = std::make_shared<SelfTestFlags>();
+        SelfTestOptions& st = f->options;
+        sub->add_option("--job", st.job, "job id")->required();
+        sub->add_option("--rank", st.rank, "the rank to delay");
+        sub->add_option("--stage", st.stage, "the stage to delay");
+        sub->add_option("--delay-ms", st.delay_ms, "delay per step (1..1000)")
+            ->capture_default_str();
+        sub->add_option("--steps", st.steps, "steps to delay (1..1000)")->capture_default_str();
+        sub->add_option("--lead-steps", st.lead_steps,
+                        "start this many steps ahead (0: the coordinator picks)");
+        sub->add_option("--wait", st.wait_s, "seconds to wait for one probe's result")
+            ->capture_default_str();
+        sub->add_flag("--sweep", st.sweep, "probe several stages and ranks; print the rates");
+        sub->add_option("--ranks", f->ranks, "sweep: ranks, comma-separated (default 0,mid,last)");
+        sub->add_option("--stages", f->stages, "sweep: stages, comma-separated (default non-sync)");
+        sub->add_option("--cancel", st.cancel_id,
+                        "cancel self-test ID of the job (its rank stops delaying at once)");
+        sub->add_flag("--list", st.list, "list the job's self-tests and their states");
+        return [f](const SfctlCall& call) {
+          SelfTestOptions& o = f->options;
+          o.json = call.globals.json;
+          o.call_timeout_s = call.globals.timeout_s;
+          if (o.cancel_id == 0 && !o.list && !o.sweep && (o.rank < 0 || o.stage.empty())) {
+            return SfctlUsageError("selftest wants --rank and --stage (or --sweep)");
+          }
+          if (std::string bad; !ParseRankList(f->ranks, &o.ranks, &bad)) {
+            return SfctlUsageError("--ranks wants numbers, got \"" + bad + "\"");
+          }
+          for (absl::string_view s : absl::StrSplit(f->stages, ',', absl::SkipEmpty())) {
+            o.stages.emplace_back(s);
+          }
+          return RunSelfTest(*call.stub, call.token, o, *call.out);
+        };
+      }};
 }
 
 }  // namespace stagefrontier

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/sfctl/sfctl_command.h"
 #include "stagefrontier/v1/query.grpc.pb.h"
 
 namespace stagefrontier {
@@ -49,6 +50,9 @@ int RunSelfTest(v1::Query::Stub& stub, const std::string& token, const SelfTestO
 
 // One line per self-test, as sfctl prints them.
 std::string RenderSelfTest(const v1::SelfTestReport& t);
+
+// The subcommand, as an entry of SfctlCommands().
+SfctlCommand SelfTestCommand();
 
 }  // namespace stagefrontier
 

@@ -25,8 +25,6 @@ std::string SidecarId(const std::string& node) {
   return absl::StrCat(node, "/", ::getpid(), "/", absl::Hex(nonce, absl::kZeroPad16));
 }
 
-using Clock = std::chrono::steady_clock;
-
 }  // namespace
 
 IngestStreamer::IngestStreamer(StreamerOptions options, SegmentDrainer* drainer, Log log, Log warn)
@@ -58,12 +56,17 @@ void IngestStreamer::Run() {
     const StreamOutcome outcome = RunStream(connection.Channel());
     if (stop_) break;
     OnStreamEnded(outcome);
-    if (outcome.progressed) backoff = options_.backoff_min;
-    ++counters_.reconnects;
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, backoff, [&] { return stop_.load(); });
-    backoff = std::min(backoff * 2, options_.backoff_max);
+    backoff = Backoff(backoff, outcome.progressed);
   }
+}
+
+std::chrono::milliseconds IngestStreamer::Backoff(std::chrono::milliseconds backoff,
+                                                  bool progressed) {
+  if (progressed) backoff = options_.backoff_min;
+  ++counters_.reconnects;
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, backoff, [&] { return stop_.load(); });
+  return std::min(backoff * 2, options_.backoff_max);
 }
 
 void IngestStreamer::OnStreamEnded(const StreamOutcome& o) {
@@ -92,11 +95,27 @@ void IngestStreamer::OnStreamEnded(const StreamOutcome& o) {
 }
 
 IngestStreamer::StreamOutcome IngestStreamer::RunStream(std::shared_ptr<grpc::Channel> channel) {
-  auto stub = v1::Ingest::NewStub(channel);
-  grpc::ClientContext context;
-  AttachToken(&context, options_.token);
-  std::unique_ptr<grpc::ClientReaderWriter<v1::SidecarMessage, v1::CoordinatorMessage>> stream =
-      stub->Stream(&context);
+  Connection c;
+  if (OpenStream(c, std::move(channel))) {
+    // Everything not acknowledged goes again on this stream.
+    drainer_->Rewind();
+    std::thread reader([this, &c] { ReadReplies(c); });
+    SendLoop(c);
+    if (!c.inflight.empty()) {
+      c.outcome.first_unacked = c.inflight.front().commits;
+      c.outcome.first_unacked_records = c.inflight.front().records;
+    }
+    CloseStream(c, reader);
+  }
+  c.outcome.status = c.stream->Finish();
+  if (!stop_) WarnStreamEnded(c.outcome.status);
+  return c.outcome;
+}
+
+bool IngestStreamer::OpenStream(Connection& c, std::shared_ptr<grpc::Channel> channel) {
+  c.stub = v1::Ingest::NewStub(channel);
+  AttachToken(&c.context, options_.token);
+  c.stream = c.stub->Stream(&c.context);
   {
     std::lock_guard<std::mutex> lock(mu_);
     inbox_.clear();
@@ -107,180 +126,185 @@ IngestStreamer::StreamOutcome IngestStreamer::RunStream(std::shared_ptr<grpc::Ch
   hello.mutable_hello()->set_node(options_.node);
   hello.mutable_hello()->set_sidecar_id(SidecarId(options_.node));
   hello.mutable_hello()->set_host(host_);
-  StreamOutcome outcome;
-  bool& progressed = outcome.progressed;
+  return c.stream->Write(hello);
+}
+
+void IngestStreamer::ReadReplies(Connection& c) {
+  v1::CoordinatorMessage msg;
+  while (c.stream->Read(&msg)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    inbox_.push_back(msg);
+    cv_.notify_all();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  stream_broken_ = true;
+  cv_.notify_all();
+}
+
+void IngestStreamer::SendLoop(Connection& c) {
+  c.next_rescan = Clock::now();
+  c.next_health = Clock::now() + options_.health_every;
+  c.poll = options_.poll_min;
+  while (HandleInbox(c)) {
+    const auto now = Clock::now();
+    if (now >= c.next_rescan) {
+      drainer_->Rescan();
+      c.next_rescan = now + options_.rescan_every;
+    }
+    // A stub's capture answer goes out at once: the next request's answer replaces it in the
+    // slot, possibly before the regular report.
+    if ((now >= c.next_health || drainer_->CaptureAnswersChanged()) && !SendHealth(c, now)) {
+      break;
+    }
+    const size_t n = DrainIntoPending(c, now);
+    if (!SendPendingIfDue(c, now)) break;
+    if (stop_ && StopIsDone(c, now, n)) break;
+    c.poll = n > 0 ? options_.poll_min : std::min(c.poll * 2, options_.poll_max);
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, c.poll, [&] { return !inbox_.empty() || stream_broken_; });
+  }
+}
+
+bool IngestStreamer::HandleInbox(Connection& c) {
+  std::deque<v1::CoordinatorMessage> got;
+  bool broken = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    got.swap(inbox_);
+    broken = stream_broken_;
+  }
+  bool ok = true;
+  for (const v1::CoordinatorMessage& m : got) {
+    if (m.has_ack()) {
+      OnAck(c, m.ack());
+    } else if (m.has_control()) {
+      ok = OnControl(c, m.control());
+    }
+  }
+  return !broken && ok;
+}
+
+void IngestStreamer::OnAck(Connection& c, const v1::BatchAck& ack) {
+  while (!c.inflight.empty() && c.inflight.front().seq <= ack.batch_seq()) {
+    drainer_->Commit(c.inflight.front().commits);
+    c.unacked -= c.inflight.front().records;
+    counters_.records_acked += c.inflight.front().records;
+    c.inflight.pop_front();
+  }
+  c.outcome.progressed = true;
+  // Acknowledged batches earn back their size.
+  batch_limit_ = std::min(options_.max_batch_records, batch_limit_ * 2);
+  for (const v1::Rejection& r : ack.rejections()) WarnRefused(r);
+}
+
+void IngestStreamer::WarnRefused(const v1::Rejection& r) {
+  // Refused records are committed with the batch: dropped, counted, and said at once, then
+  // once a minute with how many since (a rank refused for good refuses all).
+  ++counters_.rejections;
+  counters_.records_refused += r.records();
+  const std::string what =
+      absl::StrCat(" records of job ", LogSafe(r.job()), " rank ", r.rank(), " (",
+                   absl::StatusCodeToString(static_cast<absl::StatusCode>(r.code())),
+                   "): ", LogSafe(r.message(), 300));
+  if (const std::optional<uint64_t> n = refusals_.Pass(what, r.records(), Clock::now());
+      n && warn_) {
+    warn_(absl::StrCat("coordinator refused ", *n, what,
+                       r.records() == *n ? "" : " (since the last line, a minute ago)"));
+  }
+}
+
+bool IngestStreamer::OnControl(Connection& c, const v1::ControlRequest& request) {
+  v1::SidecarMessage reply;
+  *reply.mutable_control_ack() = drainer_->ApplyControl(request);
+  if (log_) {
+    log_(absl::StrCat(
+        "control request ", request.request_id(), " for job ", request.job(),
+        reply.control_ack().applied() ? " applied" : ": " + reply.control_ack().error()));
+  }
+  return c.stream->Write(reply);
+}
+
+bool IngestStreamer::SendHealth(Connection& c, Clock::time_point now) {
+  v1::SidecarMessage h;
+  drainer_->FillHealth(h.mutable_health());
+  c.next_health = now + options_.health_every;
+  return h.health().slots_size() == 0 || c.stream->Write(h);
+}
+
+size_t IngestStreamer::DrainIntoPending(Connection& c, Clock::time_point now) {
+  const size_t held = c.unacked + c.pending_n;
+  if (held >= options_.max_unacked_records || c.pending_n >= batch_limit_) return 0;
+  const size_t n =
+      drainer_->Drain(c.pending.mutable_batch(), &c.pending_f.commits,
+                      std::min(batch_limit_ - c.pending_n, options_.max_unacked_records - held));
+  if (n > 0 && c.pending_n == 0) c.pending_since = now;
+  c.pending_n += n;
+  return n;
+}
+
+bool IngestStreamer::SendPendingIfDue(Connection& c, Clock::time_point now) {
+  const bool due = options_.batch_delay.count() == 0 || stop_ || c.pending_n >= batch_limit_ ||
+                   c.unacked + c.pending_n >= options_.max_unacked_records || c.pending_n == 0 ||
+                   now - c.pending_since >= options_.batch_delay;
+  if ((c.pending_n == 0 && c.pending_f.commits.empty()) || !due) return true;
+  c.pending_f.seq = ++c.seq;
+  c.pending_f.records = c.pending_n;
+  c.pending.mutable_batch()->set_batch_seq(c.pending_f.seq);
+  // Ranks the coordinator does not know until this batch: their health (whether their
+  // trainer can capture) goes first, on the same ordered stream; the coordinator holds it
+  // until the declaration and so has it when this very batch closes the job's first window.
+  // Sent behind the batch, it came too late whenever the sidecar found a segment with a
+  // window's steps already written ("cannot capture" on a capable rank).
+  if (c.pending.batch().declarations_size() > 0 && !SendHealth(c, now)) return false;
+  if (!c.stream->Write(c.pending)) return false;
+  ++counters_.batches_sent;
+  counters_.records_sent += c.pending_n;
+  c.unacked += c.pending_n;
+  c.inflight.push_back(std::move(c.pending_f));
+  c.pending.Clear();
+  c.pending_f = InFlight{};
+  c.pending_n = 0;
+  return true;
+}
+
+bool IngestStreamer::StopIsDone(Connection& c, Clock::time_point now, size_t drained) {
+  if (c.stop_deadline == Clock::time_point{}) c.stop_deadline = now + options_.stop_grace;
+  if (!(c.inflight.empty() && drained == 0) && now < c.stop_deadline) return false;
+  if (!c.inflight.empty() && log_) {
+    log_(absl::StrCat(c.unacked,
+                      " records not acknowledged at exit; they stay in the rings for the next "
+                      "sidecar"));
+  }
+  return true;
+}
+
+void IngestStreamer::CloseStream(Connection& c, std::thread& reader) {
+  c.stream->WritesDone();
   bool broken_by_server = false;
-  if (stream->Write(hello)) {
-    // Everything not acknowledged goes again on this stream.
-    drainer_->Rewind();
-    std::thread reader([&] {
-      v1::CoordinatorMessage msg;
-      while (stream->Read(&msg)) {
-        std::lock_guard<std::mutex> lock(mu_);
-        inbox_.push_back(msg);
-        cv_.notify_all();
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      stream_broken_ = true;
-      cv_.notify_all();
-    });
-    std::deque<InFlight> inflight;
-    size_t unacked = 0;
-    uint64_t seq = 0;
-    auto next_rescan = Clock::now();
-    auto next_health = Clock::now() + options_.health_every;
-    // Every slot's health, now; the next regular report is one interval later. False when the
-    // stream broke.
-    auto send_health = [&](Clock::time_point now) {
-      v1::SidecarMessage h;
-      drainer_->FillHealth(h.mutable_health());
-      next_health = now + options_.health_every;
-      return h.health().slots_size() == 0 || stream->Write(h);
-    };
-    auto poll = options_.poll_min;
-    std::chrono::steady_clock::time_point stop_deadline{};
-    // The batch being filled (batch_delay): drained, not yet sent. Dropped with the stream;
-    // the drainer's rewind reads it again.
-    v1::SidecarMessage pending;
-    InFlight pending_f;
-    size_t pending_n = 0;
-    Clock::time_point pending_since{};
-    bool ok = true;
-    while (ok) {
-      std::deque<v1::CoordinatorMessage> got;
-      bool broken = false;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        got.swap(inbox_);
-        broken = stream_broken_;
-      }
-      for (const v1::CoordinatorMessage& m : got) {
-        if (m.has_ack()) {
-          const v1::BatchAck& ack = m.ack();
-          while (!inflight.empty() && inflight.front().seq <= ack.batch_seq()) {
-            drainer_->Commit(inflight.front().commits);
-            unacked -= inflight.front().records;
-            counters_.records_acked += inflight.front().records;
-            inflight.pop_front();
-          }
-          progressed = true;
-          // Acknowledged batches earn back their size.
-          batch_limit_ = std::min(options_.max_batch_records, batch_limit_ * 2);
-          for (const v1::Rejection& r : ack.rejections()) {
-            // Refused records are committed with the batch: dropped, counted, and said at once,
-            // then once a minute with how many since (a rank refused for good refuses all).
-            ++counters_.rejections;
-            counters_.records_refused += r.records();
-            const std::string what =
-                absl::StrCat(" records of job ", LogSafe(r.job()), " rank ", r.rank(), " (",
-                             absl::StatusCodeToString(static_cast<absl::StatusCode>(r.code())),
-                             "): ", LogSafe(r.message(), 300));
-            if (const std::optional<uint64_t> n =
-                    refusals_.Pass(what, r.records(), std::chrono::steady_clock::now());
-                n && warn_) {
-              warn_(absl::StrCat("coordinator refused ", *n, what,
-                                 r.records() == *n ? "" : " (since the last line, a minute ago)"));
-            }
-          }
-        } else if (m.has_control()) {
-          v1::SidecarMessage reply;
-          *reply.mutable_control_ack() = drainer_->ApplyControl(m.control());
-          if (log_) {
-            log_(absl::StrCat(
-                "control request ", m.control().request_id(), " for job ", m.control().job(),
-                reply.control_ack().applied() ? " applied" : ": " + reply.control_ack().error()));
-          }
-          ok = stream->Write(reply);
-        }
-      }
-      if (broken || !ok) break;
-      const auto now = Clock::now();
-      if (now >= next_rescan) {
-        drainer_->Rescan();
-        next_rescan = now + options_.rescan_every;
-      }
-      // A stub's capture answer goes out at once: the next request's answer replaces it in the
-      // slot, possibly before the regular report.
-      if ((now >= next_health || drainer_->CaptureAnswersChanged()) && !send_health(now)) break;
-      size_t n = 0;
-      const size_t held = unacked + pending_n;
-      if (held < options_.max_unacked_records && pending_n < batch_limit_) {
-        n = drainer_->Drain(
-            pending.mutable_batch(), &pending_f.commits,
-            std::min(batch_limit_ - pending_n, options_.max_unacked_records - held));
-        if (n > 0 && pending_n == 0) pending_since = now;
-        pending_n += n;
-      }
-      const bool due = options_.batch_delay.count() == 0 || stop_ || pending_n >= batch_limit_ ||
-                       unacked + pending_n >= options_.max_unacked_records || pending_n == 0 ||
-                       now - pending_since >= options_.batch_delay;
-      if ((pending_n > 0 || !pending_f.commits.empty()) && due) {
-        pending_f.seq = ++seq;
-        pending_f.records = pending_n;
-        pending.mutable_batch()->set_batch_seq(pending_f.seq);
-        // Ranks the coordinator does not know until this batch: their health (whether their
-        // trainer can capture) goes first, on the same ordered stream; the coordinator holds
-        // it until the declaration and so has it when this very batch closes the job's first
-        // window. Sent behind the batch, it came too late whenever the sidecar found a
-        // segment with a window's steps already written ("cannot capture" on a capable rank).
-        if (pending.batch().declarations_size() > 0 && !send_health(now)) break;
-        if (!stream->Write(pending)) break;
-        ++counters_.batches_sent;
-        counters_.records_sent += pending_n;
-        unacked += pending_n;
-        inflight.push_back(std::move(pending_f));
-        pending.Clear();
-        pending_f = InFlight{};
-        pending_n = 0;
-      }
-      if (stop_) {
-        if (stop_deadline == Clock::time_point{}) stop_deadline = now + options_.stop_grace;
-        if ((inflight.empty() && n == 0) || now >= stop_deadline) {
-          if (!inflight.empty() && log_) {
-            log_(absl::StrCat(unacked,
-                              " records not acknowledged at exit; they stay in the "
-                              "rings for the next sidecar"));
-          }
-          break;
-        }
-      }
-      poll = n > 0 ? options_.poll_min : std::min(poll * 2, options_.poll_max);
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, poll, [&] { return !inbox_.empty() || stream_broken_; });
-    }
-    if (!inflight.empty()) {
-      outcome.first_unacked = inflight.front().commits;
-      outcome.first_unacked_records = inflight.front().records;
-    }
-    stream->WritesDone();
-    {
-      // Let the coordinator finish the stream with its own status (a refusal, a wrong
-      // token); cancel only if it does not within a second.
-      std::unique_lock<std::mutex> lock(mu_);
-      broken_by_server =
-          cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stream_broken_; });
-    }
-    if (!broken_by_server) context.TryCancel();
-    reader.join();
+  {
+    // Let the coordinator finish the stream with its own status (a refusal, a wrong token);
+    // cancel only if it does not within a second.
+    std::unique_lock<std::mutex> lock(mu_);
+    broken_by_server = cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stream_broken_; });
   }
-  outcome.status = stream->Finish();
-  if (!stop_ && warn_) {
-    // Said at once, then once a minute while it keeps happening for the same reason.
-    const grpc::Status& status = outcome.status;
-    const std::string why =
-        status.ok()
-            ? "closed by the coordinator"
-            : absl::StrCat(
-                  absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())),
-                  ": ", LogSafe(status.error_message(), 300));
-    if (const std::optional<uint64_t> n =
-            stream_ends_.Pass(why, 1, std::chrono::steady_clock::now())) {
-      warn_(absl::StrCat("stream to coordinator ", options_.coordinator, " ended: ", why,
-                         "; reconnecting",
-                         *n > 1 ? absl::StrCat(" (", *n, " times in the last minute)") : ""));
-    }
+  if (!broken_by_server) c.context.TryCancel();
+  reader.join();
+}
+
+void IngestStreamer::WarnStreamEnded(const grpc::Status& status) {
+  if (!warn_) return;
+  // Said at once, then once a minute while it keeps happening for the same reason.
+  const std::string why =
+      status.ok()
+          ? "closed by the coordinator"
+          : absl::StrCat(
+                absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())), ": ",
+                LogSafe(status.error_message(), 300));
+  if (const std::optional<uint64_t> n = stream_ends_.Pass(why, 1, Clock::now())) {
+    warn_(absl::StrCat("stream to coordinator ", options_.coordinator, " ended: ", why,
+                       "; reconnecting",
+                       *n > 1 ? absl::StrCat(" (", *n, " times in the last minute)") : ""));
   }
-  return outcome;
 }
 
 }  // namespace stagefrontier

@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "daemon/common/grpc_security.h"
@@ -93,11 +94,59 @@ class IngestStreamer {
     std::vector<CommitPoint> first_unacked;  // the oldest batch still unacknowledged
     size_t first_unacked_records = 0;
   };
-  // One connection's life.
+  using Clock = std::chrono::steady_clock;
+  // One connection's state, from the Hello to Finish.
+  struct Connection {
+    std::unique_ptr<v1::Ingest::Stub> stub;
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReaderWriter<v1::SidecarMessage, v1::CoordinatorMessage>> stream;
+    std::deque<InFlight> inflight;
+    size_t unacked = 0;
+    uint64_t seq = 0;
+    Clock::time_point next_rescan;
+    Clock::time_point next_health;
+    std::chrono::milliseconds poll{0};
+    Clock::time_point stop_deadline{};
+    // The batch being filled (batch_delay): drained, not yet sent. Dropped with the stream;
+    // the drainer's rewind reads it again.
+    v1::SidecarMessage pending;
+    InFlight pending_f;
+    size_t pending_n = 0;
+    Clock::time_point pending_since{};
+    StreamOutcome outcome;
+  };
+  // One connection's life: OpenStream, SendLoop, CloseStream, then the coordinator's status.
   StreamOutcome RunStream(std::shared_ptr<grpc::Channel> channel);
+  // Opens the stream and says Hello; false when the Hello could not be written.
+  bool OpenStream(Connection& c, std::shared_ptr<grpc::Channel> channel);
+  // The reader thread: queues what the coordinator sends into inbox_.
+  void ReadReplies(Connection& c);
+  // Drains, batches and sends until the stream breaks or Stop() is done.
+  void SendLoop(Connection& c);
+  // Handles what the reader queued; false when the stream broke or a reply failed.
+  bool HandleInbox(Connection& c);
+  void OnAck(Connection& c, const v1::BatchAck& ack);
+  void WarnRefused(const v1::Rejection& r);
+  // Applies a control request and answers it; false when the answer could not be written.
+  bool OnControl(Connection& c, const v1::ControlRequest& request);
+  // Every slot's health, now; the next regular report is one interval later. False when the
+  // stream broke.
+  bool SendHealth(Connection& c, Clock::time_point now);
+  // Drains what fits into the pending batch; returns the records drained.
+  size_t DrainIntoPending(Connection& c, Clock::time_point now);
+  // Sends the pending batch when due; false when the stream broke.
+  bool SendPendingIfDue(Connection& c, Clock::time_point now);
+  // After Stop(): true once everything sent was acknowledged or the grace ran out.
+  bool StopIsDone(Connection& c, Clock::time_point now, size_t drained);
+  // Half-closes the stream, lets the coordinator end it, and joins the reader.
+  void CloseStream(Connection& c, std::thread& reader);
+  // Says why a stream ended (throttled).
+  void WarnStreamEnded(const grpc::Status& status);
   // After a stream ended: shrinks batches, or drops a lone record, when the coordinator keeps
   // refusing the same batch.
   void OnStreamEnded(const StreamOutcome& outcome);
+  // Waits out the reconnect backoff (or Stop()); returns the next one.
+  std::chrono::milliseconds Backoff(std::chrono::milliseconds backoff, bool progressed);
 
   StreamerOptions options_;
   const std::string host_;  // this machine, sent in every Hello

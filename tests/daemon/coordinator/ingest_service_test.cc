@@ -13,7 +13,7 @@
 #include "daemon/common/access_tokens.h"
 #include "daemon/common/grpc_security.h"
 #include "daemon/coordinator/query_service.h"
-#include "daemon/coordinator/verdict_observer.h"
+#include "daemon/events/verdict_observer.h"
 #include "daemon/wire/packed_steps.h"
 #include "daemon/wire/rank_steps.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -32,7 +32,7 @@ struct Server {
     options.data_dir = dir;
     options.fsync = false;
     options.limits = limits;
-    options.verdict_observer = observer;
+    if (observer != nullptr) options.observers.push_back(observer);
     options.engine.window_steps = window_steps;
     jobs = std::make_unique<JobRegistry>(options, &metrics, std::set<std::string>{});
     ingest = std::make_unique<IngestService>(jobs.get(), &sessions, &metrics, kToken, limits);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "daemon/coordinator/job_state.h"
+#include "daemon/events/verdict_bell.h"
 #include "daemon/wire/packed_steps.h"
 #include "daemon/wire/rank_steps.h"
 
@@ -27,7 +28,7 @@ TEST_CASE("concurrent ingest, closing and queries account every step exactly onc
   o.engine.window_steps = 50;
   o.aligner.deadline_ns = int64_t{1} << 60;  // only complete steps close
   VerdictBell bell;
-  o.verdict_bell = &bell;
+  o.observers.push_back(&bell);
   v1::RankDeclaration d;
   d.set_job("t");
   d.set_world_size(kWorld);

@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -370,6 +371,27 @@ TEST_CASE("verdict windows are slices over the steps they cover, clipped to the 
   CHECK(Track(two, "verdicts").size() == 1);
   CHECK(Track(two, "verdicts (pp0)").size() == 1);
   CHECK(ChromeTraceProblems(two).empty());
+}
+
+// Issue 30, item 10: without --to the metadata said "to_step": 9223372036854775807.
+TEST_CASE("the metadata's to_step is the last step exported when no --to was given") {
+  Job job;
+  PerfettoExportInput open = job.Export(5, INT64_MAX);
+  open.to_step.reset();
+  const json meta = Build(open)["metadata"];
+  CHECK(meta["from_step"] == 5);
+  CHECK(meta["to_step"] == 30);
+  CHECK(meta["to_step_open"] == true);
+  CHECK(meta["last_step"] == 30);
+
+  const json asked = Build(job.Export(5, 40))["metadata"];
+  CHECK(asked["to_step"] == 40);  // the range asked, beyond the steps held
+  CHECK(asked["to_step_open"] == false);
+  CHECK(asked["last_step"] == 30);
+
+  const json empty = Build(PerfettoExportInput{})["metadata"];
+  CHECK(empty["to_step"] == -1);
+  CHECK(empty["to_step_open"] == true);
 }
 
 TEST_CASE("steps held by one reply only, and an empty export") {

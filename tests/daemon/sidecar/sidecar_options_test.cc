@@ -1,0 +1,64 @@
+// The sidecar's flags: defaults, durations, usage errors (exit 2) and the cross-flag checks.
+#include "daemon/sidecar/sidecar_options.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+namespace stagefrontier {
+namespace {
+
+std::optional<int> Parse(std::vector<std::string> args, SidecarOptions* o) {
+  args.insert(args.begin(), "stagefrontier-sidecar");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  return ParseSidecarOptions(static_cast<int>(argv.size()), argv.data(), o);
+}
+
+TEST_CASE("sidecar flags fill the options") {
+  SidecarOptions o;
+  REQUIRE_FALSE(Parse({"--coordinator", "10.0.0.1:7311", "--poll-max-ms", "20", "--batch-delay-ms",
+                       "5", "--health-every-ms", "300", "--shm-dir", "/x"},
+                      &o));
+  CHECK(o.stream.coordinator == "10.0.0.1:7311");
+  CHECK(o.stream.poll_max == std::chrono::milliseconds(20));
+  CHECK(o.stream.batch_delay == std::chrono::milliseconds(5));
+  CHECK(o.stream.health_every == std::chrono::milliseconds(300));
+  CHECK(o.CaptureDirectory() == "/x/stagefrontier-captures");
+  CHECK_FALSE(o.stream.node.empty());  // this host's name
+}
+
+TEST_CASE("sidecar usage errors exit 2, --help 0") {
+  SidecarOptions o;
+  CHECK(Parse({"--poll-max-ms", "0"}, &o) == 2);
+  CHECK(Parse({"--slots", "2000"}, &o) == 2);
+  CHECK(Parse({"--no-such-flag"}, &o) == 2);
+  SidecarOptions h;
+  CHECK(Parse({"--help"}, &h) == 0);
+}
+
+TEST_CASE("--route is parsed and checked against --job") {
+  SidecarOptions o;
+  REQUIRE_FALSE(Parse({"--route", "a=h:1", "--route", "b=h:2"}, &o));
+  REQUIRE(ResolveSidecarOptions(&o).ok());
+  CHECK(o.routes.size() == 2);
+
+  SidecarOptions bad;
+  REQUIRE_FALSE(Parse({"--route", "nojob"}, &bad));
+  absl::Status s = ResolveSidecarOptions(&bad);
+  CHECK(s.message().rfind("--route: ", 0) == 0);
+
+  SidecarOptions both;
+  REQUIRE_FALSE(Parse({"--route", "a=h:1", "--job", "a"}, &both));
+  CHECK(std::string(ResolveSidecarOptions(&both).message())
+            .find("--route and --job cannot be combined") == 0);
+}
+
+TEST_CASE("a missing token file is refused") {
+  SidecarOptions o;
+  REQUIRE_FALSE(Parse({"--token-file", "/nonexistent/token"}, &o));
+  CHECK_FALSE(ResolveSidecarOptions(&o).ok());
+}
+
+}  // namespace
+}  // namespace stagefrontier
