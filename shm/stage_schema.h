@@ -1,4 +1,5 @@
-// The ordered stage schema of a job (SPEC §3): stage names and their kinds.
+// The ordered stage schema of a job: stage names and their kinds (docs/accounting.md,
+// "Stages and their kinds").
 //
 // A schema is declared once per process and must be identical on every rank of a job.
 //

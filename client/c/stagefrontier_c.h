@@ -16,16 +16,25 @@
  *  - If the shared-memory segment cannot be used, creation still succeeds: the client records
  *    nothing, counts the steps it could not record, and sf_client_disabled_reason says why.
  *  - One thread drives a client at a time.
- *
- * Example:
+ */
+// clang-format off
+/* Example (compiled and run by tests/docs/c_api_example_test.c):
  *   sf_stage stages[] = {{"data", SF_STAGE_IO}, {"compute", SF_STAGE_COMPUTE},
  *                        {"allreduce", SF_STAGE_SYNC}};
  *   char err[256];
  *   sf_client* c = NULL;
- *   if (sf_client_create(NULL, stages, 3, &c, err, sizeof err) != SF_OK) fprintf(stderr, "%s\n",
- * err); int32_t data = sf_stage_id(c, "data"); sf_begin_step(c); sf_enter(c, data); load();
- * sf_exit(c, data); ... sf_end_step(c); sf_client_destroy(c);
+ *   if (sf_client_create(NULL, stages, 3, &c, err, sizeof err) != SF_OK)
+ *     fprintf(stderr, "%s\n", err);
+ *   int32_t data = sf_stage_id(c, "data");
+ *   sf_begin_step(c);
+ *   sf_enter(c, data);
+ *   load();
+ *   sf_exit(c, data);
+ *   ...
+ *   sf_end_step(c);
+ *   sf_client_destroy(c);
  */
+// clang-format on
 #ifndef STAGEFRONTIER_CLIENT_C_STAGEFRONTIER_C_H_
 #define STAGEFRONTIER_CLIENT_C_STAGEFRONTIER_C_H_
 

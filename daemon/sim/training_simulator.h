@@ -1,8 +1,9 @@
-// A deterministic simulator of synchronized data-parallel training (SPEC §3 scenarios): R
-// ranks run a stage schema with noisy durations; a `sync` stage ends for everyone in its
-// group at the last arrival plus the collective time, a `mixed` stage likewise after its
-// local work. Each rank reports boundaries on its own clock (optional offsets of hours and
-// 100 ppm drift), exactly as real stubs would, and the injected faults are the ground truth.
+// A deterministic simulator of synchronized data-parallel training (the scenarios of
+// docs/accounting.md, "Scenarios the engine must get right"): R ranks run a stage schema with
+// noisy durations; a `sync` stage ends for everyone in its group at the last arrival plus the
+// collective time, a `mixed` stage likewise after its local work. Each rank reports
+// boundaries on its own clock (optional offsets of hours and 100 ppm drift), exactly as real
+// stubs would, and the injected faults are the ground truth.
 //
 //   SimConfig config = SimConfig::DataParallel(/*world_size=*/16);
 //   config.faults.push_back(*ParseFault("slow:data:rank=3:magnitude=40ms"));

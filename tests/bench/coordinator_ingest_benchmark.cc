@@ -3,7 +3,7 @@
 // in the engine, keep the summary). One RankSteps message per rank and step, flushed to the
 // journal and closing what is due every 8 rank-steps (one node's batch), as the coordinator
 // does for each batch of a sidecar on an 8-GPU node at 1 step/s.
-// Goal (SPEC §5): >= 1,000,000 rank-steps/s. Also reports wire bytes per rank-step.
+// Goal (docs/results.md): >= 1,000,000 rank-steps/s. Also reports wire bytes per rank-step.
 //   bazel run -c opt //tests/bench:coordinator_ingest_benchmark
 #include <benchmark/benchmark.h>
 #include <malloc.h>

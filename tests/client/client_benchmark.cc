@@ -1,4 +1,4 @@
-// The stub's cost inside the trainer (goal, SPEC §5: <= 30 ns median per stage mark; the
+// The stub's cost inside the trainer (goal in docs/results.md: <= 30 ns median per stage mark; the
 // clock read alone is about 24 ns on these machines). Run with --config=opt:
 //   bazel run --config=opt //tests/client:client_benchmark -- --benchmark_repetitions=5
 // The reader is simulated by handing the ring back every 512 steps (one store), so the

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The hidden-rank evaluation on real processes (SPEC §3, issue "Diagnostic truth on real
+"""The hidden-rank evaluation on real processes (docs/results.md, issue "Diagnostic truth on real
 runs"): rows drawn at random with a recorded seed, each run for real through
 stub -> sidecar -> coordinator, scored on whether the injected (stage, rank) is the top suspect
 (top-1) or among the top two; plus healthy runs, scored on whether the user reading
