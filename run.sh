@@ -60,6 +60,10 @@ case "$1" in
     tests/probe/cuda_check.sh 2>&1 | tee "$log" || true
     passed=$((passed + $(grep -cE '^//[^ ]+ PASSED' "$log" || true)))
     failed=$((failed + $(grep -cE '^//[^ ]+ FAILED' "$log" || true)))
+    echo "== the package layers (tests/layers/check.sh)"
+    tests/layers/check.sh 2>&1 | tee "$log" || true
+    passed=$((passed + $(grep -cE '^//[^ ]+ PASSED' "$log" || true)))
+    failed=$((failed + $(grep -cE '^//[^ ]+ FAILED' "$log" || true)))
     if [ "$full" = 1 ]; then
       echo "== bazel test --config=asan //... (AddressSanitizer + UndefinedBehaviorSanitizer)"
       bazel test --config=asan //... 2>&1 | tee "$log" || true
@@ -68,6 +72,10 @@ case "$1" in
       bazel test --config=tsan --test_tag_filters=tsan --build_tag_filters=tsan //... 2>&1 \
         | tee "$log" || true
       count "$log"
+      echo "== clang -Wthread-safety on the annotated libraries (tests/thread_safety/check.sh)"
+      tests/thread_safety/check.sh 2>&1 | tee "$log" || true
+      passed=$((passed + $(grep -cE '^//[^ ]+ PASSED' "$log" || true)))
+      failed=$((failed + $(grep -cE '^//[^ ]+ FAILED' "$log" || true)))
       echo "== libFuzzer, 20 s per decoder (tests/fuzz/run_libfuzzer.sh)"
       if tests/fuzz/run_libfuzzer.sh 20; then
         echo "//tests/fuzz:libfuzzer PASSED"; passed=$((passed + 1))

@@ -10,7 +10,13 @@ sf_start_coordinator 17361 17362 --window-steps 20
 sf_start_sidecar node0
 sf_run_trainers job1 4 1 60 --fault forward:1:5 --fault-start 10
 sf_wait_steps job1 60 30
-curl -sf http://127.0.0.1:17362/metrics >"$SF_WORK/metrics.txt"
+# The node gauges are refreshed once a second: wait for the first charged window's series
+# rather than race them (a scrape right after step 60 could precede it).
+for _ in $(seq 50); do
+  curl -sf http://127.0.0.1:17362/metrics >"$SF_WORK/metrics.txt"
+  grep -q '^stagefrontier_node_class' "$SF_WORK/metrics.txt" && break
+  sleep 0.2
+done
 mkdir -p "$SF_WORK/help"
 ./daemon/coordinator/stagefrontier-coordinator --help >"$SF_WORK/help/coordinator.txt"
 ./daemon/sidecar/stagefrontier-sidecar --help >"$SF_WORK/help/sidecar.txt"

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+import urllib.request
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
@@ -49,6 +50,11 @@ def wait_for(what, expr, timeout=30):
 
 
 try:
+    # Before any answer the page says it is loading, never "Pick a job." (a screenshot taken at
+    # once of #job=NAME used to show that).
+    page = urllib.request.urlopen(f"{url}/", timeout=10).read().decode()
+    if "Pick a job" in page:
+        fail("the page as served says 'Pick a job.' before its script has run")
     # Without the token the API refuses and the page asks for one.
     driver.get(f"{url}/")
     wait_for("the token form", "!document.getElementById('token-form').hidden")
@@ -96,6 +102,14 @@ try:
     timeline = js("window.sfView.charts['timeline-chart'].data.datasets[0].data.length")
     if timeline < 1:
         fail("the verdict timeline is empty")
+    # The job is live: the timeline ends with the window still filling (issue 30, item 10).
+    wait_for("the live window in the timeline",
+             "window.sfView.charts['timeline-chart'].data.labels.at(-1).endsWith('(live)')")
+    # A decision not to capture shows no capture id (it used to read "id 0 · no").
+    ids = js("[...document.querySelectorAll('#captures tbody tr td:first-child')]"
+             ".map(td => td.textContent)")
+    if "0" in ids:
+        fail(f"the captures table shows a capture id 0: {ids}")
     health_rows = js("document.querySelectorAll('#health tbody tr').length")
     if health_rows != world:
         fail(f"rank health shows {health_rows} ranks, want {world}")

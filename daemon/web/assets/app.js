@@ -84,8 +84,13 @@ function stackedSteps(id, stages, steps, field) {
   c.update("none");
 }
 
-function timeline(verdicts) {
+// Closed windows, then the live one (the engine's current window, still filling) when it reaches
+// past the last closed window: drawn paler and labelled "live".
+function timeline(verdicts, live) {
   const jobVerdicts = verdicts.filter(e => e.verdict.group === "job");
+  const lastClosed = jobVerdicts.length ? Number(jobVerdicts.at(-1).verdict.last_step) : -1;
+  const showLive = live && Number(live.last_step) > lastClosed;
+  if (showLive) jobVerdicts.push({ verdict: live, live: true });
   const c = chart("timeline-chart", {
     type: "bar",
     data: { labels: [], datasets: [{ label: "excess (ms)", data: [], backgroundColor: [] }] },
@@ -99,9 +104,11 @@ function timeline(verdicts) {
       },
     },
   });
-  c.data.labels = jobVerdicts.map(e => e.verdict.first_step + "–" + e.verdict.last_step);
+  c.data.labels = jobVerdicts.map(e =>
+    e.verdict.first_step + "–" + e.verdict.last_step + (e.live ? " (live)" : ""));
   c.data.datasets[0].data = jobVerdicts.map(e => ms(e.verdict.total_excess_ns));
-  c.data.datasets[0].backgroundColor = jobVerdicts.map(e => LABEL_COLORS[e.verdict.label] || "#999");
+  c.data.datasets[0].backgroundColor = jobVerdicts.map(e =>
+    (LABEL_COLORS[e.verdict.label] || "#999") + (e.live ? "80" : ""));
   c.update("none");
 }
 
@@ -217,7 +224,7 @@ async function refreshJob(job) {
     el("explanation").textContent = v.explanation || "";
     heatmap(suspects, job);
   }
-  timeline(verdicts.verdicts || []);
+  timeline(verdicts.verdicts || [], suspects instanceof Error ? null : suspects.verdict);
   const stageNames = steps.stages || [];
   const held = steps.steps || [];
   view.lastSteps = held;
@@ -231,8 +238,9 @@ async function refreshJob(job) {
   fillTable("health", (health.ranks || []).map(r => [
     r.rank, text("td", r.state, "state-" + r.state), r.node, r.last_step, r.steps_behind,
     r.records_accepted, r.dropped_by_writer, r.last_error]));
+  // A decision not to capture has no capture id: "—" and "not taken", never "id 0".
   fillTable("captures", (captures.decisions || []).slice(-20).reverse().map(d => [
-    d.id, d.asked ? (d.manual ? "by hand" : "yes") : "no", d.reason,
+    Number(d.id) ? d.id : "—", d.asked ? (d.manual ? "by hand" : "yes") : "not taken", d.reason,
     [...(d.suspects || []), ...(d.references || [])].join(", "),
     d.steps ? `${d.first_step}..${Number(d.first_step) + d.steps - 1}` : "",
     (d.answers || []).map(a => `${a.rank}: ${a.state || "no answer"}`).join(", ")]));
@@ -250,7 +258,8 @@ async function refresh() {
     const job = jobs.find(j => j.job === view.job);
     el("job").hidden = !job;
     el("empty").hidden = !!job;
-    if (view.job && !job) el("empty").textContent = `No job ${view.job} at this coordinator.`;
+    el("empty").textContent =
+        view.job ? `No job ${view.job} at this coordinator.` : "Pick a job.";
     if (job) await refreshJob(job);
     el("status").textContent = "updated " + new Date().toLocaleTimeString();
     el("token-form").hidden = true;
@@ -270,5 +279,7 @@ el("token-form").addEventListener("submit", ev => {
   refresh();
 });
 window.addEventListener("hashchange", refresh);
+// Until the first answer, say what is coming rather than "Pick a job.".
+if (hashParams().get("job")) el("empty").textContent = `Loading job ${hashParams().get("job")}…`;
 refresh();
 setInterval(refresh, REFRESH_MS);
