@@ -4,7 +4,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 
 namespace stagefrontier {
 
@@ -12,9 +12,10 @@ DurableAcker::DurableAcker(Log log) : log_(std::move(log)), thread_([this] { Run
 
 DurableAcker::~DurableAcker() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
+  work_.NotifyAll();
   thread_.join();
 }
 
@@ -26,21 +27,24 @@ void DurableAcker::Enqueue(std::shared_ptr<SidecarSessions::Session> session,
     const uint64_t position = job->JournalPosition();
     p.targets.emplace_back(std::move(job), position);
   }
-  absl::MutexLock lock(&mu_);
-  queue_.push_back(std::move(p));
+  {
+    MutexLock lock(&mu_);
+    queue_.push_back(std::move(p));
+  }
+  work_.NotifyAll();
 }
 
 void DurableAcker::Run() {
   for (;;) {
     {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(this, &DurableAcker::HasWork));
+      MutexLock lock(&mu_);
+      while (!HasWork()) work_.Wait(&mu_);
       if (stop_ && queue_.empty()) return;
     }
     Round();
     std::deque<Pending> rest;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (!stop_) continue;
       rest.swap(queue_);
     }
@@ -59,7 +63,7 @@ void DurableAcker::Run() {
 bool DurableAcker::Round() {
   std::deque<Pending> batch;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     batch.swap(queue_);
   }
   if (batch.empty()) return false;
@@ -89,7 +93,7 @@ bool DurableAcker::Round() {
   }
   if (!retry.empty()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a failing disk: back off
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     queue_.insert(queue_.begin(), std::make_move_iterator(retry.begin()),
                   std::make_move_iterator(retry.end()));
   }

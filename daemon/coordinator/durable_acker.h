@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "daemon/coordinator/job_state.h"
 #include "daemon/coordinator/sidecar_sessions.h"
 
@@ -48,7 +48,8 @@ class DurableAcker {
   bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); }
 
   Log log_;
-  absl::Mutex mu_;
+  Mutex mu_;
+  CondVar work_;  // queue_ or stop_ changed
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;

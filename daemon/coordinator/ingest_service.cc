@@ -1,10 +1,11 @@
 #include "daemon/coordinator/ingest_service.h"
 
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "daemon/common/log_safe.h"
+#include "daemon/common/mutex.h"
 #include "daemon/common/refused_stream.h"
 #include "shm/monotonic_clock.h"
 
@@ -28,14 +29,15 @@ IngestService::IngestService(JobRegistry* jobs, SidecarSessions* sessions,
 
 IngestService::~IngestService() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
+  stopped_.NotifyAll();
   watchdog_.join();
 }
 
 size_t IngestService::live_streams() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return live_.size();
 }
 
@@ -43,7 +45,7 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* IngestService::Stre
     grpc::CallbackServerContext* context) {
   IngestStream* stream = nullptr;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (static_cast<int32_t>(live_.size()) >= deps_.limits.max_streams) {
       deps_.metrics->stream_errors(absl::StatusCode::kResourceExhausted).Increment();
       deps_.metrics->streams_cut("too_many_streams").Increment();
@@ -58,7 +60,7 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* IngestService::Stre
     }
     const uint64_t id = next_id_++;
     stream = new IngestStream(deps_, context, id, shm::MonotonicNowNs(), [this](uint64_t done) {
-      absl::MutexLock done_lock(&mu_);
+      MutexLock done_lock(&mu_);
       live_.erase(done);
     });
     live_[id] = stream;
@@ -68,9 +70,9 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* IngestService::Stre
 }
 
 void IngestService::WatchHellos() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   while (!stop_) {
-    mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Milliseconds(200));
+    stopped_.WaitUntil(&mu_, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
     const int64_t now = shm::MonotonicNowNs();
     // Under the lock: a stream cannot be deleted while we look at it (OnDone takes it first).
     for (auto& [id, stream] : live_) stream->CheckHelloDeadline(now);

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/coordinator/durable_acker.h"
 #include "daemon/coordinator/ingest_stream.h"
@@ -54,7 +54,8 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
 
   IngestDeps deps_;
   DurableAcker acker_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
+  CondVar stopped_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<uint64_t, IngestStream*> live_ ABSL_GUARDED_BY(mu_);

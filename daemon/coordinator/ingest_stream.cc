@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/log_safe.h"
+#include "daemon/common/mutex.h"
 #include "grpc/grpc_security_constants.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "shm/monotonic_clock.h"
@@ -49,7 +49,7 @@ void IngestStream::Start() {
 void IngestStream::End(grpc::StatusCode code, const std::string& message, const char* cut_reason,
                        bool cancel) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (finished_) return;
     finished_ = true;
     queue_.clear();
@@ -74,7 +74,7 @@ bool IngestStream::Send(const v1::CoordinatorMessage& message) {
     return false;
   }
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (finished_) return false;
     if (static_cast<int32_t>(queue_.size()) < deps_.limits.max_stream_queue) {
       queue_.push_back(std::move(buf));
@@ -97,7 +97,7 @@ bool IngestStream::Send(const v1::CoordinatorMessage& message) {
 
 void IngestStream::MaybeWrite() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (writing_ || finished_ || queue_.empty()) return;
     writing_ = true;
     writing_buf_ = std::move(queue_.front());
@@ -108,7 +108,7 @@ void IngestStream::MaybeWrite() {
 
 void IngestStream::OnWriteDone(bool ok) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     writing_ = false;
     writing_buf_.Clear();
   }

@@ -25,7 +25,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/coordinator/durable_acker.h"
 #include "daemon/coordinator/job_registry.h"
@@ -120,7 +120,7 @@ class IngestStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
 
   std::atomic<bool> hello_{false};
   // Write side and the end of the stream.
-  absl::Mutex mu_;
+  Mutex mu_;
   std::deque<grpc::ByteBuffer> queue_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer writing_buf_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

@@ -8,8 +8,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "daemon/common/log_safe.h"
+#include "daemon/common/mutex.h"
 #include "shm/monotonic_clock.h"
 #include "shm/record_limits.h"
 
@@ -75,7 +75,7 @@ absl::Status JobRegistry::RestoreAll() {
       const std::string id = name.substr(0, name.size() - sizeof(".journal") + 1);
       if (absl::IsDataLoss(job.status()) && shm::ValidJobId(id)) {
         // Nothing is lost yet: the records wait in the file for the job's next declaration.
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         salvage_[id] = path;
         if (log_) {
           log_(absl::StrCat(job.status().message(), "; its intact records will be restored when a ",
@@ -108,14 +108,14 @@ absl::Status JobRegistry::RestoreAll() {
     }
     // Take the name first: in `a = b`, b (which moves the job out) is evaluated before a.
     std::shared_ptr<JobState> restored(*std::move(job));
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     jobs_[restored->name()] = std::move(restored);
   }
   return first;
 }
 
 absl::StatusOr<std::shared_ptr<JobState>> JobRegistry::Declare(const v1::RankDeclaration& decl) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = jobs_.find(decl.job());
   if (it == jobs_.end()) {
     if (!allowed_.empty() && allowed_.count(decl.job()) == 0) {
@@ -151,20 +151,20 @@ absl::StatusOr<std::shared_ptr<JobState>> JobRegistry::Declare(const v1::RankDec
 }
 
 std::shared_ptr<JobState> JobRegistry::Find(const std::string& job) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = jobs_.find(job);
   return it == jobs_.end() ? nullptr : it->second;
 }
 
 std::vector<std::shared_ptr<JobState>> JobRegistry::All() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<std::shared_ptr<JobState>> out;
   for (const auto& [name, job] : jobs_) out.push_back(job);
   return out;
 }
 
 std::vector<std::string> JobRegistry::PendingSalvage() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<std::string> out;
   for (const auto& [job, path] : salvage_) out.push_back(job);
   return out;

@@ -7,8 +7,8 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "daemon/common/log_safe.h"
+#include "daemon/common/mutex.h"
 #include "daemon/coordinator/proto_convert.h"
 #include "daemon/wire/packed_steps.h"
 #include "shm/monotonic_clock.h"
@@ -138,7 +138,7 @@ absl::StatusOr<std::unique_ptr<JobState>> JobState::Create(const v1::RankDeclara
   std::unique_ptr<JobState> job(
       new JobState(decl.job(), decl.world_size(), *std::move(schema), options, metrics));
   {
-    absl::MutexLock lock(&job->mu_);  // not shared yet: for the lock annotations
+    MutexLock lock(&job->mu_);  // not shared yet: for the lock annotations
     if (absl::Status s = job->ReserveMemory(/*restoring=*/false); !s.ok()) return s;
     if (absl::Status s = job->RebuildEngineLocked(); !s.ok()) return s;
   }
@@ -178,10 +178,10 @@ absl::StatusOr<std::unique_ptr<JobState>> JobState::Restore(const std::string& p
             return absl::DataLossError("its declaration (the first record) is not a valid job");
           }
           job.reset(new JobState(d.job(), d.world_size(), *std::move(schema), options, metrics));
-          absl::MutexLock lock(&job->mu_);  // not shared yet: for the lock annotations
+          MutexLock lock(&job->mu_);  // not shared yet: for the lock annotations
           return job->RebuildEngineLocked();
         }
-        absl::MutexLock lock(&job->mu_);
+        MutexLock lock(&job->mu_);
         // One record that cannot be applied (damage that passed the checksum, a setting a
         // newer build refuses) costs that record, not the job.
         if (!job->Apply(rec, now, /*replaying=*/true).ok()) ++job->replay_skipped_;
@@ -201,7 +201,7 @@ absl::StatusOr<std::unique_ptr<JobState>> JobState::Restore(const std::string& p
     metrics->journal_truncated_bytes().Increment(static_cast<double>(opened.skipped_bytes));
   }
   job->journal_ = *std::move(journal);
-  absl::MutexLock lock(&job->mu_);
+  MutexLock lock(&job->mu_);
   (void)job->ReserveMemory(/*restoring=*/true);
   // Regression: replayed steps kept arrival time 0, so the first deadline check after a
   // restart closed them as partial at once.
@@ -395,7 +395,7 @@ absl::StatusOr<IngestCounts> JobState::AlignLocked(const v1::RankSteps& rs, cons
 
 absl::StatusOr<IngestCounts> JobState::Ingest(const v1::RankSteps& rs, const std::string& node,
                                               int64_t now_ns) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   absl::StatusOr<IngestCounts> c = AlignLocked(rs, node, now_ns);
   if (!c.ok()) {
     if (rs.rank() >= 0 && rs.rank() < world_size_) ++ranks_[rs.rank()].rejected;
@@ -559,7 +559,7 @@ std::vector<std::string> JobState::RankNodesLocked() const {
 }
 
 int JobState::CloseDue(int64_t now_ns) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   int closed = 0;
   // A step far ahead of the job's own numbering that stays open while the job goes on came
   // from a corrupt step number: drop it so it stops making every rank look behind.
@@ -601,7 +601,7 @@ int64_t JobState::StepsBehindLocked(int32_t rank) const {
 
 void JobState::NoteRefused(int32_t rank, const std::string& node, absl::string_view why,
                            uint64_t records) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (rank < 0 || rank >= world_size_) return;  // a rank outside the job: nothing to show it on
   RankHealthState& h = ranks_[rank];
   h.refused = std::string(why.substr(0, 300));
@@ -641,7 +641,7 @@ void JobState::UpdateRankGaugesLocked() const {
 }
 
 void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string& node) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (health.rank() < 0 || health.rank() >= world_size_) return;
   RankHealthState& h = ranks_[health.rank()];
   h.node = node;
@@ -664,12 +664,12 @@ void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string&
 }
 
 int64_t JobState::NewestStep() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return std::max(aligner_.last_closed(), aligner_.newest_step());
 }
 
 void JobState::Info(v1::JobInfo* out) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   out->set_job(name_);
   out->set_world_size(world_size_);
   SchemaToProto(schema_, out->mutable_stages());
@@ -686,7 +686,7 @@ void JobState::Info(v1::JobInfo* out) const {
 }
 
 absl::Status JobState::Suspects(int32_t window, v1::SuspectsReply* out) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (steps_accounted_ == 0) {
     return absl::FailedPreconditionError(absl::StrCat("job ", name_, " has no accounted step yet"));
   }
@@ -719,7 +719,7 @@ void JobState::Steps(int64_t from, int64_t to, int32_t limit, v1::GetStepsReply*
   StepHistory::Slice slice;
   const StepHistory* history;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     slice = history_.Take(from, to, limit > 0 ? limit : 1000);
     history = &history_;
   }
@@ -729,13 +729,13 @@ void JobState::Steps(int64_t from, int64_t to, int32_t limit, v1::GetStepsReply*
 }
 
 std::pair<int64_t, uint64_t> JobState::HistoryFootprint() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return {history_.steps(), history_.bytes()};
 }
 
 int64_t JobState::VisitHeldInputs(int64_t from, int64_t to,
                                   absl::FunctionRef<bool(const StepInput&)> visit) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = std::lower_bound(inputs_.begin(), inputs_.end(), from,
                              [](const StepInput& s, int64_t v) { return s.step < v; });
   for (; it != inputs_.end() && it->step <= to && visit(*it); ++it) {
@@ -762,7 +762,7 @@ void JobState::JudgeDetectorLocked() {
 }
 
 void JobState::Health(v1::GetHealthReply* out) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   out->set_job(name_);
   for (int32_t r = 0; r < world_size_; ++r) {
     const RankHealthState& h = ranks_[r];
@@ -813,7 +813,7 @@ void JobState::Health(v1::GetHealthReply* out) const {
 }
 
 std::vector<v1::VerdictEvent> JobState::VerdictsAfter(int64_t after_seq, size_t max_count) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   // Sequence numbers ascend: many watchers each asking for the few newest stay cheap.
   auto it =
       std::upper_bound(verdicts_.begin(), verdicts_.end(), after_seq,
@@ -824,7 +824,7 @@ std::vector<v1::VerdictEvent> JobState::VerdictsAfter(int64_t after_seq, size_t 
 }
 
 absl::Status JobState::ApplyConfig(const v1::ConfigChange& change) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const EngineConfig merged = Merge(options_.engine, change);
   if (absl::Status s = merged.Validate(); !s.ok()) return s;
   // A longer window holds more memory: it must fit the job's limit and the budget.
@@ -851,7 +851,7 @@ absl::Status JobState::ApplyConfig(const v1::ConfigChange& change) {
 }
 
 void JobState::SetPaused(bool paused) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   paused_ = paused;
   v1::JournalRecord rec;
   rec.mutable_pause()->set_paused(paused);
@@ -859,12 +859,12 @@ void JobState::SetPaused(bool paused) {
 }
 
 void JobState::SetSampleEvery(uint32_t every) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   sample_every_ = every;
 }
 
 v1::ControlRequest JobState::JobControl() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return JobControlLocked();
 }
 

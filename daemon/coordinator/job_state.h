@@ -22,8 +22,8 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "daemon/accounting/engine.h"
+#include "daemon/common/mutex.h"
 #include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/coordinator/detector_health.h"
 #include "daemon/coordinator/job_journal.h"
@@ -160,12 +160,12 @@ class JobState {
   int32_t world_size() const { return world_size_; }
   // Journal records a restore could not apply (skipped, not fatal).
   int64_t replay_skipped() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return replay_skipped_;
   }
   // The memory this job reserved (its estimate).
   int64_t reserved_bytes() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return memory_.bytes();
   }
 
@@ -243,7 +243,7 @@ class JobState {
   CoordinatorMetrics* metrics_;
   JobMetrics m_;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   // Set once before the job is shared (Create, Restore, Salvage); thread-safe itself, so
   // Flush, JournalPosition and compaction use it without the job's lock.
   std::unique_ptr<JobJournal> journal_;

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 
 namespace stagefrontier {
 namespace {
@@ -43,12 +43,12 @@ MemoryBudget::MemoryBudget(int64_t total_bytes)
                                    static_cast<int64_t>(sysconf(_SC_PAGE_SIZE)) / 4 * 3) {}
 
 int64_t MemoryBudget::used() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return used_;
 }
 
 absl::Status MemoryBudget::Take(const std::string& what, int64_t bytes, bool force) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!force && bytes > total_ - used_) {
     return absl::ResourceExhaustedError(
         absl::StrCat(what, " needs about ", Mb(bytes), " of coordinator memory; ",
@@ -60,7 +60,7 @@ absl::Status MemoryBudget::Take(const std::string& what, int64_t bytes, bool for
 }
 
 void MemoryBudget::Give(int64_t bytes) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   used_ -= bytes;
 }
 
@@ -75,7 +75,7 @@ absl::StatusOr<MemoryBudget::Reservation> MemoryBudget::Reserve(const std::strin
 
 MemoryBudget::Reservation MemoryBudget::ReserveAnyway(int64_t bytes, bool* over) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     *over = bytes > total_ - used_;
   }
   (void)Take("", bytes, true);

@@ -16,7 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 
 namespace stagefrontier {
 
@@ -94,7 +94,7 @@ class MemoryBudget {
   void Give(int64_t bytes);
 
   const int64_t total_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   int64_t used_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "shm/control_channel.h"
 #include "shm/segment_layout_v1.h"
 
@@ -73,7 +73,7 @@ absl::StatusOr<v1::ControlRequest> SelfTestBook::Start(const SelfTestJobFacts& j
     lead = limits_.min_lead_steps;
     if (job.step_ns > 0) lead = std::max(lead, (limits_.lead_ns + job.step_ns - 1) / job.step_ns);
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   newest_step_[job.job] = job.newest_step;
   if (absl::Status s = CheckLoadLocked(job.job, command.steps(), now_ns); !s.ok()) return s;
   Test t;
@@ -95,7 +95,7 @@ absl::StatusOr<v1::ControlRequest> SelfTestBook::Start(const SelfTestJobFacts& j
 }
 
 void SelfTestBook::Forget(const std::string& job, uint64_t id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = tests_.find(job);
   if (it == tests_.end()) return;
   std::erase_if(it->second, [&](const Test& t) { return t.report.id() == id; });
@@ -174,7 +174,7 @@ v1::ControlRequest SelfTestBook::Request(const std::string& job, const v1::SelfT
 absl::StatusOr<v1::ControlRequest> SelfTestBook::Cancel(const std::string& job, uint64_t id,
                                                         int64_t newest_step,
                                                         const std::string& why) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   newest_step_[job] = newest_step;
   auto it = tests_.find(job);
   Test* t = nullptr;
@@ -196,7 +196,7 @@ absl::StatusOr<v1::ControlRequest> SelfTestBook::Cancel(const std::string& job, 
 std::vector<v1::ControlRequest> SelfTestBook::ExpireLeases(
     int64_t now_ns, const std::function<int64_t(const std::string& job)>& newest_step) {
   std::vector<v1::ControlRequest> out;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (auto& [job, tests] : tests_) {
     const int64_t step = newest_step(job);
     newest_step_[job] = step;
@@ -213,7 +213,7 @@ std::vector<v1::ControlRequest> SelfTestBook::ExpireLeases(
 }
 
 void SelfTestBook::Renew(const std::string& job, uint64_t id, int64_t now_ns) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = tests_.find(job);
   if (it == tests_.end()) return;
   for (Test& t : it->second) {
@@ -222,7 +222,7 @@ void SelfTestBook::Renew(const std::string& job, uint64_t id, int64_t now_ns) {
 }
 
 SelfTestLoad SelfTestBook::Load(const std::string& job, int64_t newest_step, int64_t now_ns) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   newest_step_[job] = newest_step;
   SelfTestLoad load;
   load.limits = limits_;
@@ -234,7 +234,7 @@ SelfTestLoad SelfTestBook::Load(const std::string& job, int64_t newest_step, int
 
 void SelfTestBook::OnStubAnswer(const std::string& job, const v1::SlotHealth& health) {
   if (health.selftest_state() == shm::v1::kSelfTestNone) return;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = tests_.find(job);
   if (it == tests_.end()) return;
   for (Test& t : it->second) {
@@ -246,7 +246,7 @@ void SelfTestBook::OnStubAnswer(const std::string& job, const v1::SlotHealth& he
 }
 
 void SelfTestBook::OnMarkedSteps(const std::string& job, int32_t rank, uint32_t n) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = tests_.find(job);
   if (it == tests_.end()) return;
   // Self-tests of a rank run one after another: the marks belong to its latest.
@@ -261,7 +261,7 @@ void SelfTestBook::OnMarkedSteps(const std::string& job, int32_t rank, uint32_t 
 absl::Status SelfTestBook::Report(const std::string& job, uint64_t id,
                                   const std::vector<v1::VerdictEvent>& verdicts, int64_t now_ns,
                                   v1::GetSelfTestsReply* out) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   out->set_job(job);
   auto it = tests_.find(job);
   if (it != tests_.end()) {

@@ -25,7 +25,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "stagefrontier/v1/ingest.pb.h"
 #include "stagefrontier/v1/query.pb.h"
 
@@ -138,7 +138,7 @@ class SelfTestBook {
              v1::SelfTestReport* out) const;
 
   const SelfTestLimits limits_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::map<std::string, std::vector<Test>> tests_ ABSL_GUARDED_BY(mu_);  // by job, oldest first
   // By job: its newest step, as last told (Start, Cancel, ExpireLeases, Load).
   mutable std::map<std::string, int64_t> newest_step_ ABSL_GUARDED_BY(mu_);

@@ -9,14 +9,14 @@
 namespace stagefrontier {
 
 bool SidecarSessions::Session::Write(const v1::CoordinatorMessage& msg) {
-  absl::MutexLock lock(&mu);
+  MutexLock lock(&mu);
   return writer != nullptr && writer->Send(msg);
 }
 
 absl::StatusOr<std::shared_ptr<SidecarSessions::Session>> SidecarSessions::Add(
     std::string node, std::string sidecar_id, std::string address, SessionWriter* writer,
     int64_t now_ns) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!node.empty()) {
     Holder& h = holders_[node];
     const auto held_by_another = [&] {
@@ -56,7 +56,7 @@ absl::StatusOr<std::shared_ptr<SidecarSessions::Session>> SidecarSessions::Add(
 }
 
 std::string SidecarSessions::InConflict(const std::string& node) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = conflicted_.find(node);
   if (it == conflicted_.end() ||
       std::chrono::steady_clock::now() - it->second.at > std::chrono::hours(1)) {
@@ -66,13 +66,13 @@ std::string SidecarSessions::InConflict(const std::string& node) const {
 }
 
 uint64_t SidecarSessions::conflicts() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return conflicts_;
 }
 
 void SidecarSessions::Remove(const std::shared_ptr<Session>& session) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (sessions_.erase(session->id) > 0 && !session->node.empty()) {
       // Only the holder's own streams count (a silent holder's, replaced, do not).
       auto h = holders_.find(session->node);
@@ -86,13 +86,13 @@ void SidecarSessions::Remove(const std::shared_ptr<Session>& session) {
       it = (!held || held == session) ? by_rank_.erase(it) : std::next(it);
     }
   }
-  absl::MutexLock lock(&session->mu);
+  MutexLock lock(&session->mu);
   session->writer = nullptr;
 }
 
 bool SidecarSessions::Bind(const std::shared_ptr<Session>& session, const std::string& job,
                            int32_t rank) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto& slot = by_rank_[{job, rank}];
   if (slot.lock() == session) return false;
   slot = session;
@@ -102,7 +102,7 @@ bool SidecarSessions::Bind(const std::shared_ptr<Session>& session, const std::s
 int SidecarSessions::Send(const v1::ControlRequest& request) {
   std::vector<std::shared_ptr<Session>> targets;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (request.rank() >= 0) {
       auto it = by_rank_.find({request.job(), request.rank()});
       if (it != by_rank_.end()) {
@@ -124,7 +124,7 @@ int SidecarSessions::Send(const v1::ControlRequest& request) {
 }
 
 size_t SidecarSessions::size() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return sessions_.size();
 }
 

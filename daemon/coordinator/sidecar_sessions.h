@@ -20,7 +20,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "daemon/events/control_request_sender.h"
 #include "stagefrontier/v1/ingest.pb.h"
 
@@ -51,7 +51,7 @@ class SidecarSessions : public ControlRequestSender {
 
    private:
     friend class SidecarSessions;
-    absl::Mutex mu;  // Remove waits for a Send in progress
+    Mutex mu;  // Remove waits for a Send in progress
     SessionWriter* writer ABSL_GUARDED_BY(mu) = nullptr;
   };
 
@@ -71,7 +71,7 @@ class SidecarSessions : public ControlRequestSender {
     session.last_seen_ns.store(now_ns, std::memory_order_relaxed);
   }
   void set_stale_after_ns(int64_t ns) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stale_after_ns_ = ns;
   }
   // Forgets the session and waits for any Send in flight: the writer may be freed after.
@@ -99,7 +99,7 @@ class SidecarSessions : public ControlRequestSender {
     std::chrono::steady_clock::time_point at;
     std::string what;
   };
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t conflicts_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t stale_after_ns_ ABSL_GUARDED_BY(mu_) = 30'000'000'000;

@@ -8,8 +8,8 @@
 namespace stagefrontier {
 
 StepHistory::StepHistory(const StepHistoryOptions& options) : options_(options) {
-  options_.block_steps = std::clamp<int32_t>(options_.block_steps, 1,
-                                             static_cast<int32_t>(kMaxSummaryBlockSteps));
+  options_.block_steps =
+      std::clamp<int32_t>(options_.block_steps, 1, static_cast<int32_t>(kMaxSummaryBlockSteps));
   options_.max_steps = std::max<int64_t>(options_.max_steps, 1);
 }
 

@@ -27,7 +27,7 @@ struct StepHistoryOptions {
   // Steps kept: at least this many of the newest (when that many were added), and fewer than
   // this many plus `block_steps` (whole blocks are dropped, oldest first).
   int64_t max_steps = 10'000;
-  uint32_t stage_count = 1;  // the job's stages
+  uint32_t stage_count = 1;   // the job's stages
   int32_t block_steps = 256;  // steps sealed into one block (1 .. kMaxSummaryBlockSteps)
 };
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "daemon/common/refused_stream.h"
 
 namespace stagefrontier {
@@ -28,7 +28,7 @@ class VerdictWatch final : public grpc::ServerWriteReactor<v1::VerdictEvent> {
     Next next = Next::kNothing;
     grpc::Status status = grpc::Status::OK;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (writing_ || finished_) return;
       if (cancelled_) {
         status = grpc::Status(grpc::CANCELLED, "the watcher went away");
@@ -63,7 +63,7 @@ class VerdictWatch final : public grpc::ServerWriteReactor<v1::VerdictEvent> {
   // Ends the stream with OK after the write in flight (shutdown).
   void Stop() {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       stopped_ = true;
     }
     Advance();
@@ -71,7 +71,7 @@ class VerdictWatch final : public grpc::ServerWriteReactor<v1::VerdictEvent> {
 
   void OnWriteDone(bool ok) override {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       writing_ = false;
       if (!ok) cancelled_ = true;
     }
@@ -80,7 +80,7 @@ class VerdictWatch final : public grpc::ServerWriteReactor<v1::VerdictEvent> {
 
   void OnCancel() override {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       cancelled_ = true;
     }
     Advance();
@@ -98,7 +98,7 @@ class VerdictWatch final : public grpc::ServerWriteReactor<v1::VerdictEvent> {
   VerdictWatchers* const owner_;
   const std::shared_ptr<JobState> job_;
   std::shared_ptr<VerdictWatch> self_;  // until OnDone
-  absl::Mutex mu_;
+  Mutex mu_;
   int64_t after_ ABSL_GUARDED_BY(mu_);  // the newest seq taken from the job
   const bool held_only_;
   std::deque<v1::VerdictEvent> pending_ ABSL_GUARDED_BY(mu_);  // at most kBatch
@@ -120,7 +120,7 @@ grpc::ServerWriteReactor<v1::VerdictEvent>* VerdictWatchers::Watch(std::shared_p
                                                                    bool held_only) {
   std::shared_ptr<VerdictWatch> watch;
   {
-    absl::MutexLock lock(&mu_);  // a watch registered after Shutdown would live on
+    MutexLock lock(&mu_);  // a watch registered after Shutdown would live on
     if (!stopping_) {
       watch = std::make_shared<VerdictWatch>(this, std::move(job), after_seq, held_only);
       watch->self_ = watch;
@@ -143,7 +143,7 @@ grpc::ServerWriteReactor<v1::VerdictEvent>* VerdictWatchers::Refuse(grpc::Status
 void VerdictWatchers::Shutdown() {
   std::vector<std::shared_ptr<VerdictWatch>> watches;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
     for (const auto& [ptr, watch] : live_) watches.push_back(watch);
   }
@@ -153,12 +153,12 @@ void VerdictWatchers::Shutdown() {
 }
 
 size_t VerdictWatchers::live() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return live_.size();
 }
 
 void VerdictWatchers::Forget(VerdictWatch* watch) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   live_.erase(watch);
 }
 
@@ -170,7 +170,7 @@ void VerdictWatchers::Pump() {
     seen = bell_->WaitAfter(seen, std::chrono::seconds(1));
     if (stopping_) break;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       for (const auto& [ptr, watch] : live_) watches.push_back(watch);
     }
     for (const auto& watch : watches) watch->Advance();

@@ -27,7 +27,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "daemon/coordinator/job_state.h"
 #include "daemon/events/verdict_bell.h"
 #include "grpcpp/grpcpp.h"
@@ -68,7 +68,7 @@ class VerdictWatchers {
   void Pump();
 
   VerdictBell* bell_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::map<VerdictWatch*, std::shared_ptr<VerdictWatch>> live_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stopping_{false};
   std::thread pump_;

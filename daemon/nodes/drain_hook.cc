@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 
 extern char** environ;
 
@@ -45,27 +45,31 @@ void DrainHook::Start() {
 
 void DrainHook::OnClassChange(const NodeSummary& node) {
   if (options_.command.empty() || node.cls != NodeClass::kChronic) return;
-  absl::MutexLock lock(&mu_);
-  queue_.push_back(node);
+  {
+    MutexLock lock(&mu_);
+    queue_.push_back(node);
+  }
+  changed_.NotifyAll();
 }
 
 void DrainHook::Stop() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
+  changed_.NotifyAll();
   if (worker_.joinable()) worker_.join();
 }
 
 void DrainHook::Drain() {
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(this, &DrainHook::Idle));
+  MutexLock lock(&mu_);
+  while (!Idle()) changed_.Wait(&mu_);
 }
 
 void DrainHook::Run() {
   mu_.Lock();
   while (true) {
-    mu_.Await(absl::Condition(this, &DrainHook::HasWork));
+    while (!HasWork()) changed_.Wait(&mu_);
     if (stop_) break;
     NodeSummary node = std::move(queue_.front());
     queue_.pop_front();
@@ -74,9 +78,11 @@ void DrainHook::Run() {
     Handle(node);
     mu_.Lock();
     busy_ = false;
+    changed_.NotifyAll();  // Drain waits for an idle worker
   }
   busy_ = false;
   mu_.Unlock();
+  changed_.NotifyAll();
 }
 
 void DrainHook::Handle(const NodeSummary& node) {
@@ -94,7 +100,7 @@ void DrainHook::Handle(const NodeSummary& node) {
   }
   const Clock::time_point now = Clock::now();
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     while (!recent_.empty() && now - recent_.front() >= std::chrono::hours(1)) recent_.pop_front();
     if (static_cast<int>(recent_.size()) >= options_.max_per_hour) {
       ++counters_.rate_limited;
@@ -133,8 +139,11 @@ void DrainHook::Handle(const NodeSummary& node) {
     log_(absl::StrCat("drain hook for node ", node.node, " attempt ", attempt, " of ",
                       options_.attempts, " failed: ", why));
     if (attempt == options_.attempts) break;
-    absl::MutexLock lock(&mu_);
-    if (mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::FromChrono(delay))) break;
+    const auto until = std::chrono::steady_clock::now() + delay;
+    MutexLock lock(&mu_);
+    while (!stop_ && changed_.WaitUntil(&mu_, until)) {
+    }
+    if (stop_) break;
     delay *= 2;
   }
   ++counters_.failed;

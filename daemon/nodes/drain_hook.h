@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "daemon/nodes/node_ledger.h"
 #include "daemon/nodes/node_name.h"
 
@@ -88,7 +88,8 @@ class DrainHook {
   Log log_;
   Veto veto_;
   DrainHookCounters counters_;
-  absl::Mutex mu_;
+  Mutex mu_;
+  CondVar changed_;  // queue_, busy_ or stop_ changed
   std::deque<NodeSummary> queue_ ABSL_GUARDED_BY(mu_);
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

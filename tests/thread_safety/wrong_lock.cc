@@ -1,8 +1,9 @@
 // Reads a field guarded by a mutex without holding it: tests/thread_safety/check.sh builds this
 // under clang's -Wthread-safety and expects the build to fail, so that a check that silently
-// stopped checking (a lost flag, a compiler that ignores the attributes) fails CI instead.
+// stopped checking (a lost flag, a compiler that ignores the attributes, a Mutex that lost its
+// capability attribute) fails CI instead.
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 
 namespace stagefrontier {
 
@@ -11,7 +12,7 @@ class Counter {
   int Read() const { return value_; }  // wrong: no lock
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   int value_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -100,27 +100,38 @@ TEST_CASE(
   CHECK(f.excess_ns == Approx(3e6).margin(50e3));
 }
 
-TEST_CASE("a module slower through two of its operators is left out for them") {
-  // Each child holds half the module's excess: neither alone explains 80% of it, together
-  // they do (a Python loop of matmuls adds time to the module around its operators too).
-  auto trace = [](int rank, double extra_us) {
-    testing::TraceBuilder b(rank);
-    for (int step = 1; step <= 5; ++step) {
-      const double base = step * 20'000.0;
-      const double j = (rank * 7 + step * 13) % 40;
-      b.Add("ProfilerStep#" + std::to_string(step), base, 19'000, 1, "user_annotation");
-      b.Add("stagefrontier:forward", base, 5000 + 2.2 * extra_us, 1, "user_annotation");
-      b.Add("Block", base + 100, 3000 + j + 2.2 * extra_us);
-      b.Add("aten::mm", base + 200, 1000 + extra_us);
-      b.Add("aten::bmm", base + 1300 + extra_us, 1000 + extra_us);
-    }
-    return b.Json();
-  };
+// Five forward steps of a module "Block" holding an aten::mm then an aten::bmm; the suspect's
+// (`extra_us` > 0) Block takes `block_factor` x extra_us more, its mm extra_us more, its bmm
+// `bmm_share` x extra_us more.
+std::string BlockTrace(int rank, double extra_us, double block_factor, double bmm_share) {
+  testing::TraceBuilder b(rank);
+  for (int step = 1; step <= 5; ++step) {
+    const double base = step * 20'000.0;
+    const double j = (rank * 7 + step * 13) % 40;
+    b.Add("ProfilerStep#" + std::to_string(step), base, 19'000, 1, "user_annotation");
+    b.Add("stagefrontier:forward", base, 5000 + block_factor * extra_us, 1, "user_annotation");
+    b.Add("Block", base + 100, 3000 + j + block_factor * extra_us);
+    b.Add("aten::mm", base + 200, 1000 + extra_us);
+    b.Add("aten::bmm", base + 1300 + extra_us, 1000 + bmm_share * extra_us);
+  }
+  return b.Json();
+}
+
+// The suspect rank 2 (extra_us 1000) against ranks 0, 1 and 3, in the forward stage.
+absl::StatusOr<OperatorReport> CompareBlocks(double block_factor, double bmm_share) {
   auto profile = [](const std::string& json) {
     return *ProfileOperators(*ParseChromeTrace(json, "t"), Schema(), "forward", "t");
   };
-  absl::StatusOr<OperatorReport> r = CompareOperators(
-      profile(trace(2, 1000)), {profile(trace(0, 0)), profile(trace(1, 0)), profile(trace(3, 0))});
+  return CompareOperators(profile(BlockTrace(2, 1000, block_factor, bmm_share)),
+                          {profile(BlockTrace(0, 0, block_factor, bmm_share)),
+                           profile(BlockTrace(1, 0, block_factor, bmm_share)),
+                           profile(BlockTrace(3, 0, block_factor, bmm_share))});
+}
+
+TEST_CASE("a module slower through two of its operators is left out for them") {
+  // Each child holds half the module's excess: neither alone explains 80% of it, together
+  // they do (a Python loop of matmuls adds time to the module around its operators too).
+  absl::StatusOr<OperatorReport> r = CompareBlocks(/*block_factor=*/2.2, /*bmm_share=*/1);
   REQUIRE(r.ok());
   REQUIRE(r->findings.size() == 2);
   CHECK(r->findings[0].path.rfind("Block > aten::", 0) == 0);
@@ -135,24 +146,7 @@ TEST_CASE("a module slower through two of its operators is left out for them") {
 TEST_CASE("a finding nested in another's call path is counted once in what they explain") {
   // Block is 3 ms slower, 1 ms of it in its aten::mm: too little to explain Block, so both
   // are findings, and the mm's time is inside Block's.
-  auto trace = [](int rank, double extra_us) {
-    testing::TraceBuilder b(rank);
-    for (int step = 1; step <= 5; ++step) {
-      const double base = step * 20'000.0;
-      const double j = (rank * 7 + step * 13) % 40;
-      b.Add("ProfilerStep#" + std::to_string(step), base, 19'000, 1, "user_annotation");
-      b.Add("stagefrontier:forward", base, 5000 + 3 * extra_us, 1, "user_annotation");
-      b.Add("Block", base + 100, 3000 + j + 3 * extra_us);
-      b.Add("aten::mm", base + 200, 1000 + extra_us);
-      b.Add("aten::bmm", base + 1300 + extra_us, 1000);
-    }
-    return b.Json();
-  };
-  auto profile = [](const std::string& json) {
-    return *ProfileOperators(*ParseChromeTrace(json, "t"), Schema(), "forward", "t");
-  };
-  absl::StatusOr<OperatorReport> r = CompareOperators(
-      profile(trace(2, 1000)), {profile(trace(0, 0)), profile(trace(1, 0)), profile(trace(3, 0))});
+  absl::StatusOr<OperatorReport> r = CompareBlocks(/*block_factor=*/3, /*bmm_share=*/0);
   REQUIRE(r.ok());
   REQUIRE(r->findings.size() == 2);
   CHECK(r->findings[0].path == "Block");
