@@ -51,6 +51,10 @@ case "$1" in
       passed=$((passed + p))
       failed=$((failed + f))
     }
+    count_checks() {  # a check script's log: its "//pkg:name PASSED|FAILED" lines
+      passed=$((passed + $(grep -cE '^//[^ ]+ PASSED' "$1" || true)))
+      failed=$((failed + $(grep -cE '^//[^ ]+ FAILED' "$1" || true)))
+    }
     log=$(mktemp)
     trap 'rm -f "$log"' EXIT
     echo "== bazel test //... (fastbuild)"
@@ -58,12 +62,17 @@ case "$1" in
     count "$log"
     echo "== the probe's CUDA backend and the GPU check (tests/probe/cuda_check.sh)"
     tests/probe/cuda_check.sh 2>&1 | tee "$log" || true
-    passed=$((passed + $(grep -cE '^//[^ ]+ PASSED' "$log" || true)))
-    failed=$((failed + $(grep -cE '^//[^ ]+ FAILED' "$log" || true)))
+    count_checks "$log"
     echo "== the package layers (tests/layers/check.sh)"
     tests/layers/check.sh 2>&1 | tee "$log" || true
-    passed=$((passed + $(grep -cE '^//[^ ]+ PASSED' "$log" || true)))
-    failed=$((failed + $(grep -cE '^//[^ ]+ FAILED' "$log" || true)))
+    count_checks "$log"
+    echo "== getting-started and the README's PyTorch section as written, in a fresh clone"
+    echo "   (tests/docs/docs_walk.sh)"
+    tests/docs/docs_walk.sh 2>&1 | tee "$log" || true  # prints the docs' output: count its own line
+    if grep -qx '//tests/docs:docs_walk PASSED' "$log"; then passed=$((passed + 1)); else
+      grep -qx '//tests/docs:docs_walk FAILED' "$log" || echo "//tests/docs:docs_walk FAILED"
+      failed=$((failed + 1))
+    fi
     if [ "$full" = 1 ]; then
       echo "== bazel test --config=asan //... (AddressSanitizer + UndefinedBehaviorSanitizer)"
       bazel test --config=asan //... 2>&1 | tee "$log" || true
@@ -74,8 +83,7 @@ case "$1" in
       count "$log"
       echo "== clang -Wthread-safety on the annotated libraries (tests/thread_safety/check.sh)"
       tests/thread_safety/check.sh 2>&1 | tee "$log" || true
-      passed=$((passed + $(grep -cE '^//[^ ]+ PASSED' "$log" || true)))
-      failed=$((failed + $(grep -cE '^//[^ ]+ FAILED' "$log" || true)))
+      count_checks "$log"
       echo "== libFuzzer, 20 s per decoder (tests/fuzz/run_libfuzzer.sh)"
       if tests/fuzz/run_libfuzzer.sh 20; then
         echo "//tests/fuzz:libfuzzer PASSED"; passed=$((passed + 1))

@@ -18,11 +18,12 @@
 #include "shm/slot_ownership.h"
 
 namespace stagefrontier {
+namespace client_internal {
+std::atomic<uint64_t> g_fork_generation{0};
+}  // namespace client_internal
 namespace {
 
-// Incremented in every child created by fork(): a client compares it with the value it saw
-// at creation (one relaxed load per step, no getpid() system call).
-std::atomic<uint64_t> g_fork_generation{0};
+using client_internal::g_fork_generation;
 void OnForkChild() { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }
 
 }  // namespace
@@ -71,8 +72,10 @@ Client::~Client() {
   if (enabled_ && slot_ != nullptr && !InForkedChild()) shm::ReleaseSlot(*slot_);
 }
 
-bool Client::InForkedChild() const noexcept {
-  return g_fork_generation.load(std::memory_order_relaxed) != fork_generation_;
+void Client::Close() noexcept {
+  if (capture_running_ && !InForkedChild()) EndCallbackCapture();
+  if (enabled_ && slot_ != nullptr && !InForkedChild()) shm::ReleaseSlot(*slot_);
+  if (enabled_) Disable("closed", /*quiet=*/true);
 }
 
 void Client::Disable(std::string reason, bool quiet) {
@@ -116,6 +119,7 @@ void Client::Attach(bool quiet) {
   segment_ = *std::move(seg);
   slot_ = &segment_->view().slot(local_rank);
   writer_ = shm::RingWriter(segment_->view(), local_rank);
+  open_ = shm::OpenStageWriter(slot_);
   enabled_ = true;
 }
 
@@ -136,6 +140,7 @@ void Client::BeginStep(int64_t step) noexcept {
   selftest_pending_ =
       enabled_ && !InForkedChild() && step >= selftest_.first_step && step <= selftest_.last_step;
   recorder_.Begin(t);
+  PublishOpen(t, shm::OpenCode(0));
 }
 
 void Client::EndStep() noexcept {
@@ -158,6 +163,7 @@ void Client::EndStep() noexcept {
     ++stats_.steps_not_recorded;
     return;
   }
+  PublishOpen(t, shm::kOpenBetweenSteps);
   slot_->heartbeat_ns.store(t, std::memory_order_relaxed);
   if (control_.paused) {
     ++stats_.steps_paused;

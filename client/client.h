@@ -28,6 +28,7 @@
 #ifndef STAGEFRONTIER_CLIENT_CLIENT_H_
 #define STAGEFRONTIER_CLIENT_CLIENT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -38,6 +39,7 @@
 #include "client/step_recorder.h"
 #include "shm/control_channel.h"
 #include "shm/monotonic_clock.h"
+#include "shm/open_stage.h"
 #include "shm/ring_writer.h"
 #include "shm/stage_schema.h"
 
@@ -46,6 +48,12 @@ namespace stagefrontier {
 namespace shm {
 class MappedSegment;
 }
+
+namespace client_internal {
+// Incremented in every child created by fork(): a client compares it with the value it saw at
+// creation (one relaxed load, no getpid() system call).
+extern std::atomic<uint64_t> g_fork_generation;
+}  // namespace client_internal
 
 struct ClientStats {
   uint64_t steps_begun = 0;
@@ -80,6 +88,10 @@ class Client {
 
   ~Client();
   Client(const Client&) = delete;
+  // Stops recording and gives the slot back now, as the destructor does (for runtimes that
+  // may never destroy the client at exit, e.g. Python's): the next process of this local rank
+  // takes the slot without a "took over" warning. Later marks are not recorded. Idempotent.
+  void Close() noexcept;
   Client& operator=(const Client&) = delete;
 
   // Index of the stage called `name`, or kNoStage.
@@ -92,19 +104,30 @@ class Client {
   // Starts step `step` (or the one after the previous). A step still open is ended first.
   void BeginStep() noexcept { BeginStep(next_step_); }
   void BeginStep(int64_t step) noexcept;
-  void Enter(StageId k) noexcept { recorder_.Enter(k, shm::MonotonicNowNs()); }
+  // Each of these also publishes the rank's open stage in its slot (docs/segment-format.md,
+  // "Open stage"; the sidecar reports it, the coordinator names a hung rank with it): a few
+  // stores, no system call. BeginStep opens stage 0 of the step; Enter(k) opens k; after
+  // Exit(k) or Mark(k) the next stage in schema order is open, or none after the last
+  // ("between steps"), as after EndStep.
+  void Enter(StageId k) noexcept {
+    const int64_t t = shm::MonotonicNowNs();
+    if (recorder_.Enter(k, t)) PublishOpen(t, shm::OpenCode(k));
+  }
   void Exit(StageId k) noexcept {
     SelfTestDelayAtEndOf(k);
-    recorder_.Exit(k, shm::MonotonicNowNs());
+    const int64_t t = shm::MonotonicNowNs();
+    if (recorder_.Exit(k, t)) PublishOpen(t, OpenAfter(k));
   }
   // Stage k ended now; it covers the time since the previous stage ended.
   void Mark(StageId k) noexcept {
     SelfTestDelayAtEndOf(k);
-    recorder_.Mark(k, shm::MonotonicNowNs());
+    const int64_t t = shm::MonotonicNowNs();
+    if (recorder_.Mark(k, t)) PublishOpen(t, OpenAfter(k));
   }
   // Stage k ended at t_ns (CLOCK_MONOTONIC), for boundaries known only after the fact.
   void MarkAt(StageId k, int64_t t_ns) noexcept {
-    recorder_.Mark(k, t_ns + SelfTestDelayAtEndOf(k));
+    const int64_t t = t_ns + SelfTestDelayAtEndOf(k);
+    if (recorder_.Mark(k, t)) PublishOpen(t, OpenAfter(k));
   }
   // Ends the step and publishes it (unless paused or sampled out).
   void EndStep() noexcept;
@@ -168,8 +191,18 @@ class Client {
  private:
   Client(StageSchema schema, LauncherIdentity identity);
   void Attach(bool quiet);
-  // True in a process forked from the one that created this client.
-  bool InForkedChild() const noexcept;
+  // True in a process forked from the one that created this client (one relaxed load).
+  bool InForkedChild() const noexcept {
+    return client_internal::g_fork_generation.load(std::memory_order_relaxed) != fork_generation_;
+  }
+  // The open stage, into the slot (not from a forked child: the slot is its parent's).
+  void PublishOpen(int64_t t, uint32_t code) noexcept {
+    if (enabled_ && !InForkedChild()) open_.Publish(current_step_, t, code);
+  }
+  // What is open once stage k ended: the next stage in schema order, or none.
+  uint32_t OpenAfter(StageId k) const noexcept {
+    return k + 1 < recorder_.stage_count() ? shm::OpenCode(k + 1) : shm::kOpenBetweenSteps;
+  }
   void Disable(std::string reason, bool quiet);
   // Applies a new self-test request from the control block: accepts or refuses it.
   void OnSelfTestRequest() noexcept;
@@ -193,6 +226,7 @@ class Client {
   std::unique_ptr<shm::MappedSegment> segment_;
   shm::v1::SlotHeader* slot_ = nullptr;
   shm::RingWriter writer_;
+  shm::OpenStageWriter open_;
   bool enabled_ = false;
   std::string disabled_reason_;
   shm::ControlRequest control_;

@@ -48,10 +48,11 @@ class StepRecorder {
     in_step_ = true;
   }
 
-  void Enter(uint32_t k, int64_t t) noexcept {
+  // Enter, Exit and Mark return false for a call that made no sense (counted in misuse()).
+  bool Enter(uint32_t k, int64_t t) noexcept {
     if (!in_step_ || k >= stage_count_ || (open_ & Bit(k)) != 0) {
       ++misuse_;
-      return;
+      return false;
     }
     if (open_count_ > 0) {
       flags_ |= shm::v1::kRecordStagesOverlap;
@@ -62,27 +63,30 @@ class StepRecorder {
     open_ |= Bit(k);
     ++open_count_;
     open_start_[k] = t;
+    return true;
   }
 
-  void Exit(uint32_t k, int64_t t) noexcept {
+  bool Exit(uint32_t k, int64_t t) noexcept {
     if (!in_step_ || k >= stage_count_ || (open_ & Bit(k)) == 0) {
       ++misuse_;
-      return;
+      return false;
     }
     acc_[k] += t - open_start_[k];
     open_ &= ~Bit(k);
     --open_count_;
     last_exit_ = std::max(last_exit_, t);
+    return true;
   }
 
-  void Mark(uint32_t k, int64_t t) noexcept {
+  bool Mark(uint32_t k, int64_t t) noexcept {
     if (!in_step_ || k >= stage_count_) {
       ++misuse_;
-      return;
+      return false;
     }
     if (t > last_exit_) acc_[k] += t - last_exit_;
     Touch(k);
     last_exit_ = std::max(last_exit_, t);
+    return true;
   }
 
   // Ends the step at time t: closes stages left open at t, writes stage_count + 1 boundaries

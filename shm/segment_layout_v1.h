@@ -1,8 +1,9 @@
 // The per-node shared-memory segment, layout version 1. FROZEN: never change a field, an
 // offset or a size here; reserved bytes may only gain fields whose zero means "absent"
-// (the self-test extension below, documented in docs/segment-format.md). Extend in
-// segment_layout_v2.h and teach the reader both; a reader refuses versions newer than it knows (see
-// segment_view.h). Byte-level description: docs/segment-format.md.
+// (the self-test, capture and open-stage extensions below, documented in
+// docs/segment-format.md). Extend in segment_layout_v2.h and teach the reader both; a reader
+// refuses versions newer than it knows (see segment_view.h). Byte-level description:
+// docs/segment-format.md.
 //
 //   [SegmentHeader, 4096 bytes][slot 0][slot 1]...[slot N-1]
 //   slot = [SlotHeader, 1856 bytes][StepRecord x ring_capacity, 320 bytes each]
@@ -122,6 +123,10 @@ enum CaptureFailure : uint32_t {
 };
 inline constexpr uint32_t kCaptureFailureMax = kCaptureMissed;
 
+// SlotHeader::open_stage values besides 1 + k (stage k is open).
+inline constexpr uint32_t kOpenStageNone = 0;  // nothing published (an older stub, or none yet)
+inline constexpr uint32_t kOpenStageBetweenSteps = 0xFFFFFFFFU;  // the step ended, no new one
+
 struct alignas(kCacheLine) SlotHeader {
   // Ownership (line 0): written by the owning stub.
   std::atomic<uint32_t> state;         // 0   SlotState
@@ -140,7 +145,14 @@ struct alignas(kCacheLine) SlotHeader {
   alignas(kCacheLine) std::atomic<uint64_t> write_cursor;  // 1600 records published
   std::atomic<uint64_t> dropped_full;                      // 1608 records dropped, ring full
   std::atomic<uint64_t> torn_recovered;                    // 1616 torn records published
-  uint8_t reserved1[40];                                   // 1624
+  // Open stage extension (bytes v1 reserved as zero; docs/segment-format.md "Open stage"):
+  // the stage the stub last opened, under a sequence lock (open_seq odd while written).
+  // open_stage: kOpenStageNone, 1 + k (stage k), or kOpenStageBetweenSteps. Reset by claims.
+  std::atomic<uint64_t> open_seq;      // 1624
+  std::atomic<int64_t> open_step;      // 1632
+  std::atomic<int64_t> open_since_ns;  // 1640 when it opened (owner's clock)
+  std::atomic<uint32_t> open_stage;    // 1648
+  uint8_t reserved1[12];               // 1652
   // Reader line: written by the sidecar only.
   alignas(kCacheLine) std::atomic<uint64_t> read_cursor;  // 1664 records consumed
   std::atomic<uint32_t> reader_pid;                       // 1672
@@ -170,6 +182,10 @@ struct alignas(kCacheLine) SlotHeader {
 static_assert(sizeof(SlotHeader) == 1856);
 static_assert(offsetof(SlotHeader, stages) == 64);
 static_assert(offsetof(SlotHeader, write_cursor) == 1600);
+static_assert(offsetof(SlotHeader, open_seq) == 1624);
+static_assert(offsetof(SlotHeader, open_step) == 1632);
+static_assert(offsetof(SlotHeader, open_since_ns) == 1640);
+static_assert(offsetof(SlotHeader, open_stage) == 1648);
 static_assert(offsetof(SlotHeader, read_cursor) == 1664);
 static_assert(offsetof(SlotHeader, control) == 1728);
 static_assert(offsetof(SlotHeader, control_applied_seq) == 1792);

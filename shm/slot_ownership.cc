@@ -1,16 +1,19 @@
 #include "shm/slot_ownership.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "shm/monotonic_clock.h"
+#include "shm/open_stage.h"
 
 namespace stagefrontier::shm {
 
@@ -135,6 +138,8 @@ absl::StatusOr<ClaimResult> ClaimSlot(const SegmentView& view, uint32_t local_ra
   // The previous owner's capture answer and handler are not this owner's.
   slot.capture_state.store(v1::kCaptureNone, std::memory_order_relaxed);
   slot.capture_handler.store(0, std::memory_order_relaxed);
+  // Nor its open stage (it may have died mid-write, leaving the sequence odd).
+  ResetOpenStage(slot);
   // A record the previous owner began but never published carries an odd sequence number.
   // Publish it as it is: the reader sees the mismatch, counts it torn and moves on.
   const uint64_t w = slot.write_cursor.load(std::memory_order_relaxed);
@@ -154,8 +159,31 @@ void ReleaseSlot(v1::SlotHeader& slot) {
   slot.owner_pid.store(0, std::memory_order_release);
 }
 
+namespace {
+
+// A process that exited but was not reaped yet answers kill(pid, 0): its state in
+// /proc/<pid>/stat (the field after the parenthesised name) is 'Z'.
+bool IsZombie(uint32_t pid) {
+  char path[32];
+  std::snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  const char* end = std::strrchr(buf, ')');
+  return end != nullptr && end[1] == ' ' && end[2] == 'Z';
+}
+
+}  // namespace
+
 bool ProcessExists(uint32_t pid) {
-  return pid != 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+  if (pid == 0) return false;
+  if (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+  // An exited process its parent has not reaped yet writes nothing more: it is dead.
+  return !IsZombie(pid);
 }
 
 }  // namespace stagefrontier::shm

@@ -57,7 +57,8 @@ uint64_t SchemaHash(const std::vector<std::pair<std::string, uint8_t>>& stages);
 uint64_t CurrentPidNamespace();
 
 // Whether process `pid` exists in this PID namespace: kill(pid, 0) succeeds or says EPERM
-// (it exists, owned by another user). 0 is no process.
+// (it exists, owned by another user), and it is not a zombie (exited, not reaped yet: a
+// launcher slow to reap a killed rank must not keep it "alive"). 0 is no process.
 bool ProcessExists(uint32_t pid);
 
 // now - heartbeat, saturated to [0, INT64_MAX]: heartbeats are read from shared memory and

@@ -14,9 +14,15 @@ extra matrix products worth about MS milliseconds, calibrated at start, inside i
 module: one nn.Module of the model made slower), `collate` (the DataLoader's collate_fn sleeps
 MS ms per batch) and `optstep` (the optimizer's step sleeps MS ms inside its own step: a slow
 custom optimizer).
+
+Hangs, for the stall verdict's tests: --hang STAGE:RANK:STEP[:SECONDS] (RANK sleeps in STAGE of
+STEP, an hour by default, while the others block in the next all-reduce), --die STAGE:RANK:STEP
+(RANK kills itself with SIGKILL there) and --pause STEP:SECONDS (every rank sleeps between STEP
+and the next, as a checkpoint would: a group-wide pause, not a hang).
 """
 import argparse
 import os
+import signal
 import time
 
 import torch
@@ -46,6 +52,7 @@ class Fault:
                 raise SystemExit(f"unknown fault stage {self.stage!r}")
         self.my_rank = rank
         self.step = 0
+        self.stops = []
 
     def due(self, stage):
         """True when the fault applies to STAGE on this rank at this step."""
@@ -58,6 +65,30 @@ class Fault:
     def hit(self, stage):
         if self.due(stage):
             time.sleep(self.ms / 1000)
+        for stop in self.stops:
+            stop.hit(stage, self.my_rank, self.step)
+
+
+class Stop:
+    """--hang STAGE:RANK:STEP[:SECONDS] or --die STAGE:RANK:STEP."""
+
+    def __init__(self, spec, action):
+        parts = spec.split(":")
+        if len(parts) not in (3, 4) or (action == "die" and len(parts) != 3):
+            raise SystemExit(f"--{action} wants STAGE:RANK:STEP{'[:SECONDS]' if action == 'hang' else ''}"
+                             f", got {spec!r}")
+        self.stage, self.rank, self.step = parts[0], int(parts[1]), int(parts[2])
+        self.seconds = float(parts[3]) if len(parts) == 4 else 3600.0
+        self.action = action
+
+    def hit(self, stage, rank, step):
+        if stage != self.stage or rank != self.rank or step != self.step:
+            return
+        # When it stopped, for the hang evaluation's latency (tests/eval/hang_eval.py).
+        print(f"EVENT {time.time():.3f}", flush=True)
+        if self.action == "die":
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(self.seconds)
 
 
 class Synthetic(IterableDataset):
@@ -162,11 +193,18 @@ def main():
     p.add_argument("--profile-steps", default="",
                    help="FIRST:LAST: capture a torch.profiler trace of these steps on every rank")
     p.add_argument("--profile-dir", default=".", help="where trace_rank<R>.json goes")
+    p.add_argument("--hang", default="", help="STAGE:RANK:STEP[:SECONDS]: RANK sleeps there")
+    p.add_argument("--die", default="", help="STAGE:RANK:STEP: RANK kills itself there")
+    p.add_argument("--pause", default="", help="STEP:SECONDS: every rank sleeps after STEP")
     args = p.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     fault = Fault(args.fault, args.fault_every, args.fault_start, rank, args.fault_stop)
+    fault.stops = ([Stop(args.hang, "hang")] if args.hang else []) + \
+        ([Stop(args.die, "die")] if args.die else [])
+    pause_step, pause_s = (int(args.pause.split(":")[0]), float(args.pause.split(":")[1])) \
+        if args.pause else (-1, 0.0)
     model = DDP(Model(fault, args.features, args.hidden))
     # The backward fault: a hook on the first layer's weight gradient (inside backward).
     model.module.net[0].weight.register_hook(lambda g: (fault.hit("backward"), g)[1])
@@ -182,6 +220,8 @@ def main():
         loss.backward()
         fault.hit("optimizer")
         opt.step()
+        if fault.step == pause_step:
+            time.sleep(pause_s)
         fault.step += 1
         if prof is not None:
             prof.step()  # ProfilerStep#N is iteration N, the stub's step N

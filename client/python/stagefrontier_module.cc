@@ -231,6 +231,9 @@ PYBIND11_MODULE(_stagefrontier, m) {
           },
           py::arg("step") = py::none())
       .def("end_step", [](PyClient& c) { c.client->EndStep(); })
+      .def(
+          "close", [](PyClient& c) { c.client->Close(); },
+          "Stops recording and gives the slot back now (at exit: the next run takes it cleanly)")
       .def("enter", [](PyClient& c, const py::str& name) { c.client->Enter(c.Id(name.ptr())); })
       .def(
           "mark_at",

@@ -14,10 +14,11 @@
 //   VerdictDecider decider({"job", window, schema, config, members, prior_clears});
 //   Verdict v = decider.Decide();
 //
-// A new verdict kind (a hang, a pipeline's structural imbalance) is one new rule in
+// A new verdict kind (a pipeline's structural imbalance) is one new rule in
 // verdict_classifier.h (a VerdictKind, the rule, its place in ChargedCellRules) with its
-// words in verdict_text.cc and its test; a kind that needs no top cell (a hang) is instead one
-// step here before the noise gate, returning its own VerdictKind.
+// words in verdict_text.cc and its test; a kind that needs no top cell is instead one step
+// here before the noise gate, returning its own VerdictKind. A hang cannot wait for a window
+// to close: the stall verdict is decided apart, between windows (stall_decider.h).
 #ifndef STAGEFRONTIER_DAEMON_ACCOUNTING_VERDICT_DECIDER_H_
 #define STAGEFRONTIER_DAEMON_ACCOUNTING_VERDICT_DECIDER_H_
 

@@ -23,14 +23,21 @@ int AnalyzeRun(const std::string& command, const std::string& label, const Recor
     return 2;
   }
   std::vector<Verdict> windows;
+  std::vector<int64_t> profiled;
   for (const auto& [step, input] : run.steps) {
+    // As the coordinator does: a step some rank profiled is slower for the profiler's sake.
+    if (input.captured) {
+      profiled.push_back(step);
+      continue;
+    }
     if (absl::Status s = (*engine)->AddStep(input); !s.ok()) {
       std::cerr << "stagefrontier " << command << ": " << label << ": " << s.message() << "\n";
       return 2;
     }
     for (Verdict& v : (*engine)->TakeClosedVerdicts()) windows.push_back(std::move(v));
   }
-  RunInfo info{label, run.job, run.world_size, static_cast<int64_t>(run.steps.size()), run.records};
+  RunInfo info{label,       run.job, run.world_size, static_cast<int64_t>(run.steps.size()),
+               run.records, profiled};
   const JobReport report = (*engine)->Report();
   if (!as_json) {
     std::cout << RenderReportText(info, *run.schema, report, windows) << extra_text;

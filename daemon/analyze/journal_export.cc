@@ -9,6 +9,7 @@
 #include "daemon/coordinator/proto_convert.h"
 #include "daemon/journal/journal_reader.h"
 #include "daemon/wire/packed_steps.h"
+#include "shm/segment_layout_v1.h"
 
 namespace stagefrontier {
 
@@ -43,12 +44,16 @@ absl::StatusOr<JournalRun> ReadJournalAsRun(const std::string& path) {
         continue;
       }
       std::vector<std::pair<int64_t, std::vector<int64_t>>> decoded;
+      std::set<int64_t> profiled;  // steps this rank marked captured (a profiler ran)
       const absl::Status s =
           wire::DecodePackedSteps(rs.packed(), rs.count(), rs.base_step(), stages,
-                                  [&](int64_t step, const int64_t* d, uint32_t) {
+                                  [&](int64_t step, const int64_t* d, uint32_t flags) {
                                     std::vector<int64_t> b(stages + 1, 0);
                                     for (uint32_t k = 0; k < stages; ++k) b[k + 1] = b[k] + d[k];
                                     decoded.emplace_back(step, std::move(b));
+                                    if ((flags & shm::v1::kRecordTraceCaptured) != 0) {
+                                      profiled.insert(step);
+                                    }
                                   });
       if (!s.ok()) {
         out.refused_rank_steps += rs.count();
@@ -67,6 +72,8 @@ absl::StatusOr<JournalRun> ReadJournalAsRun(const std::string& path) {
         }
         StepInput& input = run.steps[step];
         input.step = step;
+        // As the coordinator's aligner: one rank profiling marks the step captured.
+        if (profiled.count(step) > 0) input.captured = true;
         input.ranks.push_back(std::move(r));
         ++run.records;
       }

@@ -1,5 +1,6 @@
 #include "daemon/analyze/report_render.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -153,6 +154,20 @@ nlohmann::ordered_json VerdictJson(const StageSchema& schema, const Verdict& v) 
   return j;
 }
 
+std::string ProfiledNote(size_t profiled) {
+  if (profiled == 0) return "";
+  return absl::StrCat("; ", profiled, " profiled step", profiled == 1 ? "" : "s",
+                      " left out of the evidence");
+}
+
+// Profiled steps within the window's span.
+int64_t ProfiledIn(const RunInfo& info, const Verdict& v) {
+  if (v.steps <= 0) return 0;
+  const auto& p = info.profiled_steps;
+  return std::upper_bound(p.begin(), p.end(), v.last_step) -
+         std::lower_bound(p.begin(), p.end(), v.first_step);
+}
+
 nlohmann::ordered_json GroupJson(const StageSchema& schema, const GroupReport& g) {
   nlohmann::ordered_json j;
   j["group"] = g.group;
@@ -200,10 +215,10 @@ nlohmann::ordered_json GroupJson(const StageSchema& schema, const GroupReport& g
 
 std::string RenderReportText(const RunInfo& info, const StageSchema& schema,
                              const JobReport& report, const std::vector<Verdict>& windows) {
-  std::string out =
-      absl::StrCat("StageFrontier analysis of ", info.source, ": job \"", info.job, "\", ",
-                   info.world_size, " ranks, ", info.steps, " steps (", info.records,
-                   " rank-step records)\nschema: ", schema.ToString(), "\n\n");
+  std::string out = absl::StrCat(
+      "StageFrontier analysis of ", info.source, ": job \"", info.job, "\", ", info.world_size,
+      " ranks, ", info.steps, " steps (", info.records, " rank-step records",
+      ProfiledNote(info.profiled_steps.size()), ")\nschema: ", schema.ToString(), "\n\n");
   RenderGroup(schema, report.job, &out);
   for (const GroupReport& g : report.groups) {
     absl::StrAppend(&out, "\n--- sync ", g.group, " (ranks ", absl::StrJoin(g.ranks, ","),
@@ -215,8 +230,15 @@ std::string RenderReportText(const RunInfo& info, const StageSchema& schema,
     std::string top = v.suspects.empty() ? ""
                                          : absl::StrCat(StageName(schema, v.suspects[0].stage), "/",
                                                         v.suspects[0].rank);
-    absl::StrAppend(&out, absl::StrFormat("  %-8s %6d..%-6d %-22s %s\n", v.group, v.first_step,
-                                          v.last_step, LabelText(v), top));
+    const int64_t left_out = ProfiledIn(info, v);
+    absl::StrAppend(
+        &out,
+        absl::StrFormat(
+            "  %-8s %6d..%-6d %-22s %s%s\n", v.group, v.first_step, v.last_step, LabelText(v), top,
+            left_out == 0
+                ? ""
+                : absl::StrCat("  (window of ", v.steps, " steps; ", left_out, " profiled step",
+                               left_out == 1 ? "" : "s", " left out)")));
   }
   return out;
 }
@@ -235,7 +257,12 @@ std::string RenderReportJson(const RunInfo& info, const StageSchema& schema,
   for (const GroupReport& g : report.groups) groups.push_back(GroupJson(schema, g));
   j["groups"] = groups;
   nlohmann::ordered_json w = nlohmann::ordered_json::array();
-  for (const Verdict& v : windows) w.push_back(VerdictJson(schema, v));
+  for (const Verdict& v : windows) {
+    nlohmann::ordered_json one = VerdictJson(schema, v);
+    one["profiled_steps_left_out"] = ProfiledIn(info, v);
+    w.push_back(std::move(one));
+  }
+  j["profiled_steps"] = info.profiled_steps.size();
   j["windows"] = w;
   return j.dump(2) + "\n";
 }

@@ -19,6 +19,9 @@ struct RunInfo {
   int32_t world_size = 0;
   int64_t steps = 0;
   int64_t records = 0;
+  // Profiled steps (marked captured in a journal), ascending: left out of the evidence, so a
+  // window spanning them says how many.
+  std::vector<int64_t> profiled_steps;
 };
 
 std::string RenderReportText(const RunInfo& info, const StageSchema& schema,

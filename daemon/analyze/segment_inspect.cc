@@ -5,9 +5,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "daemon/analyze/run_file.h"
+#include "shm/monotonic_clock.h"
+#include "shm/open_stage.h"
 #include "shm/probe_ring_reader.h"
 #include "shm/probe_step_matcher.h"
 #include "shm/segment_file.h"
+#include "shm/slot_ownership.h"
 #include "shm/stage_schema.h"
 
 namespace stagefrontier {
@@ -25,6 +28,31 @@ const char* StateName(uint32_t state) {
       return "released";
   }
   return "corrupt";
+}
+
+SlotOpenStage OpenStageOf(const shm::v1::SlotHeader& slot, const shm::SlotReport& r) {
+  SlotOpenStage out;
+  shm::OpenStage o;
+  out.readable = shm::ReadOpenStage(slot, &o);
+  if (!out.readable || !o.known()) return out;
+  out.known = true;
+  out.between_steps = o.between_steps();
+  out.step = o.step;
+  if (o.in_stage() && o.stage() < r.stages.size()) out.stage = r.stages[o.stage()].first;
+  if (o.in_stage() && out.stage.empty()) out.stage = absl::StrCat("#", o.stage());
+  out.age_ns = shm::HeartbeatAgeNs(shm::MonotonicNowNs(), o.since_ns);
+  return out;
+}
+
+std::string RenderOpenStage(const SlotOpenStage& o, shm::OwnerHealth owner) {
+  if (!o.readable) return "open stage unreadable (a write in progress, or its writer died in it)";
+  if (!o.known) return "open stage unknown (none published: no step yet, or an older stub)";
+  const char* label = owner == shm::OwnerHealth::kAlive ? "" : "last seen: ";
+  const double s = o.age_ns / 1e9;
+  if (o.between_steps) {
+    return absl::StrFormat("%sbetween steps (after step %d), for %.1f s", label, o.step, s);
+  }
+  return absl::StrFormat("%sopen stage %s of step %d, for %.1f s", label, o.stage, o.step, s);
 }
 
 absl::StatusOr<StageSchema> SchemaOf(const shm::SlotReport& r) {
@@ -87,7 +115,10 @@ absl::StatusOr<SegmentSummary> InspectSegment(const std::string& path, std::ostr
     });
   }
   for (const shm::SlotReport& r : reader.Reports()) {
-    if (r.state != shm::v1::kSlotFree || r.pending > 0) s.slots.push_back(r);
+    if (r.state != shm::v1::kSlotFree || r.pending > 0) {
+      s.slots.push_back(r);
+      s.open.push_back(OpenStageOf(view.slot(r.local_rank), r));
+    }
   }
   return s;
 }
@@ -99,7 +130,8 @@ std::string RenderSegmentText(const SegmentSummary& s) {
       s.probe_ring_capacity == 0 ? "" : absl::StrCat(", probe rings of ", s.probe_ring_capacity),
       s.total_bytes, s.creator_pid);
   if (s.slots.empty()) absl::StrAppend(&out, "  no slot has been claimed yet\n");
-  for (const shm::SlotReport& r : s.slots) {
+  for (size_t i = 0; i < s.slots.size(); ++i) {
+    const shm::SlotReport& r = s.slots[i];
     std::string stages;
     for (const auto& [name, kind] : r.stages) {
       absl::StrAppend(&stages, stages.empty() ? "" : ",", name, ":",
@@ -116,6 +148,9 @@ std::string RenderSegmentText(const SegmentSummary& s) {
                         r.pending, r.records_read, r.dropped_by_writer, r.torn, r.invalid,
                         r.gap_steps));
     if (!stages.empty()) absl::StrAppend(&out, "    schema ", stages, "\n");
+    if (i < s.open.size()) {
+      absl::StrAppend(&out, "    ", RenderOpenStage(s.open[i], r.owner), "\n");
+    }
     if (!r.last_error.empty()) absl::StrAppend(&out, "    last error: ", r.last_error, "\n");
   }
   if (s.drained > 0 || !s.errors.empty()) {
@@ -139,7 +174,14 @@ std::string RenderSegmentJson(const SegmentSummary& s) {
   j["drained"] = s.drained;
   j["errors"] = s.errors;
   j["slots"] = nlohmann::json::array();
-  for (const shm::SlotReport& r : s.slots) {
+  for (size_t i = 0; i < s.slots.size(); ++i) {
+    const shm::SlotReport& r = s.slots[i];
+    nlohmann::json open;
+    if (i < s.open.size()) {
+      const SlotOpenStage& o = s.open[i];
+      open = {{"readable", o.readable}, {"known", o.known}, {"between_steps", o.between_steps},
+              {"step", o.step},         {"stage", o.stage}, {"age_ns", o.age_ns}};
+    }
     nlohmann::json stages = nlohmann::json::array();
     for (const auto& [name, kind] : r.stages) {
       stages.push_back({name, StageKindName(static_cast<StageKind>(kind))});
@@ -159,6 +201,7 @@ std::string RenderSegmentJson(const SegmentSummary& s) {
                           {"torn", r.torn},
                           {"invalid", r.invalid},
                           {"gap_steps", r.gap_steps},
+                          {"open", open},
                           {"last_error", r.last_error}});
   }
   return j.dump(2) + "\n";

@@ -18,6 +18,16 @@
 
 namespace stagefrontier {
 
+// Where a slot's rank is (docs/segment-format.md "Open stage"), read when inspected.
+struct SlotOpenStage {
+  bool readable = true;  // false: a write in progress at every try (or a writer died in it)
+  bool known = false;    // false: nothing published (an older stub, or no step yet)
+  bool between_steps = false;
+  int64_t step = 0;
+  std::string stage;   // the stage's name; "" between steps or for an index off the schema
+  int64_t age_ns = 0;  // how long it has been open, on this node's monotonic clock
+};
+
 struct SegmentSummary {
   std::string path;
   std::string job_id;
@@ -29,6 +39,7 @@ struct SegmentSummary {
   uint32_t probe_ring_capacity = 0;  // 0: layout v1, no probe rings
   uint64_t total_bytes = 0;
   std::vector<shm::SlotReport> slots;  // claimed slots only
+  std::vector<SlotOpenStage> open;     // one per entry of `slots`
   uint64_t drained = 0;                // records written to the run, if draining
   std::vector<std::string> errors;     // torn / invalid records met while draining
 };

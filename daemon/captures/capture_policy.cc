@@ -252,6 +252,16 @@ void CapturePolicy::OnCaptureFinished(const std::string& job, uint64_t id, int64
   if (it != jobs_.end() && it->second.in_flight == id) it->second.in_flight = 0;
 }
 
+void CapturePolicy::OnCaptureMissed(const std::string& job, uint64_t id, const std::string& why,
+                                    int64_t now_ns) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return;
+  for (CaptureDecision& d : it->second.decisions) {
+    if (d.asked && d.id == id && d.missed.empty()) d.missed = why;
+  }
+  OnCaptureFinished(job, id, now_ns);
+}
+
 std::vector<CaptureDecision> CapturePolicy::Decisions(const std::string& job) const {
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return {};

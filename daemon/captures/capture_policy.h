@@ -80,6 +80,8 @@ struct CaptureDecision {
   int64_t decided_ns = 0;
   int64_t verdict_last_step = -1;
   bool manual = false;
+  // Why it will never be taken, once known: the job ended, or stalled, before first_step.
+  std::string missed;
 
   // suspects then references.
   std::vector<int32_t> ranks() const;
@@ -115,6 +117,9 @@ class CapturePolicy {
 
   // The capture `id` of `job` ended (its files arrived, or it failed): the next may start.
   void OnCaptureFinished(const std::string& job, uint64_t id, int64_t now_ns);
+  // The capture `id` of `job` can never be taken (`why`: the job ended before its first step):
+  // kept in its decision's `missed`, and it ends as OnCaptureFinished.
+  void OnCaptureMissed(const std::string& job, uint64_t id, const std::string& why, int64_t now_ns);
 
   // The job's decisions, oldest first (at most options.decisions_kept).
   std::vector<CaptureDecision> Decisions(const std::string& job) const;

@@ -380,6 +380,11 @@ absl::StatusOr<CaptureReportView> CaptureReports::Get(const std::string& job, ui
   }
   std::vector<int32_t> missing;
   v.files = FilesOf(*d, job, &missing);
+  if (!d->missed.empty() && v.files.empty()) {
+    v.state = CaptureReportView::State::kNotAnalysed;
+    v.detail = absl::StrCat("missed: ", d->missed);
+    return v;
+  }
   if (d->stage.empty() || d->references.empty()) {
     v.state = CaptureReportView::State::kNotAnalysed;
     v.detail = d->stage.empty()

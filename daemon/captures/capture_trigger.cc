@@ -22,7 +22,10 @@ void CaptureTrigger::OnJobWindow(const ClosedJobWindow& w) {
   if (pace.step >= 0 && w.newest_step > pace.step && w.now_ns > pace.ns) {
     pace.steps_per_second = static_cast<double>(w.newest_step - pace.step) * 1e9 /
                             static_cast<double>(w.now_ns - pace.ns);
+    pace.window_ns = w.now_ns - pace.ns;
   }
+  // A window of another newest step than the end's: the job runs again (a re-run).
+  if (pace.ended_at_step >= 0 && w.newest_step != pace.ended_at_step) pace.ended_at_step = -1;
   pace.step = w.newest_step;
   pace.ns = w.now_ns;
   MaybeFinishLocked(w.job, pace, w.newest_step, w.now_ns);
@@ -69,8 +72,17 @@ void CaptureTrigger::OnJobWindow(const ClosedJobWindow& w) {
   asked_outbox_.emplace_back(w.job, d);
   log_lines_.push_back(absl::StrCat("capture ", d.id, " of job ", w.job, ": ", d.reason));
   pace.in_flight = d.id;
+  pace.in_flight_first_step = d.first_step;
+  pace.in_flight_asked_step = w.newest_step;
+  pace.in_flight_asked_ns = w.now_ns;
   pace.done_after_step = d.first_step + d.steps + (d.first_step - w.newest_step);
   QueueLocked(w.job, d, w.job_control);
+  if (pace.ended_at_step >= 0 && d.first_step > pace.ended_at_step) {
+    MissLocked(w.job, pace,
+               absl::StrCat("the job ended at step ", pace.ended_at_step,
+                            " before the capture's first step ", d.first_step),
+               w.now_ns);
+  }
 }
 
 void CaptureTrigger::MaybeFinishLocked(const std::string& job, JobPace& pace, int64_t newest_step,
@@ -95,6 +107,50 @@ void CaptureTrigger::MaybeFinishLocked(const std::string& job, JobPace& pace, in
   if (!finished) return;
   policy_.OnCaptureFinished(job, pace.in_flight, now_ns);
   pace.in_flight = 0;
+}
+
+void CaptureTrigger::MissLocked(const std::string& job, JobPace& pace, const std::string& why,
+                                int64_t now_ns) {
+  log_lines_.push_back(absl::StrCat("capture ", pace.in_flight, " of job ", job, " missed: ", why));
+  policy_.OnCaptureMissed(job, pace.in_flight, why, now_ns);
+  pace.in_flight = 0;
+}
+
+void CaptureTrigger::OnJobFinished(const std::string& job, int64_t last_step, int64_t now_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobPace& pace = pace_[job];
+  pace.ended_at_step = last_step;
+  if (pace.in_flight == 0) return;
+  if (pace.in_flight_first_step > last_step) {
+    MissLocked(job, pace,
+               absl::StrCat("the job ended at step ", last_step,
+                            " before the capture's first step ", pace.in_flight_first_step),
+               now_ns);
+    return;
+  }
+  // It overlapped the job's last steps: no further step will come, its answers (if any) stand.
+  policy_.OnCaptureFinished(job, pace.in_flight, now_ns);
+  pace.in_flight = 0;
+}
+
+int CaptureTrigger::MissStalled(int64_t now_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // A slow job closes windows rarely: wait for three of its window intervals at least.
+  const int64_t timeout_ns = static_cast<int64_t>(policy_.options().finish_timeout_seconds * 1e9);
+  int missed = 0;
+  for (auto& [job, pace] : pace_) {
+    const int64_t step = std::max(pace.step, pace.in_flight_asked_step);
+    if (pace.in_flight == 0 || step >= pace.in_flight_first_step) continue;
+    const int64_t idle_ns = now_ns - std::max(pace.ns, pace.in_flight_asked_ns);
+    if (idle_ns <= std::max(timeout_ns, 3 * pace.window_ns)) continue;
+    MissLocked(
+        job, pace,
+        absl::StrCat("the job made no progress past step ", step, " for ", idle_ns / 1'000'000'000,
+                     " s before the capture's first step ", pace.in_flight_first_step),
+        now_ns);
+    ++missed;
+  }
+  return missed;
 }
 
 void CaptureTrigger::OnCaptureAnswer(const std::string& job, const v1::SlotHealth& h) {
@@ -186,6 +242,11 @@ absl::StatusOr<CaptureDecision> CaptureTrigger::Manual(
     int64_t newest_step, const v1::ControlRequest& job_control, int64_t now_ns) {
   std::lock_guard<std::mutex> lock(mu_);
   JobPace& pace = pace_[job];
+  if (pace.ended_at_step >= 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job, " finished at step ", pace.ended_at_step,
+                     " (every rank exited): no step is left to capture"));
+  }
   MaybeFinishLocked(job, pace, newest_step, now_ns);
   CaptureJobFacts facts;
   for (int32_t r = 0; r < world_size; ++r) facts.ranks.push_back(r);
@@ -200,6 +261,9 @@ absl::StatusOr<CaptureDecision> CaptureTrigger::Manual(
   asked_outbox_.emplace_back(job, *d);
   log_lines_.push_back(absl::StrCat("capture ", d->id, " of job ", job, ": ", d->reason));
   pace.in_flight = d->id;
+  pace.in_flight_first_step = d->first_step;
+  pace.in_flight_asked_step = newest_step;
+  pace.in_flight_asked_ns = now_ns;
   pace.done_after_step = d->first_step + d->steps + (d->first_step - newest_step);
   QueueLocked(job, *d, job_control);
   return d;

@@ -12,7 +12,10 @@
 // first window close after every rank it asked answered done or failed (the stub's answer,
 // relayed in the sidecars' health reports: OnCaptureAnswer), or once the job is past its last
 // step by the lead it was asked with, whichever comes first: a trainer without a capture
-// handler never answers.
+// handler never answers. A capture whose first step the job never reaches is missed (its
+// decision's `missed` says why): when the job finishes before it (OnJobFinished), or when no
+// window closed for the policy's finish_timeout_seconds (and three window intervals) while the
+// job was short of it (MissStalled, from the coordinator's tick).
 #ifndef STAGEFRONTIER_DAEMON_CAPTURES_CAPTURE_TRIGGER_H_
 #define STAGEFRONTIER_DAEMON_CAPTURES_CAPTURE_TRIGGER_H_
 
@@ -48,6 +51,13 @@ class CaptureTrigger : public VerdictObserver, public CaptureAnswerObserver {
   }
 
   void OnJobWindow(const ClosedJobWindow& window) override;
+  // Ends the capture in flight: missed if it starts after `last_step`. Until a window of
+  // another newest step closes (a re-run), a capture asked by hand is refused and one asked
+  // automatically (a last window closing late) is missed at once.
+  void OnJobFinished(const std::string& job, int64_t last_step, int64_t now_ns) override;
+  // Marks missed each capture in flight whose job has not reached its first step and closed no
+  // window for the stall bound; returns how many.
+  int MissStalled(int64_t now_ns);
   // Notes a rank's answer to the capture whose window starts at health.capture_first_step();
   // answers to no capture the policy still holds are ignored.
   void OnCaptureAnswer(const std::string& job, const v1::SlotHealth& health) override;
@@ -100,6 +110,8 @@ class CaptureTrigger : public VerdictObserver, public CaptureAnswerObserver {
   // Ends the capture in flight if the job is past its steps or every rank answered; mu_ held.
   void MaybeFinishLocked(const std::string& job, JobPace& pace, int64_t newest_step,
                          int64_t now_ns);
+  // Ends the capture in flight as missed, `why`; mu_ held.
+  void MissLocked(const std::string& job, JobPace& pace, const std::string& why, int64_t now_ns);
   // Keeps a rank's answer if it answers a capture the policy holds; true if the rank newly
   // failed. mu_ held.
   bool NoteAnswerLocked(const std::string& job, const std::pair<int64_t, int32_t>& key,
@@ -113,7 +125,12 @@ class CaptureTrigger : public VerdictObserver, public CaptureAnswerObserver {
     int64_t ns = 0;
     double steps_per_second = 0;
     uint64_t in_flight = 0;
+    int64_t in_flight_first_step = -1;
+    int64_t in_flight_asked_step = -1;  // the job's newest step when it was asked
+    int64_t in_flight_asked_ns = 0;
     int64_t done_after_step = -1;
+    int64_t window_ns = 0;       // between the last two window closes
+    int64_t ended_at_step = -1;  // OnJobFinished's last step; -1 while the job runs
     std::vector<std::string> stage_names;
     int32_t focus_rank = -1;  // the newest rank-naming verdict's top cell
     std::string focus_stage;

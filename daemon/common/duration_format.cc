@@ -8,4 +8,6 @@ std::string FormatMs(double ns) { return absl::StrFormat("%.2f ms", ns / 1e6); }
 
 std::string FormatMsNumber(double ns) { return absl::StrFormat("%.2f", ns / 1e6); }
 
+std::string FormatSeconds(double ns) { return absl::StrFormat("%.1f s", ns / 1e9); }
+
 }  // namespace stagefrontier

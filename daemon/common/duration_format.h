@@ -5,6 +5,7 @@
 //
 //   FormatMs(12'345'678)        // "12.35 ms"
 //   FormatMsNumber(12'345'678)  // "12.35"
+//   FormatSeconds(23'400'000'000)  // "23.4 s"
 #ifndef STAGEFRONTIER_DAEMON_COMMON_DURATION_FORMAT_H_
 #define STAGEFRONTIER_DAEMON_COMMON_DURATION_FORMAT_H_
 
@@ -18,6 +19,9 @@ std::string FormatMs(double ns);
 
 // The same number without the unit: "%.2f".
 std::string FormatMsNumber(double ns);
+
+// Long waits (stalls, hangs): `ns` as seconds with one decimal, "23.4 s".
+std::string FormatSeconds(double ns);
 
 }  // namespace stagefrontier
 

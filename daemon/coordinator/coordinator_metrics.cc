@@ -55,11 +55,14 @@ void CoordinatorMetrics::RegisterJobFamilies() {
                         "Window verdicts decided, by label and ambiguity reason");
   window_label_ = &Gauges(r, "stagefrontier_window_verdict",
                           "Latest window verdict: 0 HEALTHY, 1 CLEAR, 2 AMBIGUOUS");
+  stalled_ = &Gauges(r, "stagefrontier_job_stalled_seconds",
+                     "Seconds since the job last advanced while it is stalled (an alarm: hung, "
+                     "dead, desync, collective, or a group-wide pause past its limit), else 0");
   detector_condition_ = &Gauges(r, "stagefrontier_detector_condition",
                                 "1 while a detector-health condition makes the job's verdicts "
                                 "unreliable, by condition (docs/operations.md)");
-  ranks_ =
-      &Gauges(r, "stagefrontier_ranks", "Ranks of the job by state (reporting, lagging, missing)");
+  ranks_ = &Gauges(r, "stagefrontier_ranks",
+                   "Ranks of the job by state (reporting, lagging, missing, finished)");
   stub_records_ = &Counters(r, "stagefrontier_stub_records_lost_total",
                             "Records the stubs lost, by cause (dropped: ring full; torn: "
                             "writer died mid-record; invalid: failed validation)");
@@ -173,6 +176,7 @@ JobMetrics CoordinatorMetrics::ForJob(const std::string& job, const StageSchema&
                          {"reason", AmbiguityReasonName(static_cast<AmbiguityReason>(r))}}));
   }
   m.window_label = &window_label_->Add({{"training_job", job}});
+  m.stalled_seconds = &stalled_->Add({{"training_job", job}});
   for (const char* c : kDetectorConditions) {
     m.detector_condition.push_back(
         &detector_condition_->Add({{"training_job", job}, {"condition", c}}));
@@ -180,6 +184,7 @@ JobMetrics CoordinatorMetrics::ForJob(const std::string& job, const StageSchema&
   m.ranks_reporting = &ranks_->Add({{"training_job", job}, {"state", "reporting"}});
   m.ranks_lagging = &ranks_->Add({{"training_job", job}, {"state", "lagging"}});
   m.ranks_missing = &ranks_->Add({{"training_job", job}, {"state", "missing"}});
+  m.ranks_finished = &ranks_->Add({{"training_job", job}, {"state", "finished"}});
   m.stub_dropped = &stub_records_->Add({{"training_job", job}, {"cause", "dropped"}});
   m.stub_torn = &stub_records_->Add({{"training_job", job}, {"cause", "torn"}});
   m.stub_invalid = &stub_records_->Add({{"training_job", job}, {"cause", "invalid"}});

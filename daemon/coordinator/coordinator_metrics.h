@@ -44,9 +44,11 @@ struct JobMetrics {
   prometheus::Counter* verdicts_clear = nullptr;
   std::vector<prometheus::Counter*> verdicts_ambiguous;  // by AmbiguityReason (1..4)
   prometheus::Gauge* window_label = nullptr;             // 0 healthy, 1 clear, 2 ambiguous
+  prometheus::Gauge* stalled_seconds = nullptr;          // while a stall alarms, else 0
   prometheus::Gauge* ranks_reporting = nullptr;
   prometheus::Gauge* ranks_lagging = nullptr;
   prometheus::Gauge* ranks_missing = nullptr;
+  prometheus::Gauge* ranks_finished = nullptr;  // released their slot cleanly after reporting
   prometheus::Counter* stub_dropped = nullptr;
   prometheus::Counter* stub_torn = nullptr;
   prometheus::Counter* stub_invalid = nullptr;
@@ -106,6 +108,7 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Gauge>* top_suspect_rank_;
   prometheus::Family<prometheus::Counter>* verdicts_;
   prometheus::Family<prometheus::Gauge>* window_label_;
+  prometheus::Family<prometheus::Gauge>* stalled_;
   prometheus::Family<prometheus::Gauge>* detector_condition_;
   prometheus::Family<prometheus::Gauge>* ranks_;
   prometheus::Family<prometheus::Counter>* stub_records_;

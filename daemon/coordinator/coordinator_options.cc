@@ -54,6 +54,16 @@ void AddJobFlags(CLI::App& app, CoordinatorOptions* o) {
                  "close a step as partial this long after its first record")
       ->check(CLI::Range(int64_t{1}, int64_t{3'600'000}))
       ->capture_default_str();
+  app.add_option("--stall-after-ms", o->stall_after_ms,
+                 "a job that has not advanced for max(10 x its median step, this) is stalled "
+                 "(sfctl control --stall-after-ms sets one job's own limit)")
+      ->check(CLI::Range(int64_t{100}, int64_t{86'400'000}))
+      ->capture_default_str();
+  app.add_option("--stall-pause-alarm-ms", o->stall_pause_alarm_ms,
+                 "a group-wide pause (every rank in the same non-sync stage: a checkpoint, an "
+                 "evaluation) is an alarm only past this")
+      ->check(CLI::Range(int64_t{100}, int64_t{86'400'000}))
+      ->capture_default_str();
   app.add_option("--window-steps", o->engine.window_steps, "steps per verdict window")
       ->check(CLI::Range(2, 1'000'000))
       ->capture_default_str();

@@ -39,7 +39,9 @@ struct CoordinatorOptions {
   // Jobs and their accounting.
   std::string jobs_csv;  // empty: any job
   int64_t deadline_ms = 5000;
-  EngineConfig engine;  // --window-steps
+  int64_t stall_after_ms = 5000;           // the stall limit's floor (stall_watch.h)
+  int64_t stall_pause_alarm_ms = 300'000;  // a group-wide pause alarms past this
+  EngineConfig engine;                     // --window-steps
   std::string probe_bracket;
   // Security.
   std::string token_file;

@@ -118,6 +118,8 @@ absl::Status CoordinatorServer::OpenNodeLedger() {
   job_options_.data_dir = options_.data_dir;
   job_options_.fsync = !options_.no_fsync;
   job_options_.aligner.deadline_ns = options_.deadline_ms * 1'000'000;
+  job_options_.stall.floor_ns = options_.stall_after_ms * 1'000'000;
+  job_options_.stall.pause_alarm_ns = options_.stall_pause_alarm_ms * 1'000'000;
   job_options_.engine = options_.engine;
   job_options_.probe_bracket_rules = options_.probe_bracket;
   job_options_.limits = options_.limits;
@@ -309,6 +311,10 @@ void CoordinatorServer::StartPeriodicTasks() {
   ticker_.Add("capture-requests", every_tick, [this](int64_t) { FlushCaptureRequests(); });
   ticker_.Add("node-ledger-flush", every_tick, [this](int64_t) { FlushNodeLedger(); });
   ticker_.Add("gauges", seconds(1), [this](int64_t) { UpdateGauges(); });
+  // Stalls are decided between windows: within half a second of the limit.
+  ticker_.Add("stall-check", std::chrono::milliseconds(500), [this](int64_t now) {
+    for (const auto& job : jobs_->All()) job->CheckStall(now);
+  });
   ticker_.Add("selftest-expiry", seconds(1), [this](int64_t) { ExpireSelfTests(); });
   ticker_.Add("upload-sweep", seconds(60), [this](int64_t) { SweepAbandonedUploads(); });
   ticker_.Add("memory-gauges", every_tick, [this](int64_t) { UpdateMemoryGauges(); });
@@ -332,6 +338,8 @@ void CoordinatorServer::FlushJournals() {
 }
 
 void CoordinatorServer::FlushCaptureRequests() {
+  // A job that stalled short of a capture's first step closes no window that would end it.
+  capture_trigger_.MissStalled(shm::MonotonicNowNs());
   capture_trigger_.Flush(&sessions_);  // automatic ones (--captures) and those asked by hand
 }
 

@@ -222,58 +222,85 @@ bool IngestStream::OnHello(const v1::Hello& hello) {
   return true;
 }
 
+void IngestStream::Reject(v1::BatchAck* ack, const std::string& job, int32_t rank,
+                          const absl::Status& s, uint32_t records) {
+  v1::Rejection* r = ack->add_rejections();
+  r->set_job(job.substr(0, 128));
+  r->set_rank(rank);
+  r->set_code(static_cast<int32_t>(s.code()));
+  r->set_message(std::string(s.message()));
+  r->set_records(records);
+  deps_.metrics->rejections(s.code()).Increment();
+}
+
+bool IngestStream::OnDeclaration(const v1::RankDeclaration& d, v1::BatchAck* ack,
+                                 std::vector<v1::ControlRequest>* to_send) {
+  const auto key = std::make_pair(d.job(), d.rank());
+  if (declared_jobs_.count(d.job()) == 0 &&
+      static_cast<int32_t>(declared_jobs_.size()) >= deps_.limits.max_jobs_per_stream) {
+    const absl::Status s = absl::ResourceExhaustedError(absl::StrCat(
+        "job \"", LogSafe(d.job()), "\" refused: this stream already declared ranks of ",
+        declared_jobs_.size(), " jobs (--max-jobs-per-stream)"));
+    declared_[key] = {nullptr, s, nullptr, d};
+    Reject(ack, d.job(), d.rank(), s, 0);
+    return true;
+  }
+  absl::StatusOr<std::shared_ptr<JobState>> job = deps_.jobs->Declare(d);
+  if (!job.ok()) {
+    if (StorageUnavailable(job.status())) {
+      // Not acknowledged: the sidecar keeps the records and sends them again.
+      End(grpc::UNAVAILABLE, absl::StrCat("cannot persist job ", LogSafe(d.job()),
+                                          " now: ", job.status().message(), "; send again later"));
+      return false;
+    }
+    std::shared_ptr<JobState> existing = deps_.jobs->Find(d.job());
+    declared_[key] = {nullptr, job.status(), existing, d};
+    Reject(ack, d.job(), d.rank(), job.status(), 0);
+    if (existing != nullptr) existing->NoteRefused(d.rank(), node_, job.status().message(), 0);
+    if (deps_.log) deps_.log(absl::StrCat("sidecar ", Who(), ": ", job.status().message()));
+    return true;
+  }
+  declared_jobs_.insert(d.job());
+  (*job)->NoteOwner(d, node_);
+  declared_[key] = {*job, absl::OkStatus(), nullptr, d};
+  if (auto early = early_health_.find(key); early != early_health_.end()) {
+    (*job)->UpdateStubHealth(early->second, node_);
+    early_health_.erase(early);
+  }
+  if (deps_.sessions->Bind(session_, d.job(), d.rank())) {
+    v1::ControlRequest c = (*job)->JobControl();
+    if (c.paused() || c.sample_every() > 1) to_send->push_back(std::move(c));
+  }
+  return true;
+}
+
+std::optional<absl::StatusOr<IngestCounts>> IngestStream::FollowNewRun(Declared& d,
+                                                                       const v1::RankSteps& rs,
+                                                                       const IngestCounts& c,
+                                                                       int64_t now) {
+  // The rank's new process went back to an earlier step: a re-run of the job id.
+  const std::string why = absl::StrCat("rank ", rs.rank(), " came back as a new process at step ",
+                                       c.new_run_step, " after step ", c.previous_step);
+  absl::StatusOr<std::shared_ptr<JobState>> next =
+      deps_.jobs->StartGeneration(d.job, d.declaration, node_, why);
+  if (!next.ok() && StorageUnavailable(next.status())) {
+    End(grpc::UNAVAILABLE, absl::StrCat("cannot persist the new run of job ", LogSafe(rs.job()),
+                                        " now: ", next.status().message(), "; send again later"));
+    return std::nullopt;
+  }
+  if (!next.ok()) return next.status();
+  d.job = *next;
+  return d.job->Ingest(rs, node_, now);
+}
+
 bool IngestStream::OnBatch(const v1::StepBatch& batch) {
   deps_.metrics->ingest_batches().Increment();
   v1::CoordinatorMessage reply;
   v1::BatchAck* ack = reply.mutable_ack();
   ack->set_batch_seq(batch.batch_seq());
   std::vector<v1::ControlRequest> to_send;
-  const auto reject = [&](const std::string& job, int32_t rank, const absl::Status& s,
-                          uint32_t records) {
-    v1::Rejection* r = ack->add_rejections();
-    r->set_job(job.substr(0, 128));
-    r->set_rank(rank);
-    r->set_code(static_cast<int32_t>(s.code()));
-    r->set_message(std::string(s.message()));
-    r->set_records(records);
-    deps_.metrics->rejections(s.code()).Increment();
-  };
   for (const v1::RankDeclaration& d : batch.declarations()) {
-    const auto key = std::make_pair(d.job(), d.rank());
-    if (declared_jobs_.count(d.job()) == 0 &&
-        static_cast<int32_t>(declared_jobs_.size()) >= deps_.limits.max_jobs_per_stream) {
-      const absl::Status s = absl::ResourceExhaustedError(absl::StrCat(
-          "job \"", LogSafe(d.job()), "\" refused: this stream already declared ranks of ",
-          declared_jobs_.size(), " jobs (--max-jobs-per-stream)"));
-      declared_[key] = {nullptr, s, nullptr};
-      reject(d.job(), d.rank(), s, 0);
-      continue;
-    }
-    absl::StatusOr<std::shared_ptr<JobState>> job = deps_.jobs->Declare(d);
-    if (!job.ok()) {
-      if (StorageUnavailable(job.status())) {
-        // Not acknowledged: the sidecar keeps the records and sends them again.
-        End(grpc::UNAVAILABLE, absl::StrCat("cannot persist job ", LogSafe(d.job()), " now: ",
-                                            job.status().message(), "; send again later"));
-        return false;
-      }
-      std::shared_ptr<JobState> existing = deps_.jobs->Find(d.job());
-      declared_[key] = {nullptr, job.status(), existing};
-      reject(d.job(), d.rank(), job.status(), 0);
-      if (existing != nullptr) existing->NoteRefused(d.rank(), node_, job.status().message(), 0);
-      if (deps_.log) deps_.log(absl::StrCat("sidecar ", Who(), ": ", job.status().message()));
-      continue;
-    }
-    declared_jobs_.insert(d.job());
-    declared_[key] = {*job, absl::OkStatus(), nullptr};
-    if (auto early = early_health_.find(key); early != early_health_.end()) {
-      (*job)->UpdateStubHealth(early->second, node_);
-      early_health_.erase(early);
-    }
-    if (deps_.sessions->Bind(session_, d.job(), d.rank())) {
-      v1::ControlRequest c = (*job)->JobControl();
-      if (c.paused() || c.sample_every() > 1) to_send.push_back(std::move(c));
-    }
+    if (!OnDeclaration(d, ack, &to_send)) return false;
   }
   std::set<JobState*> touched;
   std::vector<std::shared_ptr<JobState>> touched_jobs;
@@ -281,15 +308,15 @@ bool IngestStream::OnBatch(const v1::StepBatch& batch) {
   for (const v1::RankSteps& rs : batch.steps()) {
     auto it = declared_.find({rs.job(), rs.rank()});
     if (it == declared_.end()) {
-      reject(
-          rs.job(), rs.rank(),
+      Reject(
+          ack, rs.job(), rs.rank(),
           absl::FailedPreconditionError(absl::StrCat("job ", LogSafe(rs.job()), " rank ", rs.rank(),
                                                      " was not declared on this stream")),
           rs.count());
       continue;
     }
     if (!it->second.status.ok()) {
-      reject(rs.job(), rs.rank(), it->second.status, rs.count());
+      Reject(ack, rs.job(), rs.rank(), it->second.status, rs.count());
       if (it->second.refused_by != nullptr) {
         it->second.refused_by->NoteRefused(rs.rank(), node_, it->second.status.message(),
                                            rs.count());
@@ -297,14 +324,19 @@ bool IngestStream::OnBatch(const v1::StepBatch& batch) {
       continue;
     }
     absl::StatusOr<IngestCounts> c = it->second.job->Ingest(rs, node_, now);
+    if (c.ok() && c->new_run) {
+      std::optional<absl::StatusOr<IngestCounts>> next = FollowNewRun(it->second, rs, *c, now);
+      if (!next) return false;
+      c = *std::move(next);
+    }
     if (!c.ok()) {
       // Malformed records of one rank are refused in the ack and dropped by the sidecar; the
       // stream goes on (ending it made the sidecar re-send the same batch forever).
-      reject(rs.job(), rs.rank(), c.status(), rs.count());
+      Reject(ack, rs.job(), rs.rank(), c.status(), rs.count());
       continue;
     }
     if (c->far_ahead > 0) {
-      reject(rs.job(), rs.rank(),
+      Reject(ack, rs.job(), rs.rank(),
              absl::OutOfRangeError(absl::StrCat(
                  "job ", rs.job(), " rank ", rs.rank(), ": ", c->far_ahead, " records from step ",
                  c->far_ahead_step, " lie implausibly far ahead of the job (at step ", c->job_step,

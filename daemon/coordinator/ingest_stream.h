@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -79,7 +80,12 @@ class IngestStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
     // The existing job whose declaration this one contradicted (another schema or world
     // size): its health shows the rank refused and counts the records refused.
     std::shared_ptr<JobState> refused_by;
+    v1::RankDeclaration declaration;  // for the job's next generation, on a re-run
   };
+  // Ingest said new_run for rank `rs` of `d`'s job: starts (or finds) the job's next
+  // generation, moves `d` there and ingests into it. nullopt when the stream ended.
+  std::optional<absl::StatusOr<IngestCounts>> FollowNewRun(Declared& d, const v1::RankSteps& rs,
+                                                           const IngestCounts& c, int64_t now);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -93,6 +99,12 @@ class IngestStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
   // Message handlers; false when the stream ended.
   bool OnHello(const v1::Hello& hello);
   bool OnBatch(const v1::StepBatch& batch);
+  // One declaration of a batch: the job (created on first sight), the rank's process noted,
+  // the session bound; false when the stream ended (storage unavailable).
+  bool OnDeclaration(const v1::RankDeclaration& d, v1::BatchAck* ack,
+                     std::vector<v1::ControlRequest>* to_send);
+  void Reject(v1::BatchAck* ack, const std::string& job, int32_t rank, const absl::Status& s,
+              uint32_t records);
   void OnHealth(const v1::Health& health);
   void OnControlAck(const v1::ControlAck& ack);
   // Starts the next queued write if none is in flight.

@@ -106,26 +106,85 @@ absl::Status JobRegistry::RestoreAll() {
       }
       log_(line);
     }
-    // Take the name first: in `a = b`, b (which moves the job out) is evaluated before a.
-    std::shared_ptr<JobState> restored(*std::move(job));
     MutexLock lock(&mu_);
-    jobs_[restored->name()] = std::move(restored);
+    AddLocked(std::shared_ptr<JobState>(*std::move(job)));
   }
+  MutexLock lock(&mu_);
+  for (const auto& [id, job] : current_) TrimGenerationsLocked(id);
   return first;
+}
+
+void JobRegistry::AddLocked(std::shared_ptr<JobState> job) {
+  std::shared_ptr<JobState>& current = current_[job->id()];
+  if (current == nullptr || current->generation() < job->generation()) {
+    if (current != nullptr) current->MarkSuperseded();
+    current = job;
+  } else {
+    job->MarkSuperseded();
+  }
+  jobs_[job->name()] = std::move(job);
+}
+
+void JobRegistry::TrimGenerationsLocked(const std::string& id) {
+  std::vector<std::shared_ptr<JobState>> runs;
+  for (const auto& [name, job] : jobs_) {
+    if (job->id() == id) runs.push_back(job);
+  }
+  std::sort(runs.begin(), runs.end(),
+            [](const auto& a, const auto& b) { return a->generation() < b->generation(); });
+  for (size_t i = 0; i + kGenerationsKept < runs.size(); ++i) {
+    if (runs[i]->superseded()) {
+      jobs_.erase(runs[i]->name());
+      if (log_) {
+        log_(absl::StrCat("job ", runs[i]->name(), " (an earlier run of ", id,
+                          ") left memory: more than ", kGenerationsKept,
+                          " runs held; its journal stays readable (stagefrontier journal)"));
+      }
+    }
+  }
+}
+
+absl::StatusOr<std::shared_ptr<JobState>> JobRegistry::StartGeneration(
+    const std::shared_ptr<JobState>& current, const v1::RankDeclaration& decl,
+    const std::string& node, const std::string& why) {
+  std::shared_ptr<JobState> next;
+  {
+    MutexLock lock(&mu_);
+    auto it = current_.find(current->id());
+    if (it != current_.end() && it->second != current) {
+      next = it->second;  // another rank's records started it
+    } else {
+      absl::StatusOr<std::unique_ptr<JobState>> job =
+          JobState::Create(decl, options_, metrics_, current->generation() + 1);
+      if (!job.ok()) return job.status();
+      next = std::shared_ptr<JobState>(*std::move(job));
+      AddLocked(next);
+      TrimGenerationsLocked(next->id());
+      if (log_) {
+        log_(absl::StrCat("job ", next->id(), ": a new run (", why, "): generation ",
+                          next->generation(), ", queried as ", next->id(), " or ", next->name(),
+                          "; the previous run stays readable as ", current->id(), "@",
+                          current->generation()));
+      }
+    }
+  }
+  if (absl::Status s = next->CheckDeclaration(decl); !s.ok()) return s;
+  next->NoteOwner(decl, node);
+  return next;
 }
 
 absl::StatusOr<std::shared_ptr<JobState>> JobRegistry::Declare(const v1::RankDeclaration& decl) {
   MutexLock lock(&mu_);
-  auto it = jobs_.find(decl.job());
-  if (it == jobs_.end()) {
+  auto it = current_.find(decl.job());
+  if (it == current_.end()) {
     if (!allowed_.empty() && allowed_.count(decl.job()) == 0) {
       return absl::NotFoundError(absl::StrCat("job \"", LogSafe(decl.job()),
                                               "\" is not one this coordinator accepts (--jobs)"));
     }
-    if (static_cast<int32_t>(jobs_.size()) >= options_.limits.max_jobs) {
+    if (static_cast<int32_t>(current_.size()) >= options_.limits.max_jobs) {
       return absl::ResourceExhaustedError(
           absl::StrCat("job \"", LogSafe(decl.job()), "\" refused: this coordinator already holds ",
-                       jobs_.size(), " jobs (--max-jobs)"));
+                       current_.size(), " jobs (--max-jobs)"));
     }
     absl::StatusOr<std::unique_ptr<JobState>> job;
     auto salvage = salvage_.find(decl.job());
@@ -144,15 +203,23 @@ absl::StatusOr<std::shared_ptr<JobState>> JobRegistry::Declare(const v1::RankDec
       job = JobState::Create(decl, options_, metrics_);
     }
     if (!job.ok()) return job.status();
-    it = jobs_.emplace(decl.job(), std::shared_ptr<JobState>(*std::move(job))).first;
+    AddLocked(std::shared_ptr<JobState>(*std::move(job)));
+    it = current_.find(decl.job());
   }
   if (absl::Status s = it->second->CheckDeclaration(decl); !s.ok()) return s;
   return it->second;
 }
 
 std::shared_ptr<JobState> JobRegistry::Find(const std::string& job) const {
+  std::string id;
+  uint32_t generation = 0;
+  if (!ParseJobName(job, &id, &generation)) return nullptr;
   MutexLock lock(&mu_);
-  auto it = jobs_.find(job);
+  if (generation == 0) {
+    auto it = current_.find(id);
+    return it == current_.end() ? nullptr : it->second;
+  }
+  auto it = jobs_.find(GenerationName(id, generation));
   return it == jobs_.end() ? nullptr : it->second;
 }
 

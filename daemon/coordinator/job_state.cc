@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/common/duration_format.h"
 #include "daemon/common/log_safe.h"
 #include "daemon/common/mutex.h"
 #include "daemon/coordinator/proto_convert.h"
@@ -36,13 +37,43 @@ v1::ConfigChange ToChange(const v1::ConfigChanged& c) {
   out.set_clear_share(c.clear_share());
   out.set_tie_z(c.tie_z());
   out.set_noise_floor_ns(c.noise_floor_ns());
+  out.set_stall_after_ms(c.stall_after_ms());
   return out;
+}
+
+// The job's own stall limit from a ConfigChange's stall_after_ms (-1: back to the default).
+int64_t StallFixedNs(int64_t stall_after_ms) {
+  return stall_after_ms > 0 ? stall_after_ms * 1'000'000 : 0;
+}
+
+// A change of the stall limit only: the engine and its windows stay as they are.
+bool StallOnly(const v1::ConfigChange& c) {
+  return c.stall_after_ms() != 0 && c.window_steps() == 0 && c.excess_z() == 0 &&
+         c.clear_share() == 0 && c.tie_z() == 0 && c.noise_floor_ns() == 0;
 }
 
 }  // namespace
 
 std::string JournalPath(const std::string& data_dir, const std::string& job) {
   return absl::StrCat(data_dir, "/", job, ".journal");
+}
+
+std::string GenerationName(const std::string& id, uint32_t generation) {
+  return generation <= 1 ? id : absl::StrCat(id, "@", generation);
+}
+
+bool ParseJobName(const std::string& name, std::string* id, uint32_t* generation) {
+  const size_t at = name.find('@');
+  *id = name.substr(0, at);
+  *generation = 0;
+  if (at == std::string::npos) return true;
+  const std::string digits = name.substr(at + 1);
+  if (digits.empty() || digits.size() > 9 || digits[0] == '0') return false;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return false;
+  }
+  *generation = static_cast<uint32_t>(std::stoul(digits));
+  return true;
 }
 
 namespace {
@@ -59,9 +90,11 @@ JobOptions BoundPending(JobOptions o, int32_t world_size) {
 
 }  // namespace
 
-JobState::JobState(std::string name, int32_t world_size, StageSchema schema,
+JobState::JobState(std::string id, uint32_t generation, int32_t world_size, StageSchema schema,
                    const JobOptions& options, CoordinatorMetrics* metrics)
-    : name_(std::move(name)),
+    : id_(std::move(id)),
+      generation_(std::max<uint32_t>(1, generation)),
+      name_(GenerationName(id_, generation_)),
       world_size_(world_size),
       schema_(std::move(schema)),
       options_(BoundPending(options, world_size)),
@@ -70,7 +103,8 @@ JobState::JobState(std::string name, int32_t world_size, StageSchema schema,
       history_({.max_steps = options_.history_steps,
                 .stage_count = static_cast<uint32_t>(schema_.size())}),
       ranks_(static_cast<size_t>(world_size)),
-      detector_(schema_, {.warmup_steps = options_.engine.warmup_steps}) {
+      detector_(schema_, {.warmup_steps = options_.engine.warmup_steps}),
+      stall_(&schema_, world_size, options_.stall) {
   if (metrics_ != nullptr) m_ = metrics_->ForJob(name_, schema_);
 }
 
@@ -132,11 +166,12 @@ absl::Status JobState::ReserveMemory(bool restoring) {
 
 absl::StatusOr<std::unique_ptr<JobState>> JobState::Create(const v1::RankDeclaration& decl,
                                                            const JobOptions& options,
-                                                           CoordinatorMetrics* metrics) {
+                                                           CoordinatorMetrics* metrics,
+                                                           uint32_t generation) {
   absl::StatusOr<StageSchema> schema = CheckNewJob(decl, options);
   if (!schema.ok()) return schema.status();
-  std::unique_ptr<JobState> job(
-      new JobState(decl.job(), decl.world_size(), *std::move(schema), options, metrics));
+  std::unique_ptr<JobState> job(new JobState(decl.job(), generation, decl.world_size(),
+                                             *std::move(schema), options, metrics));
   {
     MutexLock lock(&job->mu_);  // not shared yet: for the lock annotations
     if (absl::Status s = job->ReserveMemory(/*restoring=*/false); !s.ok()) return s;
@@ -144,13 +179,14 @@ absl::StatusOr<std::unique_ptr<JobState>> JobState::Create(const v1::RankDeclara
   }
   v1::JournalRecord rec;
   v1::JobDeclared* d = rec.mutable_declared();
-  d->set_job(job->name_);
+  d->set_job(job->id_);
   d->set_world_size(job->world_size_);
   SchemaToProto(job->schema_, d->mutable_stages());
+  if (job->generation_ > 1) d->set_generation(job->generation_);
   // Atomic: either a whole journal holding the declaration, or none (a full disk must not
   // leave an empty journal that refuses the job for good).
   absl::StatusOr<std::unique_ptr<JobJournal>> journal = JobJournal::Create(
-      JournalPath(options.data_dir, decl.job()), options.fsync, std::span(&rec, 1));
+      JournalPath(options.data_dir, job->name_), options.fsync, std::span(&rec, 1));
   if (!journal.ok()) return journal.status();
   job->journal_ = *std::move(journal);
   return job;
@@ -177,7 +213,8 @@ absl::StatusOr<std::unique_ptr<JobState>> JobState::Restore(const std::string& p
               d.world_size() > (1 << 24)) {
             return absl::DataLossError("its declaration (the first record) is not a valid job");
           }
-          job.reset(new JobState(d.job(), d.world_size(), *std::move(schema), options, metrics));
+          job.reset(new JobState(d.job(), d.generation(), d.world_size(), *std::move(schema),
+                                 options, metrics));
           MutexLock lock(&job->mu_);  // not shared yet: for the lock annotations
           return job->RebuildEngineLocked();
         }
@@ -287,6 +324,10 @@ absl::Status JobState::Apply(const v1::JournalRecord& rec, int64_t now_ns, bool 
       AccountLocked(rec.closed().step(), now_ns, replaying);
       return absl::OkStatus();
     case v1::JournalRecord::kConfig: {
+      if (rec.config().stall_after_ms() != 0) {
+        stall_.set_fixed_ns(StallFixedNs(rec.config().stall_after_ms()));
+      }
+      if (StallOnly(ToChange(rec.config()))) return absl::OkStatus();
       // A setting this build refuses (journals written before thresholds were checked may
       // hold inf) is skipped, keeping the job's current settings.
       const EngineConfig merged = Merge(options_.engine, ToChange(rec.config()));
@@ -299,6 +340,13 @@ absl::Status JobState::Apply(const v1::JournalRecord& rec, int64_t now_ns, bool 
       return absl::OkStatus();
     case v1::JournalRecord::kDropped:
       aligner_.Drop(rec.dropped().step());
+      return absl::OkStatus();
+    case v1::JournalRecord::kOwner:
+      OwnerLocked(rec.owner());
+      return absl::OkStatus();
+    case v1::JournalRecord::kStall:
+      stall_.Restore(rec.stall().stall());
+      AppendStallEventLocked(rec.stall().stall(), /*replaying=*/true);
       return absl::OkStatus();
     case v1::JournalRecord::kDeclared:
       return absl::DataLossError("a second JobDeclared record");  // skipped by Restore
@@ -329,6 +377,29 @@ absl::Status JobState::CheckDeclaration(const v1::RankDeclaration& decl) const {
                      schema->ToString(), "\", the job has \"", schema_.ToString(), "\""));
   }
   return absl::OkStatus();
+}
+
+bool JobState::OwnerLocked(const v1::RankOwned& owner) {
+  if (owner.rank() < 0 || owner.rank() >= world_size_ || owner.owner_generation() == 0) {
+    return false;
+  }
+  RankHealthState& h = ranks_[owner.rank()];
+  std::string process = absl::StrCat(owner.node().substr(0, 256), "#", owner.owner_generation());
+  if (process == h.process) return false;
+  // The first process seen is not a restart; another one after steps may be.
+  if (!h.process.empty() && aligner_.last_step(owner.rank()) >= 0) h.restarted = true;
+  h.process = std::move(process);
+  return true;
+}
+
+void JobState::NoteOwner(const v1::RankDeclaration& decl, const std::string& node) {
+  v1::JournalRecord rec;
+  v1::RankOwned* o = rec.mutable_owner();
+  o->set_rank(decl.rank());
+  o->set_node(node);
+  o->set_owner_generation(decl.owner_generation());
+  MutexLock lock(&mu_);
+  if (OwnerLocked(*o)) journal_->Append(rec);
 }
 
 absl::StatusOr<IngestCounts> JobState::AlignLocked(const v1::RankSteps& rs, const std::string& node,
@@ -396,6 +467,19 @@ absl::StatusOr<IngestCounts> JobState::AlignLocked(const v1::RankSteps& rs, cons
 absl::StatusOr<IngestCounts> JobState::Ingest(const v1::RankSteps& rs, const std::string& node,
                                               int64_t now_ns) {
   MutexLock lock(&mu_);
+  if (rs.rank() >= 0 && rs.rank() < world_size_ && ranks_[rs.rank()].restarted) {
+    RankHealthState& h = ranks_[rs.rank()];
+    const int64_t first = rs.base_step();  // packed steps start at base_step (packed_steps.h)
+    const int64_t last = aligner_.last_step(rs.rank());
+    if (rs.count() > 0 && first >= 0 && first <= last) {
+      IngestCounts c;
+      c.new_run = true;
+      c.new_run_step = first;
+      c.previous_step = last;
+      return c;
+    }
+    h.restarted = false;  // the new process goes on where the old one stopped: the same run
+  }
   absl::StatusOr<IngestCounts> c = AlignLocked(rs, node, now_ns);
   if (!c.ok()) {
     if (rs.rank() >= 0 && rs.rank() < world_size_) ++ranks_[rs.rank()].rejected;
@@ -429,6 +513,7 @@ void JobState::AccountLocked(int64_t step, int64_t now_ns, bool replaying) {
   last_step_ = step;
   if (acc.partial) ++partial_steps_;
   KeepStepLocked(acc, std::move(input));
+  stall_.NoteStepTime(acc.exposed_ns);
   const bool delay_known = !replaying && arrived > 0 && now_ns >= arrived;
   CountStepLocked(acc, delay_known ? now_ns - arrived : -1);
   VerdictsLocked(replaying);
@@ -440,6 +525,9 @@ void JobState::CountCapturedLocked(int64_t step) {
   ++steps_accounted_;
   ++captured_steps_;
   last_step_ = step;
+  // Kept for the windows' spans ("6 profiled steps left out"); captures are short and rare.
+  profiled_steps_.push_back(step);
+  if (profiled_steps_.size() > 4096) profiled_steps_.pop_front();
   if (m_.steps_captured != nullptr) m_.steps_captured->Increment();
 }
 
@@ -497,7 +585,8 @@ void JobState::VerdictsLocked(bool replaying) {
     if (v.group == "job" || last_label_.empty()) last_label_ = LabelText(v);
     CountVerdictLocked(v);
     // Replayed windows were told before the restart (the node ledger has its own file).
-    if (!replaying && v.group == "job" && !options_.observers.empty()) {
+    // A superseded run's late windows concern processes that are gone: no capture, no charge.
+    if (!replaying && !superseded() && v.group == "job" && !options_.observers.empty()) {
       const ClosedJobWindow window = ClosedWindowLocked(v, ev);
       for (VerdictObserver* o : options_.observers) o->OnJobWindow(window);
     }
@@ -511,6 +600,10 @@ v1::VerdictEvent JobState::VerdictEventLocked(const Verdict& v) {
   v1::VerdictEvent ev;
   ev.set_seq(++verdict_seq_);
   VerdictToProto(schema_, v, v.group == "job" ? world_size_ - 1 : 0, ev.mutable_verdict());
+  if (v.steps > 0) {
+    ev.mutable_verdict()->set_profiled_steps_left_out(
+        ProfiledLeftOutLocked(v.first_step, v.last_step));
+  }
   for (const DetectorCondition& c : detector_.current()) {
     ev.mutable_verdict()->add_unreliable(c.name);
   }
@@ -537,7 +630,8 @@ void JobState::CountVerdictLocked(const Verdict& v) {
 
 ClosedJobWindow JobState::ClosedWindowLocked(const Verdict& v, const v1::VerdictEvent& ev) const {
   ClosedJobWindow w;
-  w.job = name_;
+  // The id the stubs know: captures are asked of, and answered by, the current run's ranks.
+  w.job = id_;
   w.world_size = world_size_;
   w.verdict = &v;
   w.schema = &schema_;
@@ -610,6 +704,10 @@ void JobState::NoteRefused(int32_t rank, const std::string& node, absl::string_v
 }
 
 const char* JobState::ConditionLocked(int32_t rank) const {
+  // Its stub released the slot cleanly (owner "none") after reporting, and the sidecar read
+  // everything: it will send nothing more, and is not missing for that.
+  const RankHealthState& h = ranks_[rank];
+  if (h.owner == "none" && h.pending == 0 && aligner_.last_step(rank) >= 0) return "finished";
   switch (aligner_.rank_state(rank)) {
     case RankState::kUnseen:
       return ranks_[rank].refused.empty() ? "unseen" : "refused";
@@ -628,8 +726,19 @@ JobState::RankCounts JobState::CountRanksLocked() const {
     n.reporting += c == "reporting";
     n.lagging += c == "lagging";
     n.missing += c == "missing";
+    n.finished += c == "finished";
   }
   return n;
+}
+
+const char* JobState::JobConditionLocked() const {
+  return world_size_ > 0 && CountRanksLocked().finished == world_size_ ? "finished" : "running";
+}
+
+int32_t JobState::ProfiledLeftOutLocked(int64_t first, int64_t last) const {
+  const auto from = std::lower_bound(profiled_steps_.begin(), profiled_steps_.end(), first);
+  const auto to = std::upper_bound(profiled_steps_.begin(), profiled_steps_.end(), last);
+  return from < to ? static_cast<int32_t>(to - from) : 0;
 }
 
 void JobState::UpdateRankGaugesLocked() const {
@@ -638,11 +747,13 @@ void JobState::UpdateRankGaugesLocked() const {
   m_.ranks_reporting->Set(n.reporting);
   m_.ranks_lagging->Set(n.lagging);
   m_.ranks_missing->Set(n.missing);
+  if (m_.ranks_finished != nullptr) m_.ranks_finished->Set(n.finished);
 }
 
 void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string& node) {
   MutexLock lock(&mu_);
   if (health.rank() < 0 || health.rank() >= world_size_) return;
+  stall_.NotePosition(health.rank(), health, node, shm::MonotonicNowNs());
   RankHealthState& h = ranks_[health.rank()];
   h.node = node;
   // Stub counters only grow within one owner; a new owner restarts them.
@@ -659,8 +770,59 @@ void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string&
   h.probe_intervals = health.probe_intervals();
   h.probe_dropped = health.probe_dropped();
   h.owner = health.owner();
+  h.pending = health.pending();
   h.last_error = health.last_error();
   h.can_capture = health.capture_handler() ? 1 : 0;
+  // Every stub exited cleanly: tell the observers once (a capture after the last step is
+  // then missed, not in flight forever). A rank that comes back makes it running again.
+  const bool finished = std::string_view(JobConditionLocked()) == "finished";
+  if (finished && !finished_told_ && !superseded()) {
+    const int64_t last = std::max(aligner_.last_closed(), aligner_.newest_step());
+    for (VerdictObserver* o : options_.observers) {
+      o->OnJobFinished(id_, last, shm::MonotonicNowNs());
+    }
+  }
+  finished_told_ = finished;
+}
+
+void JobState::CheckStall(int64_t now_ns) {
+  MutexLock lock(&mu_);
+  if (superseded()) return;  // an earlier run: its processes are gone, nothing to watch
+  std::vector<RankLiveness> live(static_cast<size_t>(world_size_));
+  for (int32_t r = 0; r < world_size_; ++r) {
+    live[r].finished = std::string_view(ConditionLocked(r)) == "finished";
+    live[r].process_gone = ranks_[r].owner == "dead";
+  }
+  const std::optional<v1::Stall> event =
+      stall_.Check(now_ns, std::max(aligner_.last_closed(), aligner_.newest_step()), live, paused_,
+                   shm::RealtimeNowNs());
+  if (m_.stalled_seconds != nullptr) {
+    const v1::Stall* s = stall_.current();
+    m_.stalled_seconds->Set(s != nullptr && s->alarm() ? static_cast<double>(s->stalled_ns()) / 1e9
+                                                       : 0.0);
+  }
+  if (!event) return;
+  v1::JournalRecord rec;
+  *rec.mutable_stall()->mutable_stall() = *event;
+  journal_->Append(rec);
+  AppendStallEventLocked(*event, /*replaying=*/false);
+  const int64_t wall = shm::RealtimeNowNs();
+  for (VerdictObserver* o : options_.observers) o->OnJobStall(id_, *event, wall);
+}
+
+void JobState::AppendStallEventLocked(const v1::Stall& stall, bool replaying) {
+  v1::VerdictEvent ev;
+  ev.set_seq(++verdict_seq_);
+  v1::Verdict* v = ev.mutable_verdict();
+  v->set_group("job");
+  v->set_first_step(stall.frontier_step());
+  v->set_last_step(stall.frontier_step());
+  StallVerdictLocked(stall, v);
+  verdicts_.push_back(std::move(ev));
+  while (verdicts_.size() > options_.verdicts_kept) verdicts_.pop_front();
+  if (!replaying) {
+    for (VerdictObserver* o : options_.observers) o->OnVerdictsAppended();
+  }
 }
 
 int64_t JobState::NewestStep() const {
@@ -671,6 +833,9 @@ int64_t JobState::NewestStep() const {
 void JobState::Info(v1::JobInfo* out) const {
   MutexLock lock(&mu_);
   out->set_job(name_);
+  out->set_job_id(id_);
+  out->set_generation(generation_);
+  out->set_current(!superseded());
   out->set_world_size(world_size_);
   SchemaToProto(schema_, out->mutable_stages());
   out->set_steps_accounted(steps_accounted_);
@@ -683,20 +848,53 @@ void JobState::Info(v1::JobInfo* out) const {
   out->set_last_label(last_label_);
   out->set_paused(paused_);
   out->set_window_steps(options_.engine.window_steps);
+  if (const v1::Stall* s = stall_.current()) {
+    *out->mutable_stall() = *s;
+    out->set_last_label("STALLED");
+  }
+  out->set_state(JobConditionLocked());
 }
 
 absl::Status JobState::Suspects(int32_t window, v1::SuspectsReply* out) const {
   MutexLock lock(&mu_);
-  if (steps_accounted_ == 0) {
+  const v1::Stall* stall = stall_.current();
+  if (steps_accounted_ == 0 && stall == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("job ", name_, " has no accounted step yet"));
   }
   out->set_job(name_);
+  if (steps_accounted_ == 0) {
+    StallVerdictLocked(*stall, out->mutable_verdict());
+    return absl::OkStatus();
+  }
+  absl::Status s = SuspectsLocked(window, out);
+  // A stalled job never reads HEALTHY: the stall is the verdict, the window stays beside it.
+  if (s.ok() && stall != nullptr) StallVerdictLocked(*stall, out->mutable_verdict());
+  return s;
+}
+
+void JobState::StallVerdictLocked(const v1::Stall& stall, v1::Verdict* v) const {
+  v->set_label(stall.ended() ? "RESUMED" : "STALLED");
+  v->set_reason(stall.reason());
+  v->set_explanation(stall.ended()
+                         ? absl::StrCat("the job advanced again after a stall of ",
+                                        FormatSeconds(static_cast<double>(stall.stalled_ns())),
+                                        " (", stall.text(), ")")
+                         : stall.text());
+  v->clear_suspects();
+  *v->mutable_stall() = stall;
+}
+
+absl::Status JobState::SuspectsLocked(int32_t window, v1::SuspectsReply* out) const {
   if (window <= 0) {
     out->set_window(options_.engine.window_steps);
     ReportToProto(schema_, engine_->Report().job, world_size_ - 1, out);
     // The conditions judged at the latest window close (sfctl health explains them).
     for (const DetectorCondition& c : detector_.current()) {
       out->mutable_verdict()->add_unreliable(c.name);
+    }
+    if (const v1::Verdict& v = out->verdict(); v.steps() > 0) {
+      out->mutable_verdict()->set_profiled_steps_left_out(
+          ProfiledLeftOutLocked(v.first_step(), v.last_step()));
     }
     return absl::OkStatus();
   }
@@ -711,6 +909,10 @@ absl::Status JobState::Suspects(int32_t window, v1::SuspectsReply* out) const {
   }
   out->set_window(static_cast<int32_t>(n));
   ReportToProto(schema_, (*engine)->Report().job, world_size_ - 1, out);
+  if (const v1::Verdict& v = out->verdict(); v.steps() > 0) {
+    out->mutable_verdict()->set_profiled_steps_left_out(
+        ProfiledLeftOutLocked(v.first_step(), v.last_step()));
+  }
   return absl::OkStatus();
 }
 
@@ -763,6 +965,7 @@ void JobState::JudgeDetectorLocked() {
 
 void JobState::Health(v1::GetHealthReply* out) const {
   MutexLock lock(&mu_);
+  const int64_t now = shm::MonotonicNowNs();
   out->set_job(name_);
   for (int32_t r = 0; r < world_size_; ++r) {
     const RankHealthState& h = ranks_[r];
@@ -784,11 +987,15 @@ void JobState::Health(v1::GetHealthReply* out) const {
     p->set_probe_backend(h.probe_backend);
     p->set_probe_intervals(h.probe_intervals);
     p->set_probe_dropped(h.probe_dropped);
+    stall_.FillRank(r, now, p);
   }
+  if (const v1::Stall* s = stall_.current()) *out->mutable_stall() = *s;
   const RankCounts n = CountRanksLocked();
   out->set_reporting(n.reporting);
   out->set_lagging(n.lagging);
   out->set_missing(n.missing);
+  out->set_finished(n.finished);
+  out->set_state(JobConditionLocked());
   for (const DetectorCondition& c : detector_.current()) {
     v1::DetectorCondition* d = out->add_detector_conditions();
     d->set_name(c.name);
@@ -825,6 +1032,16 @@ std::vector<v1::VerdictEvent> JobState::VerdictsAfter(int64_t after_seq, size_t 
 
 absl::Status JobState::ApplyConfig(const v1::ConfigChange& change) {
   MutexLock lock(&mu_);
+  if (change.stall_after_ms() < -1) {
+    return absl::InvalidArgumentError("stall_after_ms must be positive (or -1: the default)");
+  }
+  if (StallOnly(change)) {
+    v1::JournalRecord rec;
+    rec.mutable_config()->set_stall_after_ms(change.stall_after_ms());
+    journal_->Append(rec);
+    stall_.set_fixed_ns(StallFixedNs(change.stall_after_ms()));
+    return absl::OkStatus();
+  }
   const EngineConfig merged = Merge(options_.engine, change);
   if (absl::Status s = merged.Validate(); !s.ok()) return s;
   // A longer window holds more memory: it must fit the job's limit and the budget.
@@ -845,7 +1062,9 @@ absl::Status JobState::ApplyConfig(const v1::ConfigChange& change) {
   c->set_clear_share(change.clear_share());
   c->set_tie_z(change.tie_z());
   c->set_noise_floor_ns(change.noise_floor_ns());
+  c->set_stall_after_ms(change.stall_after_ms());
   journal_->Append(rec);
+  if (change.stall_after_ms() != 0) stall_.set_fixed_ns(StallFixedNs(change.stall_after_ms()));
   options_.engine = merged;
   return RebuildEngineLocked();
 }
@@ -870,7 +1089,7 @@ v1::ControlRequest JobState::JobControl() const {
 
 v1::ControlRequest JobState::JobControlLocked() const {
   v1::ControlRequest req;
-  req.set_job(name_);
+  req.set_job(id_);  // the id the stubs know
   req.set_rank(-1);
   req.set_paused(paused_);
   req.set_sample_every(sample_every_);

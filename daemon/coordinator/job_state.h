@@ -10,6 +10,7 @@
 #ifndef STAGEFRONTIER_DAEMON_COORDINATOR_JOB_STATE_H_
 #define STAGEFRONTIER_DAEMON_COORDINATOR_JOB_STATE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -29,6 +30,7 @@
 #include "daemon/coordinator/job_journal.h"
 #include "daemon/coordinator/journal_compactor.h"
 #include "daemon/coordinator/resource_limits.h"
+#include "daemon/coordinator/stall_watch.h"
 #include "daemon/coordinator/step_aligner.h"
 #include "daemon/coordinator/step_history.h"
 #include "daemon/events/closed_window.h"
@@ -58,6 +60,8 @@ struct JobOptions {
   // ledger, then the capture trigger, in the coordinator. JobRegistry appends its verdict bell.
   // Not owned; each must outlive the jobs.
   std::vector<VerdictObserver*> observers;
+  // When no progress is a stall (stall_watch.h; --stall-after-ms, --stall-pause-alarm-ms).
+  StallOptions stall;
 };
 
 struct IngestCounts {
@@ -68,10 +72,24 @@ struct IngestCounts {
   int64_t far_ahead_step = -1;   // the first of them
   int64_t job_step = -1;         // where the job was then
   uint32_t selftest_marked = 0;  // accepted records marked kRecordSelfTestDelay (self-tests)
+  // Nothing was kept: a rank whose process changed (NoteOwner) sent step `new_run_step`, at or
+  // before the `previous_step` its former process reached. A re-run: JobRegistry starts the
+  // job's next generation and the records go there.
+  bool new_run = false;
+  int64_t new_run_step = -1;
+  int64_t previous_step = -1;
 };
 
-// "<data_dir>/<job>.journal". Job ids are restricted (shm::ValidJobId) so this is a plain name.
+// "<data_dir>/<job>.journal" (`job` a job name: "run42", or "run42@2" for a later generation).
+// Job ids are restricted (shm::ValidJobId) so this is a plain name.
 std::string JournalPath(const std::string& data_dir, const std::string& job);
+
+// The name queries use for generation `generation` of job id `id`: the id itself for the first,
+// "<id>@<generation>" after ('@' is never part of an id, so names never collide).
+std::string GenerationName(const std::string& id, uint32_t generation);
+// Splits a job name into its id and generation: "run42" -> ("run42", 0: the current one),
+// "run42@2" -> ("run42", 2). False for a malformed suffix.
+bool ParseJobName(const std::string& name, std::string* id, uint32_t* generation);
 
 class JobState {
  public:
@@ -81,9 +99,11 @@ class JobState {
   // limits (resource_limits.h); AlreadyExists if a journal is there (restore it instead);
   // Unavailable when the data directory cannot take the journal now (nothing is left behind:
   // the same declaration succeeds later).
+  // `generation` > 1: a later run of the job id (JobRegistry::StartGeneration), named and
+  // journaled as GenerationName says.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<JobState>> Create(
       const v1::RankDeclaration& declaration, const JobOptions& options,
-      CoordinatorMetrics* metrics);
+      CoordinatorMetrics* metrics, uint32_t generation = 1);
 
   // Rebuilds a job from its journal (JobJournal::Open repairs damage, keeping what it
   // skips). Steps still waiting for ranks get a fresh deadline from `now_ns` (monotonic).
@@ -105,13 +125,23 @@ class JobState {
   // FailedPrecondition naming the difference if a rank's declaration does not match the job
   // (schema, world size); OutOfRange for a rank outside [0, world_size).
   [[nodiscard]] absl::Status CheckDeclaration(const v1::RankDeclaration& declaration) const;
+  // The process behind a declared rank: the slot's owner generation on `node`. A rank that had
+  // sent steps and now declares from another process is marked restarted: if its next steps
+  // go back (at or before its last), Ingest says new_run instead of keeping them. Journaled,
+  // so a coordinator restarted in between still tells a re-run.
+  void NoteOwner(const v1::RankDeclaration& declaration, const std::string& node);
 
   // Decodes, journals and aligns one RankSteps. InvalidArgument for malformed packed bytes,
-  // OutOfRange for a bad rank; nothing is kept then.
+  // OutOfRange for a bad rank; nothing is kept then, nor when it reports new_run.
   [[nodiscard]] absl::StatusOr<IngestCounts> Ingest(const v1::RankSteps& steps,
                                                     const std::string& node, int64_t now_ns);
   // Per-slot counters a sidecar reported for one of this job's ranks.
   void UpdateStubHealth(const v1::SlotHealth& health, const std::string& node);
+
+  // Decides whether the job is stalled at `now_ns` (monotonic), without waiting for a window
+  // (stall_watch.h): a stall that begins, changes or ends is journaled, kept with the verdicts
+  // (label STALLED, then RESUMED) and told to the observers at once; the gauge follows.
+  void CheckStall(int64_t now_ns);
 
   // Closes and accounts every step that is due at `now_ns`. Returns how many.
   int CloseDue(int64_t now_ns);
@@ -155,7 +185,13 @@ class JobState {
 
   // The newest step any rank reported (-1 before any).
   int64_t NewestStep() const;
+  // The job's name in queries (GenerationName), the id its ranks declared, its generation.
   const std::string& name() const { return name_; }
+  const std::string& id() const { return id_; }
+  uint32_t generation() const { return generation_; }
+  // A later generation of the job id exists: this run is kept for reading only.
+  void MarkSuperseded() { superseded_.store(true, std::memory_order_relaxed); }
+  bool superseded() const { return superseded_.load(std::memory_order_relaxed); }
   const StageSchema& schema() const { return schema_; }
   int32_t world_size() const { return world_size_; }
   // Journal records a restore could not apply (skipped, not fatal).
@@ -178,13 +214,18 @@ class JobState {
     std::string probe_backend;
     uint64_t probe_intervals = 0, probe_dropped = 0;
     std::string owner;
+    uint64_t pending = 0;  // records the sidecar has not read from the slot yet
     std::string last_error;
     std::string refused;      // why this rank's declaration was refused (NoteRefused)
     int8_t can_capture = -1;  // from the stub's health: 1 a capture handler, 0 none, -1 unknown
+    std::string process;      // NoteOwner: "<node>#<owner generation>", "" before any
+    bool restarted = false;   // declared from another process since its last steps
   };
 
-  JobState(std::string name, int32_t world_size, StageSchema schema, const JobOptions& options,
-           CoordinatorMetrics* metrics);
+  JobState(std::string id, uint32_t generation, int32_t world_size, StageSchema schema,
+           const JobOptions& options, CoordinatorMetrics* metrics);
+  // Applies a RankOwned record (live and in replay); false if it changed nothing.
+  bool OwnerLocked(const v1::RankOwned& owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checks a new job's declaration against the limits and returns its schema.
   static absl::StatusOr<StageSchema> CheckNewJob(const v1::RankDeclaration& declaration,
                                                  const JobOptions& options);
@@ -213,6 +254,14 @@ class JobState {
   void VerdictsLocked(bool replaying) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::VerdictEvent VerdictEventLocked(const Verdict& v) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CountVerdictLocked(const Verdict& v) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A stall event with the verdicts (seq, watchers); observers told unless replaying.
+  void AppendStallEventLocked(const v1::Stall& stall, bool replaying)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The verdict's words for a stall (label STALLED or RESUMED, reason, explanation).
+  void StallVerdictLocked(const v1::Stall& stall, v1::Verdict* v) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SuspectsLocked(int32_t window, v1::SuspectsReply* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The event the observers get for a closed "job" window (`ev` is its proto, conditions in).
   ClosedJobWindow ClosedWindowLocked(const Verdict& v, const v1::VerdictEvent& ev) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -222,13 +271,19 @@ class JobState {
   // Decodes and checks rs.collectives() into probe spans per step of `steps`.
   absl::Status DecodeCollectivesLocked(const v1::RankSteps& rs) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct RankCounts {
-    int reporting = 0, lagging = 0, missing = 0;
+    int reporting = 0, lagging = 0, missing = 0, finished = 0;
   };
   // Steps between the newest step seen from any rank and `rank`'s newest (0 before any).
   int64_t StepsBehindLocked(int32_t rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // "unseen", "missing", "lagging" or "reporting": the one classification of a rank.
+  // "unseen", "refused", "finished", "missing", "lagging" or "reporting": the one
+  // classification of a rank.
   const char* ConditionLocked(int32_t rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   RankCounts CountRanksLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every rank finished: "finished", else "running".
+  const char* JobConditionLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Profiled steps left out of the evidence within [first, last] (a window's span).
+  int32_t ProfiledLeftOutLocked(int64_t first, int64_t last) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Judges detector health for the window that just closed; sets the condition gauges.
   void JudgeDetectorLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateRankGaugesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -236,7 +291,10 @@ class JobState {
   std::vector<std::string> RankNodesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::ControlRequest JobControlLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  const std::string id_;
+  const uint32_t generation_;
   const std::string name_;
+  std::atomic<bool> superseded_{false};
   const int32_t world_size_;
   const StageSchema schema_;
   JobOptions options_;
@@ -273,6 +331,10 @@ class JobState {
   int64_t verdict_seq_ ABSL_GUARDED_BY(mu_) = 0;
   std::string last_label_ ABSL_GUARDED_BY(mu_);
   std::vector<RankHealthState> ranks_ ABSL_GUARDED_BY(mu_);
+  // The observers were told the job finished (OnJobFinished); reset when a rank comes back.
+  bool finished_told_ ABSL_GUARDED_BY(mu_) = false;
+  // The latest profiled steps (CountCapturedLocked), ascending, for the windows' spans.
+  std::deque<int64_t> profiled_steps_ ABSL_GUARDED_BY(mu_);
   int64_t gauges_updated_ns_ ABSL_GUARDED_BY(mu_) = -1;  // when the rank gauges were last counted
   // Judged at every window close; its conditions mark the verdicts.
   DetectorHealth detector_ ABSL_GUARDED_BY(mu_);
@@ -280,6 +342,7 @@ class JobState {
   uint32_t sample_every_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t replay_skipped_ ABSL_GUARDED_BY(mu_) = 0;
   MemoryBudget::Reservation memory_ ABSL_GUARDED_BY(mu_);
+  StallWatch stall_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace stagefrontier

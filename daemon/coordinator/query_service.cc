@@ -11,6 +11,7 @@
 #include "daemon/captures/capture_file_stream.h"
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/grpc_status.h"
+#include "daemon/common/log_safe.h"
 #include "daemon/coordinator/rank_steps_query.h"
 #include "daemon/nodes/nodes_reply.h"
 #include "shm/control_channel.h"
@@ -19,6 +20,14 @@
 
 namespace stagefrontier {
 namespace {
+
+// The job id a job name's captures are kept under ("run42@2" -> "run42"); "" if malformed.
+std::string CaptureJobId(const std::string& name) {
+  std::string id;
+  uint32_t generation = 0;
+  if (!ParseJobName(name, &id, &generation) || !shm::ValidJobId(id)) return "";
+  return id;
+}
 
 // A control request for one rank that reached no sidecar.
 grpc::Status NoSidecar(const JobState& job, int32_t rank) {
@@ -55,7 +64,16 @@ grpc::Status QueryService::Lookup(const grpc::ServerContextBase& context, const 
     if (grpc::Status s = Authorize(context); !s.ok()) return s;
     return grpc::Status(grpc::INVALID_ARGUMENT, "no job named (--job)");
   }
-  if (grpc::Status s = Authorize(context, need, job); !s.ok()) return s;
+  std::string id;
+  uint32_t generation = 0;
+  if (!ParseJobName(job, &id, &generation)) {
+    if (grpc::Status s = Authorize(context); !s.ok()) return s;
+    return grpc::Status(grpc::INVALID_ARGUMENT,
+                        absl::StrCat("job name \"", LogSafe(job),
+                                     "\": after '@' comes a run's generation (run42@2)"));
+  }
+  // Tokens are per job id: every run of a job is the same job's.
+  if (grpc::Status s = Authorize(context, need, id); !s.ok()) return s;
   *out = jobs_->Find(job);
   if (!*out) {
     return grpc::Status(grpc::NOT_FOUND, absl::StrCat("unknown job \"", job, "\""));
@@ -70,7 +88,7 @@ grpc::Status QueryService::ListJobs(grpc::ServerContext* context, const v1::List
     return s;
   }
   for (const auto& job : jobs_->All()) {
-    if (tokens_.MaySee(*context, job->name())) job->Info(reply->add_jobs());
+    if (tokens_.MaySee(*context, job->id())) job->Info(reply->add_jobs());
   }
   return grpc::Status::OK;
 }
@@ -124,7 +142,7 @@ grpc::Status QueryService::GetHealth(grpc::ServerContext* context,
   job->Health(reply);
   if (self_tests_ != nullptr) {
     const SelfTestLoad load =
-        self_tests_->Load(job->name(), job->NewestStep(), shm::MonotonicNowNs());
+        self_tests_->Load(job->id(), job->NewestStep(), shm::MonotonicNowNs());
     v1::SelfTestLoad* l = reply->mutable_selftests();
     l->set_running(load.running);
     l->set_running_all(load.running_all);
@@ -151,6 +169,13 @@ grpc::Status QueryService::Control(grpc::ServerContext* context, const v1::Contr
   std::shared_ptr<JobState> job;
   if (grpc::Status s = Lookup(*context, request->job(), &job, Access::kControl); !s.ok()) {
     return s;
+  }
+  if (job->superseded()) {
+    // Its processes are gone; a request would reach the current run's instead.
+    return grpc::Status(
+        grpc::FAILED_PRECONDITION,
+        absl::StrCat("job ", job->name(), " is an earlier run of ", job->id(),
+                     ", kept for reading: control the current run as --job ", job->id()));
   }
   const uint64_t id = next_request_id_++;
   reply->set_request_id(id);
@@ -180,9 +205,16 @@ grpc::Status QueryService::Control(grpc::ServerContext* context, const v1::Contr
     case v1::ControlCommand::kConfig: {
       if (absl::Status s = job->ApplyConfig(request->config()); !s.ok()) return ToGrpcStatus(s);
       if (absl::Status s = job->Flush(); !s.ok()) return ToGrpcStatus(s);
-      reply->set_message(absl::StrCat("job ", job->name(),
-                                      ": new thresholds apply from the next step (the engine "
-                                      "restarts its window and warm-up)"));
+      const v1::ConfigChange& c = request->config();
+      const bool stall_only = c.window_steps() == 0 && c.excess_z() == 0 && c.clear_share() == 0 &&
+                              c.tie_z() == 0 && c.noise_floor_ns() == 0;
+      reply->set_message(
+          stall_only ? absl::StrCat("job ", job->name(), ": stall limit ",
+                                    c.stall_after_ms() > 0 ? absl::StrCat(c.stall_after_ms(), " ms")
+                                                           : "back to the default")
+                     : absl::StrCat("job ", job->name(),
+                                    ": new thresholds apply from the next step (the engine "
+                                    "restarts its window and warm-up)"));
       return grpc::Status::OK;
     }
     case v1::ControlCommand::kTrace: {
@@ -221,7 +253,7 @@ grpc::Status QueryService::Control(grpc::ServerContext* context, const v1::Contr
                                 ? captures_->default_steps()
                                 : static_cast<int32_t>(std::min<uint32_t>(c.steps(), 1000));
       absl::StatusOr<CaptureDecision> d =
-          captures_->Manual(job->name(), ranks, steps, job->world_size(), job->NewestStep(),
+          captures_->Manual(job->id(), ranks, steps, job->world_size(), job->NewestStep(),
                             job->JobControl(), shm::MonotonicNowNs());
       if (!d.ok()) return ToGrpcStatus(d.status());
       reply->set_request_id(d->id);
@@ -247,7 +279,7 @@ grpc::Status QueryService::StartSelfTest(const JobState& job, const v1::SelfTest
   }
   if (command.cancel_id() != 0) {
     absl::StatusOr<v1::ControlRequest> stop = self_tests_->Cancel(
-        job.name(), command.cancel_id(), job.NewestStep(), "cancelled by sfctl selftest --cancel");
+        job.id(), command.cancel_id(), job.NewestStep(), "cancelled by sfctl selftest --cancel");
     if (!stop.ok()) return ToGrpcStatus(stop.status());
     const int reached = sessions_->Send(*stop);
     reply->set_request_id(command.cancel_id());
@@ -256,7 +288,7 @@ grpc::Status QueryService::StartSelfTest(const JobState& job, const v1::SelfTest
     return grpc::Status::OK;
   }
   SelfTestJobFacts facts;
-  facts.job = job.name();
+  facts.job = job.id();
   facts.world_size = job.world_size();
   for (const Stage& s : job.schema().stages()) facts.stages.push_back(s.name);
   facts.newest_step = job.NewestStep();
@@ -274,7 +306,7 @@ grpc::Status QueryService::StartSelfTest(const JobState& job, const v1::SelfTest
   c.set_paused(job_wide.paused());
   c.set_sample_every(job_wide.sample_every());
   if (sessions_->Send(c) == 0) {
-    self_tests_->Forget(job.name(), id);
+    self_tests_->Forget(job.id(), id);
     return NoSidecar(job, command.rank());
   }
   reply->set_message(absl::StrCat("self-test ", id, ": asked rank ", command.rank(), " to add ",
@@ -293,10 +325,10 @@ grpc::Status QueryService::GetSelfTests(grpc::ServerContext* context,
     return grpc::Status(grpc::UNIMPLEMENTED, "this coordinator does not run self-tests");
   }
   // Asking for one self-test's result keeps it alive (ExpireSelfTests).
-  if (request->id() != 0) self_tests_->Renew(job->name(), request->id(), shm::MonotonicNowNs());
+  if (request->id() != 0) self_tests_->Renew(job->id(), request->id(), shm::MonotonicNowNs());
   const std::vector<v1::VerdictEvent> verdicts = job->VerdictsAfter(0);
   return ToGrpcStatus(
-      self_tests_->Report(job->name(), request->id(), verdicts, shm::MonotonicNowNs(), reply));
+      self_tests_->Report(job->id(), request->id(), verdicts, shm::MonotonicNowNs(), reply));
 }
 
 grpc::Status QueryService::ListCaptures(grpc::ServerContext* context,
@@ -309,7 +341,8 @@ grpc::Status QueryService::ListCaptures(grpc::ServerContext* context,
   }
   reply->set_job(job->name());
   reply->set_automatic(captures_automatic_);
-  for (const CaptureDecision& d : captures_->Decisions(job->name())) {
+  // Captures belong to the job id (the stubs know no generation), every run's together.
+  for (const CaptureDecision& d : captures_->Decisions(job->id())) {
     v1::CaptureDecisionInfo* o = reply->add_decisions();
     o->set_id(d.id);
     o->set_asked(d.asked);
@@ -321,8 +354,9 @@ grpc::Status QueryService::ListCaptures(grpc::ServerContext* context,
     o->set_steps(d.steps);
     o->set_verdict_last_step(d.verdict_last_step);
     o->set_stage(d.stage);
+    o->set_missed(d.missed);
     if (!d.asked) continue;
-    for (const RankCaptureAnswer& a : captures_->Answers(job->name(), d)) {
+    for (const RankCaptureAnswer& a : captures_->Answers(job->id(), d)) {
       v1::RankCaptureAnswer* out = o->add_answers();
       out->set_rank(a.rank);
       if (a.state != 0) out->set_state(shm::CaptureStateName(a.state));
@@ -336,14 +370,13 @@ grpc::Status QueryService::ListCaptures(grpc::ServerContext* context,
 grpc::Status QueryService::GetCaptureReport(grpc::ServerContext* context,
                                             const v1::GetCaptureReportRequest* request,
                                             v1::GetCaptureReportReply* reply) {
-  if (grpc::Status s = Authorize(*context, Access::kRead, request->job()); !s.ok()) return s;
+  const std::string job = CaptureJobId(request->job());
+  if (grpc::Status s = Authorize(*context, Access::kRead, job); !s.ok()) return s;
   if (capture_reports_ == nullptr) {
     return grpc::Status(grpc::UNIMPLEMENTED, "this coordinator keeps no captures");
   }
-  if (!shm::ValidJobId(request->job())) {
-    return grpc::Status(grpc::INVALID_ARGUMENT, "not a job id (--job)");
-  }
-  absl::StatusOr<CaptureReportView> v = capture_reports_->Get(request->job(), request->capture());
+  if (job.empty()) return grpc::Status(grpc::INVALID_ARGUMENT, "not a job id (--job)");
+  absl::StatusOr<CaptureReportView> v = capture_reports_->Get(job, request->capture());
   if (!v.ok()) return ToGrpcStatus(v.status());
   reply->set_job(request->job());
   reply->set_capture(request->capture());
@@ -362,21 +395,22 @@ grpc::Status QueryService::GetCaptureReport(grpc::ServerContext* context,
 
 grpc::ServerWriteReactor<v1::CaptureFileChunk>* QueryService::FetchCapture(
     grpc::CallbackServerContext* context, const v1::FetchCaptureRequest* request) {
-  if (grpc::Status s = Authorize(*context, Access::kRead, request->job()); !s.ok()) {
+  const std::string job = CaptureJobId(request->job());
+  if (grpc::Status s = Authorize(*context, Access::kRead, job); !s.ok()) {
     return CaptureFileStream::Refuse(s);
   }
   if (capture_store_ == nullptr) {
     return CaptureFileStream::Refuse(
         grpc::Status(grpc::UNIMPLEMENTED, "this coordinator keeps no captures"));
   }
-  if (!shm::ValidJobId(request->job()) || !ParseCaptureFileName(request->file_name())) {
+  if (job.empty() || !ParseCaptureFileName(request->file_name())) {
     return CaptureFileStream::Refuse(
         grpc::Status(grpc::INVALID_ARGUMENT,
                      "want a job id and a capture file name (trace_rank<R>_step<F>.json)"));
   }
   return CaptureFileStream::Start(
-      absl::StrCat(capture_store_->options().root, "/", request->job(), "/", request->file_name()),
-      absl::StrCat("no capture file ", request->file_name(), " of job ", request->job()));
+      absl::StrCat(capture_store_->options().root, "/", job, "/", request->file_name()),
+      absl::StrCat("no capture file ", request->file_name(), " of job ", job));
 }
 
 grpc::Status QueryService::ListNodes(grpc::ServerContext* context,

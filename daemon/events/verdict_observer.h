@@ -14,7 +14,11 @@
 #ifndef STAGEFRONTIER_DAEMON_EVENTS_VERDICT_OBSERVER_H_
 #define STAGEFRONTIER_DAEMON_EVENTS_VERDICT_OBSERVER_H_
 
+#include <cstdint>
+#include <string>
+
 #include "daemon/events/closed_window.h"
+#include "stagefrontier/v1/query.pb.h"
 
 namespace stagefrontier {
 
@@ -25,6 +29,13 @@ class VerdictObserver {
   virtual void OnJobWindow(const ClosedJobWindow& window) {}
   // A closed step appended verdicts of any group, replayed ones included; after OnJobWindow.
   virtual void OnVerdictsAppended() {}
+  // Every rank of `job` released its slot cleanly after reporting (the stubs exited): no step
+  // past `last_step` will come. Told once per change to finished (a rank that comes back and
+  // finishes again tells it again); `now_ns` monotonic. Windows still open may close after it.
+  virtual void OnJobFinished(const std::string& job, int64_t last_step, int64_t now_ns) {}
+  // `job`'s stall began, changed (its reason, alarm or named ranks) or ended (stall.ended()),
+  // never replayed (daemon/coordinator/stall_watch.h). `wall_ns`: realtime now.
+  virtual void OnJobStall(const std::string& job, const v1::Stall& stall, int64_t wall_ns) {}
 };
 
 }  // namespace stagefrontier

@@ -36,6 +36,10 @@ absl::StatusOr<std::unique_ptr<NodeLedger>> NodeLedger::Open(const NodeLedgerOpt
           l->ApplyHostLocked(r.node_host());
           return absl::OkStatus();
         }
+        if (r.body_case() == v1::JournalRecord::kNodeHang) {
+          l->ApplyHangLocked(r.node_hang());
+          return absl::OkStatus();
+        }
         if (r.body_case() != v1::JournalRecord::kNodeWindow) {
           ++l->counters_.replay_skipped;
           return absl::OkStatus();
@@ -109,6 +113,60 @@ bool NodeLedger::ApplyLocked(const v1::NodeWindow& w, std::vector<Change>* chang
     }
   }
   return true;
+}
+
+bool NodeLedger::ApplyHangLocked(const v1::NodeHang& hang) {
+  JobNodes& job = jobs_[hang.job()];
+  // A stall keeps its start through its changes and across a coordinator restart.
+  if (hang.started_unix_ns() == job.last_hang_started_ns) return false;
+  job.last_hang_started_ns = hang.started_unix_ns();
+  ++counters_.hangs;
+  // One hang per node however many of its ranks are named; a dead one says more than a stuck.
+  std::map<std::string, const v1::StuckRank*> by_node;
+  for (const v1::StuckRank& r : hang.ranks()) {
+    if (r.node().empty()) {
+      ++counters_.unattributed;
+      continue;
+    }
+    auto [it, fresh] = by_node.emplace(r.node(), &r);
+    if (!fresh && r.role() == "dead" && it->second->role() != "dead") it->second = &r;
+  }
+  for (const auto& [name, r] : by_node) {
+    NodeState* s = NodeLocked(name);
+    if (s == nullptr) continue;
+    const bool dead = r->role() == "dead";
+    ++s->hangs;
+    if (dead) ++s->hangs_dead;
+    s->last_hang_ns = hang.wall_time_ns();
+    s->last_hang = absl::StrCat("job ", hang.job(), " rank ", r->rank(),
+                                r->stage().empty() ? " between steps" : " stage ", r->stage(),
+                                " step ", r->step(), dead ? " (dead)" : " (hung)");
+  }
+  return true;
+}
+
+void NodeLedger::OnJobStall(const std::string& job, const v1::Stall& stall, int64_t wall_ns) {
+  if (stall.ended() || !stall.alarm()) return;
+  if (stall.reason() != "hung" && stall.reason() != "dead") return;
+  v1::NodeHang hang;
+  hang.set_job(job);
+  hang.set_started_unix_ns(stall.started_unix_ns());
+  hang.set_reason(stall.reason());
+  hang.set_wall_time_ns(wall_ns);
+  for (const v1::StuckRank& r : stall.ranks()) {
+    if (r.role() != "stuck" && r.role() != "dead") continue;  // the waiting are victims
+    v1::StuckRank* kept = hang.add_ranks();
+    *kept = r;
+    kept->set_node(r.node().substr(0, 256));
+    kept->set_stage(r.stage().substr(0, 256));
+  }
+  // Nobody named yet: a later change of the same stall that names a rank is charged then.
+  if (hang.ranks().empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ApplyHangLocked(hang)) return;
+  v1::JournalRecord rec;
+  *rec.mutable_node_hang() = std::move(hang);
+  file_->Append(rec);
 }
 
 void NodeLedger::ApplyHostLocked(const v1::NodeHostSeen& seen) {
@@ -196,6 +254,10 @@ NodeSummary NodeLedger::SummaryLocked(const std::string& name, const NodeState& 
     out.host = it->second.first;
     out.address = it->second.second;
   }
+  out.hangs = s.hangs;
+  out.hangs_dead = s.hangs_dead;
+  out.last_hang_ns = s.last_hang_ns;
+  out.last_hang = s.last_hang;
   return out;
 }
 
@@ -207,7 +269,7 @@ std::vector<NodeSummary> NodeLedger::Nodes() const {
     for (const auto& [name, s] : nodes_) out.push_back(SummaryLocked(name, s));
   }
   std::stable_sort(out.begin(), out.end(), [](const NodeSummary& a, const NodeSummary& b) {
-    return a.gpu_seconds > b.gpu_seconds;
+    return a.gpu_seconds != b.gpu_seconds ? a.gpu_seconds > b.gpu_seconds : a.hangs > b.hangs;
   });
   return out;
 }

@@ -63,6 +63,10 @@ struct NodeSummary {
   int64_t last_charged_ns = 0;  // 0 if never charged
   std::string host;             // the machine under the name ("" until a sidecar said)
   std::string address;          // its sidecar's address, as the coordinator saw it
+  int64_t hangs = 0;            // hung or dead stalls with a rank of this node named stuck/dead
+  int64_t hangs_dead = 0;       // of them, those where that rank's process was gone
+  int64_t last_hang_ns = 0;     // wall clock; 0 if never
+  std::string last_hang;        // "job J rank R stage S step N (hung)"
 };
 
 struct NodeLedgerCounters {
@@ -71,6 +75,7 @@ struct NodeLedgerCounters {
   uint64_t unattributed = 0;       // charges whose rank had no known node
   uint64_t nodes_refused = 0;      // nodes not tracked: max_nodes reached
   uint64_t replay_skipped = 0;     // ledger records that were not windows
+  uint64_t hangs = 0;              // stalls charged as hangs (replayed ones included)
 };
 
 class NodeLedger : public VerdictObserver {
@@ -90,13 +95,17 @@ class NodeLedger : public VerdictObserver {
   // A job's closed window (a job observer, JobOptions::observers): recorded as
   // NodeWindowFromVerdict says, with the window's wall time.
   void OnJobWindow(const ClosedJobWindow& window) override;
+  // A job's stall (a job observer): the first time a stall alarms with reason hung or dead,
+  // one hang is charged to each distinct node of its ranks named stuck or dead, and written.
+  // Its changes, its end, other reasons and a non-alarm stall charge nothing.
+  void OnJobStall(const std::string& job, const v1::Stall& stall, int64_t wall_ns) override;
   [[nodiscard]] absl::Status Flush();
   // Records the machine under `node` (its sidecar's hostname and address, from its Hello);
   // written only when new or changed. At most max_nodes names are kept.
   void NoteHost(const std::string& node, const std::string& host, const std::string& address,
                 int64_t wall_time_ns);
 
-  // Every tracked node, most wasted GPU-seconds first (then by name).
+  // Every tracked node, most wasted GPU-seconds first (then most hangs, then by name).
   std::vector<NodeSummary> Nodes() const;
   NodeLedgerCounters counters() const;
   void SetClassChange(ClassChange callback);
@@ -111,10 +120,13 @@ class NodeLedger : public VerdictObserver {
     std::vector<std::string> jobs;         // last charged, oldest first
     std::vector<std::string> recent_seen;  // last served, so jobs_seen counts each job once
     int64_t first_seen_ns = 0, last_seen_ns = 0, last_charged_ns = 0;
+    int64_t hangs = 0, hangs_dead = 0, last_hang_ns = 0;
+    std::string last_hang;
   };
   struct JobNodes {
     int64_t last_first_step = -1;
     std::vector<std::string> nodes;
+    int64_t last_hang_started_ns = 0;  // the job's last stall charged (its started_unix_ns)
   };
   struct Change {
     NodeSummary node;
@@ -123,6 +135,8 @@ class NodeLedger : public VerdictObserver {
 
   explicit NodeLedger(NodeLedgerOptions options) : options_(std::move(options)) {}
   void ApplyHostLocked(const v1::NodeHostSeen& seen);
+  // Charges a hang to its nodes; false (nothing changed) for a stall already charged.
+  bool ApplyHangLocked(const v1::NodeHang& hang);
   // Applies a window; fills `changes` with class changes. False for a duplicate.
   bool ApplyLocked(const v1::NodeWindow& window, std::vector<Change>* changes);
   NodeState* NodeLocked(const std::string& node);

@@ -26,6 +26,10 @@ void NodeSummaryToProto(const NodeSummary& n, v1::NodeInfo* out) {
   out->set_last_charged_unix_ns(n.last_charged_ns);
   out->set_host(n.host);
   out->set_address(n.address);
+  out->set_hangs(n.hangs);
+  out->set_hangs_dead(n.hangs_dead);
+  out->set_last_hang_unix_ns(n.last_hang_ns);
+  out->set_last_hang(n.last_hang);
 }
 
 absl::Status FillListNodes(const NodeLedger& ledger, const v1::ListNodesRequest& request,

@@ -33,9 +33,9 @@ std::string RenderNodesText(const v1::ListNodesReply& r) {
   absl::StrAppend(&out, "\n");
   if (r.nodes().empty()) return out;
   absl::StrAppend(
-      &out, absl::StrFormat("%-4s %-24s %-24s %-10s %12s %9s %6s %5s %-20s %-24s %-20s %-20s\n",
+      &out, absl::StrFormat("%-4s %-24s %-24s %-10s %12s %9s %6s %5s %5s %-20s %-24s %-20s %-20s\n",
                             "#", "NODE", "HOST", "CLASS", "WASTED GPU-s", "CHARGED", "EWMA", "JOBS",
-                            "STAGES", "LAST JOBS", "FIRST SEEN", "LAST SEEN"));
+                            "HANGS", "STAGES", "LAST JOBS", "FIRST SEEN", "LAST SEEN"));
   int i = 0;
   for (const v1::NodeInfo& n : r.nodes()) {
     std::string stages;
@@ -48,11 +48,21 @@ std::string RenderNodesText(const v1::ListNodesReply& r) {
     }
     absl::StrAppend(
         &out, absl::StrFormat(
-                  "%-4d %-24s %-24s %-10s %12.2f %4d/%-4d %6.2f %5d %-20s %-24s %-20s %-20s\n", ++i,
-                  n.node(), Host(n), n.node_class(), n.wasted_gpu_seconds(), n.charged_windows(),
-                  n.windows(), n.ewma(), n.jobs_charged(), stages.empty() ? "-" : stages,
-                  jobs.empty() ? "-" : jobs, UnixTime(n.first_seen_unix_ns()),
-                  UnixTime(n.last_seen_unix_ns())));
+                  "%-4d %-24s %-24s %-10s %12.2f %4d/%-4d %6.2f %5d %5d %-20s %-24s %-20s %-20s\n",
+                  ++i, n.node(), Host(n), n.node_class(), n.wasted_gpu_seconds(),
+                  n.charged_windows(), n.windows(), n.ewma(), n.jobs_charged(), n.hangs(),
+                  stages.empty() ? "-" : stages, jobs.empty() ? "-" : jobs,
+                  UnixTime(n.first_seen_unix_ns()), UnixTime(n.last_seen_unix_ns())));
+  }
+  // Where each node's last hang was: the table has no room for it.
+  bool header = false;
+  for (const v1::NodeInfo& n : r.nodes()) {
+    if (n.hangs() == 0) continue;
+    if (!header) absl::StrAppend(&out, "\nhangs (stalls with a rank of the node stuck or dead):\n");
+    header = true;
+    absl::StrAppend(
+        &out, absl::StrFormat("  %s: %d (%d dead), last %s: %s\n", n.node(), n.hangs(),
+                              n.hangs_dead(), UnixTime(n.last_hang_unix_ns()), n.last_hang()));
   }
   return out;
 }

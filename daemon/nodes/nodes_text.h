@@ -11,7 +11,7 @@
 namespace stagefrontier {
 
 // Most costly first: class, wasted GPU-seconds, charged/served windows, EWMA, jobs charged,
-// top stages, last jobs, first and last seen (UTC).
+// hangs, top stages, last jobs, first and last seen (UTC); then each hung node's last hang.
 std::string RenderNodesText(const v1::ListNodesReply& reply);
 
 }  // namespace stagefrontier

@@ -107,6 +107,15 @@ Json VerdictArgs(const v1::Verdict& v, bool clipped) {
   args["first_step"] = v.first_step();
   args["last_step"] = v.last_step();
   args["steps"] = v.steps();
+  // Profiled steps inside the span are left out of the evidence: the window spans more steps
+  // than it has, and says so.
+  args["profiled_steps_left_out"] = v.profiled_steps_left_out();
+  args["window"] =
+      v.profiled_steps_left_out() > 0
+          ? absl::StrCat("window of ", v.steps(), " steps (", v.first_step(), "..", v.last_step(),
+                         "; ", v.profiled_steps_left_out(), " profiled step",
+                         v.profiled_steps_left_out() == 1 ? "" : "s", " left out)")
+          : absl::StrCat("window of ", v.steps(), " steps");
   args["label"] = v.label();
   args["reason"] = v.reason();
   args["group_wide"] = v.group_wide();

@@ -21,6 +21,7 @@ struct ControlFlags {
   int window_steps = 0;
   double excess_z = 0;
   double clear_share = 0;
+  int64_t stall_after_ms = 0;
 };
 
 // The one action the flags ask for, into *cmd; the usage error's text when not exactly one.
@@ -42,15 +43,16 @@ std::string BuildControl(const ControlFlags& f, v1::ControlCommand* cmd) {
     cmd->mutable_trace()->set_first_step(first);
     cmd->mutable_trace()->set_last_step(last);
   }
-  if (f.window_steps > 0 || f.excess_z > 0 || f.clear_share > 0) {
+  if (f.window_steps > 0 || f.excess_z > 0 || f.clear_share > 0 || f.stall_after_ms != 0) {
     ++actions;
+    cmd->mutable_config()->set_stall_after_ms(f.stall_after_ms);
     cmd->mutable_config()->set_window_steps(f.window_steps);
     cmd->mutable_config()->set_excess_z(f.excess_z);
     cmd->mutable_config()->set_clear_share(f.clear_share);
   }
   if (actions != 1) {
     return "control wants exactly one action (--pause, --resume, --sample-every, "
-           "--trace-rank with --trace-steps, or thresholds)";
+           "--trace-rank with --trace-steps, or thresholds and --stall-after-ms)";
   }
   return "";
 }
@@ -69,6 +71,9 @@ SfctlCommand ControlCommand() {
             sub->add_option("--window-steps", f->window_steps, "new verdict window");
             sub->add_option("--excess-z", f->excess_z, "new excess threshold in noise scales");
             sub->add_option("--clear-share", f->clear_share, "new CLEAR share");
+            sub->add_option("--stall-after-ms", f->stall_after_ms,
+                            "the job's own stall limit (-1: the default again)")
+                ->check(CLI::Range(int64_t{-1}, int64_t{86'400'000}));
             return [f](const SfctlCall& call) {
               v1::ControlCommand cmd;
               if (std::string bad = BuildControl(*f, &cmd); !bad.empty()) {

@@ -39,15 +39,46 @@ std::string RenderJobs(const v1::ListJobsReply& reply) {
                                     "PARTIAL", "REPORTING", "MISSING", "LAST VERDICT");
   for (const v1::JobInfo& j : reply.jobs()) {
     absl::StrAppend(
-        &out, absl::StrFormat("%-24s %6d %8d %8d %9d %8d  %s%s\n", j.job(), j.world_size(),
+        &out, absl::StrFormat("%-24s %6d %8d %8d %9d %8d  %s%s%s%s\n", j.job(), j.world_size(),
                               j.steps_accounted(), j.partial_steps(), j.ranks_reporting(),
                               j.ranks_missing(), j.last_label().empty() ? "-" : j.last_label(),
-                              j.paused() ? " (paused)" : ""));
+                              j.paused() ? " (paused)" : "",
+                              // Every stub exited cleanly: over, not stalled.
+                              j.state() == "finished" ? " (finished)" : "",
+                              // A re-run under the same id: the earlier runs stay readable.
+                              j.current() || j.job_id().empty() ? "" : " (earlier run)"));
   }
   return out;
 }
 
+std::string RenderStall(const v1::Stall& s) {
+  if (s.ended()) {
+    return absl::StrCat("  stall ended after ", FormatSeconds(static_cast<double>(s.stalled_ns())),
+                        " (", s.reason(), ")\n");
+  }
+  std::string out = absl::StrCat(
+      "STALLED ", s.reason(), s.alarm() ? "" : " (no alarm yet)", ": no progress past step ",
+      s.frontier_step(), " for ", FormatSeconds(static_cast<double>(s.stalled_ns())), " (limit ",
+      FormatSeconds(static_cast<double>(s.stall_after_ns())), ")\n  ", s.text(), "\n");
+  int waiting = 0;
+  for (const v1::StuckRank& r : s.ranks()) {
+    if (r.role() == "waiting" && ++waiting > 4) continue;  // the culprits, then a few waiting
+    absl::StrAppend(&out, absl::StrFormat("  %-8s rank %d%s: %s of step %d, open %s\n", r.role(),
+                                          r.rank(), r.node().empty() ? "" : " on " + r.node(),
+                                          r.stage().empty() ? "between steps" : r.stage(), r.step(),
+                                          FormatSeconds(static_cast<double>(r.open_ns()))));
+  }
+  if (waiting > 4) absl::StrAppend(&out, "  ... and ", waiting - 4, " more waiting\n");
+  return out;
+}
+
 std::string RenderVerdict(const v1::Verdict& v) {
+  if (v.has_stall()) {
+    return absl::StrCat(
+        "verdict ", v.label(), " ", v.reason(), "  (", v.group(), ", step ",
+        v.stall().frontier_step(), ")\n",
+        v.stall().ended() ? absl::StrCat("  ", v.explanation(), "\n") : RenderStall(v.stall()));
+  }
   std::string out = absl::StrCat("verdict ", v.label(), v.reason().empty() ? "" : " ", v.reason(),
                                  v.group_wide() ? " (group-wide)" : "", "  (", v.group(),
                                  ", steps ", v.first_step(), "..", v.last_step(), ")\n");
@@ -63,8 +94,19 @@ std::string RenderVerdict(const v1::Verdict& v) {
   return out;
 }
 
+std::string WindowSpan(int32_t steps, const v1::Verdict& v) {
+  std::string out = absl::StrCat("window of ", steps, " steps");
+  // Profiled steps are left out of the evidence: the window then spans more steps than it has.
+  if (v.profiled_steps_left_out() > 0) {
+    absl::StrAppend(&out, " (", v.first_step(), "..", v.last_step(), "; ",
+                    v.profiled_steps_left_out(), " profiled step",
+                    v.profiled_steps_left_out() == 1 ? "" : "s", " left out)");
+  }
+  return out;
+}
+
 std::string RenderSuspects(const v1::SuspectsReply& r) {
-  std::string out = absl::StrCat("job ", r.job(), ", window of ", r.window(), " steps\n");
+  std::string out = absl::StrCat("job ", r.job(), ", ", WindowSpan(r.window(), r.verdict()), "\n");
   absl::StrAppend(&out, RenderVerdict(r.verdict()));
   if (!r.verdict().suspects().empty()) {
     absl::StrAppend(
@@ -133,8 +175,11 @@ std::string RenderSteps(const v1::GetStepsReply& r) {
 }
 
 std::string RenderHealth(const v1::GetHealthReply& r) {
-  std::string out = absl::StrFormat("job %s: %d reporting, %d lagging, %d missing\n", r.job(),
+  std::string out = absl::StrFormat("job %s: %d reporting, %d lagging, %d missing", r.job(),
                                     r.reporting(), r.lagging(), r.missing());
+  if (r.finished() > 0) absl::StrAppend(&out, ", ", r.finished(), " finished");
+  // Every stub exited cleanly: the job is over, not stalled.
+  absl::StrAppend(&out, r.state() == "finished" ? " (job finished)\n" : "\n");
   if (r.detector_conditions().empty()) {
     absl::StrAppend(&out, "detector: healthy (no condition held in the latest window)\n");
   } else {
@@ -152,15 +197,26 @@ std::string RenderHealth(const v1::GetHealthReply& r) {
                                     l.running(), l.max_running_per_job(), l.max_running(),
                                     l.running_all(), l.steps_last_hour(), l.max_steps_per_hour()));
   }
-  absl::StrAppend(&out, absl::StrFormat("%-6s %-10s %-16s %8s %7s %9s %6s %8s %7s %6s %7s  %s\n",
-                                        "RANK", "STATE", "NODE", "LAST", "BEHIND", "ACCEPTED",
-                                        "DUPS", "REFUSED", "DROPPED", "TORN", "INVALID", "NOTE"));
+  if (r.has_stall()) absl::StrAppend(&out, RenderStall(r.stall()));
+  absl::StrAppend(
+      &out,
+      absl::StrFormat("%-6s %-10s %-16s %8s %7s %9s %6s %8s %7s %6s %7s %-22s %8s  %s\n", "RANK",
+                      "STATE", "NODE", "LAST", "BEHIND", "ACCEPTED", "DUPS", "REFUSED", "DROPPED",
+                      "TORN", "INVALID", "OPEN STAGE", "OPEN S", "NOTE"));
   for (const v1::RankHealth& h : r.ranks()) {
+    // Where the rank is now: its open stage and step, and for how long (hangs).
+    const std::string open =
+        !h.open_known() ? "-"
+                        : absl::StrCat(h.open_stage().empty() ? "(between)" : h.open_stage(), "@",
+                                       h.open_step());
+    const std::string age =
+        h.open_known() ? absl::StrFormat("%.1f", static_cast<double>(h.open_age_ns()) / 1e9) : "-";
     absl::StrAppend(
-        &out, absl::StrFormat("%-6d %-10s %-16s %8d %7d %9d %6d %8d %7d %6d %7d  %s\n", h.rank(),
-                              h.state(), h.node(), h.last_step(), h.steps_behind(),
-                              h.records_accepted(), h.duplicates(), h.rejected(),
-                              h.dropped_by_writer(), h.torn(), h.invalid(), h.last_error()));
+        &out,
+        absl::StrFormat("%-6d %-10s %-16s %8d %7d %9d %6d %8d %7d %6d %7d %-22s %8s  %s\n",
+                        h.rank(), h.state(), h.node(), h.last_step(), h.steps_behind(),
+                        h.records_accepted(), h.duplicates(), h.rejected(), h.dropped_by_writer(),
+                        h.torn(), h.invalid(), open, age, h.last_error()));
   }
   // The collective probe: where it runs, then what bracketing validation found.
   std::vector<std::string> probed;
@@ -194,6 +250,7 @@ std::string RenderCaptures(const v1::ListCapturesReply& reply) {
     if (d.asked()) {
       absl::StrAppend(&out, "  capture ", d.id(), d.manual() ? " (by hand)" : "", ": ", d.reason(),
                       d.stage().empty() ? "" : absl::StrCat("; report on ", d.stage()), "\n");
+      if (!d.missed().empty()) absl::StrAppend(&out, "    missed: ", d.missed(), "\n");
       std::vector<std::string> answers;
       for (const v1::RankCaptureAnswer& a : d.answers()) {
         std::string line =

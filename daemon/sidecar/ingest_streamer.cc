@@ -151,9 +151,18 @@ void IngestStreamer::SendLoop(Connection& c) {
       drainer_->Rescan();
       c.next_rescan = now + options_.rescan_every;
     }
+    // A rank whose open stage just passed the threshold may be stuck: say so now, not at the
+    // next regular report.
+    bool open_passed = false;
+    if (options_.open_stage_report.count() > 0 && now >= c.next_open_check) {
+      c.next_open_check = now + options_.open_stage_check;
+      open_passed = drainer_->OpenStagesPassed(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(options_.open_stage_report).count());
+    }
     // A stub's capture answer goes out at once: the next request's answer replaces it in the
     // slot, possibly before the regular report.
-    if ((now >= c.next_health || drainer_->CaptureAnswersChanged()) && !SendHealth(c, now)) {
+    if ((now >= c.next_health || open_passed || drainer_->CaptureAnswersChanged()) &&
+        !SendHealth(c, now)) {
       break;
     }
     const size_t n = DrainIntoPending(c, now);

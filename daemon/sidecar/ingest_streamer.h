@@ -51,7 +51,12 @@ struct StreamerOptions {
   // send at once.
   std::chrono::milliseconds batch_delay{0};
   std::chrono::milliseconds rescan_every{1000};
-  std::chrono::milliseconds health_every{2000};
+  std::chrono::milliseconds health_every{1000};
+  // Health goes out at once, outside the period, when a rank's open stage becomes older than
+  // this (once per open stage; checked every open_stage_check): the coordinator names a hung
+  // rank sooner. 0: never.
+  std::chrono::milliseconds open_stage_report{1000};
+  std::chrono::milliseconds open_stage_check{100};
   std::chrono::milliseconds backoff_min{100};
   std::chrono::milliseconds backoff_max{5000};
   std::chrono::milliseconds connect_timeout{20000};  // one handshake; see coordinator_channel.h
@@ -105,6 +110,7 @@ class IngestStreamer {
     uint64_t seq = 0;
     Clock::time_point next_rescan;
     Clock::time_point next_health;
+    Clock::time_point next_open_check;
     std::chrono::milliseconds poll{0};
     Clock::time_point stop_deadline{};
     // The batch being filled (batch_delay): drained, not yet sent. Dropped with the stream;

@@ -13,8 +13,26 @@
 #include "daemon/wire/packed_steps.h"
 #include "daemon/wire/rank_steps.h"
 #include "shm/monotonic_clock.h"
+#include "shm/open_stage.h"
+#include "shm/slot_ownership.h"
 
 namespace stagefrontier {
+namespace {
+
+// The rank's open stage, from the slot's bytes (untrusted): a stage outside the slot's
+// schema, or a read torn at every try, leaves open_known false.
+void FillOpenStage(const shm::v1::SlotHeader& slot, const shm::SlotReport& r, int64_t now,
+                   v1::SlotHealth* h) {
+  shm::OpenStage o;
+  if (!shm::ReadOpenStage(slot, &o) || !o.known()) return;
+  if (o.in_stage() && o.stage() >= r.stages.size()) return;
+  h->set_open_known(true);
+  h->set_open_step(o.step);
+  h->set_open_stage(o.in_stage() ? r.stages[o.stage()].first : "");
+  h->set_open_age_ns(shm::HeartbeatAgeNs(now, o.since_ns));
+}
+
+}  // namespace
 
 SegmentDrainer::SegmentDrainer(DrainerOptions options, Log log)
     : options_(std::move(options)), log_(std::move(log)) {}
@@ -166,6 +184,7 @@ void SegmentDrainer::Attach(const std::string& path) {
   a.declared_generation.assign(a.mapped->view().slot_count(), 0);
   a.control.assign(a.mapped->view().slot_count(), shm::ControlRequest{});
   a.capture_seen.assign(a.mapped->view().slot_count(), {0, shm::v1::kCaptureNone, 0});
+  a.open_passed.assign(a.mapped->view().slot_count(), {0, 0});
   if (log_) {
     log_(absl::StrCat("draining job ", a.job, " from ", path, " (", a.mapped->view().slot_count(),
                       " slots of ", a.mapped->view().ring_capacity(), " records)"));
@@ -277,7 +296,8 @@ void SegmentDrainer::Rewind() {
   }
 }
 
-void SegmentDrainer::FillHealth(v1::Health* out) const {
+void SegmentDrainer::FillHealth(v1::Health* out, int64_t now_ns) const {
+  const int64_t now = now_ns != 0 ? now_ns : shm::MonotonicNowNs();
   for (const auto& seg : segments_) {
     if (seg->quarantined) continue;
     const Attached& a = *seg;
@@ -327,8 +347,34 @@ void SegmentDrainer::FillHealth(v1::Health* out) const {
         h->set_capture_bytes(capture_bytes);
         h->set_capture_state(capture);
       }
+      // A dead owner's last open stage is where it died (the stall verdict's "dead").
+      if (r.owner == shm::OwnerHealth::kAlive || r.owner == shm::OwnerHealth::kDead) {
+        FillOpenStage(slot, r, now, h);
+      }
     }
   }
+}
+
+bool SegmentDrainer::OpenStagesPassed(int64_t threshold_ns, int64_t now_ns) {
+  if (threshold_ns <= 0) return false;
+  const int64_t now = now_ns != 0 ? now_ns : shm::MonotonicNowNs();
+  bool passed = false;
+  for (auto& seg : segments_) {
+    if (seg->quarantined) continue;
+    for (uint32_t i = 0; i < seg->open_passed.size(); ++i) {
+      const shm::v1::SlotHeader& slot = seg->mapped->view().slot(i);
+      if (slot.state.load(std::memory_order_acquire) != shm::v1::kSlotActive) continue;
+      shm::OpenStage o;
+      if (!shm::ReadOpenStage(slot, &o, /*attempts=*/4) || !o.known()) continue;
+      if (shm::HeartbeatAgeNs(now, o.since_ns) < threshold_ns) continue;
+      const std::pair<uint64_t, uint64_t> key{slot.generation.load(std::memory_order_relaxed),
+                                              o.seq};
+      if (seg->open_passed[i] == key) continue;
+      seg->open_passed[i] = key;
+      passed = true;
+    }
+  }
+  return passed;
 }
 
 bool SegmentDrainer::CaptureAnswersChanged() {

@@ -79,8 +79,14 @@ class SegmentDrainer {
   // A new stream: forget declarations and read again from what was last committed.
   void Rewind();
 
-  // Per-slot counters of every segment, for the coordinator.
-  void FillHealth(v1::Health* out) const;
+  // Per-slot counters of every segment, for the coordinator, and where each rank whose owner
+  // is alive is now: its open stage (docs/segment-format.md "Open stage") and that stage's age
+  // at `now_ns` (0: now), on this node's monotonic clock.
+  void FillHealth(v1::Health* out, int64_t now_ns = 0) const;
+  // True if some active slot's open stage (or "between steps") became older than
+  // `threshold_ns` since the last call: each open stage counts once. The streamer then sends
+  // health at once. A few loads per slot, no system call.
+  bool OpenStagesPassed(int64_t threshold_ns, int64_t now_ns = 0);
   // True if a stub's capture answer or handler changed since the last call: the streamer then
   // sends a health report now, since a stub answers a capture, then the next one, in the same
   // slot, possibly within one regular report's interval, and a new trainer's handler should
@@ -114,6 +120,8 @@ class SegmentDrainer {
     std::vector<uint64_t> errors_unlogged;
     // The capture answer last seen in each slot: (first step, state, handler).
     std::vector<std::tuple<int64_t, uint32_t, uint32_t>> capture_seen;
+    // The open stage last reported as past the threshold, per slot: (generation, open_seq).
+    std::vector<std::pair<uint64_t, uint64_t>> open_passed;
   };
   using FileId = std::pair<uint64_t, uint64_t>;  // (device, inode)
   void Attach(const std::string& path);

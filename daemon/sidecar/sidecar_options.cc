@@ -47,11 +47,18 @@ std::optional<int> ParseSidecarOptions(int argc, char** argv, SidecarOptions* op
                  "the coordinator's cost is per message); 0 sends at every poll")
       ->check(CLI::Range(0, 10000))
       ->capture_default_str();
-  int health_every_ms = 2000;
+  int health_every_ms = 1000;
   app.add_option("--health-every-ms", health_every_ms,
-                 "how often each slot's health goes to the coordinator (also sent at once when "
-                 "ranks first appear and when a capture answer changes)")
+                 "how often each slot's health (with each rank's open stage) goes to the "
+                 "coordinator (also sent at once when ranks first appear, when a capture answer "
+                 "changes and when an open stage passes --open-stage-report-ms)")
       ->check(CLI::Range(100, 600000))
+      ->capture_default_str();
+  int open_stage_report_ms = 1000;
+  app.add_option("--open-stage-report-ms", open_stage_report_ms,
+                 "send health at once, outside the period, when a rank's open stage becomes "
+                 "older than this (once per open stage: a stuck rank is named sooner); 0: never")
+      ->check(CLI::Range(0, 600000))
       ->capture_default_str();
   app.add_option("--route", options->route_flags,
                  "JOB=ADDRESS: send job JOB's records to the coordinator at ADDRESS instead "
@@ -65,6 +72,7 @@ std::optional<int> ParseSidecarOptions(int argc, char** argv, SidecarOptions* op
   so.poll_max = std::chrono::milliseconds(poll_max_ms);
   so.batch_delay = std::chrono::milliseconds(batch_delay_ms);
   so.health_every = std::chrono::milliseconds(health_every_ms);
+  so.open_stage_report = std::chrono::milliseconds(open_stage_report_ms);
   return std::nullopt;
 }
 

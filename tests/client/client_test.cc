@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "shm/monotonic_clock.h"
+#include "shm/open_stage.h"
 #include "shm/segment_file.h"
 #include "shm/segment_reader.h"
 #include "tests/shm/test_support.h"
@@ -530,6 +532,95 @@ TEST_CASE("a forked child (a DataLoader worker) does not write into the parent's
   auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
   REQUIRE(seg.ok());
   CHECK((*seg)->view().slot(0).state.load() == shm::v1::kSlotActive);
+}
+
+// The open stage the stub publishes in its slot (docs/segment-format.md, "Open stage").
+TEST_CASE("the open stage follows every API style, and a forked child never publishes it") {
+  const std::string dir = MakeTempDir();
+  auto c = Client::Create(kStages, Options(dir), kNoEnv);
+  REQUIRE(c.ok());
+  auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
+  REQUIRE(seg.ok());
+  const shm::v1::SlotHeader& slot = (*seg)->view().slot(0);
+  auto open = [&] {
+    shm::OpenStage o;
+    REQUIRE(shm::ReadOpenStage(slot, &o));
+    return o;
+  };
+  CHECK_FALSE(open().known());  // nothing before the first step
+  Client& cl = **c;
+  const int64_t t0 = shm::MonotonicNowNs();
+  cl.BeginStep(5);
+  shm::OpenStage o = open();
+  CHECK(o.in_stage());
+  CHECK(o.stage() == 0);
+  CHECK(o.step == 5);
+  CHECK(o.since_ns >= t0);
+  CHECK(o.since_ns <= shm::MonotonicNowNs());
+
+  // Marks: after stage k ends, k + 1 is open; after the last, none (between steps).
+  cl.Mark(0);
+  CHECK(open().stage() == 1);
+  cl.Mark(1);
+  cl.Mark(2);
+  CHECK(open().stage() == 3);
+  const int64_t before_last = open().since_ns;
+  cl.Mark(3);
+  o = open();
+  CHECK(o.between_steps());
+  CHECK(o.step == 5);
+  CHECK(o.since_ns >= before_last);
+  cl.EndStep();
+  CHECK(open().between_steps());
+
+  // Scopes: Enter opens k; Exit(k) opens k + 1.
+  cl.BeginStep();
+  {
+    auto scope = cl.Scope(2);
+    o = open();
+    CHECK(o.stage() == 2);
+    CHECK(o.step == 6);
+  }
+  CHECK(open().stage() == 3);
+  // Misuse publishes nothing: an unknown stage, an Exit without Enter.
+  const uint64_t seq = open().seq;
+  cl.Mark(99);
+  cl.Exit(1);
+  CHECK(open().seq == seq);
+  // MarkAt: the next stage opened at the given time.
+  cl.MarkAt(0, before_last + 1);
+  CHECK(open().stage() == 1);
+  CHECK(open().since_ns == before_last + 1);
+  cl.EndStep();
+  o = open();
+  CHECK(o.between_steps());
+  CHECK(o.step == 6);
+
+  // A forked child (a DataLoader worker) shares the slot's pages: it must not write there.
+  const uint64_t parent_seq = open().seq;
+  const pid_t child = fork();
+  if (child == 0) {
+    cl.BeginStep();
+    cl.Enter(1);
+    cl.Mark(2);
+    cl.EndStep();
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(open().seq == parent_seq);
+
+  // A new owner of the slot starts from "nothing published".
+  cl.BeginStep();
+  cl.Enter(1);
+  c->reset();
+  auto next = Client::Create(kStages, Options(dir), kNoEnv);
+  REQUIRE(next.ok());
+  REQUIRE((*next)->enabled());
+  CHECK_FALSE(open().known());
+  (*next)->BeginStep(0);
+  CHECK(open().stage() == 0);
 }
 
 TEST_CASE("step bookkeeping: explicit numbers, implicit ends, misuse") {

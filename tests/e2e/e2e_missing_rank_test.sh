@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A trainer process killed mid-run: its rank is reported missing (by the coordinator) and its
-# owner dead (by the sidecar); the other ranks keep being accounted.
+# owner dead (by the sidecar); the other ranks keep being accounted, and once they exit cleanly
+# they are finished (not missing), while the job, its rank 3 killed, is not.
 set -euo pipefail
 source deploy/demo/pipeline.sh
 sf_init "${TEST_TMPDIR:-$(mktemp -d)}/missing" .
@@ -20,8 +21,9 @@ sf_ctl health --job job1
 [ "$(jq -r '.ranks[3].state' <<<"$health")" = missing ] || sf_fail "rank 3 not missing"
 [ "$(jq -r '.ranks[3].owner' <<<"$health")" = dead ] || sf_fail "rank 3's owner not dead"
 [ "$(jq -r '.missing' <<<"$health")" = 1 ] || sf_fail "missing count"
-[ "$(jq '[.ranks[] | select(.state == "reporting")] | length' <<<"$health")" = 7 ] \
-  || sf_fail "the other 7 ranks must be reporting"
+[ "$(jq '[.ranks[] | select(.state == "finished")] | length' <<<"$health")" = 7 ] \
+  || sf_fail "the other 7 ranks, exited cleanly, must be finished"
+[ "$(jq -r '.state' <<<"$health")" = running ] || sf_fail "a killed rank: the job is not finished"
 jobs=$(sf_ctl --json jobs)
 [ "$(jq -r '.jobs[0].partial_steps | tonumber > 0' <<<"$jobs")" = true ] || sf_fail "no partial steps"
 [ "$(jq -r '.jobs[0].ranks_missing' <<<"$jobs")" = 1 ] || sf_fail "ranks_missing"

@@ -21,10 +21,21 @@ json=$(sf_ctl --json suspects --job job1)
 [ "$(jq -r '.verdict.suspects[0].rank' <<<"$json")" = 11 ] || sf_fail "top rank"
 [ "$(jq -r .mean_top_stage <<<"$json")" = grad_sync ] || sf_fail "the mean dashboard should point at grad_sync"
 
+# The trainers exited cleanly (their stubs released the slots): once the sidecars' next health
+# report (every 2 s) is in, every rank and the job read "finished", none "missing" (issue 30).
+for i in $(seq 60); do
+  [ "$(sf_ctl --json jobs | jq -r '.jobs[0].state')" = finished ] && break
+  sleep 0.1
+done
 jobs=$(sf_ctl --json jobs)
 [ "$(jq -r '.jobs[0].partial_steps' <<<"$jobs")" = 0 ] || sf_fail "partial steps: $jobs"
-[ "$(jq -r '.jobs[0].ranks_reporting' <<<"$jobs")" = 16 ] || sf_fail "reporting: $jobs"
+[ "$(jq -r '.jobs[0].state' <<<"$jobs")" = finished ] || sf_fail "job not finished: $jobs"
+[ "$(jq -r '.jobs[0].ranks_missing' <<<"$jobs")" = 0 ] || sf_fail "missing: $jobs"
+sf_ctl jobs | grep -q "(finished)" || sf_fail "sfctl jobs does not say finished"
+sf_ctl health --job job1 | grep -q "16 finished (job finished)" || sf_fail "sfctl health"
 health=$(sf_ctl --json health --job job1)
+[ "$(jq '[.ranks[] | select(.state == "finished")] | length' <<<"$health")" = 16 ] \
+  || sf_fail "16 ranks finished: $health"
 [ "$(jq '[.ranks[] | .records_accepted | tonumber] | add' <<<"$health")" = 4000 ] \
   || sf_fail "accepted rank-steps: $health"
 [ "$(jq -r '[.ranks[] | .node] | unique | join(",")' <<<"$health")" = node0,node1 ] \

@@ -78,8 +78,9 @@ STAGEFRONTIER_SHM_DIR="$SF_WORK/shm-node0" OMP_NUM_THREADS=1 \
   >"$SF_WORK/torchrun.log" 2>&1 || sf_fail "torchrun: $(tail -20 "$SF_WORK/torchrun.log")"
 sf_wait_steps wheel 160 30 || sf_fail "steps"
 health=$(sf_ctl --json health --job wheel)
-[ "$(jq '[.ranks[] | select(.state == "reporting")] | length' <<<"$health")" = 3 ] \
-  || sf_fail "3 ranks reporting: $health"
+# Reporting, or finished once the sidecar saw the exited stubs' slots released.
+[ "$(jq '[.ranks[] | select(.state == "reporting" or .state == "finished")] | length' \
+  <<<"$health")" = 3 ] || sf_fail "3 ranks reporting or finished: $health"
 json=$(sf_ctl --json suspects --job wheel)
 top2=$(jq -r '[.verdict.suspects[:2][] | "\(.stage):\(.rank)"] | join(" ")' <<<"$json")
 echo "top two suspects: $top2 ($(jq -r .verdict.label <<<"$json"))"

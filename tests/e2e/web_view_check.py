@@ -69,6 +69,11 @@ try:
     banner = js("document.getElementById('verdict').textContent")
     if f"{stage} on rank {rank}" not in banner:
         fail(f"the verdict banner does not name ({stage}, {rank}): {banner!r}")
+    # Issue 30, item 10: the current window is named (and, with profiled steps left out of its
+    # span, says how many: sfctl_render_test and the app's windowSpan share the wording).
+    window = js("document.getElementById('window').textContent")
+    if not window.startswith("Current window of "):
+        fail(f"the current window is not named: {window!r}")
     # Let every chart draw at least once more with the job's data.
     start = js("window.sfView.refreshed")
     wait_for("a refresh", f"window.sfView.refreshed >= {start + 1}")
@@ -116,6 +121,53 @@ try:
     capture_rows = js("document.querySelectorAll('#captures tbody tr').length")
     if capture_rows < 1:
         fail("no capture decision shown")
+    # Issue 31, item 3: a stall is a banner naming the reason and the stuck or dead ranks with
+    # stage, step and seconds. This job never stalls: no banner, and its list badge is not
+    # STALLED. The banner's words are checked on fixed replies (a real hang takes
+    # tests/e2e/e2e_hang_test.sh's time): the JSON the bridge gives (int64 as strings).
+    if not js("document.getElementById('stall').hidden"):
+        fail("a stall banner shows for a job that is not stalled")
+    badges = js("[...document.querySelectorAll('#jobs .badge')].map(b => b.textContent)")
+    if "STALLED" in badges:
+        fail(f"the job list says STALLED for a job that is not: {badges}")
+    hung = {"reason": "hung", "alarm": True, "stalled_ns": "42000000000",
+            "frontier_step": "150", "ended": False, "ranks": [
+                {"rank": 0, "node": "node0", "step": "150", "stage": "data",
+                 "open_ns": "41200000000", "role": "stuck"},
+                {"rank": 1, "node": "node1", "step": "150", "stage": "grad_sync",
+                 "open_ns": "40000000000", "role": "waiting"},
+                {"rank": 2, "node": "node1", "step": "150", "stage": "grad_sync",
+                 "open_ns": "40000000000", "role": "waiting"}]}
+    dead = {"reason": "dead", "alarm": True, "stalled_ns": "9000000000", "frontier_step": "7",
+            "ended": False, "ranks": [{"rank": 3, "node": "node1", "step": "7", "stage": "",
+                                       "open_ns": "0", "role": "dead"}]}
+    pause = {"reason": "group_wide_pause", "alarm": False, "stalled_ns": "20000000000",
+             "frontier_step": "99", "ended": False, "ranks": []}
+    want = {
+        "hung": ("STALLED (hung) for 42 s, no step past 150: rank 0 stuck in data at step 150 "
+                 "for 41 s (node node0); 2 ranks waiting"),
+        "dead": ("STALLED (dead) for 9 s, no step past 7: rank 3 dead (process gone), last "
+                 "between steps at step 7 (node node1)"),
+        "pause": "STALLED (group-wide pause) for 20 s, no step past 99 (no alarm yet)",
+    }
+    for name, stall in (("hung", hung), ("dead", dead), ("pause", pause)):
+        # Shown and read back in one script: the page's next refresh hides it again.
+        hidden, words, cls = driver.execute_script(
+            "showStall(arguments[0]); const b = document.getElementById('stall');"
+            "const r = [b.hidden, b.textContent, b.className]; return r;", stall)
+        if hidden or words != want[name]:
+            fail(f"stall banner for {name}: hidden={hidden}, {words!r}, want {want[name]!r}")
+        if ("quiet" in cls) != (not stall["alarm"]):
+            fail(f"stall banner for {name}: class {cls!r} (a non-alarm stall is quiet)")
+    verdict = driver.execute_script(
+        "return describe({label: 'STALLED', stall: arguments[0]});", hung)
+    if verdict != "STALLED (hung)":
+        fail(f"the verdict of a stalled job reads {verdict!r}, not 'STALLED (hung)'")
+    ended = dict(hung, ended=True)
+    hidden = driver.execute_script(
+        "showStall(arguments[0]); return document.getElementById('stall').hidden;", ended)
+    if not hidden:
+        fail("the stall banner stays up after the stall ended")
     driver.save_screenshot(os.path.join(out, "web_view_job.png"))
     errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"
               and "/api/" not in e["message"]]  # the 401s of the token check above

@@ -97,6 +97,11 @@ TEST_CASE("a live owner in another process keeps its slot; a dead one loses it")
   CHECK(std::string(refused.status().message())
             .find("is owned by live pid " + std::to_string(child)) != std::string::npos);
   REQUIRE(write(go[1], "x", 1) == 1);
+  // Exited but not reaped (a zombie): already dead (regression: kill(pid, 0) said alive).
+  siginfo_t info{};
+  REQUIRE(waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT) == 0);
+  CHECK_FALSE(ProcessExists(static_cast<uint32_t>(child)));
+  CHECK(JudgeOwner(view->slot(0), MonotonicNowNs()) == OwnerHealth::kDead);
   int status = 0;
   waitpid(child, &status, 0);
   REQUIRE(WIFEXITED(status));

@@ -7,7 +7,7 @@ const REFRESH_MS = 2000;
 const STEPS_SHOWN = 200;
 const COLORS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
                 "#ff9da7", "#9c755f", "#bab0ac"];
-const LABEL_COLORS = { HEALTHY: "#59a14f", CLEAR: "#e15759", AMBIGUOUS: "#f28e2b" };
+const LABEL_COLORS = { HEALTHY: "#59a14f", CLEAR: "#e15759", AMBIGUOUS: "#f28e2b", STALLED: "#b00000" };
 
 const view = { charts: {}, job: "", suspects: null, refreshed: 0, errors: 0 };
 window.sfView = view;  // for people in the console and for the browser test
@@ -87,7 +87,8 @@ function stackedSteps(id, stages, steps, field) {
 // Closed windows, then the live one (the engine's current window, still filling) when it reaches
 // past the last closed window: drawn paler and labelled "live".
 function timeline(verdicts, live) {
-  const jobVerdicts = verdicts.filter(e => e.verdict.group === "job");
+  // Stall events (STALLED, RESUMED) are not windows: the banner says them.
+  const jobVerdicts = verdicts.filter(e => e.verdict.group === "job" && !e.verdict.stall);
   const lastClosed = jobVerdicts.length ? Number(jobVerdicts.at(-1).verdict.last_step) : -1;
   const showLive = live && Number(live.last_step) > lastClosed;
   if (showLive) jobVerdicts.push({ verdict: live, live: true });
@@ -167,6 +168,10 @@ function heatmap(reply, job) {
 // --- words --------------------------------------------------------------------------------
 
 function describe(v) {
+  if (v.stall) {
+    return v.stall.ended ? `RESUMED after a stall of ${secs(v.stall.stalled_ns)}`
+                         : `STALLED (${stallReason(v.stall)})`;
+  }
   const head = v.label + (v.reason ? " " + v.reason : "");
   if (v.label === "HEALTHY") return head;
   if (v.group_wide) return head + ": group-wide, the whole group is slower";
@@ -177,6 +182,52 @@ function describe(v) {
   const ranks = (v.candidate_ranks || []).join(", ");
   const stages = (v.candidate_stages || []).join(", ");
   return `${head}: ${stages || (s ? s.stage : "?")} on ranks ${ranks || (s ? s.rank : "?")}`;
+}
+
+// "window of 100 steps (94..199; 6 profiled steps left out)": profiled steps are left out of
+// the evidence, so such a window spans more steps than it has.
+function windowSpan(steps, v) {
+  const out = `window of ${steps} steps`;
+  const left = Number(v.profiled_steps_left_out || 0);
+  if (!left) return out;
+  return `${out} (${v.first_step}..${v.last_step}; ${left} profiled step${left === 1 ? "" : "s"} left out)`;
+}
+
+const secs = ns => `${Math.round(Number(ns || 0) / 1e9)} s`;
+const STALL_REASONS = { group_wide_pause: "group-wide pause", sidecar_lost: "sidecar lost" };
+const stallReason = s => STALL_REASONS[s.reason] || s.reason || "unknown";
+const STALL_RANKS_SHOWN = 8;
+
+// One rank a stall names: "rank 0 stuck in data at step 150 for 41 s (node n0)".
+function stuckRank(r) {
+  const where = r.stage ? `in ${r.stage}` : "between steps";
+  const node = r.node ? ` (node ${r.node})` : "";
+  if (r.role === "dead") return `rank ${r.rank} dead (process gone), last ${where} at step ${r.step}${node}`;
+  if (r.role === "lost") return `rank ${r.rank} unknown (its sidecar stopped reporting), last ${where} at step ${r.step}${node}`;
+  return `rank ${r.rank} ${r.role || "stuck"} ${where} at step ${r.step} for ${secs(r.open_ns)}${node}`;
+}
+
+// The stall banner (a Stall as JSON): the reason, how long, the ranks named stuck, dead or lost
+// with their stage, step and seconds, how many wait, and "(no alarm yet)" for a stall that does
+// not alarm (a group-wide pause within its limit). The browser test checks its words.
+function stallText(s) {
+  let out = `STALLED (${stallReason(s)}) for ${secs(s.stalled_ns)}, no step past ${s.frontier_step}`;
+  const ranks = s.ranks || [];
+  const named = ranks.filter(r => r.role !== "waiting");
+  const waiting = ranks.length - named.length;
+  if (named.length) out += ": " + named.slice(0, STALL_RANKS_SHOWN).map(stuckRank).join("; ");
+  if (named.length > STALL_RANKS_SHOWN) out += `; and ${named.length - STALL_RANKS_SHOWN} more`;
+  if (waiting) out += `; ${waiting} rank${waiting === 1 ? "" : "s"} waiting`;
+  if (!s.alarm) out += " (no alarm yet)";
+  return out;
+}
+
+function showStall(stall) {
+  const open = !!stall && !stall.ended;
+  const b = el("stall");
+  b.hidden = !open;
+  b.textContent = open ? stallText(stall) : "";
+  b.classList.toggle("quiet", open && !stall.alarm);
 }
 
 // --- refresh ------------------------------------------------------------------------------
@@ -190,7 +241,14 @@ async function refreshJobs() {
     a.href = "#job=" + encodeURIComponent(j.job);
     if (j.job === view.job) a.className = "selected";
     li.append(a);
-    if (j.last_label) li.append(text("span", j.last_label, "badge label-" + j.last_label));
+    // A stalled job reads STALLED (its last_label says so too; the stall decides).
+    const label = j.stall && !j.stall.ended ? "STALLED" : j.last_label;
+    if (label) li.append(text("span", label, "badge label-" + label));
+    // Every stub exited cleanly: the job is over, not stalled.
+    if (j.state === "finished") li.append(text("span", "finished", "badge"));
+    // A re-run under the same id is a new generation; the earlier runs stay readable.
+    if (!j.current) li.append(text("span", "earlier run", "badge"));
+    else if (j.generation > 1) li.append(text("span", "run " + j.generation, "badge"));
     return li;
   }));
   return jobs;
@@ -199,11 +257,13 @@ async function refreshJobs() {
 async function refreshNodes() {
   const reply = await api("nodes", { limit: 50 });
   fillTable("nodes", (reply.nodes || []).map(n =>
-    [n.node, n.node_class, Number(n.wasted_gpu_seconds).toFixed(1), n.jobs_charged]));
+    [n.node, n.node_class, Number(n.wasted_gpu_seconds).toFixed(1), n.jobs_charged,
+     Number(n.hangs || 0)]));
 }
 
 async function refreshJob(job) {
-  el("job-title").textContent = `${job.job}: ${job.world_size} ranks, step ${job.last_step}`;
+  el("job-title").textContent = `${job.job}: ${job.world_size} ranks, step ${job.last_step}` +
+      (job.state === "finished" ? ", finished" : "");
   const last = Number(job.last_step);
   const [suspects, verdicts, steps, health, captures] = await Promise.all([
     api("suspects", { job: job.job }).catch(e => e),
@@ -212,6 +272,9 @@ async function refreshJob(job) {
     api("health", { job: job.job }),
     api("captures", { job: job.job }),
   ]);
+  // The suspects reply's stall is the newer; the job list's covers a failed reply.
+  showStall((!(suspects instanceof Error) && suspects.verdict && suspects.verdict.stall) ||
+            job.stall);
   if (suspects instanceof Error) {
     el("verdict").textContent = suspects.message;  // e.g. no accounted step yet
     el("verdict").className = "verdict";
@@ -222,6 +285,7 @@ async function refreshJob(job) {
     el("verdict").className = "verdict label-" + v.label;
     el("verdict").dataset.label = v.label;
     el("explanation").textContent = v.explanation || "";
+    el("window").textContent = "Current " + windowSpan(suspects.window, v);
     heatmap(suspects, job);
   }
   timeline(verdicts.verdicts || [], suspects instanceof Error ? null : suspects.verdict);
@@ -233,6 +297,8 @@ async function refreshJob(job) {
   stackedSteps("max-chart", stageNames, held, "max_ns");
   el("health-summary").textContent =
       `${health.reporting} reporting, ${health.lagging} lagging, ${health.missing} missing` +
+      (health.finished ? `, ${health.finished} finished` : "") +
+      (health.state === "finished" ? " (job finished)" : "") +
       ((health.detector_conditions || []).length
            ? "; detector: " + health.detector_conditions.map(c => c.name).join(", ") : "");
   fillTable("health", (health.ranks || []).map(r => [
@@ -240,7 +306,8 @@ async function refreshJob(job) {
     r.records_accepted, r.dropped_by_writer, r.last_error]));
   // A decision not to capture has no capture id: "—" and "not taken", never "id 0".
   fillTable("captures", (captures.decisions || []).slice(-20).reverse().map(d => [
-    Number(d.id) ? d.id : "—", d.asked ? (d.manual ? "by hand" : "yes") : "not taken", d.reason,
+    Number(d.id) ? d.id : "—", d.asked ? (d.manual ? "by hand" : "yes") : "not taken",
+    d.missed ? `${d.reason}; missed: ${d.missed}` : d.reason,
     [...(d.suspects || []), ...(d.references || [])].join(", "),
     d.steps ? `${d.first_step}..${Number(d.first_step) + d.steps - 1}` : "",
     (d.answers || []).map(a => `${a.rank}: ${a.state || "no answer"}`).join(", ")]));

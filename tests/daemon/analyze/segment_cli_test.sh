@@ -23,6 +23,9 @@ grep -q "local rank 2: released, rank 2/3" "$tmp/show.txt" || fail "slot 2 missi
 grep -q "pending 12, read 0, dropped by writer 0, torn 0, invalid 0" "$tmp/show.txt" || fail "counters"
 grep -q "schema data:io,forward:compute,backward:compute,grad_sync:sync,optimizer:compute" \
   "$tmp/show.txt" || fail "schema not shown: $(cat "$tmp/show.txt")"
+# Each slot's open stage: the toy ended its last step (11) and released the slot.
+grep -q "    last seen: between steps (after step 11), for " "$tmp/show.txt" \
+  || fail "open stage not shown: $(cat "$tmp/show.txt")"
 
 "$SF" segment "$seg" --json --drain "$tmp/run.jsonl" > "$tmp/drain.json"
 grep -q '"drained": 36' "$tmp/drain.json" || fail "drained: $(head -20 "$tmp/drain.json")"

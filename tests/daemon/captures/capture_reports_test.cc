@@ -196,6 +196,18 @@ TEST_CASE("capture reports: no stage or no reference, not analysed, and why") {
   CHECK_THAT(v->detail, Catch::Contains("stagefrontier compare-ops"));
 }
 
+TEST_CASE("capture reports: a missed capture is not analysed, and says why, not waiting") {
+  Fixture f;
+  CaptureDecision missed = Decision(3, "forward");
+  missed.missed = "the job ended at step 18 before the capture's first step 20";
+  f.decisions = {missed};
+  CaptureReports reports = f.Reports();
+  absl::StatusOr<CaptureReportView> v = reports.Get("job1", 3);
+  REQUIRE(v.ok());
+  CHECK(v->state == CaptureReportView::State::kNotAnalysed);
+  CHECK(v->detail == "missed: the job ended at step 18 before the capture's first step 20");
+}
+
 TEST_CASE("capture reports: the worker thread analyses as files arrive") {
   Fixture f;
   f.decisions = {Decision(3, "forward")};

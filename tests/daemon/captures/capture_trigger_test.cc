@@ -224,3 +224,106 @@ TEST_CASE("automatic off: windows only teach the pace, the stages and the named 
 
 }  // namespace
 }  // namespace stagefrontier
+
+namespace stagefrontier {
+namespace {
+
+CapturePolicyOptions AskingOptions() {
+  CapturePolicyOptions o;
+  o.references = 1;
+  o.delivery_seconds = 5;
+  return o;
+}
+
+// Asks a capture at step 200 (windows 10 s apart) whose first step is 251.
+void AskAt200(CaptureTrigger& trigger, testing::FakeControlRequestSender* sidecars) {
+  sidecars->Serve("run", {0, 1, 2, 3});
+  const Verdict healthy;
+  trigger.OnJobWindow(Window(healthy, 100, 0));
+  const Verdict clear = Clear(1);
+  trigger.OnJobWindow(Window(clear, 200, 10 * kSecond));
+  REQUIRE(trigger.Decisions("run").back().asked);
+  REQUIRE(trigger.Decisions("run").back().first_step == 251);
+  trigger.Flush(sidecars);
+}
+
+TEST_CASE("a capture after the job's last step is missed once the job finishes, and says why") {
+  testing::FakeControlRequestSender sidecars;
+  CaptureTrigger trigger(AskingOptions());
+  AskAt200(trigger, &sidecars);
+  trigger.OnJobFinished("other", 220, 11 * kSecond);  // another job's end changes nothing
+  CHECK(trigger.Decisions("run").back().missed.empty());
+  trigger.OnJobFinished("run", 230, 11 * kSecond);
+  const CaptureDecision d = trigger.Decisions("run").back();
+  CHECK(d.missed == "the job ended at step 230 before the capture's first step 251");
+  // A finished job has no step left: a capture asked by hand is refused, and says why.
+  v1::ControlRequest control;
+  absl::StatusOr<CaptureDecision> manual =
+      trigger.Manual("run", {0}, 2, 4, 230, control, 12 * kSecond);
+  REQUIRE_FALSE(manual.ok());
+  CHECK(manual.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(manual.status().message()), Catch::Contains("finished at step 230"));
+  // A last window closing after the end asks no capture that would wait forever: missed at once.
+  CapturePolicyOptions o = AskingOptions();
+  o.cooldown_windows = 0;
+  CaptureTrigger late(o);
+  testing::FakeControlRequestSender more;
+  AskAt200(late, &more);
+  late.OnJobFinished("run", 260, 11 * kSecond);  // capture 1 overlapped the end: not missed
+  CHECK(late.Decisions("run").back().missed.empty());
+  const Verdict clear = Clear(1);
+  late.OnJobWindow(Window(clear, 260, 12 * kSecond));
+  REQUIRE(late.Decisions("run").back().asked);
+  CHECK_THAT(late.Decisions("run").back().missed,
+             Catch::StartsWith("the job ended at step 260 before the capture's first step"));
+  // A re-run (a window of another newest step) runs again: captures are taken again.
+  late.OnJobWindow(Window(clear, 40, 13 * kSecond));
+  REQUIRE(late.Decisions("run").back().asked);
+  CHECK(late.Decisions("run").back().missed.empty());
+}
+
+TEST_CASE("a capture whose steps the job reached ends when the job finishes, not missed") {
+  testing::FakeControlRequestSender sidecars;
+  CaptureTrigger trigger(AskingOptions());
+  AskAt200(trigger, &sidecars);
+  trigger.OnJobFinished("run", 253, 11 * kSecond);
+  CHECK(trigger.Decisions("run").back().missed.empty());
+  // No longer in flight: the next window after a re-run is decided, not "capture 1 in flight".
+  const Verdict clear = Clear(1);
+  trigger.OnJobWindow(Window(clear, 50, 12 * kSecond));
+  CHECK(trigger.Decisions("run").back().reason != "capture 1 in flight");
+}
+
+TEST_CASE("a capture is missed when the job makes no progress towards it for the bound") {
+  testing::FakeControlRequestSender sidecars;
+  CapturePolicyOptions o = AskingOptions();
+  o.finish_timeout_seconds = 60;
+  CaptureTrigger trigger(o);
+  AskAt200(trigger, &sidecars);
+  // Windows closed 10 s apart: the bound is max(60 s, 3 x 10 s) after the last window.
+  CHECK(trigger.MissStalled(69 * kSecond) == 0);
+  CHECK(trigger.Decisions("run").back().missed.empty());
+  CHECK(trigger.MissStalled(71 * kSecond) == 1);
+  CHECK(trigger.Decisions("run").back().missed ==
+        "the job made no progress past step 200 for 61 s before the capture's first step 251");
+  CHECK(trigger.MissStalled(200 * kSecond) == 0);  // once
+}
+
+TEST_CASE("a slow job's rare windows stretch the stall bound") {
+  testing::FakeControlRequestSender sidecars;
+  CapturePolicyOptions o;
+  o.finish_timeout_seconds = 60;
+  o.references = 1;
+  CaptureTrigger trigger(o);
+  sidecars.Serve("run", {0, 1, 2, 3});
+  const Verdict healthy;
+  trigger.OnJobWindow(Window(healthy, 100, 0));
+  const Verdict clear = Clear(1);
+  trigger.OnJobWindow(Window(clear, 200, 100 * kSecond));  // a window each 100 s
+  REQUIRE(trigger.Decisions("run").back().asked);
+  CHECK(trigger.MissStalled(350 * kSecond) == 0);  // 250 s < 3 x 100 s
+  CHECK(trigger.MissStalled(401 * kSecond) == 1);
+}
+
+}  // namespace
+}  // namespace stagefrontier

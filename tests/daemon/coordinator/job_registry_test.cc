@@ -267,5 +267,151 @@ TEST_CASE("limits: world size, memory per job, number of jobs") {
   CHECK(access((o.data_dir + "/big.journal").c_str(), F_OK) != 0);
 }
 
+// One step of `rank` through the real ingest path (durations 1000 and 2000 ns).
+absl::StatusOr<IngestCounts> Step(JobState& job, int rank, int64_t step) {
+  v1::RankSteps rs;
+  rs.set_job(job.id());
+  rs.set_rank(rank);
+  rs.set_base_step(step);
+  rs.set_count(1);
+  rs.set_packed(std::string("\x00\xe8\x07\xd0\x0f\x00", 6));
+  return job.Ingest(rs, "n", 1);
+}
+
+// Ranks 0..3 of job "j" declared from process `owner` of node "n" (the slot's owner generation).
+std::shared_ptr<JobState> DeclareAll(JobRegistry& jobs, uint64_t owner) {
+  std::shared_ptr<JobState> job;
+  for (int rank = 0; rank < 4; ++rank) {
+    v1::RankDeclaration d = Decl("j", rank);
+    d.set_owner_generation(owner);
+    auto declared = jobs.Declare(d);
+    REQUIRE(declared.ok());
+    (*declared)->NoteOwner(d, "n");
+    job = *declared;
+  }
+  return job;
+}
+
+TEST_CASE("a re-run from an earlier step with new processes is the job's next generation") {
+  const std::string dir = TempDir();
+  JobRegistry jobs(Options(dir), nullptr, {});
+  std::shared_ptr<JobState> first = DeclareAll(jobs, 1);
+  Feed(*first, 10);
+  REQUIRE(Accounted(*first) == 10);
+
+  // The same processes declaring again (a sidecar restart) change nothing.
+  first = DeclareAll(jobs, 1);
+  auto same = Step(*first, 0, 10);
+  REQUIRE(same.ok());
+  CHECK_FALSE(same->new_run);
+  CHECK(same->accepted == 1);
+
+  // New processes: their first step goes back, so nothing is kept and a new run is said.
+  REQUIRE(DeclareAll(jobs, 2) == first);
+  auto rerun = Step(*first, 0, 0);
+  REQUIRE(rerun.ok());
+  CHECK(rerun->new_run);
+  CHECK(rerun->new_run_step == 0);
+  CHECK(rerun->previous_step == 10);
+  CHECK(rerun->accepted == 0);
+  CHECK(rerun->duplicates == 0);
+
+  v1::RankDeclaration d0 = Decl("j", 0);
+  d0.set_owner_generation(2);
+  auto second = jobs.StartGeneration(first, d0, "n", "test");
+  REQUIRE(second.ok());
+  CHECK((*second)->name() == "j@2");
+  CHECK((*second)->id() == "j");
+  CHECK((*second)->generation() == 2);
+  CHECK(first->superseded());
+  CHECK_FALSE((*second)->superseded());
+  CHECK(jobs.Find("j") == *second);
+  CHECK(jobs.Find("j@2") == *second);
+  CHECK(jobs.Find("j@1") == first);
+  CHECK(jobs.Find("j@3") == nullptr);
+  CHECK(jobs.Find("j@x") == nullptr);
+  CHECK(jobs.Find("j@02") == nullptr);
+  CHECK(jobs.All().size() == 2);
+  auto kept = Step(**second, 0, 0);
+  REQUIRE(kept.ok());
+  CHECK(kept->accepted == 1);
+
+  // Another rank's new process, still declared on the first run: the same second generation.
+  auto rerun1 = Step(*first, 1, 0);
+  REQUIRE(rerun1.ok());
+  CHECK(rerun1->new_run);
+  v1::RankDeclaration d1 = Decl("j", 1);
+  d1.set_owner_generation(2);
+  auto again = jobs.StartGeneration(first, d1, "n", "test");
+  REQUIRE(again.ok());
+  CHECK(*again == *second);
+
+  // The first run keeps its steps, readable; a restart restores both, the second current.
+  CHECK(Accounted(*first) == 10);
+  REQUIRE((*second)->Flush().ok());
+  struct stat st {};
+  CHECK(::stat((dir + "/j.journal").c_str(), &st) == 0);
+  CHECK(::stat((dir + "/j@2.journal").c_str(), &st) == 0);
+  JobRegistry restarted(Options(dir), nullptr, {});
+  REQUIRE(restarted.RestoreAll().ok());
+  REQUIRE(restarted.Find("j") != nullptr);
+  CHECK(restarted.Find("j")->name() == "j@2");
+  REQUIRE(restarted.Find("j@1") != nullptr);
+  CHECK(Accounted(*restarted.Find("j@1")) == 10);
+  CHECK(restarted.Find("j@1")->superseded());
+  v1::JobInfo info;
+  restarted.Find("j")->Info(&info);
+  CHECK(info.job() == "j@2");
+  CHECK(info.job_id() == "j");
+  CHECK(info.generation() == 2);
+  CHECK(info.current());
+}
+
+TEST_CASE("a new process that goes on from a later step is the same run") {
+  const std::string dir = TempDir();
+  JobRegistry jobs(Options(dir), nullptr, {});
+  std::shared_ptr<JobState> job = DeclareAll(jobs, 1);
+  Feed(*job, 10);
+  DeclareAll(jobs, 2);  // e.g. resumed from a checkpoint ahead of what was seen
+  auto c = Step(*job, 0, 12);
+  REQUIRE(c.ok());
+  CHECK_FALSE(c->new_run);
+  CHECK(c->accepted == 1);
+  CHECK(jobs.All().size() == 1);
+}
+
+TEST_CASE("a re-run is told after a coordinator restart (the processes are journaled)") {
+  const std::string dir = TempDir();
+  {
+    JobRegistry jobs(Options(dir), nullptr, {});
+    Feed(*DeclareAll(jobs, 1), 10);
+  }
+  JobRegistry jobs(Options(dir), nullptr, {});
+  REQUIRE(jobs.RestoreAll().ok());
+  std::shared_ptr<JobState> job = DeclareAll(jobs, 2);
+  auto c = Step(*job, 0, 0);
+  REQUIRE(c.ok());
+  CHECK(c->new_run);
+}
+
+TEST_CASE("at most kGenerationsKept runs of one job stay in memory") {
+  const std::string dir = TempDir();
+  JobRegistry jobs(Options(dir), nullptr, {});
+  std::shared_ptr<JobState> job = DeclareAll(jobs, 1);
+  for (uint64_t owner = 2; owner <= JobRegistry::kGenerationsKept + 1; ++owner) {
+    v1::RankDeclaration d = Decl("j", 0);
+    d.set_owner_generation(owner);
+    auto next = jobs.StartGeneration(job, d, "n", "test");
+    REQUIRE(next.ok());
+    job = *next;
+  }
+  CHECK(job->generation() == JobRegistry::kGenerationsKept + 1);
+  CHECK(jobs.All().size() == JobRegistry::kGenerationsKept);
+  CHECK(jobs.Find("j@1") == nullptr);  // left memory; its journal stays
+  struct stat st {};
+  CHECK(::stat((dir + "/j.journal").c_str(), &st) == 0);
+  CHECK(jobs.Find("j@2") != nullptr);
+}
+
 }  // namespace
 }  // namespace stagefrontier

@@ -390,3 +390,126 @@ TEST_CASE("profiled steps are closed and counted but left out of the evidence, a
 
 }  // namespace
 }  // namespace stagefrontier
+
+namespace stagefrontier {
+namespace {
+
+v1::SlotHealth Slot(int rank, const std::string& owner, uint64_t pending = 0) {
+  v1::SlotHealth h;
+  h.set_job("job-1");
+  h.set_rank(rank);
+  h.set_owner(owner);
+  h.set_pending(pending);
+  return h;
+}
+
+struct FinishedRecorder : VerdictObserver {
+  void OnJobFinished(const std::string& job, int64_t last_step, int64_t) override {
+    told.emplace_back(job, last_step);
+  }
+  std::vector<std::pair<std::string, int64_t>> told;
+};
+
+std::string RankState(const JobState& job, int rank) {
+  v1::GetHealthReply h;
+  job.Health(&h);
+  return h.ranks(rank).state();
+}
+
+// Issue 30, item 10: once every stub released its slot cleanly the job reads "finished".
+TEST_CASE("ranks whose stubs released their slots after reporting are finished, then the job") {
+  CoordinatorMetrics metrics;
+  FinishedRecorder recorder;
+  JobOptions o;
+  o.data_dir = TempDir();
+  o.fsync = false;
+  o.aligner.deadline_ns = 1'000'000;
+  o.observers = {&recorder};
+  auto created = JobState::Create(Decl(0), o, &metrics);
+  REQUIRE(created.ok());
+  JobState& job = **created;
+  const JobMetrics m = metrics.ForJob(
+      "job-1", *StageSchema::Parse("data:io,forward:compute,grad_sync:sync,optimizer:compute"));
+  std::mt19937 rng(3);
+  int64_t now = 1'000'000'000;
+  // Rank 7 has not reported yet: released before reporting is not finished.
+  for (int r = 0; r < kWorld - 1; ++r) {
+    REQUIRE(job.Ingest(Steps(r, 0, 19, &rng), "n", now).ok());
+    job.UpdateStubHealth(Slot(r, "alive"), "n");
+  }
+  job.UpdateStubHealth(Slot(7, "none"), "n");
+  CHECK(RankState(job, 0) == "reporting");
+  CHECK(RankState(job, 7) == "unseen");
+  REQUIRE(job.Ingest(Steps(7, 0, 19, &rng), "n", now).ok());
+  job.UpdateStubHealth(Slot(7, "alive"), "n");
+  now += 2'000'000;
+  job.CloseDue(now);
+
+  // Ranks 0..6 exit cleanly; rank 7's slot still holds unread records.
+  for (int r = 0; r < kWorld - 1; ++r) job.UpdateStubHealth(Slot(r, "none"), "n");
+  job.UpdateStubHealth(Slot(7, "none", /*pending=*/5), "n");
+  CHECK(RankState(job, 0) == "finished");
+  CHECK(RankState(job, 7) == "reporting");
+  v1::JobInfo info;
+  job.Info(&info);
+  CHECK(info.state() == "running");
+  CHECK(recorder.told.empty());
+
+  job.UpdateStubHealth(Slot(7, "none"), "n");
+  v1::GetHealthReply h;
+  job.Health(&h);
+  CHECK(h.state() == "finished");
+  CHECK(h.finished() == kWorld);
+  CHECK(h.reporting() == 0);
+  CHECK(h.missing() == 0);
+  info.Clear();
+  job.Info(&info);
+  CHECK(info.state() == "finished");
+  CHECK(info.ranks_missing() == 0);
+  REQUIRE(recorder.told.size() == 1);  // told once
+  CHECK(recorder.told[0] == std::make_pair(std::string("job-1"), int64_t{19}));
+  job.UpdateStubHealth(Slot(3, "none"), "n");
+  CHECK(recorder.told.size() == 1);
+  // The gauges count them finished (recounted within 250 ms), none missing.
+  now += 300'000'000;
+  job.CloseDue(now);
+  CHECK(m.ranks_finished->Value() == kWorld);
+  CHECK(m.ranks_missing->Value() == 0);
+  CHECK(m.ranks_reporting->Value() == 0);
+
+  // A rank that comes back (a new owner) makes the job running again; finishing tells again.
+  job.UpdateStubHealth(Slot(2, "alive"), "n");
+  CHECK(RankState(job, 2) == "reporting");
+  info.Clear();
+  job.Info(&info);
+  CHECK(info.state() == "running");
+  job.UpdateStubHealth(Slot(2, "none"), "n");
+  CHECK(recorder.told.size() == 2);
+  // A dead owner is not finished.
+  job.UpdateStubHealth(Slot(4, "dead"), "n");
+  CHECK(RankState(job, 4) != "finished");
+}
+
+// Issue 30, item 10: a window of 50 steps that spans 60 because 10 were profiled says so.
+TEST_CASE("verdict windows count the profiled steps left out of their span") {
+  int64_t now = 1'000'000'000;
+  std::unique_ptr<JobState> job = ProfiledJob(TempDir(), /*flagged=*/true, &now);
+  const auto verdicts = job->VerdictsAfter(0);
+  REQUIRE(verdicts.size() == 1);
+  CHECK(verdicts[0].verdict().first_step() == 0);
+  CHECK(verdicts[0].verdict().last_step() == 59);
+  CHECK(verdicts[0].verdict().steps() == 50);
+  CHECK(verdicts[0].verdict().profiled_steps_left_out() == 10);
+  // Re-accounting the held steps: 70 steps spanning 0..79.
+  v1::SuspectsReply r;
+  REQUIRE(job->Suspects(100, &r).ok());
+  CHECK(r.window() == 70);
+  CHECK(r.verdict().profiled_steps_left_out() == 10);
+  // Unflagged, nothing is left out.
+  int64_t now2 = 1'000'000'000;
+  std::unique_ptr<JobState> plain = ProfiledJob(TempDir(), /*flagged=*/false, &now2);
+  CHECK(plain->VerdictsAfter(0)[0].verdict().profiled_steps_left_out() == 0);
+}
+
+}  // namespace
+}  // namespace stagefrontier

@@ -371,6 +371,16 @@ TEST_CASE("verdict windows are slices over the steps they cover, clipped to the 
   CHECK(Track(two, "verdicts").size() == 1);
   CHECK(Track(two, "verdicts (pp0)").size() == 1);
   CHECK(ChromeTraceProblems(two).empty());
+
+  // Issue 30, item 10: a window spanning profiled steps left out of its evidence says so.
+  CHECK(windows[1]["args"]["window"] == "window of 10 steps");
+  PerfettoExportInput profiled = job.Export(11, 20);
+  profiled.verdicts[1].set_steps(8);
+  profiled.verdicts[1].set_profiled_steps_left_out(2);
+  const json three = Build(profiled);
+  const json w = Track(three, "verdicts").at(0);
+  CHECK(w["args"]["profiled_steps_left_out"] == 2);
+  CHECK(w["args"]["window"] == "window of 8 steps (11..20; 2 profiled steps left out)");
 }
 
 // Issue 30, item 10: without --to the metadata said "to_step": 9223372036854775807.

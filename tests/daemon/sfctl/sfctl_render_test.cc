@@ -39,5 +39,65 @@ TEST_CASE("suspects: no note when every stage has its baselines") {
   CHECK(text.find("BASE -") == std::string::npos);
 }
 
+// Issue 30, item 10: a window of 100 steps that spans more because profiled steps were left
+// out says so.
+TEST_CASE("suspects: a window spanning profiled steps says how many were left out") {
+  v1::SuspectsReply r = Reply(4e6);
+  r.set_window(100);
+  r.mutable_verdict()->set_first_step(94);
+  r.mutable_verdict()->set_last_step(199);
+  r.mutable_verdict()->set_steps(100);
+  r.mutable_verdict()->set_profiled_steps_left_out(6);
+  CHECK_THAT(
+      RenderSuspects(r),
+      Catch::StartsWith("job job-1, window of 100 steps (94..199; 6 profiled steps left out)\n"));
+  r.mutable_verdict()->set_profiled_steps_left_out(0);
+  CHECK_THAT(RenderSuspects(r), Catch::StartsWith("job job-1, window of 100 steps\n"));
+  r.mutable_verdict()->set_profiled_steps_left_out(1);
+  CHECK(WindowSpan(100, r.verdict()) == "window of 100 steps (94..199; 1 profiled step left out)");
+}
+
+// Issue 30, item 10: a job whose stubs all exited cleanly reads "finished", not "reporting".
+TEST_CASE("jobs and health: a finished job and its ranks say finished") {
+  v1::ListJobsReply jobs;
+  v1::JobInfo* j = jobs.add_jobs();
+  j->set_job("run");
+  j->set_world_size(2);
+  j->set_current(true);
+  j->set_last_label("HEALTHY");
+  j->set_state("finished");
+  CHECK_THAT(RenderJobs(jobs), Catch::Contains("HEALTHY (finished)"));
+  j->set_state("running");
+  CHECK_THAT(RenderJobs(jobs), !Catch::Contains("finished"));
+
+  v1::GetHealthReply h;
+  h.set_job("run");
+  h.set_finished(2);
+  h.set_state("finished");
+  for (int r = 0; r < 2; ++r) {
+    v1::RankHealth* p = h.add_ranks();
+    p->set_rank(r);
+    p->set_state("finished");
+    p->set_owner("none");
+  }
+  const std::string text = RenderHealth(h);
+  CHECK_THAT(text, Catch::StartsWith(
+                       "job run: 0 reporting, 0 lagging, 0 missing, 2 finished (job finished)\n"));
+  CHECK_THAT(text, Catch::Contains("0      finished"));
+}
+
+TEST_CASE("captures: a missed capture says why") {
+  v1::ListCapturesReply r;
+  r.set_job("run");
+  v1::CaptureDecisionInfo* d = r.add_decisions();
+  d->set_id(1);
+  d->set_asked(true);
+  d->set_reason("CLEAR on rank 1: steps 251..255");
+  d->set_missed("the job ended at step 230 before the capture's first step 251");
+  CHECK_THAT(RenderCaptures(r),
+             Catch::Contains("    missed: the job ended at step 230 before the capture's first "
+                             "step 251\n"));
+}
+
 }  // namespace
 }  // namespace stagefrontier

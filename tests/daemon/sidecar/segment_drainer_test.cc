@@ -3,6 +3,9 @@
 // new stream, one drainer per segment, control relayed into the right slot.
 #include "daemon/sidecar/segment_drainer.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <vector>
@@ -10,6 +13,7 @@
 #include "daemon/wire/packed_steps.h"
 #include "shm/control_channel.h"
 #include "shm/monotonic_clock.h"
+#include "shm/open_stage.h"
 #include "shm/probe_ring_writer.h"
 #include "shm/ring_writer.h"
 #include "shm/slot_ownership.h"
@@ -193,6 +197,103 @@ TEST_CASE("drain, read ahead, commit on ack, rewind, control") {
   drainer.FillHealth(&h);
   CHECK(h.slots(0).capture_first_step() == 200);
   CHECK(h.slots(0).capture_failure() == shm::v1::kCaptureProfilerBusy);
+}
+
+TEST_CASE("health says where each live rank is: open stage, step and age; once past a limit") {
+  char tmpl[] = "/tmp/sf_drainer_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  shm::SegmentOptions so;
+  so.dir = dir;
+  so.job_id = "jobo";
+  so.slot_count = 2;
+  so.ring_capacity = 16;
+  auto seg = shm::MappedSegment::OpenOrCreate(so);
+  REQUIRE(seg.ok());
+  shm::SlotIdentity id;
+  id.world_size = 2;
+  id.local_world_size = 2;
+  id.stages = {{"data", 0}, {"fwd", 1}, {"sync", 2}};
+  for (uint32_t i = 0; i < 2; ++i) {
+    id.rank = static_cast<int32_t>(i);
+    REQUIRE(shm::ClaimSlot((*seg)->view(), i, id).ok());
+  }
+  shm::v1::SlotHeader& slot0 = (*seg)->view().slot(0);
+  shm::v1::SlotHeader& slot1 = (*seg)->view().slot(1);
+  DrainerOptions opts;
+  opts.dir = dir;
+  SegmentDrainer drainer(opts);
+  drainer.Rescan();
+  REQUIRE(drainer.segment_count() == 1);
+  // Every poll drains, which reads the slots' schemas (the stage names come from there).
+  v1::StepBatch batch;
+  std::vector<CommitPoint> commits;
+  CHECK(drainer.Drain(&batch, &commits, 16) == 0);
+  constexpr int64_t kSecond = 1'000'000'000;
+  const int64_t now = shm::MonotonicNowNs();
+
+  // Nothing published yet (a stub that predates the open stage looks the same).
+  v1::Health h;
+  drainer.FillHealth(&h, now);
+  REQUIRE(h.slots_size() == 2);
+  CHECK_FALSE(h.slots(0).open_known());
+  CHECK(h.slots(0).open_stage().empty());
+  CHECK_FALSE(drainer.OpenStagesPassed(kSecond, now));
+
+  // Rank 0 is inside "sync" of step 41 since 3 s; rank 1 ended step 40 half a second ago.
+  shm::OpenStageWriter w0(&slot0);
+  shm::OpenStageWriter w1(&slot1);
+  w0.Publish(41, now - 3 * kSecond, shm::OpenCode(2));
+  w1.Publish(40, now - kSecond / 2, shm::kOpenBetweenSteps);
+  h.Clear();
+  drainer.FillHealth(&h, now);
+  REQUIRE(h.slots_size() == 2);
+  CHECK(h.slots(0).owner() == "alive");
+  CHECK(h.slots(0).open_known());
+  CHECK(h.slots(0).open_step() == 41);
+  CHECK(h.slots(0).open_stage() == "sync");
+  CHECK(h.slots(0).open_age_ns() == 3 * kSecond);
+  CHECK(h.slots(1).open_known());
+  CHECK(h.slots(1).open_step() == 40);
+  CHECK(h.slots(1).open_stage().empty());  // between steps
+  CHECK(h.slots(1).open_age_ns() == kSecond / 2);
+
+  // Past the limit: said once per open stage.
+  CHECK(drainer.OpenStagesPassed(kSecond, now));            // rank 0
+  CHECK_FALSE(drainer.OpenStagesPassed(kSecond, now));      // already said
+  CHECK(drainer.OpenStagesPassed(kSecond, now + kSecond));  // rank 1, now 1.5 s between steps
+  CHECK_FALSE(drainer.OpenStagesPassed(kSecond, now + kSecond));
+  CHECK_FALSE(drainer.OpenStagesPassed(0, now + 10 * kSecond));  // 0: never
+  // Rank 0 moves on: the new stage counts afresh, once it too is old.
+  w0.Publish(42, now, shm::OpenCode(0));
+  CHECK_FALSE(drainer.OpenStagesPassed(kSecond, now + kSecond / 2));
+  CHECK(drainer.OpenStagesPassed(kSecond, now + 2 * kSecond));
+
+  // Untrusted bytes: a stage outside the slot's schema, a time in the future.
+  w0.Publish(42, now, shm::OpenCode(7));
+  w1.Publish(41, now + 5 * kSecond, shm::OpenCode(1));
+  h.Clear();
+  drainer.FillHealth(&h, now);
+  CHECK_FALSE(h.slots(0).open_known());
+  CHECK(h.slots(1).open_known());
+  CHECK(h.slots(1).open_stage() == "fwd");
+  CHECK(h.slots(1).open_age_ns() == 0);
+  // A writer stuck mid-write (it died there): not known, and no error.
+  slot1.open_seq.fetch_add(1);
+  h.Clear();
+  drainer.FillHealth(&h, now);
+  CHECK_FALSE(h.slots(1).open_known());
+  slot1.open_seq.fetch_add(1);
+
+  // A dead owner's slot reports "dead" and the stage it died in.
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  waitpid(child, nullptr, 0);
+  slot1.owner_pid.store(static_cast<uint32_t>(child));
+  h.Clear();
+  drainer.FillHealth(&h, now);
+  REQUIRE(h.slots_size() == 2);
+  CHECK(h.slots(1).owner() == "dead");
+  CHECK(h.slots(1).open_known());
 }
 
 // A one-slot segment (layout v2) in a fresh directory, with slot 0 claimed (stages compute,

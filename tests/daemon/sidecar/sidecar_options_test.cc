@@ -28,6 +28,21 @@ TEST_CASE("sidecar flags fill the options") {
   CHECK_FALSE(o.stream.node.empty());  // this host's name
 }
 
+TEST_CASE("health every second by default, and at once past a rank's open-stage limit") {
+  SidecarOptions d;
+  REQUIRE_FALSE(Parse({}, &d));
+  CHECK(d.stream.health_every == std::chrono::milliseconds(1000));
+  CHECK(d.stream.open_stage_report == std::chrono::milliseconds(1000));
+  SidecarOptions o;
+  REQUIRE_FALSE(Parse({"--open-stage-report-ms", "2500"}, &o));
+  CHECK(o.stream.open_stage_report == std::chrono::milliseconds(2500));
+  SidecarOptions off;
+  REQUIRE_FALSE(Parse({"--open-stage-report-ms", "0"}, &off));
+  CHECK(off.stream.open_stage_report.count() == 0);
+  SidecarOptions bad;
+  CHECK(Parse({"--open-stage-report-ms", "-1"}, &bad) == 2);
+}
+
 TEST_CASE("sidecar usage errors exit 2, --help 0") {
   SidecarOptions o;
   CHECK(Parse({"--poll-max-ms", "0"}, &o) == 2);

@@ -193,9 +193,15 @@ class Instrumentation:
         return out
 
     def close(self):
-        """Ends the open step and writes a capture still running (at exit)."""
+        """Writes a capture still running and gives the slot back (at exit).
+
+        Python may never destroy the client at exit: without close() the next run of this
+        local rank would find the slot held by a dead pid and warn that it took it over.
+        """
         if self.capture is not None:
             self.capture.finish()
+        if self.client is not None:
+            self.client.close()
 
     def _live_models(self):
         """The models whose modules a capture names (DDP wrappers and the installed model)."""

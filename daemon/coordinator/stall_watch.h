@@ -1,0 +1,96 @@
+// A job's watch for stalls (docs/user-guide.md "Hangs"): where each rank is (the open stage its
+// sidecar last reported), when the job's frontier last advanced, and the stall it is in, if
+// any. Check decides with DecideStall (daemon/accounting/stall_decider.h) without waiting for a
+// window, and returns an event when a stall begins, changes or ends. Not thread-safe: JobState
+// holds it under its lock.
+//
+//   StallWatch watch(&schema, world_size, options);
+//   watch.NotePosition(rank, slot_health, "node-a", now_ns);      // each sidecar health
+//   watch.NoteStepTime(exposed_ns);                               // each closed step
+//   if (auto e = watch.Check(now_ns, newest_step, ranks, paused, wall_ns)) journal(*e), tell(*e);
+#ifndef STAGEFRONTIER_DAEMON_COORDINATOR_STALL_WATCH_H_
+#define STAGEFRONTIER_DAEMON_COORDINATOR_STALL_WATCH_H_
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "daemon/accounting/stall_decider.h"
+#include "shm/stage_schema.h"
+#include "stagefrontier/v1/ingest.pb.h"
+#include "stagefrontier/v1/query.pb.h"
+
+namespace stagefrontier {
+
+struct StallOptions {
+  // The stall limit is max(10 x the job's median step, floor_ns), or fixed_ns when set (a
+  // job's own limit, sfctl control --stall-after-ms).
+  int64_t floor_ns = 5'000'000'000;
+  int64_t fixed_ns = 0;
+  // A group-wide pause (every rank in the same non-sync stage) alarms only past this.
+  int64_t pause_alarm_ns = 300'000'000'000;
+  // A rank whose sidecar has not reported for this long is lost, not stuck (health: 1 s).
+  int64_t silent_ns = 5'000'000'000;
+};
+
+// What JobState knows of a rank beside its position.
+struct RankLiveness {
+  bool finished = false;  // released its slot cleanly after reporting
+  bool process_gone = false;
+};
+
+class StallWatch {
+ public:
+  StallWatch(const StageSchema* schema, int32_t world_size, StallOptions options);
+
+  void NotePosition(int32_t rank, const v1::SlotHealth& health, const std::string& node,
+                    int64_t now_ns);
+  void NoteStepTime(int64_t exposed_ns);
+  void set_fixed_ns(int64_t ns) { options_.fixed_ns = ns; }
+  int64_t LimitNs() const;
+
+  // Decides at `now_ns` (monotonic; `wall_ns` realtime for the record). Returns the stall when
+  // it began or changed reason, alarm or named ranks, and the ended stall (ended, stalled_ns:
+  // its duration) when the job advanced again; nothing otherwise. A paused job is not stalled.
+  std::optional<v1::Stall> Check(int64_t now_ns, int64_t newest_step,
+                                 std::span<const RankLiveness> liveness, bool paused,
+                                 int64_t wall_ns);
+  // A stall journaled before a restart: reported until the job advances.
+  void Restore(const v1::Stall& stall);
+
+  // The stall in progress (its figures as of the last Check), or null.
+  const v1::Stall* current() const { return open_ ? &stall_ : nullptr; }
+  // The rank's open stage, its age at `now_ns`.
+  void FillRank(int32_t rank, int64_t now_ns, v1::RankHealth* out) const;
+
+ private:
+  struct Position {
+    bool known = false;
+    int64_t step = -1;
+    int32_t stage = -1;
+    int64_t age_ns = 0;   // as reported
+    int64_t seen_ns = 0;  // when (monotonic, this process); 0: never
+    std::string node;
+  };
+  int64_t OpenNs(const Position& p, int64_t now_ns) const;
+  v1::Stall ToProto(const StallDecision& d, const std::vector<RankPosition>& at, int64_t since,
+                    int64_t wall_ns) const;
+  static bool SameStall(const v1::Stall& a, const v1::Stall& b);
+
+  const StageSchema* schema_;
+  StallOptions options_;
+  std::vector<Position> positions_;
+  std::deque<int64_t> step_ns_;  // the last closed steps' exposed times
+  int64_t progress_step_ = -1;
+  int64_t progress_ns_ = 0;
+  bool open_ = false;
+  bool restored_ = false;  // open since a restart, no Check has seen the job advance since
+  v1::Stall stall_;
+};
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_COORDINATOR_STALL_WATCH_H_

@@ -1,0 +1,183 @@
+// A job's stall (stall_watch.h through JobState): decided between windows from the ranks'
+// open stages, journaled, reported by Suspects, Health, Info and the verdict events, still
+// reported after a restart, and ended when the job advances again.
+#include <catch2/catch.hpp>
+#include <cstdlib>
+
+#include "daemon/coordinator/coordinator_metrics.h"
+#include "daemon/coordinator/job_state.h"
+#include "daemon/wire/packed_steps.h"
+#include "daemon/wire/rank_steps.h"
+
+namespace stagefrontier {
+namespace {
+
+constexpr int kWorld = 3;
+constexpr int64_t kS = 1'000'000'000;
+
+std::string TempDir() {
+  char dir[] = "/tmp/sf_jobstall_XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  return dir;
+}
+
+v1::RankDeclaration Decl(int rank) {
+  v1::RankDeclaration d;
+  d.set_job("hang");
+  d.set_rank(rank);
+  d.set_world_size(kWorld);
+  StageSchema schema = *StageSchema::Parse("data:io,forward:compute,grad_sync:sync");
+  for (const Stage& s : schema.stages()) {
+    v1::Stage* p = d.add_stages();
+    p->set_name(s.name);
+    p->set_kind(static_cast<v1::StageKind>(s.kind));
+  }
+  return d;
+}
+
+// Steps [first, last] of every rank, 10 ms each.
+void Feed(JobState& job, int first, int last) {
+  for (int r = 0; r < kWorld; ++r) {
+    wire::PackedStepsEncoder enc(3);
+    for (int s = first; s <= last; ++s) {
+      int64_t d[3] = {1'000'000, 6'000'000, 3'000'000};
+      enc.Add(s, d, 0);
+    }
+    REQUIRE(job.Ingest(wire::MakeRankSteps("hang", r, enc), "node-a", 1).ok());
+  }
+  job.CloseDue(1);
+  REQUIRE(job.Flush().ok());
+}
+
+// What the sidecar says of rank `rank`: open in `stage` of `step` for `age_ns`.
+void Position(JobState& job, int rank, int64_t step, const std::string& stage, int64_t age_ns,
+              const std::string& owner = "alive") {
+  v1::SlotHealth h;
+  h.set_job("hang");
+  h.set_rank(rank);
+  h.set_owner(owner);
+  h.set_open_known(true);
+  h.set_open_step(step);
+  h.set_open_stage(stage);
+  h.set_open_age_ns(age_ns);
+  job.UpdateStubHealth(h, "node-a");
+}
+
+JobOptions Options(const std::string& dir) {
+  JobOptions o;
+  o.data_dir = dir;
+  o.fsync = false;
+  o.stall.floor_ns = 2 * kS;
+  return o;
+}
+
+TEST_CASE("a hung rank: STALLED at once, journaled, restored, then RESUMED") {
+  const std::string dir = TempDir();
+  CoordinatorMetrics metrics;
+  auto job = JobState::Create(Decl(0), Options(dir), &metrics);
+  REQUIRE(job.ok());
+  Feed(**job, 0, 49);
+  const int64_t t0 = 100 * kS;
+  (*job)->CheckStall(t0);  // the job's frontier, step 49, seen now
+  REQUIRE((*job)->VerdictsAfter(0).size() == 0);
+
+  Position(**job, 0, 50, "forward", 3 * kS);
+  Position(**job, 1, 50, "grad_sync", 3 * kS);
+  Position(**job, 2, 50, "grad_sync", 3 * kS);
+  (*job)->CheckStall(t0 + kS);  // under the 2 s floor (the median step is 10 ms)
+  CHECK((*job)->VerdictsAfter(0).empty());
+  (*job)->CheckStall(t0 + 3 * kS);
+  std::vector<v1::VerdictEvent> events = (*job)->VerdictsAfter(0);
+  REQUIRE(events.size() == 1);
+  const v1::Verdict& v = events[0].verdict();
+  CHECK(v.label() == "STALLED");
+  CHECK(v.reason() == "hung");
+  REQUIRE(v.stall().ranks_size() == 3);
+  CHECK(v.stall().ranks(0).rank() == 0);
+  CHECK(v.stall().ranks(0).role() == "stuck");
+  CHECK(v.stall().ranks(0).stage() == "forward");
+  CHECK(v.stall().ranks(0).step() == 50);
+  CHECK(v.stall().frontier_step() == 49);
+  CHECK(v.stall().alarm());
+
+  // The same stall a second later is no new event; Suspects and Info say it.
+  (*job)->CheckStall(t0 + 4 * kS);
+  CHECK((*job)->VerdictsAfter(0).size() == 1);
+  v1::SuspectsReply s;
+  REQUIRE((*job)->Suspects(0, &s).ok());
+  CHECK(s.verdict().label() == "STALLED");
+  CHECK(s.verdict().explanation().rfind("rank 0 stuck in forward of step 50", 0) == 0);
+  v1::JobInfo info;
+  (*job)->Info(&info);
+  CHECK(info.last_label() == "STALLED");
+  v1::GetHealthReply health;
+  (*job)->Health(&health);
+  CHECK(health.stall().reason() == "hung");
+  CHECK(health.ranks(0).open_stage() == "forward");
+  CHECK(health.ranks(0).open_known());
+  CHECK(health.ranks(0).open_age_ns() >= 3 * kS);
+  REQUIRE((*job)->Flush().ok());
+
+  // A restarted coordinator still reports it.
+  JournalOpenInfo opened;
+  auto restored = JobState::Restore(JournalPath(dir, "hang"), Options(dir), nullptr, &opened, 5);
+  REQUIRE(restored.ok());
+  (*restored)->CheckStall(t0 + 10 * kS);
+  v1::SuspectsReply again;
+  REQUIRE((*restored)->Suspects(0, &again).ok());
+  CHECK(again.verdict().label() == "STALLED");
+  CHECK(again.verdict().stall().ranks(0).rank() == 0);
+  CHECK((*restored)->VerdictsAfter(0).size() == 1);
+
+  // Progress ends it, with its duration.
+  Feed(**job, 50, 52);
+  (*job)->CheckStall(t0 + 5 * kS);
+  events = (*job)->VerdictsAfter(0);
+  REQUIRE(events.size() == 2);
+  CHECK(events[1].verdict().label() == "RESUMED");
+  CHECK(events[1].verdict().stall().ended());
+  v1::SuspectsReply after;
+  REQUIRE((*job)->Suspects(0, &after).ok());
+  CHECK(after.verdict().label() != "STALLED");
+}
+
+TEST_CASE("a paused job is not stalled, nor one whose ranks all finished") {
+  const std::string dir = TempDir();
+  auto job = JobState::Create(Decl(0), Options(dir), nullptr);
+  REQUIRE(job.ok());
+  Feed(**job, 0, 9);
+  (*job)->CheckStall(kS);
+  (*job)->SetPaused(true);
+  (*job)->CheckStall(60 * kS);
+  CHECK((*job)->VerdictsAfter(0).empty());
+  (*job)->SetPaused(false);
+  for (int r = 0; r < kWorld; ++r) Position(**job, r, 9, "", kS, "none");
+  (*job)->CheckStall(120 * kS);
+  CHECK((*job)->VerdictsAfter(0).empty());
+}
+
+TEST_CASE("a dead rank, and a stall limit of the job's own") {
+  const std::string dir = TempDir();
+  auto job = JobState::Create(Decl(0), Options(dir), nullptr);
+  REQUIRE(job.ok());
+  Feed(**job, 0, 9);
+  v1::ConfigChange c;
+  c.set_stall_after_ms(30'000);
+  REQUIRE((*job)->ApplyConfig(c).ok());
+  (*job)->CheckStall(kS);
+  Position(**job, 0, 10, "forward", kS, "dead");
+  Position(**job, 1, 10, "grad_sync", kS);
+  Position(**job, 2, 10, "grad_sync", kS);
+  (*job)->CheckStall(20 * kS);
+  CHECK((*job)->VerdictsAfter(0).empty());  // under the job's 30 s
+  (*job)->CheckStall(32 * kS);
+  auto events = (*job)->VerdictsAfter(0);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].verdict().reason() == "dead");
+  CHECK(events[0].verdict().stall().stall_after_ns() == 30 * kS);
+  c.set_stall_after_ms(-2);
+  CHECK_FALSE((*job)->ApplyConfig(c).ok());
+}
+
+}  // namespace
+}  // namespace stagefrontier

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Hangs on real processes (issue 31): three Gloo DDP ranks under stagefrontier.torch.run.
+#  1. Rank 0 sleeps inside its forward stage at step 150 while ranks 1 and 2 block in the next
+#     all-reduce: within seconds the job reads STALLED hung, naming rank 0, forward, step 150
+#     (it used to read HEALTHY with rank 0 "missing"); sfctl health shows where each rank is;
+#     the stall gauge is up; the verdict watch got the event at once.
+#  2. Rank 1 kills itself with SIGKILL in its backward stage at step 100: STALLED dead, rank 1,
+#     told apart from a stuck rank.
+#     The node ledger counts both hangs against node0.
+#  3. Every rank pauses 8 s after step 100 (a checkpoint): a group-wide pause, no alarm.
+set -euo pipefail
+source deploy/demo/pipeline.sh
+sf_init "${TEST_TMPDIR:-$(mktemp -d)}/hang" .
+sf_torch_env
+pids=()
+trap 'sf_stop_all; kill -9 ${pids[@]:-} 2>/dev/null || true' EXIT
+
+sf_start_coordinator 17471 17472 || sf_fail "coordinator"
+sf_start_sidecar node0
+shm="$SF_WORK/shm-node0"
+mkdir -p "$shm"
+job() {  # job ID PORT ARGS...: 3 ranks of ddp_example on node0, in the background
+  local id=$1 port=$2 r
+  shift 2
+  for r in 0 1 2; do
+    env STAGEFRONTIER_SHM_DIR="$shm" TORCHELASTIC_RUN_ID="$id" RANK=$r LOCAL_RANK=$r \
+      WORLD_SIZE=3 LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+      /usr/bin/python3 -m stagefrontier.torch.run client/examples/ddp_example.py "$@" \
+      >"$SF_WORK/$id-rank$r.log" 2>&1 &
+    pids+=($!)
+  done
+}
+# wait_verdict JOB LABEL SECONDS: until `sfctl suspects` says LABEL; prints the reply (JSON).
+wait_verdict() {
+  local reply="" i
+  for ((i = 0; i < $3 * 5; i++)); do
+    reply=$(sf_ctl --json suspects --job "$1" 2>/dev/null || true)
+    [ "$(jq -r '.verdict.label // ""' <<<"${reply:-{\}}")" = "$2" ] && { echo "$reply"; return 0; }
+    sleep 0.2
+  done
+  sf_ctl suspects --job "$1" >&2 || true
+  sf_fail "job $1 did not read $2 within $3 s"
+}
+newest() { sf_ctl --json jobs | jq -r --arg j "$1" '.jobs[] | select(.job == $j) | .last_step // -1'; }
+
+echo "== 1. rank 0 hangs in forward at step 150"
+job hung1 17473 --steps 1000 --hang forward:0:150
+for _ in $(seq 150); do [ "$(newest hung1 2>/dev/null || echo -1)" -ge 0 ] 2>/dev/null && break; sleep 0.2; done
+sf_ctl watch --job hung1 >"$SF_WORK/watch.log" 2>&1 &
+watch_pid=$!
+for _ in $(seq 150); do [ "$(newest hung1 2>/dev/null || echo -1)" -ge 149 ] 2>/dev/null && break; sleep 0.2; done
+t0=$(date +%s.%N)
+reply=$(wait_verdict hung1 STALLED 30)
+t1=$(date +%s.%N)
+sf_ctl suspects --job hung1
+stall=$(jq -c '.verdict.stall' <<<"$reply")
+[ "$(jq -r '.reason' <<<"$stall")" = hung ] || sf_fail "not hung: $stall"
+[ "$(jq -r '.ranks[0].rank // 0' <<<"$stall")" = 0 ] || sf_fail "not rank 0: $stall"
+[ "$(jq -r '.ranks[0].role' <<<"$stall")" = stuck ] || sf_fail "rank 0 not stuck: $stall"
+[ "$(jq -r '.ranks[0].stage' <<<"$stall")" = forward ] || sf_fail "not forward: $stall"
+[ "$(jq -r '.ranks[0].step' <<<"$stall")" = 150 ] || sf_fail "not step 150: $stall"
+echo "stall verdict $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s after the frontier reached step 149"
+health=$(sf_ctl --json health --job hung1)
+sf_ctl health --job hung1
+[ "$(jq -r '.ranks[0].open_stage' <<<"$health")" = forward ] || sf_fail "health: $health"
+# DDP waits for its all-reduce inside backward: the stub learns only afterwards which part was
+# the wait, so the waiting ranks are seen in backward, further on than rank 0.
+[ "$(jq -r '.ranks[1].open_stage' <<<"$health")" = backward ] || sf_fail "health: $health"
+sf_metrics 17472 | grep -E '^stagefrontier_job_stalled_seconds\{training_job="hung1"\} [1-9]' \
+  || sf_fail "no stalled-seconds gauge"
+grep -q 'verdict STALLED hung' "$SF_WORK/watch.log" || sf_fail "watch: $(cat "$SF_WORK/watch.log")"
+kill "$watch_pid" 2>/dev/null || true
+kill -9 "${pids[@]}" 2>/dev/null || true
+pids=()
+
+echo "== 2. rank 1 dies (SIGKILL) in backward at step 100"
+job dead1 17474 --steps 1000 --die backward:1:100
+reply=$(wait_verdict dead1 STALLED 40)
+sf_ctl suspects --job dead1
+stall=$(jq -c '.verdict.stall' <<<"$reply")
+[ "$(jq -r '.reason' <<<"$stall")" = dead ] || sf_fail "not dead: $stall"
+[ "$(jq -r '[.ranks[] | select(.role == "dead") | .rank // 0] | join(",")' <<<"$stall")" = 1 ] \
+  || sf_fail "not rank 1 dead: $stall"
+kill -9 "${pids[@]}" 2>/dev/null || true
+pids=()
+# The node ledger charged node0 with both hangs, one of them a dead rank.
+nodes=$(sf_ctl --json nodes)
+[ "$(jq -r '.nodes[] | select(.node == "node0") | .hangs // 0' <<<"$nodes")" = 2 ] \
+  || sf_fail "node ledger hangs: $nodes"
+[ "$(jq -r '.nodes[] | select(.node == "node0") | .hangs_dead // 0' <<<"$nodes")" = 1 ] \
+  || sf_fail "node ledger dead hangs: $nodes"
+
+echo "== 3. every rank pauses 8 s after step 100 (a checkpoint): no alarm"
+job pause1 17475 --steps 300 --pause 100:8
+wait "${pids[@]}"
+pids=()
+sf_ctl --json jobs | jq -e '.jobs[] | select(.job == "pause1") | .steps_accounted | tonumber >= 299' \
+  >/dev/null || sf_fail "pause1 did not finish"
+# Every verdict the job holds, stalls included (watch prints them and waits for more).
+verdicts=$(timeout 3 "$SF_BIN/daemon/sfctl/sfctl" --coordinator "$SF_COORD" watch --job pause1 \
+  --after 0 2>/dev/null || true)
+echo "$verdicts" | grep -E 'STALLED|RESUMED|no alarm' || true
+# (An alarming pause prints "STALLED group_wide_pause: ...", a quiet one "... (no alarm yet)".)
+if grep -qE 'verdict STALLED (hung|dead|desync|collective|unknown)|STALLED group_wide_pause:' \
+  <<<"$verdicts"; then
+  sf_fail "an alarm on a checkpoint pause: $verdicts"
+fi
+echo "PASS"
