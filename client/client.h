@@ -129,6 +129,13 @@ class Client {
     const int64_t t = t_ns + SelfTestDelayAtEndOf(k);
     if (recorder_.Mark(k, t)) PublishOpen(t, OpenAfter(k));
   }
+  // Publishes that stage k is open since t_ns without marking anything: for a boundary the
+  // trainer learns live but marks only later, such as the end of local backward work in
+  // PyTorch's DDP (the wait for the all-reduce begins there; backward is marked when it
+  // returns). The stall verdict then sees this rank waiting, not computing.
+  void ShowOpen(StageId k, int64_t t_ns) noexcept {
+    if (recorder_.in_step() && k < recorder_.stage_count()) PublishOpen(t_ns, shm::OpenCode(k));
+  }
   // Ends the step and publishes it (unless paused or sampled out).
   void EndStep() noexcept;
 

@@ -244,6 +244,14 @@ PYBIND11_MODULE(_stagefrontier, m) {
           "Stage `stage` ended at t_ns (time.monotonic_ns(), CLOCK_MONOTONIC): for boundaries "
           "known only after the fact, such as the last gradient bucket handed to all-reduce.")
       .def("exit", [](PyClient& c, const py::str& name) { c.client->Exit(c.Id(name.ptr())); })
+      .def(
+          "show_open",
+          [](PyClient& c, const py::str& name, int64_t t_ns) {
+            c.client->ShowOpen(c.Id(name.ptr()), t_ns);
+          },
+          py::arg("stage"), py::arg("t_ns"),
+          "Publishes that stage `stage` is open since t_ns (time.monotonic_ns()) without marking: "
+          "where the rank is, for the stall verdict, when a boundary is marked only later.")
       .def("probe_ring", &MakeProbeRing,
            "The collective probe ring of this client's slot, for a framework hook to report "
            "collective intervals. Raises RuntimeError if it cannot be attached (a layout v1 "

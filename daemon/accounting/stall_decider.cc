@@ -73,6 +73,21 @@ void ByOpenTime(const StallInputs& in, std::vector<int32_t>* ranks) {
                    [&](int32_t a, int32_t b) { return in.ranks[a].open_ns > in.ranks[b].open_ns; });
 }
 
+// A hang: `stuck` named longest open first, then `waiting`; the text opens with the first stuck
+// rank ("rank 0 stuck in forward of step 150 for 5.5 s") and goes on with `tail`.
+StallDecision Stuck(const StallInputs& in, std::vector<int32_t> stuck,
+                    const std::vector<int32_t>& waiting, const std::string& tail) {
+  StallDecision d = Begin(StallKind::kHung, true);
+  ByOpenTime(in, &stuck);
+  Name(stuck, "stuck", &d);
+  Name(waiting, "waiting", &d);
+  d.waiting = static_cast<int32_t>(waiting.size());
+  const RankPosition& p = in.ranks[stuck[0]];
+  d.text = absl::StrCat(RankList(stuck), " stuck in ", Where(in.schema, p), " for ",
+                        FormatSeconds(static_cast<double>(p.open_ns)), tail);
+  return d;
+}
+
 std::string WaitingTail(const StallInputs& in, const std::vector<int32_t>& waiting) {
   if (waiting.empty()) return "";
   const RankPosition& w = in.ranks[waiting[0]];
@@ -118,16 +133,8 @@ StallDecision AllWaiting(const StallInputs& in, const Census& c) {
     if (next != at.end() && next->first.first == it->first.first) one_stage_per_step = false;
   }
   if (one_stage_per_step && !rest.empty() && behind.size() * 2 <= c.waiting.size()) {
-    StallDecision d = Begin(StallKind::kHung, true);
-    ByOpenTime(in, &behind);
-    Name(behind, "stuck", &d);
-    Name(rest, "waiting", &d);
-    d.waiting = static_cast<int32_t>(rest.size());
-    const RankPosition& p = in.ranks[behind[0]];
-    d.text = absl::StrCat(RankList(behind), " stuck in ", Where(in.schema, p), " for ",
-                          FormatSeconds(static_cast<double>(p.open_ns)),
-                          ", a collective the others finished", WaitingTail(in, rest));
-    return d;
+    return Stuck(in, behind, rest,
+                 absl::StrCat(", a collective the others finished", WaitingTail(in, rest)));
   }
   StallDecision d = Begin(StallKind::kDesync, true);
   std::vector<std::string> groups;
@@ -160,18 +167,10 @@ StallDecision NoneWaiting(const StallInputs& in, const Census& c) {
     for (int32_t r : c.other) {
       if (Order(in, in.ranks[r]) != at.begin()->first) rest.push_back(r);
     }
-    StallDecision d = Begin(StallKind::kHung, true);
-    ByOpenTime(in, &behind);
-    Name(behind, "stuck", &d);
-    Name(rest, "waiting", &d);
-    d.waiting = static_cast<int32_t>(rest.size());
-    const RankPosition& p = in.ranks[behind[0]];
-    const RankPosition& w = in.ranks[rest[0]];
-    d.text = absl::StrCat(RankList(behind), " stuck in ", Where(in.schema, p), " for ",
-                          FormatSeconds(static_cast<double>(p.open_ns)), "; ", rest.size(),
-                          rest.size() == 1 ? " rank" : " ranks", " further on wait for ",
-                          behind.size() == 1 ? "it" : "them", " (in ", Where(in.schema, w), ")");
-    return d;
+    return Stuck(in, behind, rest,
+                 absl::StrCat("; ", rest.size(), rest.size() == 1 ? " rank" : " ranks",
+                              " further on wait for ", behind.size() == 1 ? "it" : "them", " (in ",
+                              Where(in.schema, in.ranks[rest[0]]), ")"));
   }
   StallDecision d = Begin(StallKind::kGroupWidePause, false);
   d.alarm = in.since_progress_ns >= in.pause_alarm_after_ns;
@@ -195,18 +194,11 @@ StallDecision Hung(const StallInputs& in, const Census& c) {
   for (int32_t r : c.waiting) front = std::max(front, in.ranks[r].step);
   std::vector<int32_t> stuck, waiting;
   for (int32_t r : c.known) {
-    const bool waits = std::find(c.waiting.begin(), c.waiting.end(), r) != c.waiting.end();
+    // c.waiting is in rank order.
+    const bool waits = std::binary_search(c.waiting.begin(), c.waiting.end(), r);
     (waits && in.ranks[r].step >= front ? waiting : stuck).push_back(r);
   }
-  ByOpenTime(in, &stuck);
-  StallDecision d = Begin(StallKind::kHung, true);
-  Name(stuck, "stuck", &d);
-  Name(waiting, "waiting", &d);
-  d.waiting = static_cast<int32_t>(waiting.size());
-  const RankPosition& p = in.ranks[stuck[0]];
-  d.text = absl::StrCat(RankList(stuck), " stuck in ", Where(in.schema, p), " for ",
-                        FormatSeconds(static_cast<double>(p.open_ns)), WaitingTail(in, waiting));
-  return d;
+  return Stuck(in, stuck, waiting, WaitingTail(in, waiting));
 }
 
 }  // namespace

@@ -32,8 +32,10 @@ struct StallOptions {
   int64_t fixed_ns = 0;
   // A group-wide pause (every rank in the same non-sync stage) alarms only past this.
   int64_t pause_alarm_ns = 300'000'000'000;
-  // A rank whose sidecar has not reported for this long is lost, not stuck (health: 1 s).
-  int64_t silent_ns = 5'000'000'000;
+  // A rank whose sidecar has not reported for this long is lost, not stuck (health comes every
+  // second): shorter than the stall floor, so that a dead sidecar's stale positions never read
+  // as a hang.
+  int64_t silent_ns = 3'000'000'000;
 };
 
 // What JobState knows of a rank beside its position.

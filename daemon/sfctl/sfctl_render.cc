@@ -57,8 +57,12 @@ std::string RenderStall(const v1::Stall& s) {
                         " (", s.reason(), ")\n");
   }
   std::string out = absl::StrCat(
-      "STALLED ", s.reason(), s.alarm() ? "" : " (no alarm yet)", ": no progress past step ",
-      s.frontier_step(), " for ", FormatSeconds(static_cast<double>(s.stalled_ns())), " (limit ",
+      "STALLED ", s.reason(),
+      s.alarm()                          ? ""
+      : s.reason() == "group_wide_pause" ? " (no alarm yet)"
+                                         : " (no alarm: the monitoring stopped, not the job)",
+      ": no progress past step ", s.frontier_step(), " for ",
+      FormatSeconds(static_cast<double>(s.stalled_ns())), " (limit ",
       FormatSeconds(static_cast<double>(s.stall_after_ns())), ")\n  ", s.text(), "\n");
   int waiting = 0;
   for (const v1::StuckRank& r : s.ranks()) {

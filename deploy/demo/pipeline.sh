@@ -116,6 +116,23 @@ sf_torch_env() {
   fi
 }
 
+# sf_torch_ranks JOB WORLD PORT ARGS...: WORLD ranks of client/examples/ddp_example.py (Gloo
+# DDP) under stagefrontier.torch.run on node0, one process each as torchrun's workers
+# (TORCHELASTIC_RUN_ID=JOB, MASTER_PORT=PORT), in the background; logs $SF_WORK/JOB-rankR.log,
+# pids appended to the array `pids`. Needs sf_torch_env first.
+sf_torch_ranks() {
+  local job=$1 world=$2 port=$3 r
+  shift 3
+  mkdir -p "$SF_WORK/shm-node0"
+  for ((r = 0; r < world; r++)); do
+    env STAGEFRONTIER_SHM_DIR="$SF_WORK/shm-node0" TORCHELASTIC_RUN_ID="$job" RANK=$r \
+      LOCAL_RANK=$r WORLD_SIZE="$world" LOCAL_WORLD_SIZE="$world" MASTER_ADDR=127.0.0.1 \
+      MASTER_PORT="$port" /usr/bin/python3 -m stagefrontier.torch.run \
+      client/examples/ddp_example.py "$@" >"$SF_WORK/$job-rank$r.log" 2>&1 &
+    pids+=($!)
+  done
+}
+
 # sf_asan_runtimes LIB: the sanitizer runtimes to preload (space-separated) when LIB was built
 # with ASan (--config=asan), nothing otherwise: the runtime must come first in the initial
 # library list of a process that loads an instrumented library.

@@ -591,10 +591,19 @@ TEST_CASE("the open stage follows every API style, and a forked child never publ
   cl.MarkAt(0, before_last + 1);
   CHECK(open().stage() == 1);
   CHECK(open().since_ns == before_last + 1);
+  // ShowOpen: the stage shown open at the given time, nothing marked; not outside a step.
+  cl.ShowOpen(3, before_last + 2);
+  CHECK(open().stage() == 3);
+  CHECK(open().since_ns == before_last + 2);
+  cl.ShowOpen(99, before_last + 3);
+  CHECK(open().since_ns == before_last + 2);
   cl.EndStep();
   o = open();
   CHECK(o.between_steps());
   CHECK(o.step == 6);
+  const uint64_t after_end = open().seq;
+  cl.ShowOpen(1, before_last + 4);
+  CHECK(open().seq == after_end);
 
   // A forked child (a DataLoader worker) shares the slot's pages: it must not write there.
   const uint64_t parent_seq = open().seq;

@@ -8,6 +8,8 @@
 #     told apart from a stuck rank.
 #     The node ledger counts both hangs against node0.
 #  3. Every rank pauses 8 s after step 100 (a checkpoint): a group-wide pause, no alarm.
+#  4. The node's sidecar is killed while the job trains: sidecar_lost, no alarm (the
+#     monitoring stopped, not the job). Also: a coordinator restarted during stall 1 reports it.
 set -euo pipefail
 source deploy/demo/pipeline.sh
 sf_init "${TEST_TMPDIR:-$(mktemp -d)}/hang" .
@@ -17,18 +19,10 @@ trap 'sf_stop_all; kill -9 ${pids[@]:-} 2>/dev/null || true' EXIT
 
 sf_start_coordinator 17471 17472 || sf_fail "coordinator"
 sf_start_sidecar node0
-shm="$SF_WORK/shm-node0"
-mkdir -p "$shm"
 job() {  # job ID PORT ARGS...: 3 ranks of ddp_example on node0, in the background
-  local id=$1 port=$2 r
+  local id=$1 port=$2
   shift 2
-  for r in 0 1 2; do
-    env STAGEFRONTIER_SHM_DIR="$shm" TORCHELASTIC_RUN_ID="$id" RANK=$r LOCAL_RANK=$r \
-      WORLD_SIZE=3 LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
-      /usr/bin/python3 -m stagefrontier.torch.run client/examples/ddp_example.py "$@" \
-      >"$SF_WORK/$id-rank$r.log" 2>&1 &
-    pids+=($!)
-  done
+  sf_torch_ranks "$id" 3 "$port" "$@"
 }
 # wait_verdict JOB LABEL SECONDS: until `sfctl suspects` says LABEL; prints the reply (JSON).
 wait_verdict() {
@@ -63,13 +57,19 @@ echo "stall verdict $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }'
 health=$(sf_ctl --json health --job hung1)
 sf_ctl health --job hung1
 [ "$(jq -r '.ranks[0].open_stage' <<<"$health")" = forward ] || sf_fail "health: $health"
-# DDP waits for its all-reduce inside backward: the stub learns only afterwards which part was
-# the wait, so the waiting ranks are seen in backward, further on than rank 0.
-[ "$(jq -r '.ranks[1].open_stage' <<<"$health")" = backward ] || sf_fail "health: $health"
+# DDP waits for its all-reduce inside backward; the launcher shows the wait live as grad_sync
+# once every gradient is ready (Client.show_open), so the waiting ranks are seen there.
+[ "$(jq -r '.ranks[1].open_stage' <<<"$health")" = grad_sync ] || sf_fail "health: $health"
 sf_metrics 17472 | grep -E '^stagefrontier_job_stalled_seconds\{training_job="hung1"\} [1-9]' \
   || sf_fail "no stalled-seconds gauge"
 grep -q 'verdict STALLED hung' "$SF_WORK/watch.log" || sf_fail "watch: $(cat "$SF_WORK/watch.log")"
 kill "$watch_pid" 2>/dev/null || true
+# A coordinator restarted during the stall reports it at once, from its journal.
+kill -TERM "$SF_COORD_PID" && wait "$SF_COORD_PID" 2>/dev/null || true
+sf_start_coordinator 17471 17472 || sf_fail "coordinator restart"
+after=$(sf_ctl --json suspects --job hung1)
+[ "$(jq -r '.verdict.label' <<<"$after")" = STALLED ] || sf_fail "after a restart: $after"
+[ "$(jq -r '.verdict.stall.ranks[0].rank // 0' <<<"$after")" = 0 ] || sf_fail "after: $after"
 kill -9 "${pids[@]}" 2>/dev/null || true
 pids=()
 
@@ -105,4 +105,16 @@ if grep -qE 'verdict STALLED (hung|dead|desync|collective|unknown)|STALLED group
   <<<"$verdicts"; then
   sf_fail "an alarm on a checkpoint pause: $verdicts"
 fi
+echo "== 4. the sidecar dies while the job trains: not a hang of the job"
+job lost1 17476 --steps 3000
+for _ in $(seq 150); do [ "$(newest lost1 2>/dev/null || echo -1)" -ge 50 ] 2>/dev/null && break; sleep 0.2; done
+kill -KILL "$SF_SIDECAR_PID_node0"
+wait "$SF_SIDECAR_PID_node0" 2>/dev/null || true
+unset SF_SIDECAR_PID_node0
+reply=$(wait_verdict lost1 STALLED 30)
+sf_ctl suspects --job lost1 | head -4
+[ "$(jq -r '.verdict.stall.reason' <<<"$reply")" = sidecar_lost ] || sf_fail "not lost: $reply"
+[ "$(jq -r '.verdict.stall.alarm // false' <<<"$reply")" = false ] || sf_fail "alarm: $reply"
+kill -9 "${pids[@]}" 2>/dev/null || true
+pids=()
 echo "PASS"

@@ -16,19 +16,12 @@ trap 'sf_stop_all; kill ${pids[@]:-} 2>/dev/null || true' EXIT
 
 sf_start_coordinator 17461 17462 || sf_fail "coordinator"
 sf_start_sidecar node0
-shm="$SF_WORK/shm-node0"
-mkdir -p "$shm"
 run() {  # run N: one run of job "none" (world 2, Gloo DDP) on node0, as torchrun's workers
-  local n=$1 r
-  for r in 0 1; do
-    env STAGEFRONTIER_SHM_DIR="$shm" TORCHELASTIC_RUN_ID=none RANK=$r LOCAL_RANK=$r \
-      WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=17469 \
-      /usr/bin/python3 -m stagefrontier.torch.run client/examples/ddp_example.py --steps 300 \
-      >"$SF_WORK/run$n-rank$r.log" 2>&1 &
-    pids+=($!)
-  done
+  sf_torch_ranks none 2 17469 --steps 300
   wait "${pids[@]}"
   pids=()
+  local r
+  for r in 0 1; do mv "$SF_WORK/none-rank$r.log" "$SF_WORK/run$1-rank$r.log"; done  # run N's
 }
 accounted() {  # accounted JOB: steps accounted, once every record is in (0 while unknown)
   sf_ctl --json jobs | jq -r --arg j "$1" '[.jobs[] | select(.job == $j) | .steps_accounted // 0

@@ -99,5 +99,39 @@ TEST_CASE("captures: a missed capture says why") {
                              "step 251\n"));
 }
 
+TEST_CASE("a stall: reason, limit, the stuck rank first, a pause without alarm") {
+  v1::Stall st;
+  st.set_reason("hung");
+  st.set_alarm(true);
+  st.set_frontier_step(149);
+  st.set_stalled_ns(5'100'000'000);
+  st.set_stall_after_ns(5'000'000'000);
+  st.set_text("rank 0 stuck in forward of step 150 for 5.5 s");
+  v1::StuckRank* r = st.add_ranks();
+  r->set_rank(0);
+  r->set_node("node0");
+  r->set_step(150);
+  r->set_stage("forward");
+  r->set_open_ns(5'500'000'000);
+  r->set_role("stuck");
+  CHECK(RenderStall(st) ==
+        "STALLED hung: no progress past step 149 for 5.1 s (limit 5.0 s)\n"
+        "  rank 0 stuck in forward of step 150 for 5.5 s\n"
+        "  stuck    rank 0 on node0: forward of step 150, open 5.5 s\n");
+  st.set_reason("group_wide_pause");
+  st.set_alarm(false);
+  CHECK_THAT(RenderStall(st), Catch::StartsWith("STALLED group_wide_pause (no alarm yet): "));
+  st.set_reason("sidecar_lost");
+  CHECK_THAT(RenderStall(st), Catch::Contains("(no alarm: the monitoring stopped, not the job)"));
+  v1::Verdict v;
+  v.set_label("RESUMED");
+  v.set_reason("hung");
+  v.set_group("job");
+  v.set_explanation("the job advanced again after a stall of 9.0 s (...)");
+  *v.mutable_stall() = st;
+  v.mutable_stall()->set_ended(true);
+  CHECK_THAT(RenderVerdict(v), Catch::StartsWith("verdict RESUMED hung  (job, step 149)\n"));
+}
+
 }  // namespace
 }  // namespace stagefrontier

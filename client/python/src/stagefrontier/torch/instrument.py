@@ -66,6 +66,11 @@ class Instrumentation:
             grad_ready = os.environ.get("STAGEFRONTIER_TORCH_GRAD_READY", "1") == "1"
         self.grad_ready = grad_ready and not comm_hook
         self.grad_ready_ns = None  # the last gradient accumulated in this backward
+        # Gradients DDP waits for, and how many this backward has accumulated: when all are,
+        # local work is done and the rank waits for the all-reduce (shown live as grad_sync,
+        # so that a stall verdict tells a rank stuck in backward from ranks waiting there).
+        self._grad_params = 0
+        self._grads_ready = 0
         # Also emit each stage as a torch.profiler range "stagefrontier:<stage>", so that a
         # profiler trace can be reduced to the same stages (`stagefrontier reduce-trace`).
         if annotate is None:
@@ -287,6 +292,7 @@ class Instrumentation:
                 sf._backward_depth += 1
                 launches_before = len(sf.bucket_launch_ns)
                 sf.grad_ready_ns = None
+                sf._grads_ready = 0
                 try:
                     if sf.annotating():  # a capture's trace needs the range too
                         with _profiler_range("backward"):
@@ -342,7 +348,11 @@ class Instrumentation:
         sf = self
 
         def ready(*_):
-            sf.grad_ready_ns = time.monotonic_ns()
+            now = time.monotonic_ns()
+            sf.grad_ready_ns = now
+            sf._grads_ready += 1
+            if sf._grads_ready == sf._grad_params and sf.client is not None:
+                sf.client.show_open("grad_sync", now)
 
         try:
             accumulators = []
@@ -352,6 +362,7 @@ class Instrumentation:
                     acc.register_hook(ready)
                     accumulators.append(acc)  # the hooks live as long as their nodes
             ddp._stagefrontier_accumulators = accumulators
+            sf._grad_params += len(accumulators)
         except Exception as e:
             _warn(f"cannot see when gradients are ready ({e}); backward then holds the "
                   "all-reduce wait and grad_sync is measured as zero")
