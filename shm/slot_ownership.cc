@@ -180,7 +180,10 @@ bool IsZombie(uint32_t pid) {
 }  // namespace
 
 bool ProcessExists(uint32_t pid) {
-  if (pid == 0) return false;
+  // The pid is the trainer's to write: above Linux's largest pid_max (2^22) it is no process,
+  // and as a negative pid_t kill() would probe a process group (as root, -1: every process).
+  constexpr uint32_t kMaxPid = 1U << 22;
+  if (pid == 0 || pid > kMaxPid) return false;
   if (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
   // An exited process its parent has not reaped yet writes nothing more: it is dead.
   return !IsZombie(pid);

@@ -30,6 +30,7 @@ std::string Where(const StageSchema& schema, const RankPosition& p) {
 // The ranks of one kind, classified once.
 struct Census {
   std::vector<int32_t> active, dead, lost, known, waiting, other;
+  bool heard = false;  // some active rank's sidecar reported since this process started
 };
 
 Census Count(const StallInputs& in) {
@@ -39,6 +40,7 @@ Census Count(const StallInputs& in) {
     const int32_t rank = static_cast<int32_t>(r);
     if (p.finished) continue;
     c.active.push_back(rank);
+    c.heard = c.heard || p.heard;
     if (p.process_gone) {
       c.dead.push_back(rank);
     } else if (p.sidecar_lost) {
@@ -61,8 +63,8 @@ StallDecision Begin(StallKind kind, bool alarm) {
 }
 
 void Name(const std::vector<int32_t>& ranks, const char* role, StallDecision* d) {
-  const bool waiting = std::string_view(role) == "waiting";
-  for (size_t i = 0; i < ranks.size() && (!waiting || i < kWaitingNamed); ++i) {
+  const size_t most = std::string_view(role) == "waiting" ? kWaitingNamed : kCulpritsNamed;
+  for (size_t i = 0; i < ranks.size() && i < most; ++i) {
     d->named.push_back({ranks[i], role});
   }
 }
@@ -244,6 +246,9 @@ StallDecision DecideStall(const StallInputs& in) {
                             "not the job)");
       return d;
     }
+    // Nothing heard since this process started (a coordinator restarted after the job ended):
+    // nothing to say, and no alarm.
+    if (!c.heard) return {};
     d.kind = StallKind::kUnknown;
     d.alarm = true;
     d.text = absl::StrCat("no progress for ", since,

@@ -13,7 +13,8 @@
 //                     rank named, an alarm only past pause_alarm_after_ns
 //   sidecar_lost      the ranks not heard from are those of sidecars that stopped reporting:
 //                     the monitoring broke, not the job
-//   unknown           the stubs do not say where they are (older builds)
+//   unknown           the stubs do not say where they are (older builds); nothing at all is
+//                     decided about ranks not heard from since the coordinator started
 //
 //   StallInputs in{schema, ranks, since_progress_ns, stall_after_ns, pause_alarm_after_ns};
 //   StallDecision d = DecideStall(in);
@@ -36,6 +37,7 @@ namespace stagefrontier {
 
 // Where one rank is, as its sidecar last said.
 struct RankPosition {
+  bool heard = false;         // its sidecar reported its health since this process started
   bool known = false;         // the stub publishes its open stage and the sidecar reported it
   int64_t step = -1;          // the open step
   int32_t stage = -1;         // the open stage; -1 between steps
@@ -74,6 +76,9 @@ struct NamedRank {
 };
 
 inline constexpr size_t kWaitingNamed = 8;
+// Stuck, dead or lost ranks named at most (the rest counted in the text): a whole job killed
+// at 16,384 ranks is one bounded message, not 16,384 entries.
+inline constexpr size_t kCulpritsNamed = 64;
 
 struct StallDecision {
   StallKind kind = StallKind::kNone;

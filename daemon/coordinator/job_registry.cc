@@ -154,8 +154,17 @@ absl::StatusOr<std::shared_ptr<JobState>> JobRegistry::StartGeneration(
     if (it != current_.end() && it->second != current) {
       next = it->second;  // another rank's records started it
     } else {
-      absl::StatusOr<std::unique_ptr<JobState>> job =
-          JobState::Create(decl, options_, metrics_, current->generation() + 1);
+      if (current->generation() >= kMaxGenerations) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "job ", LogSafe(current->id()), " has started ", kMaxGenerations,
+            " runs: give a new run its own id (torchrun --rdzv_id), or remove the old journals"));
+      }
+      // The next free number: a later run's journal that did not restore keeps its own.
+      absl::StatusOr<std::unique_ptr<JobState>> job;
+      for (uint32_t g = current->generation() + 1; g <= kMaxGenerations; ++g) {
+        job = JobState::Create(decl, options_, metrics_, g);
+        if (!absl::IsAlreadyExists(job.status())) break;
+      }
       if (!job.ok()) return job.status();
       next = std::shared_ptr<JobState>(*std::move(job));
       AddLocked(next);

@@ -65,6 +65,9 @@ class JobRegistry {
   std::vector<std::shared_ptr<JobState>> All() const;
   // Generations of one job id held in memory at most (the current one included).
   static constexpr int kGenerationsKept = 4;
+  // Runs of one job id at most (journals on disk): a sidecar cannot make a job start runs
+  // without end.
+  static constexpr uint32_t kMaxGenerations = 256;
   // Journals waiting for their job to declare itself (declaration lost), by job id.
   std::vector<std::string> PendingSalvage() const;
   // What every job rings when it appended verdicts: the registry's own bell, the last of the

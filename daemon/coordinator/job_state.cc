@@ -787,7 +787,19 @@ void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string&
 
 void JobState::CheckStall(int64_t now_ns) {
   MutexLock lock(&mu_);
-  if (superseded()) return;  // an earlier run: its processes are gone, nothing to watch
+  if (superseded()) {
+    // An earlier run: its processes are gone. A stall it was in ends here, and its gauge with
+    // it (an alarm must not outlive the run).
+    if (m_.stalled_seconds != nullptr) m_.stalled_seconds->Set(0);
+    if (std::optional<v1::Stall> ended = stall_.Close(shm::RealtimeNowNs())) {
+      ended->set_text(absl::StrCat(ended->text(), "; the job id started a new run"));
+      v1::JournalRecord rec;
+      *rec.mutable_stall()->mutable_stall() = *ended;
+      journal_->Append(rec);
+      AppendStallEventLocked(*ended, /*replaying=*/false);
+    }
+    return;
+  }
   std::vector<RankLiveness> live(static_cast<size_t>(world_size_));
   for (int32_t r = 0; r < world_size_; ++r) {
     live[r].finished = std::string_view(ConditionLocked(r)) == "finished";
@@ -850,7 +862,7 @@ void JobState::Info(v1::JobInfo* out) const {
   out->set_window_steps(options_.engine.window_steps);
   if (const v1::Stall* s = stall_.current()) {
     *out->mutable_stall() = *s;
-    out->set_last_label("STALLED");
+    if (s->alarm()) out->set_last_label("STALLED");  // a quiet pause keeps the window's label
   }
   out->set_state(JobConditionLocked());
 }
@@ -1032,8 +1044,11 @@ std::vector<v1::VerdictEvent> JobState::VerdictsAfter(int64_t after_seq, size_t 
 
 absl::Status JobState::ApplyConfig(const v1::ConfigChange& change) {
   MutexLock lock(&mu_);
-  if (change.stall_after_ms() < -1) {
-    return absl::InvalidArgumentError("stall_after_ms must be positive (or -1: the default)");
+  if (change.stall_after_ms() != 0 && change.stall_after_ms() != -1 &&
+      (change.stall_after_ms() < 1000 || change.stall_after_ms() > 86'400'000)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stall_after_ms ", change.stall_after_ms(),
+                     ": a stall limit is 1000 ms to a day (86400000), or -1 for the default"));
   }
   if (StallOnly(change)) {
     v1::JournalRecord rec;

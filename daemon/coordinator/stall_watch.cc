@@ -1,11 +1,15 @@
 #include "daemon/coordinator/stall_watch.h"
 
 #include <algorithm>
+#include <utility>
+
+#include "shm/record_limits.h"
 
 namespace stagefrontier {
 namespace {
 
 constexpr size_t kStepTimesKept = 64;
+constexpr int64_t kMaxAgeNs = 86'400'000'000'000;  // a day
 
 }  // namespace
 
@@ -22,8 +26,14 @@ void StallWatch::NotePosition(int32_t rank, const v1::SlotHealth& health, const 
   p.seen_ns = now_ns;
   p.known = health.open_known();
   if (!p.known) return;
+  // The slot's bytes are the trainer's: a step outside [0, 2^40) is not a position, an age is
+  // at most a day (no overflow when it is brought up to now).
+  if (!shm::ValidStepNumber(health.open_step())) {
+    p.known = false;
+    return;
+  }
   p.step = health.open_step();
-  p.age_ns = std::max<int64_t>(0, health.open_age_ns());
+  p.age_ns = std::clamp<int64_t>(health.open_age_ns(), 0, kMaxAgeNs);
   p.stage = -1;
   if (!health.open_stage().empty()) {
     // A stage this job does not have (another owner's schema): not a known position.
@@ -47,7 +57,7 @@ int64_t StallWatch::LimitNs() const {
 }
 
 int64_t StallWatch::OpenNs(const Position& p, int64_t now_ns) const {
-  return p.age_ns + std::max<int64_t>(0, now_ns - p.seen_ns);
+  return p.age_ns + std::clamp<int64_t>(now_ns - p.seen_ns, 0, kMaxAgeNs);
 }
 
 void StallWatch::FillRank(int32_t rank, int64_t now_ns, v1::RankHealth* out) const {
@@ -71,12 +81,23 @@ bool StallWatch::SameStall(const v1::Stall& a, const v1::Stall& b) {
   if (a.reason() != b.reason() || a.alarm() != b.alarm() || a.ranks_size() != b.ranks_size()) {
     return false;
   }
-  for (int i = 0; i < a.ranks_size(); ++i) {
-    if (a.ranks(i).rank() != b.ranks(i).rank() || a.ranks(i).role() != b.ranks(i).role()) {
-      return false;
-    }
-  }
-  return true;
+  // As sets: ranks stuck at the same moment swap places as their ages jitter.
+  auto named = [](const v1::Stall& s) {
+    std::vector<std::pair<int32_t, std::string>> out;
+    for (const v1::StuckRank& r : s.ranks()) out.emplace_back(r.rank(), r.role());
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  return named(a) == named(b);
+}
+
+std::optional<v1::Stall> StallWatch::Close(int64_t wall_ns) {
+  if (!open_) return std::nullopt;
+  open_ = false;
+  restored_ = false;
+  stall_.set_ended(true);
+  stall_.set_stalled_ns(std::max<int64_t>(0, wall_ns - stall_.started_unix_ns()));
+  return stall_;
 }
 
 v1::Stall StallWatch::ToProto(const StallDecision& d, const std::vector<RankPosition>& at,
@@ -106,7 +127,9 @@ std::optional<v1::Stall> StallWatch::Check(int64_t now_ns, int64_t newest_step,
                                            std::span<const RankLiveness> liveness, bool paused,
                                            int64_t wall_ns) {
   if (progress_ns_ == 0 || paused) {
-    // The first look (a restored stall stays open) or a pause: the clock starts over.
+    // The first look or a pause: the clock starts over. A restored stall stays open unless
+    // the job went on past it meanwhile.
+    if (newest_step > progress_step_) restored_ = false;
     progress_step_ = std::max(progress_step_, newest_step);
     progress_ns_ = now_ns;
   } else if (newest_step > progress_step_) {
@@ -115,13 +138,19 @@ std::optional<v1::Stall> StallWatch::Check(int64_t now_ns, int64_t newest_step,
     progress_ns_ = now_ns;
   }
   const int64_t since = now_ns - progress_ns_;
+  if (restored_ && restored_ns_ == 0) restored_ns_ = now_ns;
+  bool heard = false;
+  bool all_finished = !liveness.empty();
+  for (const RankLiveness& l : liveness) all_finished = all_finished && l.finished;
   StallDecision d;
   std::vector<RankPosition> at(positions_.size());
   if (progress_step_ >= 0) {  // a job that never ran a step is starting, not stalled
     for (size_t r = 0; r < positions_.size(); ++r) {
       const Position& p = positions_[r];
       RankPosition& a = at[r];
+      a.heard = p.seen_ns != 0;
       a.known = p.known && p.seen_ns != 0;
+      heard = heard || a.heard;
       a.step = p.step;
       a.stage = p.stage;
       a.open_ns = OpenNs(p, now_ns);
@@ -135,12 +164,12 @@ std::optional<v1::Stall> StallWatch::Check(int64_t now_ns, int64_t newest_step,
     d = DecideStall({*schema_, at, since, LimitNs(), options_.pause_alarm_ns});
   }
   if (d.kind == StallKind::kNone) {
-    if (!open_ || restored_) return std::nullopt;
-    open_ = false;
-    stall_.set_ended(true);
-    // Its duration: from the last progress before it to the progress that ended it.
-    stall_.set_stalled_ns(std::max<int64_t>(0, wall_ns - stall_.started_unix_ns()));
-    return stall_;
+    // A restored stall holds (a hung job is still hung after the restart) until the job goes
+    // on, its ranks all finish, a new decision replaces it, or nobody is heard from for the
+    // pause limit (the job is gone: its alarm must not outlive it).
+    const bool gone = !heard && now_ns - restored_ns_ > options_.pause_alarm_ns;
+    if (restored_ && !all_finished && !gone) return std::nullopt;
+    return Close(wall_ns);  // its duration: from the last progress before it to now
   }
   v1::Stall s = ToProto(d, at, since, wall_ns);
   const bool changed = !open_ || !SameStall(s, stall_);

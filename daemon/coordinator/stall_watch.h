@@ -60,8 +60,12 @@ class StallWatch {
   std::optional<v1::Stall> Check(int64_t now_ns, int64_t newest_step,
                                  std::span<const RankLiveness> liveness, bool paused,
                                  int64_t wall_ns);
-  // A stall journaled before a restart: reported until the job advances.
+  // A stall journaled before a restart: reported until the job advances or its ranks are
+  // heard from again (then they decide).
   void Restore(const v1::Stall& stall);
+  // Ends the stall in progress now (a later run of the job superseded this one); the ended
+  // stall, or nothing when none was open.
+  std::optional<v1::Stall> Close(int64_t wall_ns);
 
   // The stall in progress (its figures as of the last Check), or null.
   const v1::Stall* current() const { return open_ ? &stall_ : nullptr; }
@@ -89,7 +93,8 @@ class StallWatch {
   int64_t progress_step_ = -1;
   int64_t progress_ns_ = 0;
   bool open_ = false;
-  bool restored_ = false;  // open since a restart, no Check has seen the job advance since
+  bool restored_ = false;    // open since a restart, no Check has seen the job advance since
+  int64_t restored_ns_ = 0;  // the first Check after the restore
   v1::Stall stall_;
 };
 

@@ -347,8 +347,9 @@ void SegmentDrainer::FillHealth(v1::Health* out, int64_t now_ns) const {
         h->set_capture_bytes(capture_bytes);
         h->set_capture_state(capture);
       }
-      // A dead owner's last open stage is where it died (the stall verdict's "dead").
-      if (r.owner == shm::OwnerHealth::kAlive || r.owner == shm::OwnerHealth::kDead) {
+      // A dead owner's last open stage is where it died (the stall verdict's "dead"); a silent
+      // one (another PID namespace, no step for a minute) may be the hung rank itself.
+      if (r.owner != shm::OwnerHealth::kNone) {
         FillOpenStage(slot, r, now, h);
       }
     }

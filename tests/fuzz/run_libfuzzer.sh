@@ -19,8 +19,8 @@ flags=(-std=c++20 -O1 -g -I. -Ibazel-bin/proto -fsanitize=fuzzer,address,undefin
 accounting=$(ls daemon/accounting/*.cc | tr '\n' ' ')
 
 declare -A sources=(
-  [segment_reader]="tests/fuzz/segment_reader_fuzz.cc shm/segment_view.cc shm/segment_reader.cc shm/slot_ownership.cc shm/probe_ring_reader.cc"
-  [segment_live]="tests/fuzz/segment_live_fuzz.cc shm/segment_view.cc shm/segment_reader.cc shm/slot_ownership.cc shm/probe_ring_reader.cc"
+  [segment_reader]="tests/fuzz/segment_reader_fuzz.cc shm/segment_view.cc shm/segment_reader.cc shm/slot_ownership.cc shm/open_stage.cc shm/probe_ring_reader.cc"
+  [segment_live]="tests/fuzz/segment_live_fuzz.cc shm/segment_view.cc shm/segment_reader.cc shm/slot_ownership.cc shm/open_stage.cc shm/probe_ring_reader.cc"
   [run_file]="tests/fuzz/run_file_fuzz.cc daemon/analyze/run_file.cc shm/stage_schema.cc daemon/accounting/step_input.cc"
   [trace_reduce]="tests/fuzz/trace_reduce_fuzz.cc daemon/captures/chrome_trace.cc daemon/captures/trace_reduce.cc shm/stage_schema.cc"
   [operator_profile]="tests/fuzz/operator_profile_fuzz.cc daemon/captures/chrome_trace.cc daemon/captures/operator_profile.cc daemon/captures/operator_compare.cc daemon/captures/trace_reduce.cc daemon/accounting/robust_stats.cc shm/stage_schema.cc"
@@ -29,7 +29,7 @@ declare -A sources=(
   [web_request]="tests/fuzz/web_request_fuzz.cc daemon/web/query_string.cc"
   [record_block]="tests/fuzz/record_block_fuzz.cc daemon/archive/record_block.cc daemon/archive/column_codec.cc daemon/wire/packed_steps.cc $gen/ingest.pb.cc $gen/query.pb.cc $gen/journal.pb.cc"
   [summary_block]="tests/fuzz/summary_block_fuzz.cc daemon/archive/summary_block.cc daemon/archive/column_codec.cc $gen/ingest.pb.cc $gen/query.pb.cc"
-  [journal]="tests/fuzz/journal_fuzz.cc shm/stage_schema.cc daemon/coordinator/job_journal.cc daemon/journal/journal_file_io.cc daemon/journal/journal_frame.cc daemon/journal/journal_reader.cc daemon/journal/record_log.cc daemon/archive/record_block.cc daemon/archive/column_codec.cc daemon/archive/summary_block.cc daemon/coordinator/step_history.cc daemon/coordinator/journal_compactor.cc daemon/archive/record_block_builder.cc daemon/coordinator/job_state.cc daemon/coordinator/resource_limits.cc daemon/common/log_safe.cc daemon/common/duration_format.cc daemon/journal/crc32c.cc daemon/coordinator/proto_convert.cc daemon/coordinator/step_aligner.cc daemon/coordinator/coordinator_metrics.cc daemon/coordinator/detector_health.cc daemon/nodes/node_window.cc daemon/nodes/node_ledger.cc daemon/nodes/node_class.cc daemon/nodes/node_name.cc daemon/sweep/fleet_baseline.cc daemon/wire/packed_steps.cc $accounting $gen/ingest.pb.cc $gen/query.pb.cc $gen/journal.pb.cc"
+  [journal]="tests/fuzz/journal_fuzz.cc shm/stage_schema.cc daemon/coordinator/job_journal.cc daemon/journal/journal_file_io.cc daemon/journal/journal_frame.cc daemon/journal/journal_reader.cc daemon/journal/record_log.cc daemon/archive/record_block.cc daemon/archive/column_codec.cc daemon/archive/summary_block.cc daemon/coordinator/step_history.cc daemon/coordinator/journal_compactor.cc daemon/archive/record_block_builder.cc daemon/coordinator/job_state.cc daemon/coordinator/stall_watch.cc daemon/coordinator/resource_limits.cc daemon/common/log_safe.cc daemon/common/duration_format.cc daemon/journal/crc32c.cc daemon/coordinator/proto_convert.cc daemon/coordinator/step_aligner.cc daemon/coordinator/coordinator_metrics.cc daemon/coordinator/detector_health.cc daemon/nodes/node_window.cc daemon/nodes/node_ledger.cc daemon/nodes/node_class.cc daemon/nodes/node_name.cc daemon/sweep/fleet_baseline.cc daemon/wire/packed_steps.cc $accounting $gen/ingest.pb.cc $gen/query.pb.cc $gen/journal.pb.cc"
 )
 declare -A libs=(
   [ingest_batch]="-lprotobuf"

@@ -101,6 +101,8 @@ TEST_CASE("a live owner in another process keeps its slot; a dead one loses it")
   siginfo_t info{};
   REQUIRE(waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT) == 0);
   CHECK_FALSE(ProcessExists(static_cast<uint32_t>(child)));
+  CHECK_FALSE(ProcessExists(0xFFFFFFFFU));  // kill(-1, 0) would answer for every process
+  CHECK(ProcessExists(static_cast<uint32_t>(getpid())));
   CHECK(JudgeOwner(view->slot(0), MonotonicNowNs()) == OwnerHealth::kDead);
   int status = 0;
   waitpid(child, &status, 0);

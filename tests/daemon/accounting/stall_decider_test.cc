@@ -20,6 +20,7 @@ const StageSchema& Schema() {
 
 RankPosition At(int64_t step, int32_t stage, int64_t open_ns = 2 * kS) {
   RankPosition p;
+  p.heard = true;
   p.known = true;
   p.step = step;
   p.stage = stage;
@@ -153,9 +154,23 @@ TEST_CASE("ranks whose sidecar went silent are not a hang of the job") {
 
 TEST_CASE("stubs that do not publish where they are: a stall of unknown cause") {
   std::vector<RankPosition> ranks(3);
+  // Not heard from since the coordinator started (it restarted after the job ended): nothing.
+  CHECK(Decide(ranks).kind == StallKind::kNone);
+  ranks[1].heard = true;
   const StallDecision d = Decide(ranks);
   CHECK(d.kind == StallKind::kUnknown);
   CHECK(d.alarm);
+}
+
+TEST_CASE("culprits named at most kCulpritsNamed, the waiting at most kWaitingNamed") {
+  std::vector<RankPosition> ranks(1000, At(150, 3));
+  for (int r = 0; r < 300; ++r) ranks[r] = At(150, 1);
+  const StallDecision d = Decide(ranks);
+  CHECK(d.kind == StallKind::kHung);
+  CHECK(Named(d, "stuck").size() == kCulpritsNamed);
+  CHECK(Named(d, "waiting").size() == kWaitingNamed);
+  CHECK(d.waiting == 700);
+  CHECK(d.text.find("(300 in all)") != std::string::npos);
 }
 
 TEST_CASE("reason names") {

@@ -413,5 +413,27 @@ TEST_CASE("at most kGenerationsKept runs of one job stay in memory") {
   CHECK(jobs.Find("j@2") != nullptr);
 }
 
+TEST_CASE("a new run skips a number whose journal is taken, and runs are bounded") {
+  const std::string dir = TempDir();
+  JobRegistry jobs(Options(dir), nullptr, {});
+  std::shared_ptr<JobState> job = DeclareAll(jobs, 1);
+  // A journal of run 2 left on disk (it did not restore): the new run is number 3.
+  { std::ofstream(dir + "/j@2.journal") << "x"; }
+  v1::RankDeclaration d = Decl("j", 0);
+  d.set_owner_generation(2);
+  auto next = jobs.StartGeneration(job, d, "n", "test");
+  REQUIRE(next.ok());
+  CHECK((*next)->name() == "j@3");
+  for (uint32_t g = 4; g <= JobRegistry::kMaxGenerations; ++g) {
+    d.set_owner_generation(g);
+    next = jobs.StartGeneration(*next, d, "n", "test");
+    REQUIRE(next.ok());
+  }
+  d.set_owner_generation(JobRegistry::kMaxGenerations + 1);
+  auto refused = jobs.StartGeneration(*next, d, "n", "test");
+  CHECK(absl::IsResourceExhausted(refused.status()));
+  CHECK(jobs.All().size() == JobRegistry::kGenerationsKept);
+}
+
 }  // namespace
 }  // namespace stagefrontier

@@ -63,6 +63,13 @@ void Position(JobState& job, int rank, int64_t step, const std::string& stage, i
   job.UpdateStubHealth(h, "node-a");
 }
 
+// Rank 0 in forward of `step`, ranks 1 and 2 waiting in grad_sync, each open for `age_ns`.
+void HungAt(JobState& job, int64_t step, int64_t age_ns) {
+  Position(job, 0, step, "forward", age_ns);
+  Position(job, 1, step, "grad_sync", age_ns);
+  Position(job, 2, step, "grad_sync", age_ns);
+}
+
 JobOptions Options(const std::string& dir) {
   JobOptions o;
   o.data_dir = dir;
@@ -81,9 +88,7 @@ TEST_CASE("a hung rank: STALLED at once, journaled, restored, then RESUMED") {
   (*job)->CheckStall(t0);  // the job's frontier, step 49, seen now
   REQUIRE((*job)->VerdictsAfter(0).size() == 0);
 
-  Position(**job, 0, 50, "forward", 3 * kS);
-  Position(**job, 1, 50, "grad_sync", 3 * kS);
-  Position(**job, 2, 50, "grad_sync", 3 * kS);
+  HungAt(**job, 50, 3 * kS);
   (*job)->CheckStall(t0 + kS);  // under the 2 s floor (the median step is 10 ms)
   CHECK((*job)->VerdictsAfter(0).empty());
   (*job)->CheckStall(t0 + 3 * kS);
@@ -175,8 +180,93 @@ TEST_CASE("a dead rank, and a stall limit of the job's own") {
   REQUIRE(events.size() == 1);
   CHECK(events[0].verdict().reason() == "dead");
   CHECK(events[0].verdict().stall().stall_after_ns() == 30 * kS);
-  c.set_stall_after_ms(-2);
-  CHECK_FALSE((*job)->ApplyConfig(c).ok());
+  for (int64_t bad : {int64_t{-2}, int64_t{999}, int64_t{86'400'001}}) {
+    c.set_stall_after_ms(bad);
+    CHECK(absl::IsInvalidArgument((*job)->ApplyConfig(c)));
+  }
+}
+
+TEST_CASE("after a restart: a hung job stays STALLED, an ended one raises nothing") {
+  const std::string dir = TempDir();
+  {
+    auto job = JobState::Create(Decl(0), Options(dir), nullptr);
+    REQUIRE(job.ok());
+    Feed(**job, 0, 49);
+    (*job)->CheckStall(kS);
+    HungAt(**job, 50, kS);
+    (*job)->CheckStall(10 * kS);
+    REQUIRE((*job)->VerdictsAfter(0).size() == 1);
+    REQUIRE((*job)->Flush().ok());
+  }
+  auto restore = [&] {
+    JournalOpenInfo opened;
+    auto r = JobState::Restore(JournalPath(dir, "hang"), Options(dir), nullptr, &opened, 5);
+    REQUIRE(r.ok());
+    return *std::move(r);
+  };
+  // Still hung: heard from again within the limit, the stall holds (no RESUMED flap).
+  auto hung = restore();
+  hung->CheckStall(100 * kS);
+  HungAt(*hung, 50, 12 * kS);
+  hung->CheckStall(101 * kS);
+  CHECK(hung->VerdictsAfter(0).size() == 1);
+  hung->CheckStall(106 * kS);  // past the limit: decided again, the same stall
+  CHECK(hung->VerdictsAfter(0).size() == 1);
+  v1::SuspectsReply s;
+  REQUIRE(hung->Suspects(0, &s).ok());
+  CHECK(s.verdict().label() == "STALLED");
+  // Every rank finished meanwhile: the restored stall ends.
+  auto ended = restore();
+  ended->CheckStall(100 * kS);
+  for (int r = 0; r < kWorld; ++r) Position(*ended, r, 49, "", kS, "none");
+  ended->CheckStall(101 * kS);
+  auto events = ended->VerdictsAfter(0);
+  REQUIRE(events.size() == 2);
+  CHECK(events[1].verdict().label() == "RESUMED");
+  // Nobody heard from since the restart: no new alarm ("unknown"), and the old one ends after
+  // the pause limit rather than outlive the job.
+  auto gone = restore();
+  gone->CheckStall(100 * kS);
+  gone->CheckStall(200 * kS);
+  CHECK(gone->VerdictsAfter(0).size() == 1);
+  gone->CheckStall(100 * kS + Options(dir).stall.pause_alarm_ns + kS);
+  CHECK(gone->VerdictsAfter(0).size() == 2);
+}
+
+TEST_CASE("no alarm for a restored job that ended before the restart") {
+  const std::string dir = TempDir();
+  {
+    auto job = JobState::Create(Decl(0), Options(dir), nullptr);
+    REQUIRE(job.ok());
+    Feed(**job, 0, 9);
+  }
+  JournalOpenInfo opened;
+  auto job = JobState::Restore(JournalPath(dir, "hang"), Options(dir), nullptr, &opened, 5);
+  REQUIRE(job.ok());
+  (*job)->CheckStall(kS);
+  (*job)->CheckStall(600 * kS);
+  CHECK((*job)->VerdictsAfter(0).empty());
+}
+
+TEST_CASE("a superseded run's stall ends, its gauge back to 0") {
+  const std::string dir = TempDir();
+  CoordinatorMetrics metrics;
+  auto job = JobState::Create(Decl(0), Options(dir), &metrics);
+  REQUIRE(job.ok());
+  Feed(**job, 0, 9);
+  (*job)->CheckStall(kS);
+  HungAt(**job, 10, kS);
+  (*job)->CheckStall(10 * kS);
+  REQUIRE((*job)->VerdictsAfter(0).size() == 1);
+  (*job)->MarkSuperseded();
+  (*job)->CheckStall(11 * kS);
+  auto events = (*job)->VerdictsAfter(0);
+  REQUIRE(events.size() == 2);
+  CHECK(events[1].verdict().label() == "RESUMED");
+  CHECK(events[1].verdict().stall().text().find("started a new run") != std::string::npos);
+  v1::JobInfo info;
+  (*job)->Info(&info);
+  CHECK_FALSE(info.has_stall());
 }
 
 }  // namespace
