@@ -203,6 +203,36 @@ std::unique_ptr<PyProbeRing> MakeProbeRing(const PyClient& c) {
   return std::make_unique<PyProbeRing>(PyProbeRing{std::move(*r)});
 }
 
+// ProbeRing: the collective probe ring a framework hook feeds (Client.probe_ring()).
+void DefineProbeRing(py::module& m) {
+  py::class_<PyProbeRing>(m, "ProbeRing",
+                          "This process's collective probe ring (segment layout v2), fed by a "
+                          "framework hook; from Client.probe_ring().")
+      .def(
+          "publish",
+          [](PyProbeRing& p, int op, uint64_t nbytes, int64_t call_ns, int64_t start_ns,
+             int64_t end_ns, uint64_t seq) {
+            stagefrontier::shm::ProbeInterval in;
+            in.op = static_cast<uint16_t>(op);
+            in.bytes = nbytes;
+            in.call_ns = call_ns;
+            in.start_ns = start_ns;
+            in.end_ns = end_ns;
+            in.collective_seq = seq;
+            p.ring.writer->CountSeen();
+            return p.ring.writer->TryPublish(in);
+          },
+          py::arg("op"), py::arg("nbytes"), py::arg("call_ns"), py::arg("start_ns"),
+          py::arg("end_ns"), py::arg("seq"),
+          "One collective (op 0 all_reduce ... 6 recv), times from time.monotonic_ns(). "
+          "Returns False when the ring is full (counted).")
+      .def(
+          "resolved_through",
+          [](PyProbeRing& p, int64_t t_ns) { p.ring.writer->SetResolvedThrough(t_ns); },
+          py::arg("t_ns"), "Every collective called before t_ns is published.")
+      .def("close", [](PyProbeRing& p) { p.ring.writer->Release(); });
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_stagefrontier, m) {
@@ -297,32 +327,7 @@ PYBIND11_MODULE(_stagefrontier, m) {
                              [](const PyClient& c) { return c.client->current_step(); })
       .def_property_readonly("schema",
                              [](const PyClient& c) { return c.client->schema().ToString(); });
-  py::class_<PyProbeRing>(m, "ProbeRing",
-                          "This process's collective probe ring (segment layout v2), fed by a "
-                          "framework hook; from Client.probe_ring().")
-      .def(
-          "publish",
-          [](PyProbeRing& p, int op, uint64_t nbytes, int64_t call_ns, int64_t start_ns,
-             int64_t end_ns, uint64_t seq) {
-            stagefrontier::shm::ProbeInterval in;
-            in.op = static_cast<uint16_t>(op);
-            in.bytes = nbytes;
-            in.call_ns = call_ns;
-            in.start_ns = start_ns;
-            in.end_ns = end_ns;
-            in.collective_seq = seq;
-            p.ring.writer->CountSeen();
-            return p.ring.writer->TryPublish(in);
-          },
-          py::arg("op"), py::arg("nbytes"), py::arg("call_ns"), py::arg("start_ns"),
-          py::arg("end_ns"), py::arg("seq"),
-          "One collective (op 0 all_reduce ... 6 recv), times from time.monotonic_ns(). "
-          "Returns False when the ring is full (counted).")
-      .def(
-          "resolved_through",
-          [](PyProbeRing& p, int64_t t_ns) { p.ring.writer->SetResolvedThrough(t_ns); },
-          py::arg("t_ns"), "Every collective called before t_ns is published.")
-      .def("close", [](PyProbeRing& p) { p.ring.writer->Release(); });
+  DefineProbeRing(m);
 
   // The hot methods, installed as plain CPython method descriptors.
   cls.attr("stage") = py::reinterpret_steal<py::object>(

@@ -46,13 +46,12 @@ int64_t StallFixedNs(int64_t stall_after_ms) {
   return stall_after_ms > 0 ? stall_after_ms * 1'000'000 : 0;
 }
 
-// A change of the stall limit only: the engine and its windows stay as they are.
-bool StallOnly(const v1::ConfigChange& c) {
+}  // namespace
+
+bool StallLimitOnly(const v1::ConfigChange& c) {
   return c.stall_after_ms() != 0 && c.window_steps() == 0 && c.excess_z() == 0 &&
          c.clear_share() == 0 && c.tie_z() == 0 && c.noise_floor_ns() == 0;
 }
-
-}  // namespace
 
 std::string JournalPath(const std::string& data_dir, const std::string& job) {
   return absl::StrCat(data_dir, "/", job, ".journal");
@@ -327,7 +326,7 @@ absl::Status JobState::Apply(const v1::JournalRecord& rec, int64_t now_ns, bool 
       if (rec.config().stall_after_ms() != 0) {
         stall_.set_fixed_ns(StallFixedNs(rec.config().stall_after_ms()));
       }
-      if (StallOnly(ToChange(rec.config()))) return absl::OkStatus();
+      if (StallLimitOnly(ToChange(rec.config()))) return absl::OkStatus();
       // A setting this build refuses (journals written before thresholds were checked may
       // hold inf) is skipped, keeping the job's current settings.
       const EngineConfig merged = Merge(options_.engine, ToChange(rec.config()));
@@ -1050,7 +1049,7 @@ absl::Status JobState::ApplyConfig(const v1::ConfigChange& change) {
         absl::StrCat("stall_after_ms ", change.stall_after_ms(),
                      ": a stall limit is 1000 ms to a day (86400000), or -1 for the default"));
   }
-  if (StallOnly(change)) {
+  if (StallLimitOnly(change)) {
     v1::JournalRecord rec;
     rec.mutable_config()->set_stall_after_ms(change.stall_after_ms());
     journal_->Append(rec);

@@ -80,6 +80,9 @@ struct IngestCounts {
   int64_t previous_step = -1;
 };
 
+// A change of the job's stall limit only: the engine and its windows stay as they are.
+bool StallLimitOnly(const v1::ConfigChange& change);
+
 // "<data_dir>/<job>.journal" (`job` a job name: "run42", or "run42@2" for a later generation).
 // Job ids are restricted (shm::ValidJobId) so this is a plain name.
 std::string JournalPath(const std::string& data_dir, const std::string& job);

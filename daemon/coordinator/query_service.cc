@@ -206,15 +206,14 @@ grpc::Status QueryService::Control(grpc::ServerContext* context, const v1::Contr
       if (absl::Status s = job->ApplyConfig(request->config()); !s.ok()) return ToGrpcStatus(s);
       if (absl::Status s = job->Flush(); !s.ok()) return ToGrpcStatus(s);
       const v1::ConfigChange& c = request->config();
-      const bool stall_only = c.window_steps() == 0 && c.excess_z() == 0 && c.clear_share() == 0 &&
-                              c.tie_z() == 0 && c.noise_floor_ns() == 0;
-      reply->set_message(
-          stall_only ? absl::StrCat("job ", job->name(), ": stall limit ",
-                                    c.stall_after_ms() > 0 ? absl::StrCat(c.stall_after_ms(), " ms")
-                                                           : "back to the default")
-                     : absl::StrCat("job ", job->name(),
-                                    ": new thresholds apply from the next step (the engine "
-                                    "restarts its window and warm-up)"));
+      reply->set_message(StallLimitOnly(c)
+                             ? absl::StrCat("job ", job->name(), ": stall limit ",
+                                            c.stall_after_ms() > 0
+                                                ? absl::StrCat(c.stall_after_ms(), " ms")
+                                                : "back to the default")
+                             : absl::StrCat("job ", job->name(),
+                                            ": new thresholds apply from the next step (the engine "
+                                            "restarts its window and warm-up)"));
       return grpc::Status::OK;
     }
     case v1::ControlCommand::kTrace: {
