@@ -68,11 +68,13 @@ Client::Client(StageSchema schema, LauncherIdentity identity)
       recorder_(static_cast<uint32_t>(schema_.size())) {}
 
 Client::~Client() {
+  hang_dumper_.reset();
   if (capture_running_ && !InForkedChild()) EndCallbackCapture();
   if (enabled_ && slot_ != nullptr && !InForkedChild()) shm::ReleaseSlot(*slot_);
 }
 
 void Client::Close() noexcept {
+  if (hang_dumper_ != nullptr) hang_dumper_->Close();
   if (capture_running_ && !InForkedChild()) EndCallbackCapture();
   if (enabled_ && slot_ != nullptr && !InForkedChild()) shm::ReleaseSlot(*slot_);
   if (enabled_) Disable("closed", /*quiet=*/true);
@@ -332,7 +334,60 @@ Client::StageId Client::stage_id(const std::string& name) const {
 ClientStats Client::stats() const noexcept {
   ClientStats s = stats_;
   s.misuse += recorder_.misuse();
+  if (hang_dumper_ != nullptr) {
+    const HangDumpStats d = hang_dumper_->stats();
+    s.dumps_written = d.dumps_written;
+    s.dumps_unrequested = d.dumps_unrequested;
+    s.dump_errors = d.dump_errors;
+  }
   return s;
+}
+
+absl::Status Client::EnableHangDumps(HangDumpOptions options) {
+  if (!enabled_ || InForkedChild()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("hang dumps need a recording client: ",
+                     InForkedChild() ? std::string("this is a forked child") : disabled_reason_));
+  }
+  if (hang_dumper_ != nullptr) return absl::AlreadyExistsError("hang dumps are enabled already");
+  try {
+    HangDumper::Context context;
+    context.slot = slot_;
+    context.rank = identity_.rank;
+    context.job = identity_.job_id;
+    context.directory =
+        options.directory.empty() ? DefaultCaptureDirectory(identity_.shm_dir) : options.directory;
+    for (const Stage& s : schema_.stages()) context.stage_names.push_back(s.name);
+    absl::StatusOr<std::unique_ptr<HangDumper>> d =
+        HangDumper::Create(std::move(options), std::move(context));
+    if (!d.ok()) return d.status();
+    hang_dumper_ = *std::move(d);
+    return absl::OkStatus();
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("hang dumps: ", e.what()));
+  }
+}
+
+absl::Status Client::PublishHangDumps() {
+  if (hang_dumper_ == nullptr || InForkedChild()) {
+    return absl::FailedPreconditionError("hang dumps are not enabled");
+  }
+  return hang_dumper_->Publish();
+}
+
+absl::Status Client::UnpublishHangDumps() {
+  if (hang_dumper_ == nullptr || InForkedChild()) {
+    return absl::FailedPreconditionError("hang dumps are not enabled");
+  }
+  return hang_dumper_->Unpublish();
+}
+
+int Client::hang_dump_signal_fd() const {
+  return hang_dumper_ != nullptr ? hang_dumper_->signal_fd() : -1;
+}
+
+HangDumpWait Client::WaitForHangDump(std::chrono::milliseconds timeout, uint64_t after) {
+  return hang_dumper_ != nullptr ? hang_dumper_->WaitForDump(timeout, after) : HangDumpWait{};
 }
 
 }  // namespace stagefrontier

@@ -25,16 +25,25 @@
 //     ...
 //     (*client)->EndStep();
 //   }
+//
+// Hang dumps (client/hang_dump.h): EnableHangDumps({}) lets the coordinator ask this rank for
+// its stacks when the job hangs: the sidecar signals it (SIGUSR2 by default) and a thread of
+// the stub writes <capture dir>/<job>/stacks_rank<R>_capture<ID>.txt, with what an optional
+// callback adds. Nothing of it runs in the marks or steps. The callback must not block nor take
+// a lock the training thread may hold: it runs while the trainer is hung, and Close() and
+// ~Client wait for it without a time limit.
 #ifndef STAGEFRONTIER_CLIENT_CLIENT_H_
 #define STAGEFRONTIER_CLIENT_CLIENT_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/hang_dump.h"
 #include "client/launcher_environment.h"
 #include "client/step_recorder.h"
 #include "shm/control_channel.h"
@@ -69,9 +78,12 @@ struct ClientStats {
   // Steps the sidecar and coordinator would refuse (shm/record_limits.h: a step number outside
   // [0, 2^40), a stage longer than a day): counted here, never published.
   uint64_t steps_invalid = 0;
-  uint64_t captures_begun = 0;   // capture answers: the profiler runs
-  uint64_t captures_done = 0;    // the trace was written
-  uint64_t captures_failed = 0;  // failed (busy, start, write, callback, missed)
+  uint64_t captures_begun = 0;     // capture answers: the profiler runs
+  uint64_t captures_done = 0;      // the trace was written
+  uint64_t captures_failed = 0;    // failed (busy, start, write, callback, missed)
+  uint64_t dumps_written = 0;      // hang dumps written and answered (hang_dump.h)
+  uint64_t dumps_unrequested = 0;  // dump signals without a request (text went to stderr)
+  uint64_t dump_errors = 0;        // hang dumps that could not be written
 };
 
 class Client {
@@ -195,6 +207,30 @@ class Client {
   int64_t capture_first_step() const { return control_.trace_first_step; }
   int64_t capture_last_step() const { return control_.trace_last_step; }
 
+  // Hang dumps (hang_dump.h): starts the dumper's thread, installs the signal handler (unless
+  // options.install_handler is false) and then tells the sidecar which signal to send.
+  // FailedPrecondition: not recording (no segment, closed, a forked child) or the signal has a
+  // handler other than SIG_DFL/SIG_IGN already (in both modes: call it before installing your
+  // own); AlreadyExists: enabled already; InvalidArgument: not SIGUSR1/SIGUSR2.
+  // Close() and the destructor tear it down first, waiting for a running callback without a
+  // time limit: options.callback must not block nor take a lock the training thread may hold
+  // (it runs while the trainer is hung).
+  [[nodiscard]] absl::Status EnableHangDumps(HangDumpOptions options);
+  // The pipe a handler of the caller's writes the stacks into (-1 if not enabled).
+  int hang_dump_signal_fd() const;
+  // With install_handler false: the caller's handler is in place, the sidecar may signal now
+  // (HangDumper::Publish). FailedPrecondition when not enabled. May follow UnpublishHangDumps.
+  [[nodiscard]] absl::Status PublishHangDumps();
+  // The sidecar stops signalling (dump_signal = 0): call it before removing your handler, whose
+  // absence would let the signal's default action end the process. OK once closed;
+  // FailedPrecondition when not enabled or in a forked child.
+  [[nodiscard]] absl::Status UnpublishHangDumps();
+  // Returns as soon as more than `after` dump files have been completed (at once if so
+  // already): the newest one's capture id and the count; on timeout, when not enabled or once
+  // closed: capture_id 0 and the current count. Pass the count last seen so that no dump is
+  // lost between two calls. Safe from any thread (Python waits on a daemon thread).
+  HangDumpWait WaitForHangDump(std::chrono::milliseconds timeout, uint64_t after);
+
  private:
   Client(StageSchema schema, LauncherIdentity identity);
   void Attach(bool quiet);
@@ -264,6 +300,8 @@ class Client {
   int64_t capture_running_last_ = 0;
   int64_t capture_running_start_ = 0;    // the step `begin` was called at
   int64_t capture_running_through_ = 0;  // the last step it ran through
+  // Closed by Close(), destroyed with the client (a waiter on another thread may still use it).
+  std::unique_ptr<HangDumper> hang_dumper_;
 };
 
 }  // namespace stagefrontier

@@ -50,6 +50,9 @@ struct ControlRequest {
 // fields a request changes; the sidecar keeps the others in the slot's control block.
 inline constexpr uint32_t kControlSetsTrace = 1U << 0;
 inline constexpr uint32_t kControlSetsSelfTest = 1U << 1;
+// A stack dump (hang evidence): the sidecar stores ControlRequest.stacks_capture_id in the
+// slot's dump_request_id and signals the owner (daemon/sidecar/owner_signal.h).
+inline constexpr uint32_t kControlSetsStacks = 1U << 2;
 
 // Writes `request` into the slot's control block (sidecar side; one writer per segment).
 // Returns the new sequence number.

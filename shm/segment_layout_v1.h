@@ -158,7 +158,10 @@ struct alignas(kCacheLine) SlotHeader {
   std::atomic<uint32_t> reader_pid;                       // 1672
   uint32_t reserved2;                                     // 1676
   std::atomic<int64_t> reader_heartbeat_ns;               // 1680
-  uint8_t reserved3[40];                                  // 1688
+  // Hang dump extension (bytes v1 reserved as zero; docs/segment-format.md "Hang dumps"): the
+  // capture id of the newest stack dump the sidecar asked, stored before it signals the owner.
+  std::atomic<uint64_t> dump_request_id;                  // 1688
+  uint8_t reserved3[32];                                  // 1696
   // Control requests: written by the sidecar.
   ControlBlock control;  // 1728
   // Control acknowledgement: written by the stub.
@@ -177,7 +180,11 @@ struct alignas(kCacheLine) SlotHeader {
   // 1 while the owner has a capture handler (stagefrontier.torch, or C/C++ callbacks): the
   // coordinator asks captures only of ranks that can take them. Cleared by every claim.
   std::atomic<uint32_t> capture_handler;  // 1840
-  uint8_t reserved4[12];                  // 1844
+  // Hang dump extension: the signal the owner takes as "dump your stacks" (SIGUSR1 or SIGUSR2;
+  // 0: none, never signalled), and the dump_request_id it last wrote a dump for. Cleared by
+  // every claim.
+  std::atomic<uint32_t> dump_signal;       // 1844
+  std::atomic<uint64_t> dump_answered_id;  // 1848
 };
 static_assert(sizeof(SlotHeader) == 1856);
 static_assert(offsetof(SlotHeader, stages) == 64);
@@ -193,6 +200,9 @@ static_assert(offsetof(SlotHeader, selftest_state) == 1808);
 static_assert(offsetof(SlotHeader, capture_answered_first_step) == 1816);
 static_assert(offsetof(SlotHeader, capture_bytes) == 1832);
 static_assert(offsetof(SlotHeader, capture_handler) == 1840);
+static_assert(offsetof(SlotHeader, dump_request_id) == 1688);
+static_assert(offsetof(SlotHeader, dump_signal) == 1844);
+static_assert(offsetof(SlotHeader, dump_answered_id) == 1848);
 
 // Record flags.
 inline constexpr uint32_t kRecordStageReentered = 1U << 0;  // a stage was entered twice or more

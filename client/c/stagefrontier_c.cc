@@ -12,6 +12,7 @@
 
 struct sf_client {
   std::unique_ptr<stagefrontier::Client> impl;
+  std::string last_error;  // sf_client_last_error
 };
 
 namespace {
@@ -88,7 +89,7 @@ int sf_client_create(const sf_client_options* o, const sf_stage* stages, size_t 
       WriteError(err, err_len, std::string(client.status().message()));
       return SF_ERR_INVALID_ARGUMENT;
     }
-    *out = new sf_client{*std::move(client)};
+    *out = new sf_client{*std::move(client), std::string()};
     return SF_OK;
   } catch (const std::exception& e) {
     WriteError(err, err_len, e.what());
@@ -157,6 +158,43 @@ int sf_set_capture_callbacks(sf_client* client, const sf_capture_callbacks* call
   return SF_OK;
 }
 
+int sf_enable_hang_dumps(sf_client* client, int signal_number,
+                         void (*callback)(void* user, uint64_t capture_id, int fd), void* user) {
+  if (client == nullptr) return SF_ERR_INVALID_ARGUMENT;
+  try {
+    stagefrontier::HangDumpOptions o;
+    if (signal_number != 0) o.signal_number = signal_number;
+    if (callback != nullptr) {
+      o.callback = [callback, user](const stagefrontier::HangDumpRequest& r, int fd) {
+        callback(user, r.capture_id, fd);
+      };
+    }
+    const absl::Status s = client->impl->EnableHangDumps(std::move(o));
+    client->last_error = std::string(s.message());
+    switch (s.code()) {
+      case absl::StatusCode::kOk:
+        return SF_OK;
+      case absl::StatusCode::kInvalidArgument:
+        return SF_ERR_INVALID_ARGUMENT;
+      case absl::StatusCode::kFailedPrecondition:
+        return SF_ERR_FAILED_PRECONDITION;
+      case absl::StatusCode::kAlreadyExists:
+        return SF_ERR_ALREADY_EXISTS;
+      default:
+        return SF_ERR_INTERNAL;
+    }
+  } catch (const std::exception& e) {
+    client->last_error = e.what();
+  } catch (...) {
+    client->last_error = "unknown exception";
+  }
+  return SF_ERR_INTERNAL;
+}
+
+const char* sf_client_last_error(const sf_client* client) {
+  return client == nullptr ? "no client" : client->last_error.c_str();
+}
+
 int sf_client_get_stats(const sf_client* client, sf_client_stats* stats) {
   if (client == nullptr || stats == nullptr) return SF_ERR_INVALID_ARGUMENT;
   if (stats->struct_size > sizeof(sf_client_stats)) return SF_ERR_VERSION;
@@ -177,6 +215,9 @@ int sf_client_get_stats(const sf_client* client, sf_client_stats* stats) {
   full.captures_begun = s.captures_begun;
   full.captures_done = s.captures_done;
   full.captures_failed = s.captures_failed;
+  full.dumps_written = s.dumps_written;
+  full.dumps_unrequested = s.dumps_unrequested;
+  full.dump_errors = s.dump_errors;
   // Write only the fields the caller's struct has.
   const size_t n = std::min<size_t>(stats->struct_size, sizeof(full));
   if (n > sizeof(uint32_t)) {

@@ -48,9 +48,11 @@ extern "C" {
 #define SF_ABI_VERSION 1
 
 #define SF_OK 0
-#define SF_ERR_INVALID_ARGUMENT (-1) /* bad schema, identity or options */
-#define SF_ERR_VERSION (-2)          /* a struct_size larger than this library knows */
-#define SF_ERR_INTERNAL (-3)         /* out of memory or another unexpected failure */
+#define SF_ERR_INVALID_ARGUMENT (-1)    /* bad schema, identity or options */
+#define SF_ERR_VERSION (-2)             /* a struct_size larger than this library knows */
+#define SF_ERR_INTERNAL (-3)            /* out of memory or another unexpected failure */
+#define SF_ERR_FAILED_PRECONDITION (-4) /* not possible in this state */
+#define SF_ERR_ALREADY_EXISTS (-5)      /* done already */
 
 #define SF_STAGE_IO 0
 #define SF_STAGE_COMPUTE 1
@@ -87,12 +89,15 @@ typedef struct sf_client_stats {
   uint64_t steps_sampled_out;
   uint64_t misuse;
   uint64_t control_updates;
-  uint64_t steps_invalid;    /* appended later (struct_size tells): steps refused unpublished */
-  uint64_t selftest_steps;   /* appended later: steps a self-test delay was added to */
-  uint64_t selftest_refused; /* appended later: self-test requests refused */
-  uint64_t captures_begun;   /* appended later: captures the begin callback started */
-  uint64_t captures_done;    /* appended later: captures ended and answered done */
-  uint64_t captures_failed;  /* appended later: failed (a callback error, steps missed) */
+  uint64_t steps_invalid;     /* appended later (struct_size tells): steps refused unpublished */
+  uint64_t selftest_steps;    /* appended later: steps a self-test delay was added to */
+  uint64_t selftest_refused;  /* appended later: self-test requests refused */
+  uint64_t captures_begun;    /* appended later: captures the begin callback started */
+  uint64_t captures_done;     /* appended later: captures ended and answered done */
+  uint64_t captures_failed;   /* appended later: failed (a callback error, steps missed) */
+  uint64_t dumps_written;     /* appended later: hang dumps written and answered */
+  uint64_t dumps_unrequested; /* appended later: dump signals without a request */
+  uint64_t dump_errors;       /* appended later: hang dumps that could not be written */
 } sf_client_stats;
 
 /* Captures driven by the trainer's own profiler (Nsight through NVTX ranges, CUPTI, ...).
@@ -145,6 +150,27 @@ int sf_should_capture_trace(const sf_client* client);
  * them (a capture still running is ended first). Returns SF_OK, SF_ERR_VERSION for a
  * struct_size larger than this library knows, SF_ERR_INVALID_ARGUMENT for a NULL client. */
 int sf_set_capture_callbacks(sf_client* client, const sf_capture_callbacks* callbacks);
+/* Hang dumps: lets the coordinator ask this rank for its stacks when the job hangs. Installs
+ * a handler for `signal_number` (SIGUSR1 or SIGUSR2; 0: SIGUSR2) and starts a thread of the
+ * stub; on a request the sidecar signals the process and that thread writes
+ * <capture dir>/<job>/stacks_rank<R>_capture<ID>.txt ("# " header lines: job, rank, pid,
+ * capture id, open stage and step, wall time), then calls `callback(user, capture_id, fd)`
+ * (may be NULL), on that thread, to append what the trainer knows (its own backtraces, the
+ * state of its runtime) by writing into `fd`; the callback must not close `fd`.
+ * THE CALLBACK MUST NOT BLOCK, nor take a lock the training thread may hold: it runs while the
+ * trainer is hung (perhaps holding that lock), and sf_client_destroy waits for it without a
+ * time limit; write what is at hand (counters, state read with atomics or try-locks) and
+ * return. Folders are created 0777 and files 0666, less the umask. The capture dir is
+ * STAGEFRONTIER_CAPTURE_DIR, else <segment dir>/stagefrontier-captures. Returns SF_OK;
+ * SF_ERR_INVALID_ARGUMENT for another signal (or a NULL client); SF_ERR_FAILED_PRECONDITION
+ * if the client is not recording or the signal already has a handler other than
+ * SIG_DFL/SIG_IGN; SF_ERR_ALREADY_EXISTS if enabled already; sf_client_last_error says why.
+ * Undone by sf_client_destroy (which first stops the sidecar from signalling). */
+int sf_enable_hang_dumps(sf_client* client, int signal_number,
+                         void (*callback)(void* user, uint64_t capture_id, int fd), void* user);
+/* The message of the latest failed call on this client that returns SF_ERR_* without an
+ * `err` buffer (sf_enable_hang_dumps); "" if none. Valid until the next call on the client. */
+const char* sf_client_last_error(const sf_client* client);
 /* Copies the counters into *stats (stats->struct_size set by the caller). */
 int sf_client_get_stats(const sf_client* client, sf_client_stats* stats);
 

@@ -15,6 +15,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -186,6 +188,9 @@ py::dict Stats(const PyClient& c) {
   d["captures_begun"] = s.captures_begun;
   d["captures_done"] = s.captures_done;
   d["captures_failed"] = s.captures_failed;
+  d["dumps_written"] = s.dumps_written;
+  d["dumps_unrequested"] = s.dumps_unrequested;
+  d["dump_errors"] = s.dump_errors;
   return d;
 }
 
@@ -231,6 +236,61 @@ void DefineProbeRing(py::module& m) {
           [](PyProbeRing& p, int64_t t_ns) { p.ring.writer->SetResolvedThrough(t_ns); },
           py::arg("t_ns"), "Every collective called before t_ns is published.")
       .def("close", [](PyProbeRing& p) { p.ring.writer->Release(); });
+}
+
+// Client.enable_hang_dumps / publish_hang_dumps / unpublish_hang_dumps / wait_hang_dump
+// (client/hang_dump.h).
+void DefineHangDumps(py::class_<PyClient>& cls) {
+  cls.def(
+         "enable_hang_dumps",
+         [](PyClient& c, int signal, bool install_handler) {
+           stagefrontier::HangDumpOptions o;
+           o.signal_number = signal;
+           o.install_handler = install_handler;
+           const absl::Status s = c.client->EnableHangDumps(std::move(o));
+           if (!s.ok()) throw std::runtime_error(std::string(s.message()));
+           return c.client->hang_dump_signal_fd();
+         },
+         py::arg("signal") = 12, py::arg("install_handler") = true,
+         "Lets the coordinator ask this rank for its stacks when the job hangs: the sidecar "
+         "sends `signal` (SIGUSR1 or SIGUSR2) after storing the request, and the stub writes "
+         "<capture dir>/<job>/stacks_rank<R>_capture<ID>.txt from what the handler wrote into "
+         "the returned fd (the pipe's write end, non-blocking). install_handler=False: install "
+         "your own, faulthandler.register(signal, file=fd, all_threads=True), after this call. "
+         "Raises RuntimeError, also when `signal` has a handler already (one installed from C "
+         "included, which signal.getsignal reports as None).")
+      .def(
+          "publish_hang_dumps",
+          [](PyClient& c) {
+            const absl::Status s = c.client->PublishHangDumps();
+            if (!s.ok()) throw std::runtime_error(std::string(s.message()));
+          },
+          "After enable_hang_dumps(install_handler=False) and registering the handler (e.g. "
+          "faulthandler.register(signal.SIGUSR2, file=fd, all_threads=True)): the sidecar may "
+          "send the signal from now on. May be called again after unpublish_hang_dumps().")
+      .def(
+          "unpublish_hang_dumps",
+          [](PyClient& c) {
+            const absl::Status s = c.client->UnpublishHangDumps();
+            if (!s.ok()) throw std::runtime_error(std::string(s.message()));
+          },
+          "The sidecar stops sending the signal. Call it BEFORE faulthandler.unregister (which "
+          "restores the default action: a signal between the two would end the process). A "
+          "no-op once closed; RuntimeError when hang dumps are not enabled.")
+      .def(
+          "wait_hang_dump",
+          [](PyClient& c, double timeout_s, uint64_t after) {
+            // Clamped: at most ~31 years, so that the deadline cannot overflow.
+            const double ms = std::min(std::max(0.0, timeout_s) * 1000.0, 1e12);
+            const stagefrontier::HangDumpWait w = c.client->WaitForHangDump(
+                std::chrono::milliseconds(static_cast<int64_t>(ms)), after);
+            return std::make_pair(w.capture_id, w.count);
+          },
+          py::arg("timeout_s"), py::arg("after") = 0, py::call_guard<py::gil_scoped_release>(),
+          "Blocks (without the GIL) until more than `after` hang dump files have been completed "
+          "(at once if so already): (capture_id, count), the newest one's capture id and the "
+          "count so far; on timeout, when not enabled or once closed (0, count). Pass the "
+          "count last returned as `after` and no dump is missed between two calls.");
 }
 
 }  // namespace
@@ -328,6 +388,7 @@ PYBIND11_MODULE(_stagefrontier, m) {
       .def_property_readonly("schema",
                              [](const PyClient& c) { return c.client->schema().ToString(); });
   DefineProbeRing(m);
+  DefineHangDumps(cls);
 
   // The hot methods, installed as plain CPython method descriptors.
   cls.attr("stage") = py::reinterpret_steal<py::object>(

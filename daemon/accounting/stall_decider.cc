@@ -119,6 +119,8 @@ StallDecision AllWaiting(const StallInputs& in, const Census& c) {
   const RankPosition& first = in.ranks[c.waiting[0]];
   if (at.size() == 1) {
     StallDecision d = Begin(StallKind::kCollective, true);
+    // Named although no rank is to blame: the stacks are asked of named ranks.
+    Name(c.waiting, "waiting", &d);
     d.waiting = static_cast<int32_t>(c.waiting.size());
     d.text = absl::StrCat("every rank waits in ", Where(in.schema, first), " for ",
                           FormatSeconds(static_cast<double>(first.open_ns)),

@@ -46,8 +46,8 @@ absl::StatusOr<OperatorProfile> ProfileFile(const std::string& path, const Stage
                            ? absl::StrCat(base,
                                           " has no distributedInfo.rank and no rank<N> in its "
                                           "name: rank -1")
-                           : absl::StrCat(base, " has no distributedInfo.rank: rank ",
-                                          trace->rank, " from its name"));
+                           : absl::StrCat(base, " has no distributedInfo.rank: rank ", trace->rank,
+                                          " from its name"));
     }
   }
   return ProfileOperators(*trace, schema, stage, path);

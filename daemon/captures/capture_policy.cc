@@ -247,6 +247,67 @@ absl::StatusOr<CaptureDecision> CapturePolicy::Manual(const std::string& job,
   return Keep(book, d);
 }
 
+CaptureDecision CapturePolicy::OnStall(const std::string& job, const CaptureStallFacts& stall,
+                                       int64_t now_ns, int64_t wall_ns) {
+  CaptureDecision d;
+  d.kind = CaptureKind::kStacks;
+  d.decided_ns = now_ns;
+  d.decided_unix_ns = wall_ns;
+  static const std::set<std::string> kAsked = {"hung", "dead", "desync", "collective"};
+  if (stall.ended || !stall.alarm || !kAsked.count(stall.kind)) return d;
+  JobBook& book = jobs_[job];
+  if (book.stacks_for_stall == stall.started_unix_ns) return d;  // this stall was asked
+  book.stacks_for_stall = stall.started_unix_ns;
+  auto skip = [&](std::string reason) {
+    d.reason = std::move(reason);
+    return Keep(book, d);
+  };
+  constexpr int64_t kHourNs = 3'600'000'000'000;
+  while (!book.stacks_asked_ns.empty() && now_ns - book.stacks_asked_ns.front() > kHourNs) {
+    book.stacks_asked_ns.pop_front();
+  }
+  if (static_cast<int64_t>(book.stacks_asked_ns.size()) >= options_.max_stacks_per_hour) {
+    return skip(absl::StrCat("stacks: ", book.stacks_asked_ns.size(),
+                             " stack captures in the last hour (the cap)"));
+  }
+  // The stuck ranks, then one waiting rank (two in different places when nobody is stuck: a
+  // desync).
+  const CaptureStallFacts::Rank* first_waiting = nullptr;
+  for (const CaptureStallFacts::Rank& r : stall.ranks) {
+    if (r.role == "stuck" && d.suspects.size() < 2) {
+      d.suspects.push_back(r.rank);
+    } else if (r.role == "waiting") {
+      const size_t want = d.suspects.empty() ? 2 : 1;
+      // A desync's two: in different places; a collective's: any two (all wait in one).
+      const bool other_place = first_waiting == nullptr || first_waiting->stage != r.stage ||
+                               first_waiting->step != r.step || stall.kind == "collective";
+      if (d.references.size() < want && other_place) {
+        d.references.push_back(r.rank);
+        if (first_waiting == nullptr) first_waiting = &r;
+      }
+    } else {
+      continue;
+    }
+    const bool asked = std::count(d.suspects.begin(), d.suspects.end(), r.rank) > 0 ||
+                       std::count(d.references.begin(), d.references.end(), r.rank) > 0;
+    if (!asked) continue;
+    d.notes[r.rank] = absl::StrCat(r.role, r.stage.empty() ? " between steps" : " in ", r.stage,
+                                   " at step ", r.step, " for ", r.open_ns / 1'000'000'000, " s");
+    if (d.first_step < 0 || r.role == "stuck") {
+      d.first_step = r.step;
+      d.stage = r.stage;
+    }
+  }
+  if (d.suspects.empty() && d.references.empty()) {
+    return skip(absl::StrCat("stacks: the stall (", stall.kind, ") names no live rank to ask"));
+  }
+  d.asked = true;
+  d.id = next_id_++;
+  book.stacks_asked_ns.push_back(now_ns);
+  d.reason = absl::StrCat("stacks at the stall (", stall.kind, "): ", stall.text);
+  return Keep(book, d);
+}
+
 void CapturePolicy::OnCaptureFinished(const std::string& job, uint64_t id, int64_t) {
   auto it = jobs_.find(job);
   if (it != jobs_.end() && it->second.in_flight == id) it->second.in_flight = 0;

@@ -44,6 +44,7 @@ struct CapturePolicyOptions {
   double delivery_seconds = 1.0;
   int32_t cooldown_windows = 3;  // verdict windows after a capture before the next one
   int32_t max_per_hour = 6;
+  int32_t max_stacks_per_hour = 6;  // stack captures at stalls, per job
   // A capture not reported finished this long after its last step is abandoned.
   double finish_timeout_seconds = 300;
   size_t decisions_kept = 64;  // per job
@@ -68,7 +69,12 @@ struct CaptureJobFacts {
   std::set<int32_t> cannot_capture;
 };
 
+// What a capture takes: a profiler trace of future steps, or every thread's stack of the ranks a
+// stall names, at once (docs/user-guide.md "Evidence at the moment of the hang").
+enum class CaptureKind { kTrace, kStacks };
+
 struct CaptureDecision {
+  CaptureKind kind = CaptureKind::kTrace;
   uint64_t id = 0;  // > 0 when asked
   bool asked = false;
   std::string reason;  // why asked, or why skipped
@@ -82,9 +88,36 @@ struct CaptureDecision {
   bool manual = false;
   // Why it will never be taken, once known: the job ended, or stalled, before first_step.
   std::string missed;
+  // Stacks: where each asked rank was when asked ("stuck in forward at step 150 for 12 s"),
+  // and when (realtime): a rank whose file has not come after kStacksWaitNs is reported
+  // without it. first_step is the stall's step and stage the stuck rank's.
+  std::map<int32_t, std::string> notes;
+  int64_t decided_unix_ns = 0;
 
   // suspects then references.
   std::vector<int32_t> ranks() const;
+};
+
+// How long a stack capture's report waits for the files of its ranks.
+inline constexpr int64_t kStacksWaitNs = 30'000'000'000;
+
+// A stall as the policy sees it (the coordinator's v1::Stall): its kind ("hung", "dead",
+// "desync", "collective", ...), and the ranks it names with their role (stuck, dead, waiting,
+// lost) and open stage.
+struct CaptureStallFacts {
+  struct Rank {
+    int32_t rank = -1;
+    std::string role;
+    std::string stage;
+    int64_t step = -1;
+    int64_t open_ns = 0;
+  };
+  std::string kind;
+  bool alarm = false;
+  bool ended = false;
+  int64_t started_unix_ns = 0;  // one stack capture per stall
+  std::string text;
+  std::vector<Rank> ranks;
 };
 
 // One rank's answer to a capture, from its stub (shm CaptureState / CaptureFailure values).
@@ -93,6 +126,7 @@ struct RankCaptureAnswer {
   uint32_t state = 0;  // 0: no answer yet
   uint32_t failure = 0;
   uint64_t bytes = 0;
+  std::string error;  // stacks: why the sidecar did not signal the rank
   bool operator==(const RankCaptureAnswer&) const = default;
 };
 
@@ -115,6 +149,14 @@ class CapturePolicy {
                                                        int32_t steps, const CaptureJobFacts& facts,
                                                        int64_t now_ns);
 
+  // On a stall that is an alarm (hung, dead, desync, collective): asks the stuck ranks (at most
+  // two) and one waiting rank for their stacks at once, once per stall and at most
+  // max_stacks_per_hour per job. A dead rank is not asked (its process is gone). Not asked:
+  // an empty decision, not kept, for a stall already asked or not an alarm; kept with the
+  // reason otherwise. Independent of the trace capture in flight.
+  CaptureDecision OnStall(const std::string& job, const CaptureStallFacts& stall, int64_t now_ns,
+                          int64_t wall_ns);
+
   // The capture `id` of `job` ended (its files arrived, or it failed): the next may start.
   void OnCaptureFinished(const std::string& job, uint64_t id, int64_t now_ns);
   // The capture `id` of `job` can never be taken (`why`: the job ended before its first step):
@@ -132,8 +174,10 @@ class CapturePolicy {
     uint64_t in_flight = 0;  // capture id, 0 when none
     int64_t in_flight_deadline_step = -1;
     int64_t in_flight_since_ns = 0;
-    int64_t windows_since_capture = -1;  // -1: never captured
-    std::deque<int64_t> asked_ns;        // within the last hour
+    int64_t windows_since_capture = -1;   // -1: never captured
+    std::deque<int64_t> asked_ns;         // within the last hour
+    std::deque<int64_t> stacks_asked_ns;  // likewise, stack captures
+    int64_t stacks_for_stall = 0;         // the started_unix_ns of the stall last asked
     std::deque<CaptureDecision> decisions;
   };
   int64_t FirstStep(const CaptureJobFacts& facts) const;

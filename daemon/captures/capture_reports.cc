@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -76,6 +77,13 @@ std::vector<int32_t> IntList(const nlohmann::json& j, const char* key) {
 // The fields a decision file and a report share, in the report's order.
 void PutDecision(const std::string& job, const CaptureDecision& d, nlohmann::ordered_json* j) {
   (*j)["capture"] = d.id;
+  if (d.kind == CaptureKind::kStacks) {
+    (*j)["kind"] = "stacks";
+    nlohmann::ordered_json notes = nlohmann::ordered_json::object();
+    for (const auto& [rank, note] : d.notes) notes[std::to_string(rank)] = note;
+    (*j)["notes"] = std::move(notes);
+    (*j)["decided_unix_ns"] = d.decided_unix_ns;
+  }
   (*j)["job"] = job;
   (*j)["stage"] = d.stage;
   (*j)["why"] = d.reason;
@@ -98,7 +106,46 @@ CaptureDecision DecisionFromJson(const nlohmann::json& j, uint64_t id) {
   d.verdict_last_step = j.value("verdict_last_step", int64_t{-1});
   d.suspects = IntList(j, "suspects");
   d.references = IntList(j, "references");
+  if (j.value("kind", "") == "stacks") {
+    d.kind = CaptureKind::kStacks;
+    d.decided_unix_ns = j.value("decided_unix_ns", int64_t{0});
+    if (j.contains("notes") && j["notes"].is_object()) {
+      for (const auto& [rank, note] : j["notes"].items()) {
+        int32_t r = -1;
+        const auto [end, ec] = std::from_chars(rank.data(), rank.data() + rank.size(), r);
+        if (ec == std::errc() && end == rank.data() + rank.size() && note.is_string()) {
+          d.notes[r] = note.get<std::string>();
+        }
+      }
+    }
+  }
   return d;
+}
+
+// The first `max_bytes` of the file at `path` as printable text: other bytes become '?', and
+// a cut says so. The file is a trainer's: never trusted to be text.
+std::string PrintableHead(const std::string& path, size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  std::string raw(max_bytes + 1, '\0');
+  in.read(raw.data(), static_cast<std::streamsize>(raw.size()));
+  raw.resize(static_cast<size_t>(std::max<std::streamsize>(0, in.gcount())));
+  const bool cut = raw.size() > max_bytes;
+  if (cut) raw.resize(max_bytes);
+  for (char& c : raw) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u != '\n' && u != '\t' && (u < 0x20 || u >= 0x7f)) c = '?';
+  }
+  if (!raw.empty() && raw.back() != '\n') raw += '\n';
+  if (cut) absl::StrAppend(&raw, "... (cut at ", max_bytes, " bytes: sfctl capture-fetch)\n");
+  return raw;
+}
+
+constexpr size_t kStacksShownBytes = 64 << 10;
+
+int64_t NowUnixNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 }  // namespace
@@ -127,6 +174,22 @@ CaptureReports::CaptureReports(CaptureStore* store, DecisionsOf decisions_of, Sc
 CaptureReports::~CaptureReports() { Stop(); }
 
 void CaptureReports::Start() {
+  // Stack captures a previous run left without a report: looked at again by the worker (their
+  // files may all be here already, or their wait over).
+  if (DIR* d = ::opendir(store_->options().root.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      if (!shm::ValidJobId(e->d_name)) continue;
+      for (const CaptureDecision& c : Remembered(e->d_name)) {
+        struct stat st {};
+        if (c.kind == CaptureKind::kStacks &&
+            ::stat(ReportPath(e->d_name, c.id).c_str(), &st) != 0) {
+          std::lock_guard<std::mutex> lock(mu_);
+          stack_jobs_.insert(e->d_name);
+        }
+      }
+    }
+    ::closedir(d);
+  }
   worker_ = std::thread([this] { Run(); });
 }
 
@@ -164,9 +227,22 @@ std::vector<std::string> CaptureReports::GivenUp(const std::string& job, const C
 
 void CaptureReports::Run() {
   std::unique_lock<std::mutex> lock(mu_);
+  auto recheck = std::chrono::steady_clock::now();
   while (true) {
-    cv_.wait(lock, [this] { return stop_ || !pending_jobs_.empty(); });
+    // Stack captures are reported once their files came or their wait ran out: looked at
+    // again every 2 s while any waits, however busy the queue is with other jobs.
+    if (std::chrono::steady_clock::now() >= recheck) {
+      for (const std::string& job : stack_jobs_) {
+        if (std::find(pending_jobs_.begin(), pending_jobs_.end(), job) == pending_jobs_.end()) {
+          pending_jobs_.push_back(job);
+        }
+      }
+      stack_jobs_.clear();
+      recheck = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    }
+    cv_.wait_until(lock, recheck, [this] { return stop_ || !pending_jobs_.empty(); });
     if (stop_) return;
+    if (pending_jobs_.empty()) continue;
     const std::string job = pending_jobs_.front();
     pending_jobs_.pop_front();
     lock.unlock();
@@ -181,6 +257,10 @@ std::string CaptureReports::DecisionPath(const std::string& job, uint64_t id) co
 
 void CaptureReports::Remember(const std::string& job, const CaptureDecision& d) {
   if (!d.asked || !shm::ValidJobId(job)) return;
+  if (d.kind == CaptureKind::kStacks) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stack_jobs_.insert(job);
+  }
   nlohmann::ordered_json j;
   PutDecision(job, d, &j);
   j["manual"] = d.manual;
@@ -233,11 +313,13 @@ std::vector<CaptureDecision> CaptureReports::KnownDecisions(const std::string& j
   return out;
 }
 
-bool CaptureReports::Expects(const std::string& job, int32_t rank, int64_t first_step) const {
+bool CaptureReports::Expects(const std::string& job, const CaptureFileName& name) const {
+  const bool stacks = name.kind != CaptureFileKind::kTrace;
   for (const CaptureDecision& d : KnownDecisions(job)) {
-    if (!d.asked || d.first_step != first_step) continue;
+    if (!d.asked || (d.kind == CaptureKind::kStacks) != stacks) continue;
+    if (stacks ? d.id != name.capture_id : d.first_step != name.first_step) continue;
     const std::vector<int32_t> ranks = d.ranks();
-    if (std::find(ranks.begin(), ranks.end(), rank) != ranks.end()) return true;
+    if (std::find(ranks.begin(), ranks.end(), name.rank) != ranks.end()) return true;
   }
   return false;
 }
@@ -252,7 +334,10 @@ std::vector<StoredCapture> CaptureReports::FilesOf(const CaptureDecision& d, con
   const std::vector<StoredCapture> all = store_->Files(job);
   for (int32_t rank : d.ranks()) {
     auto it = std::find_if(all.begin(), all.end(), [&](const StoredCapture& f) {
-      return f.rank == rank && f.first_step == d.first_step;
+      if (f.rank != rank) return false;
+      return d.kind == CaptureKind::kStacks
+                 ? f.kind == CaptureFileKind::kStacks && f.capture_id == d.id
+                 : f.kind == CaptureFileKind::kTrace && f.first_step == d.first_step;
     });
     if (it != all.end()) {
       out.push_back(*it);
@@ -263,9 +348,89 @@ std::vector<StoredCapture> CaptureReports::FilesOf(const CaptureDecision& d, con
   return out;
 }
 
+bool CaptureReports::ReportStacks(const std::string& job, const CaptureDecision& d) {
+  std::vector<int32_t> missing;
+  const std::vector<StoredCapture> files = FilesOf(d, job, &missing);
+  const std::vector<RankCaptureAnswer> answers =
+      answers_of_ ? answers_of_(job, d) : std::vector<RankCaptureAnswer>{};
+  auto refusal = [&](int32_t rank) -> std::string {
+    for (const RankCaptureAnswer& a : answers) {
+      if (a.rank == rank && !a.error.empty()) return a.error;
+    }
+    return "";
+  };
+  const bool waited_out = NowUnixNs() - d.decided_unix_ns > kStacksWaitNs;
+  const bool all_settled = std::all_of(missing.begin(), missing.end(),
+                                       [&](int32_t rank) { return !refusal(rank).empty(); });
+  if (!missing.empty() && !all_settled && !waited_out) return false;
+  nlohmann::ordered_json j;
+  PutDecision(job, d, &j);
+  std::string text = absl::StrCat("capture ", d.id, " of job ", job, ": ", d.reason, "\n");
+  std::vector<std::string> errors;
+  const std::vector<StoredCapture> all = store_->Files(job);
+  for (int32_t rank : d.ranks()) {
+    const auto note = d.notes.find(rank);
+    absl::StrAppend(&text, "\n== rank ", rank,
+                    note == d.notes.end() ? "" : absl::StrCat(" (", note->second, ")"), " ==\n");
+    const auto f = std::find_if(files.begin(), files.end(),
+                                [&](const StoredCapture& x) { return x.rank == rank; });
+    if (f == files.end()) {
+      const std::string why = refusal(rank);
+      errors.push_back(absl::StrCat("rank ", rank, ": no stacks: ",
+                                    why.empty() ? "no file within 30 s of the request" : why));
+      absl::StrAppend(&text, errors.back(), "\n");
+      continue;
+    }
+    absl::StrAppend(&text, PrintableHead(f->path, kStacksShownBytes));
+    for (const StoredCapture& fr : all) {
+      if (fr.kind == CaptureFileKind::kFlightRecorder && fr.capture_id == d.id && fr.rank == rank) {
+        absl::StrAppend(&text, "NCCL flight recorder dump: ", fr.file_name, " (", fr.bytes,
+                        " bytes; sfctl capture-fetch)\n");
+      }
+    }
+  }
+  const bool ok = files.size() > 0;
+  j["errors"] = errors;
+  j["state"] = ok ? "analysed" : "failed";
+  j["text"] = text;
+  const std::string path = ReportPath(job, d.id);
+  if (!WriteFileAtomically(path, j.dump(2) + "\n")) {
+    bool first = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      first = unwritable_.insert(path).second;
+    }
+    // Tried again every 2 s (a full disk may clear), said once.
+    if (log_ && first)
+      log_(absl::StrCat("capture ", d.id, " of job ", job, ": cannot write ", path));
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++(ok ? counters_.analysed : counters_.failed);
+  }
+  if (log_) {
+    log_(absl::StrCat("capture ", d.id, " of job ", job, ": stacks of ", files.size(), " of ",
+                      d.ranks().size(), " ranks: sfctl capture-report --job ", job, " --capture ",
+                      d.id));
+  }
+  return true;
+}
+
 int CaptureReports::AnalyseJob(const std::string& job) {
   int written = 0;
   for (const CaptureDecision& d : KnownDecisions(job)) {
+    if (d.asked && d.kind == CaptureKind::kStacks) {
+      struct stat st {};
+      if (::stat(ReportPath(job, d.id).c_str(), &st) == 0) continue;  // written already
+      if (ReportStacks(job, d)) {
+        ++written;
+      } else {
+        std::lock_guard<std::mutex> lock(mu_);
+        stack_jobs_.insert(job);  // looked at again by the worker
+      }
+      continue;
+    }
     if (!d.asked || d.stage.empty() || d.references.empty()) continue;
     const std::string path = ReportPath(job, d.id);
     struct stat st {};
@@ -368,6 +533,12 @@ absl::StatusOr<CaptureReportView> CaptureReports::Get(const std::string& job, ui
     }
     const CaptureDecision d = DecisionFromJson(j, id);
     v.files = FilesOf(d, job, nullptr);
+    if (d.kind == CaptureKind::kStacks) {
+      // The flight recorder dumps beside the stacks, for sfctl capture-fetch.
+      for (const StoredCapture& f : store_->Files(job)) {
+        if (f.kind == CaptureFileKind::kFlightRecorder && f.capture_id == id) v.files.push_back(f);
+      }
+    }
     return v;
   }
   std::optional<CaptureDecision> d;
@@ -383,6 +554,15 @@ absl::StatusOr<CaptureReportView> CaptureReports::Get(const std::string& job, ui
   if (!d->missed.empty() && v.files.empty()) {
     v.state = CaptureReportView::State::kNotAnalysed;
     v.detail = absl::StrCat("missed: ", d->missed);
+    return v;
+  }
+  if (d->kind == CaptureKind::kStacks) {
+    v.state = CaptureReportView::State::kWaiting;
+    v.detail =
+        NowUnixNs() - d->decided_unix_ns > kStacksWaitNs
+            ? "the 30 s wait for the stacks is over: the report is being written"
+            : absl::StrCat("waiting for the stacks of rank", missing.size() == 1 ? " " : "s ",
+                           absl::StrJoin(missing, ", "), " (at most 30 s after the request)");
     return v;
   }
   if (d->stage.empty() || d->references.empty()) {

@@ -16,6 +16,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -58,6 +59,8 @@ class CaptureReports {
                  Log log = nullptr);
   ~CaptureReports();
 
+  // Starts the worker; stack captures a previous run left without a report are looked at
+  // again.
   void Start();
   void Stop();
 
@@ -75,9 +78,11 @@ class CaptureReports {
   // its files arrive and still answers for it. A write that fails is logged: the capture is
   // then analysed only while the policy holds it.
   void Remember(const std::string& job, const CaptureDecision& d);
-  // Whether a capture asked of `job` (held by the policy or remembered) includes `rank` from
-  // `first_step`: the capture store takes only such files (CaptureStore::SetExpected).
-  bool Expects(const std::string& job, int32_t rank, int64_t first_step) const;
+  // Whether a capture asked of `job` (held by the policy or remembered) asked for the file
+  // `name`: a trace of name.rank from name.first_step, or the stacks (or flight recorder dump)
+  // of name.rank for capture name.capture_id. The capture store takes only such files
+  // (CaptureStore::SetExpected).
+  bool Expects(const std::string& job, const CaptureFileName& name) const;
   // The captures of `job` kept by Remember, by id.
   std::vector<CaptureDecision> Remembered(const std::string& job) const;
   // The highest capture id with a decision or a report under `root`, 0 when none: a restarted
@@ -108,6 +113,9 @@ class CaptureReports {
   std::vector<StoredCapture> FilesOf(const CaptureDecision& d, const std::string& job,
                                      std::vector<int32_t>* missing) const;
   void Run();
+  // Writes the report of stack capture `d` once every rank's stacks came, every missing rank
+  // was refused by its sidecar, or kStacksWaitNs passed; false while it waits.
+  bool ReportStacks(const std::string& job, const CaptureDecision& d);
 
   // The missing ranks that answered failed, as "rank R: its profiler failed (why)"; empty
   // unless every missing rank did.
@@ -123,6 +131,8 @@ class CaptureReports {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::string> pending_jobs_;
+  std::set<std::string> stack_jobs_;  // jobs with stack captures waiting for their files
+  std::set<std::string> unwritable_;  // reports that could not be written (logged once)
   bool stop_ = false;
   Counters counters_;
   std::thread worker_;

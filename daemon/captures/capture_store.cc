@@ -118,8 +118,8 @@ absl::StatusOr<v1::CaptureChunkAck> CaptureStore::Accept(const v1::CaptureChunk&
   v1::CaptureChunkAck ack;
   const std::optional<CaptureFileName> name = ParseCaptureFileName(chunk.file_name());
   // Asked outside the store's lock: the answer comes from the capture policy's own.
-  const bool asked = !expected_ || !name || !shm::ValidJobId(chunk.job()) ||
-                     expected_(chunk.job(), name->rank, name->first_step);
+  const bool asked =
+      !expected_ || !name || !shm::ValidJobId(chunk.job()) || expected_(chunk.job(), *name);
   {
     std::lock_guard<std::mutex> lock(mu_);
     const auto refuse = [&](absl::Status s) {
@@ -134,7 +134,8 @@ absl::StatusOr<v1::CaptureChunkAck> CaptureStore::Accept(const v1::CaptureChunk&
     if (!name) {
       return refuse(absl::InvalidArgumentError(
           absl::StrCat("capture chunk: file name \"", chunk.file_name().substr(0, 80),
-                       "\" is not trace_rank<R>_step<F>.json")));
+                       "\" is not trace_rank<R>_step<F>.json, stacks_rank<R>_capture<ID>.txt or "
+                       "flightrec_rank<R>_capture<ID>.json")));
     }
     const std::string what = absl::StrCat("capture ", chunk.file_name(), " of job ", chunk.job());
     if (!asked) {
@@ -252,8 +253,10 @@ std::vector<StoredCapture> CaptureStore::FilesLocked(const std::string& job) con
       f.job = j;
       f.file_name = e->d_name;
       f.path = absl::StrCat(dir, "/", e->d_name);
+      f.kind = name->kind;
       f.rank = name->rank;
       f.first_step = name->first_step;
+      f.capture_id = name->capture_id;
       struct stat st {};
       if (::stat(f.path.c_str(), &st) != 0) continue;
       f.bytes = static_cast<uint64_t>(st.st_size);

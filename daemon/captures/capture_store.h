@@ -31,6 +31,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "daemon/captures/capture_file_name.h"
 #include "stagefrontier/v1/captures.pb.h"
 
 namespace stagefrontier {
@@ -54,8 +55,10 @@ struct StoredCapture {
   std::string job;
   std::string file_name;
   std::string path;
+  CaptureFileKind kind = CaptureFileKind::kTrace;
   int32_t rank = -1;
-  int64_t first_step = -1;
+  int64_t first_step = -1;  // traces
+  uint64_t capture_id = 0;  // stacks and flight recorder dumps
   uint64_t bytes = 0;
   int64_t stored_ns = 0;  // the file's modification time
 };
@@ -63,10 +66,10 @@ struct StoredCapture {
 class CaptureStore {
  public:
   struct Counters {
-    uint64_t chunks = 0;     // chunks written
-    uint64_t files = 0;      // files completed since start
-    uint64_t bytes = 0;      // their bytes
-    uint64_t refused = 0;    // chunks refused (bad, too large, not writable, not asked, full)
+    uint64_t chunks = 0;   // chunks written
+    uint64_t files = 0;    // files completed since start
+    uint64_t bytes = 0;    // their bytes
+    uint64_t refused = 0;  // chunks refused (bad, too large, not writable, not asked, full)
     uint64_t refused_not_asked = 0;  // of which: no capture of the coordinator's asked for it
     uint64_t refused_busy = 0;       // of which: the store or the job full, too many in flight
     uint64_t evicted = 0;            // files dropped by retention
@@ -74,8 +77,9 @@ class CaptureStore {
     uint64_t partial_bytes = 0;      // now: bytes held in ".part" files
     uint64_t partial_uploads = 0;    // now: uploads in flight
   };
-  // Whether the coordinator asked rank `rank` of `job` for a capture starting at `first_step`.
-  using ExpectedFn = std::function<bool(const std::string& job, int32_t rank, int64_t first_step)>;
+  // Whether the coordinator asked rank `name.rank` of `job` for this file: a trace starting at
+  // name.first_step, or the stacks (flight recorder dump) of capture name.capture_id.
+  using ExpectedFn = std::function<bool(const std::string& job, const CaptureFileName& name)>;
 
   explicit CaptureStore(CaptureStoreOptions options);
 

@@ -12,7 +12,84 @@ namespace {
 // Capture requests' ids, apart from the query service's (which count from 1).
 constexpr uint64_t kCaptureRequestIds = uint64_t{1} << 48;
 
+// Where a rank's answer to `d` is kept in CaptureTrigger::answers_.
+std::pair<int64_t, int32_t> AnswerKey(const CaptureDecision& d, int32_t rank) {
+  return {d.kind == CaptureKind::kStacks ? -static_cast<int64_t>(d.id) : d.first_step, rank};
+}
+
+CaptureStallFacts StallFacts(const v1::Stall& stall) {
+  CaptureStallFacts f;
+  f.kind = stall.reason();
+  f.alarm = stall.alarm();
+  f.ended = stall.ended();
+  f.started_unix_ns = stall.started_unix_ns();
+  f.text = stall.text();
+  for (const v1::StuckRank& r : stall.ranks()) {
+    f.ranks.push_back({.rank = r.rank(),
+                       .role = r.role(),
+                       .stage = r.stage(),
+                       .step = r.step(),
+                       .open_ns = r.open_ns()});
+  }
+  return f;
+}
+
 }  // namespace
+
+void CaptureTrigger::OnJobStall(const std::string& job, const v1::Stall& stall, int64_t wall_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // The stall's own clock is realtime; the policy's hourly cap counts in it too.
+  const CaptureDecision d = policy_.OnStall(job, StallFacts(stall), wall_ns, wall_ns);
+  if (!d.asked) {
+    if (!d.reason.empty()) {
+      ++counters_.skipped;
+      log_lines_.push_back(absl::StrCat("no stacks for job ", job, ": ", d.reason));
+    }
+    return;
+  }
+  ++counters_.asked;
+  asked_outbox_.emplace_back(job, d);
+  log_lines_.push_back(absl::StrCat("capture ", d.id, " of job ", job, ": ", d.reason));
+  QueueStacksLocked(job, d);
+}
+
+void CaptureTrigger::QueueStacksLocked(const std::string& job, const CaptureDecision& d) {
+  for (int32_t rank : d.ranks()) {
+    v1::ControlRequest req;
+    req.set_job(job);
+    req.set_request_id(kCaptureRequestIds + d.id);
+    req.set_rank(rank);
+    req.set_sets(shm::kControlSetsStacks);  // nothing else of the rank's control changes
+    req.set_stacks_capture_id(d.id);
+    outbox_.push_back(std::move(req));
+  }
+}
+
+void CaptureTrigger::OnControlAck(const v1::ControlAck& ack) {
+  if (ack.request_id() <= kCaptureRequestIds || ack.rank() < 0) return;
+  const uint64_t id = ack.request_id() - kCaptureRequestIds;
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::optional<CaptureDecision> d = [&]() -> std::optional<CaptureDecision> {
+    for (const CaptureDecision& c : policy_.Decisions(ack.job())) {
+      if (c.asked && c.id == id && c.kind == CaptureKind::kStacks) return c;
+    }
+    return std::nullopt;
+  }();
+  if (!d) return;
+  RankCaptureAnswer a;
+  a.rank = ack.rank();
+  a.state = ack.applied() ? shm::v1::kCaptureRunning : shm::v1::kCaptureFailed;
+  a.error = ack.applied() ? "" : ack.error().substr(0, 300);
+  const auto key = AnswerKey(*d, ack.rank());
+  auto& answers = answers_[ack.job()];
+  if (answers.count(key) && answers[key] == a) return;
+  answers[key] = a;
+  if (!ack.applied()) {
+    ++counters_.ranks_failed;
+    log_lines_.push_back(absl::StrCat("capture ", id, " of job ", ack.job(), ": rank ", ack.rank(),
+                                      ": no stacks: ", a.error));
+  }
+}
 
 void CaptureTrigger::OnJobWindow(const ClosedJobWindow& w) {
   if (w.verdict == nullptr) return;
@@ -181,7 +258,7 @@ bool CaptureTrigger::NoteAnswerLocked(const std::string& job,
   int64_t oldest = INT64_MAX;
   bool ours = false;
   for (const CaptureDecision& d : decisions) {
-    if (!d.asked) continue;
+    if (!d.asked || d.kind != CaptureKind::kTrace) continue;
     oldest = std::min(oldest, d.first_step);
     const std::vector<int32_t> ranks = d.ranks();
     if (d.first_step == key.first && std::find(ranks.begin(), ranks.end(), a.rank) != ranks.end()) {
@@ -190,7 +267,13 @@ bool CaptureTrigger::NoteAnswerLocked(const std::string& job,
   }
   if (!ours) return false;
   auto& answers = answers_[job];
-  std::erase_if(answers, [&](const auto& e) { return e.first.first < oldest; });
+  // Stack captures' answers (negative keys) are dropped with their decisions below.
+  std::erase_if(answers, [&](const auto& e) {
+    if (e.first.first >= 0) return e.first.first < oldest;
+    return std::none_of(decisions.begin(), decisions.end(), [&](const CaptureDecision& d) {
+      return d.asked && -static_cast<int64_t>(d.id) == e.first.first;
+    });
+  });
   const bool terminal_before =
       answers.count(key) > 0 && (answers[key].state == shm::v1::kCaptureDone ||
                                  answers[key].state == shm::v1::kCaptureFailed);
@@ -215,7 +298,7 @@ std::vector<RankCaptureAnswer> CaptureTrigger::Answers(const std::string& job,
     RankCaptureAnswer a;
     a.rank = rank;
     if (answers != answers_.end()) {
-      const auto it = answers->second.find({d.first_step, rank});
+      const auto it = answers->second.find(AnswerKey(d, rank));
       if (it != answers->second.end()) a = it->second;
     }
     out.push_back(a);

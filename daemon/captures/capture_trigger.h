@@ -55,6 +55,14 @@ class CaptureTrigger : public VerdictObserver, public CaptureAnswerObserver {
   // another newest step closes (a re-run), a capture asked by hand is refused and one asked
   // automatically (a last window closing late) is missed at once.
   void OnJobFinished(const std::string& job, int64_t last_step, int64_t now_ns) override;
+  // On a stall that is an alarm, asks the ranks it names for their stacks at once
+  // (CapturePolicy::OnStall), whether captures are automatic or not: a hang leaves no later
+  // moment to ask.
+  void OnJobStall(const std::string& job, const v1::Stall& stall, int64_t wall_ns) override;
+  // A sidecar's answer to a stack request: a refusal (no dump handler, a process that does
+  // not check out) is kept as that rank's answer, so the report says why its stacks are
+  // missing.
+  void OnControlAck(const v1::ControlAck& ack) override;
   // Marks missed each capture in flight whose job has not reached its first step and closed no
   // window for the stall bound; returns how many.
   int MissStalled(int64_t now_ns);
@@ -116,6 +124,8 @@ class CaptureTrigger : public VerdictObserver, public CaptureAnswerObserver {
   // failed. mu_ held.
   bool NoteAnswerLocked(const std::string& job, const std::pair<int64_t, int32_t>& key,
                         const RankCaptureAnswer& a);
+  // Queues a stack request for each rank of stack capture `d`; mu_ held.
+  void QueueStacksLocked(const std::string& job, const CaptureDecision& d);
   // Queues the trace window of `d` for each of its ranks; mu_ held.
   void QueueLocked(const std::string& job, const CaptureDecision& d,
                    const v1::ControlRequest& job_control);
@@ -140,7 +150,8 @@ class CaptureTrigger : public VerdictObserver, public CaptureAnswerObserver {
   bool automatic_ = true;
   CapturePolicy policy_;
   std::map<std::string, JobPace> pace_;
-  // Per job, the answers by (the capture's first step, rank).
+  // Per job, the answers by (the capture's first step, rank); a stack capture's by
+  // (-its id, rank).
   std::map<std::string, std::map<std::pair<int64_t, int32_t>, RankCaptureAnswer>> answers_;
   std::function<void(const std::string&)> log_;
   std::function<void(const std::string&)> on_rank_failed_;

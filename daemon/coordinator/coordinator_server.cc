@@ -222,8 +222,8 @@ absl::Status CoordinatorServer::OpenCaptures() {
   // A rank whose profiler failed will send no file: its capture stops waiting for it. Only
   // files of captures this coordinator asked are taken (a trainer's user cannot fill the store
   // with made-up jobs and evict real evidence).
-  capture_store_.SetExpected([reports](const std::string& job, int32_t rank, int64_t first_step) {
-    return reports->Expects(job, rank, first_step);
+  capture_store_.SetExpected([reports](const std::string& job, const CaptureFileName& name) {
+    return reports->Expects(job, name);
   });
   reports->SetAnswersOf([this](const std::string& job, const CaptureDecision& d) {
     return capture_trigger_.Answers(job, d);

@@ -383,6 +383,7 @@ void IngestStream::OnHealth(const v1::Health& health) {
 }
 
 void IngestStream::OnControlAck(const v1::ControlAck& a) {
+  if (deps_.capture_answers != nullptr) deps_.capture_answers->OnControlAck(a);
   if (!a.applied() && deps_.log) {
     deps_.log(absl::StrCat("sidecar ", Who(), " could not apply control request ", a.request_id(),
                            " for job ", LogSafe(a.job()), ": ", LogSafe(a.error())));

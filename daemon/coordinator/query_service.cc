@@ -354,6 +354,7 @@ grpc::Status QueryService::ListCaptures(grpc::ServerContext* context,
     o->set_verdict_last_step(d.verdict_last_step);
     o->set_stage(d.stage);
     o->set_missed(d.missed);
+    o->set_kind(d.kind == CaptureKind::kStacks ? "stacks" : "trace");
     if (!d.asked) continue;
     for (const RankCaptureAnswer& a : captures_->Answers(job->id(), d)) {
       v1::RankCaptureAnswer* out = o->add_answers();
@@ -361,6 +362,7 @@ grpc::Status QueryService::ListCaptures(grpc::ServerContext* context,
       if (a.state != 0) out->set_state(shm::CaptureStateName(a.state));
       if (a.state == shm::v1::kCaptureFailed) out->set_failure(shm::CaptureFailureName(a.failure));
       out->set_bytes(a.bytes);
+      out->set_error(a.error);
     }
   }
   return grpc::Status::OK;

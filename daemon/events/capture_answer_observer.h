@@ -22,6 +22,9 @@ class CaptureAnswerObserver {
   // Called from ingest threads for every slot health that carries an answer
   // (capture_state != 0), repeated at every report: implementations ignore repeats.
   virtual void OnCaptureAnswer(const std::string& job, const v1::SlotHealth& health) = 0;
+  // Called from ingest threads with each sidecar's answer to a control request (a refusal
+  // says why in ack.error): a stack request's answer says whether the rank was signalled.
+  virtual void OnControlAck(const v1::ControlAck& ack) {}
 };
 
 }  // namespace stagefrontier

@@ -252,16 +252,21 @@ std::string RenderCaptures(const v1::ListCapturesReply& reply) {
   if (reply.decisions().empty()) absl::StrAppend(&out, "  none decided yet\n");
   for (const v1::CaptureDecisionInfo& d : reply.decisions()) {
     if (d.asked()) {
+      const bool stacks = d.kind() == "stacks";
       absl::StrAppend(&out, "  capture ", d.id(), d.manual() ? " (by hand)" : "", ": ", d.reason(),
-                      d.stage().empty() ? "" : absl::StrCat("; report on ", d.stage()), "\n");
+                      d.stage().empty() || stacks ? "" : absl::StrCat("; report on ", d.stage()),
+                      "\n");
       if (!d.missed().empty()) absl::StrAppend(&out, "    missed: ", d.missed(), "\n");
       std::vector<std::string> answers;
       for (const v1::RankCaptureAnswer& a : d.answers()) {
         std::string line =
             absl::StrCat("rank ", a.rank(), " ", a.state().empty() ? "no answer" : a.state());
+        if (stacks && a.state() == "running") line = absl::StrCat("rank ", a.rank(), " signalled");
         if (a.state() == "done" && a.bytes() > 0)
           absl::StrAppend(&line, " (", a.bytes(), " bytes)");
-        if (a.state() == "failed") absl::StrAppend(&line, " (", a.failure(), ")");
+        if (a.state() == "failed") {
+          absl::StrAppend(&line, " (", a.error().empty() ? a.failure() : a.error(), ")");
+        }
         answers.push_back(std::move(line));
       }
       if (!answers.empty()) absl::StrAppend(&out, "    ", absl::StrJoin(answers, ", "), "\n");

@@ -10,6 +10,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/sidecar/owner_signal.h"
 #include "daemon/wire/packed_steps.h"
 #include "daemon/wire/rank_steps.h"
 #include "shm/monotonic_clock.h"
@@ -185,6 +187,7 @@ void SegmentDrainer::Attach(const std::string& path) {
   a.control.assign(a.mapped->view().slot_count(), shm::ControlRequest{});
   a.capture_seen.assign(a.mapped->view().slot_count(), {0, shm::v1::kCaptureNone, 0});
   a.open_passed.assign(a.mapped->view().slot_count(), {0, 0});
+  a.dump_asked_ns.assign(a.mapped->view().slot_count(), 0);
   if (log_) {
     log_(absl::StrCat("draining job ", a.job, " from ", path, " (", a.mapped->view().slot_count(),
                       " slots of ", a.mapped->view().ring_capacity(), " records)"));
@@ -402,7 +405,15 @@ v1::ControlAck SegmentDrainer::ApplyControl(const v1::ControlRequest& request) {
   ack.set_request_id(request.request_id());
   ack.set_job(request.job());
   ack.set_rank(request.rank());
+  const uint32_t sets =
+      request.sets() == 0 ? shm::kControlSetsTrace | shm::kControlSetsSelfTest : request.sets();
+  // A stack dump is rank-targeted and travels outside the control block: a request that asks
+  // only for one leaves the block (and its seq) as it is.
+  const bool dumps = request.rank() >= 0 && (sets & shm::kControlSetsStacks) != 0;
+  const bool posts = request.rank() < 0 || (sets & ~shm::kControlSetsStacks) != 0;
   int matched = 0;
+  int signalled = 0;
+  std::vector<std::string> refusals;
   for (auto& seg : segments_) {
     if (seg->quarantined || seg->job != request.job()) continue;
     Attached& a = *seg;
@@ -411,35 +422,91 @@ v1::ControlAck SegmentDrainer::ApplyControl(const v1::ControlRequest& request) {
       const uint32_t state = slot.state.load(std::memory_order_acquire);
       if (state != shm::v1::kSlotActive) continue;
       if (request.rank() >= 0 && slot.rank != request.rank()) continue;
-      shm::ControlRequest& c = a.control[i];
-      c.paused = request.paused();
-      c.sample_every = std::max<uint32_t>(1, request.sample_every());
-      // A capture and a self-test of the same rank share the slot's control block: each
-      // request changes only what it sets, so that one never cancels the other.
-      const uint32_t sets =
-          request.sets() == 0 ? shm::kControlSetsTrace | shm::kControlSetsSelfTest : request.sets();
-      if (request.rank() >= 0 && (sets & shm::kControlSetsTrace) != 0) {
-        c.trace_first_step = request.trace_first_step();
-        c.trace_last_step = request.trace_last_step();
-      }
-      if (request.rank() >= 0 && (sets & shm::kControlSetsSelfTest) != 0) {
-        c.selftest_stage = request.selftest_stage();
-        c.selftest_delay_us = request.selftest_delay_us();
-        c.selftest_first_step = request.selftest_first_step();
-        c.selftest_last_step = request.selftest_last_step();
-      }
-      c.request_id = request.request_id();
-      shm::PostControl(slot, c);
       ++matched;
+      if (posts) {
+        shm::ControlRequest& c = a.control[i];
+        c.paused = request.paused();
+        c.sample_every = std::max<uint32_t>(1, request.sample_every());
+        // A capture and a self-test of the same rank share the slot's control block: each
+        // request changes only what it sets, so that one never cancels the other.
+        if (request.rank() >= 0 && (sets & shm::kControlSetsTrace) != 0) {
+          c.trace_first_step = request.trace_first_step();
+          c.trace_last_step = request.trace_last_step();
+        }
+        if (request.rank() >= 0 && (sets & shm::kControlSetsSelfTest) != 0) {
+          c.selftest_stage = request.selftest_stage();
+          c.selftest_delay_us = request.selftest_delay_us();
+          c.selftest_first_step = request.selftest_first_step();
+          c.selftest_last_step = request.selftest_last_step();
+        }
+        c.request_id = request.request_id();
+        shm::PostControl(slot, c);
+      }
+      if (dumps) {
+        const absl::Status s = AskStackDump(a, i, request.stacks_capture_id());
+        if (s.ok()) {
+          ++signalled;
+        } else {
+          refusals.push_back(
+              absl::StrCat("rank ", request.rank(), ": not signalled: ", s.message()));
+        }
+      }
     }
   }
-  ack.set_applied(matched > 0);
+  ack.set_applied(matched > 0 && (!dumps || signalled > 0));
   if (matched == 0) {
     ack.set_error(absl::StrCat("no active slot of job ", request.job(),
                                request.rank() >= 0 ? absl::StrCat(" rank ", request.rank()) : "",
                                " on this node"));
+  } else if (!refusals.empty()) {
+    ack.set_error(absl::StrJoin(refusals, "; "));
   }
   return ack;
+}
+
+absl::Status SegmentDrainer::AskStackDump(Attached& a, uint32_t local_rank, uint64_t capture_id) {
+  shm::v1::SlotHeader& slot = a.mapped->view().slot(local_rank);
+  const int64_t now = shm::MonotonicNowNs();
+  int64_t& last = a.dump_asked_ns[local_rank];
+  if (last != 0 && now - last < kStackDumpIntervalNs) {
+    // The id is not stored either: a dump the last attempt started may still be being written,
+    // and would be filed under this newer id, the older capture getting no file.
+    ++stack_dumps_refused_;  // not logged: a flood of requests must not flood the log either
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "a stack dump was asked of it less than ", kStackDumpIntervalNs / 1'000'000'000, " s ago"));
+  }
+  last = now;
+  // The id before the signal: the trainer's handler reads it when the signal arrives (and a
+  // request refused below still names the newest dump for a handler that runs anyway).
+  slot.dump_request_id.store(capture_id, std::memory_order_release);
+  absl::Status s;
+  struct stat st {};
+  if (::lstat(a.mapped->path().c_str(), &st) != 0 ||
+      FileId{st.st_dev, st.st_ino} != a.mapped->file_id()) {
+    s = absl::FailedPreconditionError("its segment file is no longer at its path");
+  } else {
+    // Everything in the slot is the trainer's user's to write: SignalSegmentUser checks it.
+    OwnerSignalTarget t;
+    t.pid = slot.owner_pid.load(std::memory_order_acquire);
+    t.pid_ns = slot.owner_pid_ns.load(std::memory_order_relaxed);
+    t.signal_number = static_cast<int>(slot.dump_signal.load(std::memory_order_relaxed));
+    t.segment_uid = st.st_uid;
+    s = SignalSegmentUser(t);
+    if (s.ok()) {
+      ++stack_dumps_signalled_;
+      if (log_) {
+        log_(absl::StrCat("job ", a.job, " rank ", slot.rank, ": stack dump ", capture_id,
+                          " asked of pid ", t.pid, " (signal ", t.signal_number, ")"));
+      }
+      return s;
+    }
+  }
+  ++stack_dumps_refused_;
+  if (log_) {
+    log_(absl::StrCat("job ", a.job, " rank ", slot.rank, ": stack dump ", capture_id,
+                      " not signalled: ", s.message()));
+  }
+  return s;
 }
 
 }  // namespace stagefrontier

@@ -93,6 +93,12 @@ class SegmentDrainer {
   // count at the job's first verdict. A few loads per slot.
   bool CaptureAnswersChanged();
   // Posts a control request into the slots it names. The ack says whether any slot matched.
+  // A stack dump (sets bit 2, shm::kControlSetsStacks, rank >= 0) stores stacks_capture_id in
+  // the rank's slot (dump_request_id) and signals the slot's owner if it checks out
+  // (owner_signal.h), at most once per slot every kStackDumpIntervalNs (a request within it is
+  // refused and its id not stored); it leaves the control block alone. Such a request is applied
+  // only if a signal was sent; each refusal is in the ack's error ("rank 3: not signalled: its
+  // trainer names no dump signal (no dump handler)").
   v1::ControlAck ApplyControl(const v1::ControlRequest& request);
 
   // Segments being drained (quarantined ones not counted).
@@ -102,6 +108,15 @@ class SegmentDrainer {
   // Record and slot errors of the readers, all counted; only the first per slot in each
   // error_log_interval_ns is logged (a corrupt ring must not flood the log).
   uint64_t reader_errors() const { return reader_errors_; }
+  // Stack dumps asked (ApplyControl): trainers signalled, and requests refused (the slot's
+  // signal, pid or process did not check out, or one was asked of the slot within
+  // kStackDumpIntervalNs).
+  uint64_t stack_dumps_signalled() const { return stack_dumps_signalled_; }
+  uint64_t stack_dumps_refused() const { return stack_dumps_refused_; }
+
+  // A stack dump is attempted (checks, then maybe a signal) at most once per slot in this
+  // interval: a flood of requests is neither a flood of signals nor of /proc reads.
+  static constexpr int64_t kStackDumpIntervalNs = 2'000'000'000;
 
  private:
   struct Attached {
@@ -122,12 +137,18 @@ class SegmentDrainer {
     std::vector<std::tuple<int64_t, uint32_t, uint32_t>> capture_seen;
     // The open stage last reported as past the threshold, per slot: (generation, open_seq).
     std::vector<std::pair<uint64_t, uint64_t>> open_passed;
+    // When a stack dump was last asked of each slot's owner (0: never), for the rate limit.
+    std::vector<int64_t> dump_asked_ns;
   };
   using FileId = std::pair<uint64_t, uint64_t>;  // (device, inode)
   void Attach(const std::string& path);
   // Detaches segments that are no longer what was attached (MappedSegment::CheckIntact).
   void QuarantineDamaged();
   void OnReaderError(Attached& a, uint32_t local_rank, const std::string& message);
+  // Stores `capture_id` in the slot's dump_request_id and signals its owner (owner_signal.h),
+  // unless rate-limited (then nothing is stored). OK when signalled; otherwise why not, counted
+  // and (but for the rate limit) logged.
+  absl::Status AskStackDump(Attached& a, uint32_t local_rank, uint64_t capture_id);
   // Moves slot `local_rank`'s probe intervals called during `step` into `out`.
   void AttachProbes(Attached& a, const shm::DrainedStep& step, v1::RankSteps* out);
 
@@ -140,6 +161,8 @@ class SegmentDrainer {
   std::set<FileId> quarantined_files_;
   uint64_t quarantined_ = 0;
   uint64_t reader_errors_ = 0;
+  uint64_t stack_dumps_signalled_ = 0;
+  uint64_t stack_dumps_refused_ = 0;
   bool dir_refused_ = false;
 };
 

@@ -6,7 +6,9 @@
 # 1. the GPU check (tests/probe/cuda_check.sh), 2. the probe's cost on real NCCL
 # (probe_gpu_overhead.sh), 3. the probe's cost against the fake libnccl (probe_overhead.sh),
 # 4. the node sweep's GPU checks, 5. Kineto captures with CUDA kernels for compare-ops
-# (tests/e2e/gpu_operator_traces.py), gzipped into OUT.
+# (tests/e2e/gpu_operator_traces.py), gzipped into OUT, 6. hang evidence with NCCL: the stacks
+# and torch's Flight Recorder dump under a capture id (tests/e2e/gpu_flight_recorder.py).
+# STEPS="1 6" runs those steps only (default: all).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 pre=$(cd "$1" && pwd)
@@ -18,27 +20,42 @@ libdirs=$(find / -xdev \( -name 'libnccl.so.2' -o -name 'libcublas.so.13' \) 2>/
   xargs -r -n1 dirname | sort -u | tr '\n' ':')
 export LD_LIBRARY_PATH="$pre/lib:$libdirs/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-echo "== 1. cuda_check"
-PREBUILT="$pre/bin" tests/probe/cuda_check.sh
-echo "== 2. probe_gpu_overhead"
-BIN="$pre/bin" ROUNDS=${ROUNDS:-5} tests/bench/probe_gpu_overhead.sh
-echo "== 3. probe_overhead (fake libnccl)"
-BIN="$pre/bin" tests/bench/probe_overhead.sh
-echo "== 4. sweep"
-mkdir -p /tmp/sweep-scratch
-"$pre/bin/daemon/sweep/stagefrontier-sweep" --checks cpu,memory,gpu --scratch /tmp/sweep-scratch
-echo "== 5. captures"
+steps=" ${STEPS:-1 2 3 4 5 6} "
+step() { [[ "$steps" == *" $1 "* ]]; }
+if step 1; then
+  echo "== 1. cuda_check"
+  PREBUILT="$pre/bin" tests/probe/cuda_check.sh
+fi
+if step 2; then
+  echo "== 2. probe_gpu_overhead"
+  BIN="$pre/bin" ROUNDS=${ROUNDS:-5} tests/bench/probe_gpu_overhead.sh
+fi
+if step 3; then
+  echo "== 3. probe_overhead (fake libnccl)"
+  BIN="$pre/bin" tests/bench/probe_overhead.sh
+fi
+if step 4; then
+  echo "== 4. sweep"
+  mkdir -p /tmp/sweep-scratch
+  "$pre/bin/daemon/sweep/stagefrontier-sweep" --checks cpu,memory,gpu --scratch /tmp/sweep-scratch
+fi
+step 5 || step 6 || exit 0
+echo "== the stub's Python module"
 # The stub's native module for this machine's python3 (Debian's wheel holds one for 3.11).
 mkdir -p /tmp/sfpy && cp -r client/python/src/stagefrontier /tmp/sfpy/
 echo '__version__ = "0+gpu"' > /tmp/sfpy/stagefrontier/_version.py
 ext=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 g++ -std=c++20 -O2 -shared -fPIC -fvisibility=hidden -I. -isystem "$pre/include" \
-  $(python3 -m pybind11 --includes) client/python/stagefrontier_module.cc client/client.cc \
-  client/launcher_environment.cc client/probe/probe_ring_attach.cc shm/stage_schema.cc \
-  shm/slot_ownership.cc shm/segment_view.cc shm/segment_file.cc shm/probe_ring_writer.cc \
-  shm/mapping_guard.cc shm/control_channel.cc -o "/tmp/sfpy/stagefrontier/_stagefrontier$ext" \
+  $(python3 -m pybind11 --includes) $(cat "$pre/module_sources.txt") \
+  -o "/tmp/sfpy/stagefrontier/_stagefrontier$ext" \
   -L"$pre/lib" $(cd "$pre/lib" && ls libabsl_* | sed 's/^/-l:/') || echo "module build FAILED"
 export PYTHONPATH=/tmp/sfpy
+if step 6; then
+  echo "== 6. hang evidence with NCCL"
+  python3 tests/e2e/gpu_flight_recorder.py --work /tmp/sf-flightrec || echo "gpu_flight_recorder FAILED"
+fi
+step 5 || exit 0
+echo "== 5. captures"
 for mode in async sync; do
   flag=""; [ $mode = sync ] && flag=--sync
   for rank in 0 1; do

@@ -26,4 +26,8 @@ done
 # The Abseil headers, for the stub's Python module built there for its python3 (the wheel's
 # module is Debian's 3.11): gpu_machine_run.sh step 5.
 mkdir -p "$dir/include" && cp -r /usr/include/absl "$dir/include/"
+# The module's own sources, so that the build there follows the BUILD files.
+bazel query 'kind("source file", deps(//client/python:_stagefrontier.so))' --output=label 2>/dev/null |
+  sed -n 's|^//\([^:]*\):\(.*\.cc\)$|\1/\2|p' | sed 's|^/||' > "$dir/module_sources.txt"
+test -s "$dir/module_sources.txt"
 du -sh "$dir"

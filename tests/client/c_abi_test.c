@@ -1,9 +1,15 @@
 /* The C ABI from C: error convention, NULL handles, versioned struct sizes. */
 #define _POSIX_C_SOURCE 200809L
+#include <fcntl.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "client/c/stagefrontier_c.h"
 
@@ -34,6 +40,51 @@ static int capture_end(void* user, int64_t first, int64_t last, uint64_t* bytes)
   (void)last;
   *bytes = 0;
   return 0;
+}
+
+static void dump_callback(void* user, uint64_t capture_id, int fd) {
+  char line[128];
+  snprintf(line, sizeof line, "%s (capture %llu)\n", (const char*)user,
+           (unsigned long long)capture_id);
+  if (write(fd, line, strlen(line)) < 0) {
+  }
+}
+
+static void trainer_usr1(int sig) { (void)sig; }
+
+/* The sidecar's part of a hang dump: the request id into the slot (segment-format.md: slot at
+ * slots_offset + local_rank * slot_bytes, dump_request_id at +1688), then the signal. */
+static int request_dump(const char* segment_path, uint32_t local_rank, uint64_t id) {
+  const int fd = open(segment_path, O_RDWR);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(fd, &st) != 0) return -1;
+  char* base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) return -1;
+  uint64_t slots_offset, slot_bytes;
+  memcpy(&slots_offset, base + 128, sizeof slots_offset);
+  memcpy(&slot_bytes, base + 40, sizeof slot_bytes);
+  uint64_t* request = (uint64_t*)(base + slots_offset + local_rank * slot_bytes + 1688);
+  __atomic_store_n(request, id, __ATOMIC_RELEASE);
+  munmap(base, (size_t)st.st_size);
+  return raise(SIGUSR2);
+}
+
+/* The file's content once it exists (polled up to 5 s), or "". */
+static void read_when_there(const char* path, char* out, size_t n) {
+  out[0] = '\0';
+  const struct timespec ms10 = {0, 10 * 1000 * 1000};
+  for (int i = 0; i < 500; ++i) {
+    FILE* f = fopen(path, "r");
+    if (f != NULL) {
+      const size_t got = fread(out, 1, n - 1, f);
+      out[got] = '\0';
+      fclose(f);
+      return;
+    }
+    nanosleep(&ms10, NULL);
+  }
 }
 
 int main(void) {
@@ -97,7 +148,41 @@ int main(void) {
   st.struct_size = sizeof st;
   EXPECT(sf_client_get_stats(c, &st) == SF_OK);
   EXPECT(st.captures_begun == 0 && st.captures_failed == 0);
-  sf_client_destroy(c);
+
+  /* Hang dumps: refused signals, enabled once, a requested dump with the callback's text. */
+  char path[512];
+  snprintf(path, sizeof path, "%s/captures", tmp ? tmp : "/tmp");
+  setenv("STAGEFRONTIER_CAPTURE_DIR", path, 1);
+  EXPECT(sf_enable_hang_dumps(NULL, 0, NULL, NULL) == SF_ERR_INVALID_ARGUMENT);
+  EXPECT(sf_enable_hang_dumps(c, SIGKILL, NULL, NULL) == SF_ERR_INVALID_ARGUMENT);
+  EXPECT(strstr(sf_client_last_error(c), "SIGUSR2") != NULL);
+  /* A signal the trainer handles already is refused, and its handler left alone. */
+  struct sigaction mine, before, after;
+  memset(&mine, 0, sizeof mine);
+  mine.sa_handler = trainer_usr1;
+  sigemptyset(&mine.sa_mask);
+  EXPECT(sigaction(SIGUSR1, &mine, &before) == 0);
+  EXPECT(sf_enable_hang_dumps(c, SIGUSR1, NULL, NULL) == SF_ERR_FAILED_PRECONDITION);
+  EXPECT(strstr(sf_client_last_error(c), "SIGUSR1") != NULL);
+  sigaction(SIGUSR1, NULL, &after);
+  EXPECT(after.sa_handler == trainer_usr1);
+  EXPECT(sigaction(SIGUSR1, &before, NULL) == 0);
+  EXPECT(sf_enable_hang_dumps(c, 0, dump_callback, "trainer state: ok") == SF_OK);
+  EXPECT(strcmp(sf_client_last_error(c), "") == 0);
+  EXPECT(sf_enable_hang_dumps(c, SIGUSR2, NULL, NULL) == SF_ERR_ALREADY_EXISTS);
+  EXPECT(strstr(sf_client_last_error(c), "already") != NULL);
+  snprintf(path, sizeof path, "%s/stagefrontier.cabi.seg", tmp ? tmp : "/tmp");
+  EXPECT(request_dump(path, 0, 21) == 0);
+  snprintf(path, sizeof path, "%s/captures/cabi/stacks_rank0_capture21.txt", tmp ? tmp : "/tmp");
+  char text[4096];
+  read_when_there(path, text, sizeof text);
+  EXPECT(strstr(text, "# capture id: 21\n") != NULL);
+  EXPECT(strstr(text, "# from the trainer's callback:\ntrainer state: ok (capture 21)\n") != NULL);
+  unsetenv("STAGEFRONTIER_CAPTURE_DIR");
+  sf_client_destroy(c); /* tears the dumper down: the handler is gone */
+  struct sigaction now;
+  sigaction(SIGUSR2, NULL, &now);
+  EXPECT(now.sa_handler == SIG_DFL);
 
   /* Errors come back as codes plus a message. */
   const sf_stage dup[] = {{"a", SF_STAGE_IO}, {"a", SF_STAGE_IO}};

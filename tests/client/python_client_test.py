@@ -1,6 +1,10 @@
 """The Python stub (import stagefrontier) under /usr/bin/python3, read back by the real reader."""
+import faulthandler
 import json
+import mmap
 import os
+import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -108,6 +112,142 @@ class ClientTest(unittest.TestCase):
             c.answer_capture(0, "finished")
         with self.assertRaisesRegex(ValueError, "unknown capture failure \"oops\""):
             c.answer_capture(0, "failed", "oops")
+
+    def slot_offset(self, m, local_rank):
+        # segment-format.md: the slot at slots_offset + local_rank * slot_bytes.
+        slot_bytes, = struct.unpack_from("<Q", m, 40)
+        slots_offset, = struct.unpack_from("<Q", m, 128)
+        return slots_offset + local_rank * slot_bytes
+
+    def request_dump(self, capture_id, local_rank=1):
+        # The sidecar's part: the capture id into the slot's dump_request_id (+1688).
+        with open(os.path.join(self.dir, "stagefrontier.py.seg"), "r+b") as f:
+            with mmap.mmap(f.fileno(), 0) as m:
+                struct.pack_into("<Q", m, self.slot_offset(m, local_rank) + 1688, capture_id)
+
+    def slot_field(self, client, offset, local_rank=1):
+        """A u32 of the slot header (1844: dump_signal)."""
+        with open(os.path.join(self.dir, "stagefrontier.py.seg"), "rb") as f:
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                return struct.unpack_from("<I", m, self.slot_offset(m, local_rank) + offset)[0]
+
+    def test_hang_dump_with_faulthandler(self):
+        captures = os.path.join(self.dir, "captures")
+        os.environ["STAGEFRONTIER_CAPTURE_DIR"] = captures
+        try:
+            c = self.client()
+            fd = c.enable_hang_dumps(install_handler=False)
+        finally:
+            del os.environ["STAGEFRONTIER_CAPTURE_DIR"]
+        self.assertGreaterEqual(fd, 0)
+        with self.assertRaisesRegex(RuntimeError, "already"):
+            c.enable_hang_dumps()
+        self.assertEqual(self.slot_field(c, 1844), 0)  # not signalled before the handler is in
+        faulthandler.register(signal.SIGUSR2, file=fd, all_threads=True)
+        c.publish_hang_dumps()
+        self.assertEqual(self.slot_field(c, 1844), signal.SIGUSR2)
+        try:
+            self.request_dump(31)
+            os.kill(os.getpid(), signal.SIGUSR2)
+            # (capture id, count): a dump completed before the call is seen too.
+            self.assertEqual(c.wait_hang_dump(5.0), (31, 1))
+            self.assertEqual(c.wait_hang_dump(5.0, after=0), (31, 1))  # at once
+            self.assertEqual(c.wait_hang_dump(0.05, after=1), (0, 1))  # timed out
+        finally:
+            # The slot stops naming the signal before the default action is back.
+            c.unpublish_hang_dumps()
+            self.assertEqual(self.slot_field(c, 1844), 0)
+            faulthandler.unregister(signal.SIGUSR2)
+        path = os.path.join(captures, "py", "stacks_rank1_capture31.txt")
+        with open(path) as f:
+            text = f.read()
+        self.assertIn("# capture id: 31\n", text)
+        self.assertIn("test_hang_dump_with_faulthandler", text)
+        self.assertEqual(os.listdir(os.path.dirname(path)), ["stacks_rank1_capture31.txt"])
+        self.assertEqual(c.stats()["dumps_written"], 1)
+        self.assertEqual(c.stats()["dump_errors"], 0)
+        um = os.umask(0)
+        os.umask(um)
+        self.assertEqual(os.stat(path).st_mode & 0o777, 0o666 & ~um)  # as capture.py's files
+        faulthandler.register(signal.SIGUSR2, file=fd, all_threads=True)
+        c.publish_hang_dumps()  # again, after unpublish
+        self.assertEqual(self.slot_field(c, 1844), signal.SIGUSR2)
+        c.unpublish_hang_dumps()
+        faulthandler.unregister(signal.SIGUSR2)
+        c.close()
+        self.assertEqual(self.slot_field(c, 1844), 0)
+        c.unpublish_hang_dumps()  # closed: a no-op
+        self.assertEqual(c.wait_hang_dump(5.0, 1), (0, 1))  # closed: at once
+
+    def test_hang_dump_errors(self):
+        c = self.client()
+        with self.assertRaisesRegex(RuntimeError, "SIGUSR1"):
+            c.enable_hang_dumps(signal=9)
+        s = c.stats()
+        self.assertEqual((s["dumps_written"], s["dumps_unrequested"], s["dump_errors"]), (0, 0, 0))
+        self.assertEqual(c.wait_hang_dump(0.01), (0, 0))  # not enabled
+        with self.assertRaisesRegex(RuntimeError, "not enabled"):
+            c.unpublish_hang_dumps()
+        with self.assertRaisesRegex(RuntimeError, "not enabled"):
+            c.publish_hang_dumps()
+
+    def test_hang_dumps_refused_over_a_handler_installed_from_c(self):
+        # faulthandler's handler is installed from C: signal.getsignal does not see it, the
+        # stub's check does (the script registered faulthandler for SIGUSR2 itself).
+        c = self.client()
+        faulthandler.register(signal.SIGUSR2, all_threads=True)
+        try:
+            with self.assertRaisesRegex(RuntimeError, "SIGUSR2 already has a handler"):
+                c.enable_hang_dumps(install_handler=False)
+        finally:
+            faulthandler.unregister(signal.SIGUSR2)
+        self.assertEqual(self.slot_field(c, 1844), 0)
+        # Another library's handler from C: here the stub's own, through a second client.
+        first = self.client(rank=0, local_rank=0)
+        first.enable_hang_dumps()
+        try:
+            with self.assertRaisesRegex(RuntimeError, "SIGUSR2 already has a handler"):
+                c.enable_hang_dumps(install_handler=False)
+            with self.assertRaisesRegex(RuntimeError, "SIGUSR2 already has a handler"):
+                c.enable_hang_dumps()
+        finally:
+            first.close()
+        self.assertEqual(signal.getsignal(signal.SIGUSR2), signal.SIG_DFL)
+        fd = c.enable_hang_dumps(install_handler=False)  # the default action: accepted
+        self.assertGreaterEqual(fd, 0)
+        c.close()
+
+    def test_enable_hang_dumps_for_the_python_api(self):
+        from stagefrontier.hang_dump import enable_hang_dumps
+
+        captures = os.path.join(self.dir, "captures_api")
+        c = self.client()
+        warnings = []
+        dumps = enable_hang_dumps(c, warn=warnings.append, directory=os.path.join(captures, "py"))
+        self.assertIsNotNone(dumps, warnings)
+        self.assertEqual(self.slot_field(c, 1844), signal.SIGUSR2)
+        # The stub's directory is the environment's; point the request at a known place.
+        self.request_dump(41)
+        try:
+            os.kill(os.getpid(), signal.SIGUSR2)
+            self.assertEqual(c.wait_hang_dump(5.0, 0)[0], 41)
+        finally:
+            dumps.close()
+        # The slot stopped naming the signal before faulthandler gave SIGUSR2 its default
+        # action back: the sidecar never sends a signal that would end the process.
+        self.assertEqual(self.slot_field(c, 1844), 0)
+        self.assertIsNone(dumps.client)  # nothing keeps the client alive past its user
+        c.close()
+        self.assertEqual(warnings, [])  # no torch, no NCCL: nothing to say about the recorder
+        # A handler the script installed first is kept.
+        c2 = self.client()
+        signal.signal(signal.SIGUSR2, lambda *_: None)
+        try:
+            self.assertIsNone(enable_hang_dumps(c2, warn=warnings.append))
+            self.assertIn("SIGUSR2 has a handler already", warnings[-1])
+            self.assertEqual(self.slot_field(c2, 1844), 0)
+        finally:
+            signal.signal(signal.SIGUSR2, signal.SIG_DFL)
 
     def test_no_segment_means_a_counting_no_op(self):
         c = self.client(shm_dir=os.path.join(self.dir, "missing"))

@@ -3,7 +3,8 @@
 #  1. Rank 0 sleeps inside its forward stage at step 150 while ranks 1 and 2 block in the next
 #     all-reduce: within seconds the job reads STALLED hung, naming rank 0, forward, step 150
 #     (it used to read HEALTHY with rank 0 "missing"); sfctl health shows where each rank is;
-#     the stall gauge is up; the verdict watch got the event at once.
+#     the stall gauge is up; the verdict watch got the event at once; the stacks of rank 0 and
+#     of a waiting rank were taken at once and `sfctl capture-report` shows them side by side.
 #  2. Rank 1 kills itself with SIGKILL in its backward stage at step 100: STALLED dead, rank 1,
 #     told apart from a stuck rank.
 #     The node ledger counts both hangs against node0.
@@ -64,6 +65,25 @@ sf_metrics 17472 | grep -E '^stagefrontier_job_stalled_seconds\{training_job="hu
   || sf_fail "no stalled-seconds gauge"
 grep -q 'verdict STALLED hung' "$SF_WORK/watch.log" || sf_fail "watch: $(cat "$SF_WORK/watch.log")"
 kill "$watch_pid" 2>/dev/null || true
+# Evidence at the moment of the hang: the coordinator asked rank 0 (stuck) and a waiting rank
+# for their stacks; faulthandler wrote them while rank 0 slept in forward and the others
+# blocked in the all-reduce; the sidecar shipped them like a capture.
+captures=$(sf_ctl --json captures --job hung1)
+stacks_id=$(jq -r '[.decisions[] | select(.kind == "stacks" and .asked)][0].id // ""' <<<"$captures")
+[ -n "$stacks_id" ] || sf_fail "no stack capture asked: $captures"
+sf_ctl captures --job hung1
+report=$(sf_ctl capture-report --job hung1 --capture "$stacks_id" --wait 40) \
+  || sf_fail "stack report: $report"
+echo "$report" | head -60
+grep -q '^== rank 0 (stuck in forward at step 150' <<<"$report" || sf_fail "no stuck rank 0"
+# Rank 0's main thread sleeps in the fault injector's hit(), called from the model's forward.
+sed -n '/^== rank 0 /,/^== rank [1-9]/p' <<<"$report" | grep -q 'in hit' \
+  || sf_fail "rank 0's stack does not show where it hangs"
+sed -n '/^== rank 0 /,/^== rank [1-9]/p' <<<"$report" | grep -q 'in forward' \
+  || sf_fail "rank 0's stack has no forward"
+grep -q '^== rank [12] (waiting in grad_sync at step 150' <<<"$report" || sf_fail "no waiting rank"
+sed -n '/^== rank [12] /,$p' <<<"$report" | grep -q 'in backward' \
+  || sf_fail "the waiting rank's stack is not in backward (DDP's all-reduce wait)"
 # A coordinator restarted during the stall reports it at once, from its journal.
 kill -TERM "$SF_COORD_PID" && wait "$SF_COORD_PID" 2>/dev/null || true
 sf_start_coordinator 17471 17472 || sf_fail "coordinator restart"

@@ -15,14 +15,21 @@ known way, and polls `sfctl suspects` until the job reads STALLED:
     pass between steps. A row passes when the job finished with no stall alarm (a group-wide
     pause reported without alarm is right).
 
+With --seed S, each hang row's rank and step are drawn (rank uniform in the job, step in
+[60, 200]; a desync's rank is never 0, the broadcast's root) from random.Random(S * 1000 + row); without it, the fixed list below. For each hang
+row it also reads the evidence the coordinator asked at the stall (`sfctl captures`, then
+`sfctl capture-report`): whether the stuck rank's stacks came and show the workload's own frame
+(where it sleeps), and whether a waiting rank's came.
+
     bazel build -c opt //daemon/... //client/python:package
-    /usr/bin/python3 tests/eval/hang_eval.py --bin bazel-bin --out out/hang_eval [--rows 0,5]
+    /usr/bin/python3 tests/eval/hang_eval.py --bin bazel-bin --out out/hang_eval [--seed S] [--rows 0,5]
 
 Prints one line per row and the summary; writes rows.json under --out.
 """
 import argparse
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -98,6 +105,57 @@ CONTROLS = [
 ]
 
 
+def drawn(rows, seed):
+    """The hang rows with each rank and step drawn from `seed` (see the module's doc)."""
+    out = []
+    for i, (name, workload, world, flags, (reason, rank, stage, step)) in enumerate(rows):
+        rng = random.Random(seed * 1000 + i)
+        rank, step = rng.randrange(world), rng.randint(60, 200)
+        flags = list(flags)
+        k = next(j for j, f in enumerate(flags) if f in ("--hang", "--die", "--desync"))
+        fields = flags[k + 1].split(":")
+        if flags[k] == "--desync":
+            # Not rank 0: the broadcast's root would send and go on, a desync that never
+            # blocks (Gloo buffers the root's sends).
+            rank = 1 + rng.randrange(world - 1)
+            fields = [str(rank), str(step)]
+        else:
+            fields[1], fields[2] = str(rank), str(step)
+        flags[k + 1] = ":".join(fields)
+        out.append((name, workload, world, flags, (reason, rank, stage, step)))
+    return out
+
+
+def stacks_evidence(port, job, stuck_rank, workload):
+    """What the stack capture asked at the stall shows: the stuck rank's stacks (with a frame of
+    the workload's own file) and a waiting rank's."""
+    t0 = time.time()
+    ids = []
+    while time.time() < t0 + 20 and not ids:
+        try:
+            ids = [d["id"] for d in sfctl(port, "captures", "--job", job).get("decisions", [])
+                   if d.get("kind") == "stacks" and d.get("asked")]
+        except Exception:
+            pass
+        if not ids:
+            time.sleep(0.5)
+    if not ids:
+        return {"asked": False}
+    out = subprocess.run([f"{BIN}/daemon/sfctl/sfctl", "--coordinator", f"127.0.0.1:{port}",
+                          "capture-report", "--job", job, "--capture", str(ids[0]), "--wait",
+                          "40"], capture_output=True, text=True, timeout=60)
+    sections = re.split(r"^== rank (\d+) ", out.stdout, flags=re.M)[1:]
+    by_rank = {int(sections[k]): sections[k + 1] for k in range(0, len(sections) - 1, 2)}
+    own = os.path.basename(LOOP if workload == "loop" else DDP)
+    stuck = by_rank.get(stuck_rank, "")
+    waiting = [t for r, t in by_rank.items() if r != stuck_rank]
+    return {"asked": True, "report_s": round(time.time() - t0, 1),
+            "stuck_asked": stuck_rank in by_rank,
+            "stuck_stacks": 'File "' in stuck,
+            "stuck_own_frame": f'{own}", line' in stuck,
+            "waiting_stacks": any('File "' in t for t in waiting)}
+
+
 def sfctl(port, *args, timeout=30):
     out = subprocess.run([f"{BIN}/daemon/sfctl/sfctl", "--coordinator", f"127.0.0.1:{port}",
                           "--json", *args], capture_output=True, text=True, timeout=timeout)
@@ -170,12 +228,14 @@ def run_hang(i, row, work, port):
             verdict, t_verdict = v, time.time()
             break
         time.sleep(0.2)
-    kill(procs)
     out = {"row": name, "world": world, "workload": workload, "expected": [reason, rank, stage,
                                                                           step]}
     if verdict is None:
+        kill(procs)
         out.update(ok=False, got="no STALLED verdict" if t_event else "the workload never stopped")
         return out
+    out["stacks"] = stacks_evidence(port, job, rank, workload)
+    kill(procs)
     stall = verdict["stall"]
     named = [r for r in stall.get("ranks", []) if r.get("role") in ("stuck", "dead")]
     first = named[0] if named else {}
@@ -221,6 +281,7 @@ def main():
     a.add_argument("--out", default="out/hang_eval")
     a.add_argument("--port", type=int, default=17801)
     a.add_argument("--rows", default="", help="comma-separated row numbers (hangs, then controls)")
+    a.add_argument("--seed", type=int, default=None, help="draw each hang row's rank and step")
     args = a.parse_args()
     BIN = args.bin
     work = os.path.abspath(args.out)
@@ -237,7 +298,8 @@ def main():
          f"127.0.0.1:{args.port}", "--shm-dir", os.path.join(work, "shm"), "--node", "n0"],
         stdout=logs, stderr=logs)
     time.sleep(1)
-    rows = [("hang", i, r) for i, r in enumerate(HANGS)] + \
+    hangs = HANGS if args.seed is None else drawn(HANGS, args.seed)
+    rows = [("hang", i, r) for i, r in enumerate(hangs)] + \
         [("control", i, r) for i, r in enumerate(CONTROLS)]
     if args.rows:
         keep = {int(x) for x in args.rows.split(",")}
@@ -263,6 +325,16 @@ def main():
           f"stall to verdict median {statistics.median(lat) if lat else float('nan'):.1f} s, "
           f"max {max(lat) if lat else float('nan'):.1f} s; dead told from stuck "
           f"{sum(r['ok'] for r in dead)}/{len(dead)}")
+    st = [r["stacks"] for r in hangs if "stacks" in r]
+    alive = [r["stacks"] for r in hangs if "stacks" in r and r["expected"][0] != "dead"]
+    print(f"stacks: asked at {sum(s['asked'] for s in st)}/{len(st)} stalls; the stuck rank's "
+          f"with its own frame {sum(s.get('stuck_own_frame', False) for s in alive)}/{len(alive)} "
+          f"(stuck rank alive); a waiting rank's {sum(s.get('waiting_stacks', False) for s in st)}"
+          f"/{len(st)}; report within median "
+          f"{statistics.median([s['report_s'] for s in st if 'report_s' in s] or [float('nan')]):.1f}"
+          f" s of the verdict")
+    if args.seed is not None:
+        print(f"seed {args.seed}")
     print(f"control rows: {sum(r['ok'] for r in controls)}/{len(controls)} without a stall "
           f"alarm; {sum(len(r['alarms']) for r in controls)} alarms")
     json.dump(results, open(os.path.join(work, "rows.json"), "w"), indent=1)

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -103,12 +104,12 @@ TEST_CASE("capture reports: a rank whose profiler failed is not waited for") {
   Store(&f.store, "job1", 1, Trace(1, 3000));
   Store(&f.store, "job1", 0, Trace(0, 500));
   // Rank 2 still capturing: waited for.
-  answers = {{1, shm::v1::kCaptureDone, 0, 10},
-             {0, shm::v1::kCaptureDone, 0, 10},
-             {2, shm::v1::kCaptureRunning, 0, 0}};
+  answers = {{1, shm::v1::kCaptureDone, 0, 10, ""},
+             {0, shm::v1::kCaptureDone, 0, 10, ""},
+             {2, shm::v1::kCaptureRunning, 0, 0, ""}};
   CHECK(reports.AnalyseJob("job1") == 0);
   // Rank 2's profiler was busy: analysed with rank 0 alone, and the report says so.
-  answers[2] = {2, shm::v1::kCaptureFailed, shm::v1::kCaptureProfilerBusy, 0};
+  answers[2] = {2, shm::v1::kCaptureFailed, shm::v1::kCaptureProfilerBusy, 0, ""};
   CHECK(reports.AnalyseJob("job1") == 1);
   absl::StatusOr<CaptureReportView> v = reports.Get("job1", 2);
   REQUIRE(v.ok());
@@ -121,9 +122,9 @@ TEST_CASE("capture reports: a rank whose profiler failed is not waited for") {
   // The suspect's profiler failed: nothing to analyse, and the report says why.
   f.decisions.push_back(Decision(3, "forward"));
   f.decisions.back().first_step = 40;
-  answers = {{1, shm::v1::kCaptureFailed, shm::v1::kCaptureWriteFailed, 0},
-             {0, shm::v1::kCaptureFailed, shm::v1::kCaptureMissed, 0},
-             {2, shm::v1::kCaptureFailed, shm::v1::kCaptureMissed, 0}};
+  answers = {{1, shm::v1::kCaptureFailed, shm::v1::kCaptureWriteFailed, 0, ""},
+             {0, shm::v1::kCaptureFailed, shm::v1::kCaptureMissed, 0, ""},
+             {2, shm::v1::kCaptureFailed, shm::v1::kCaptureMissed, 0, ""}};
   CHECK(reports.AnalyseJob("job1") == 1);
   v = reports.Get("job1", 3);
   REQUIRE(v.ok());
@@ -220,6 +221,108 @@ TEST_CASE("capture reports: the worker thread analyses as files arrive") {
   }
   reports.Stop();
   CHECK(reports.counters().analysed == 1);
+}
+
+}  // namespace
+}  // namespace stagefrontier
+
+namespace stagefrontier {
+namespace {
+
+CaptureDecision Stacks(uint64_t id, int64_t decided_unix_ns) {
+  CaptureDecision d;
+  d.kind = CaptureKind::kStacks;
+  d.id = id;
+  d.asked = true;
+  d.suspects = {0};
+  d.references = {1};
+  d.first_step = 150;
+  d.stage = "forward";
+  d.reason = "stacks at the stall (hung): rank 0 hung in forward at step 150";
+  d.notes = {{0, "stuck in forward at step 150 for 12 s"},
+             {1, "waiting in grad_sync at step 150 for 12 s"}};
+  d.decided_unix_ns = decided_unix_ns;
+  return d;
+}
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void StoreFile(CaptureStore* store, const std::string& name, const std::string& text) {
+  REQUIRE(store->Accept(testing::MakeChunk(name, text, 0, text.size(), "job1")).ok());
+}
+
+TEST_CASE("stack captures: the stuck rank's stacks beside the waiting rank's, once both came") {
+  Fixture f;
+  f.decisions = {Stacks(4, NowNs())};
+  CaptureReports reports = f.Reports();
+  reports.Remember("job1", f.decisions[0]);
+  StoreFile(&f.store, StacksFileNameFor(0, 4),
+            "# stagefrontier stack dump\nThread 0x1 (most recent call first):\n"
+            "  File \"train.py\", line 12 in stuck_in_forward\n\x01\xff");
+  CHECK(reports.AnalyseJob("job1") == 0);  // rank 1's stacks are not here yet
+  absl::StatusOr<CaptureReportView> v = reports.Get("job1", 4);
+  REQUIRE(v.ok());
+  CHECK(v->state == CaptureReportView::State::kWaiting);
+  CHECK_THAT(v->detail, Catch::Contains("waiting for the stacks of rank 1"));
+
+  StoreFile(&f.store, StacksFileNameFor(1, 4),
+            "Thread 0x2 (most recent call first):\n  File \"dist.py\", line 3 in all_reduce\n");
+  StoreFile(&f.store, FlightRecorderFileNameFor(0, 4), "{\"entries\": []}");
+  CHECK(reports.AnalyseJob("job1") == 1);
+  v = reports.Get("job1", 4);
+  REQUIRE(v.ok());
+  CHECK(v->state == CaptureReportView::State::kAnalysed);
+  CHECK_THAT(v->text,
+             Catch::Contains("== rank 0 (stuck in forward at step 150 for 12 s) ==") &&
+                 Catch::Contains("in stuck_in_forward") &&
+                 Catch::Contains("== rank 1 (waiting in grad_sync at step 150 for 12 s) ==") &&
+                 Catch::Contains("in all_reduce") &&
+                 Catch::Contains("NCCL flight recorder dump: flightrec_rank0_capture4.json"));
+  CHECK_THAT(v->text, !Catch::Contains("\x01"));  // a trainer's bytes shown printable
+  CHECK(v->files.size() == 3);                    // both stacks and the dump, for fetching
+
+  // A restarted coordinator (nothing in memory) still has the decision and its report.
+  f.decisions.clear();
+  CaptureReports again = f.Reports();
+  CHECK(again.Expects("job1", *ParseCaptureFileName(StacksFileNameFor(1, 4))));
+  CHECK_FALSE(again.Expects("job1", *ParseCaptureFileName(StacksFileNameFor(2, 4))));
+  CHECK_FALSE(again.Expects("job1", *ParseCaptureFileName(CaptureFileNameFor(0, 150))));
+  v = again.Get("job1", 4);
+  REQUIRE(v.ok());
+  CHECK(v->state == CaptureReportView::State::kAnalysed);
+}
+
+TEST_CASE("stack captures: a rank refused by its sidecar, or silent for 30 s, is reported so") {
+  Fixture f;
+  f.decisions = {Stacks(5, NowNs())};
+  CaptureReports reports = f.Reports();
+  reports.SetAnswersOf([](const std::string&, const CaptureDecision&) {
+    RankCaptureAnswer refused;
+    refused.rank = 1;
+    refused.state = shm::v1::kCaptureFailed;
+    refused.error = "not signalled: the trainer has no stack dump handler";
+    return std::vector<RankCaptureAnswer>{refused};
+  });
+  StoreFile(&f.store, StacksFileNameFor(0, 5), "Thread 0x1:\n  File \"t.py\" in hang\n");
+  CHECK(reports.AnalyseJob("job1") == 1);  // no need to wait for a refused rank
+  absl::StatusOr<CaptureReportView> v = reports.Get("job1", 5);
+  REQUIRE(v.ok());
+  CHECK(v->state == CaptureReportView::State::kAnalysed);
+  CHECK_THAT(v->text, Catch::Contains("rank 1: no stacks: not signalled: the trainer has no "
+                                      "stack dump handler"));
+
+  // Nobody answered and nothing came: reported failed once the wait ran out.
+  f.decisions = {Stacks(6, NowNs() - kStacksWaitNs - 1)};
+  CaptureReports late = f.Reports();
+  CHECK(late.AnalyseJob("job1") == 1);
+  v = late.Get("job1", 6);
+  REQUIRE(v.ok());
+  CHECK(v->state == CaptureReportView::State::kFailed);
+  CHECK_THAT(v->detail, Catch::Contains("rank 0: no stacks: no file within 30 s of the request"));
 }
 
 }  // namespace

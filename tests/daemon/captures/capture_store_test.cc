@@ -50,11 +50,31 @@ TEST_CASE("capture file names: parsed only in their exact form") {
        {"trace_rank3_step120.json.part", "trace_rank3_step120.json.uploaded",
         "trace_rank_step1.json", "trace_rank-1_step1.json", "x/trace_rank1_step1.json",
         "trace_rank1_step.json", "trace_rank99999999999_step1.json", "trace_rank1.json",
-        "trace_rank1_step1.jso"}) {
+        "trace_rank1_step1.jso", "trace_rank03_step120.json", "trace_rank3_step0120.json"}) {
     INFO(bad);
     CHECK_FALSE(ParseCaptureFileName(bad).has_value());
   }
   CHECK(IsCapturePartFileName("trace_rank3_step120.json.4242.part"));
+  n = ParseCaptureFileName("stacks_rank2_capture17.txt");
+  REQUIRE(n.has_value());
+  CHECK(n->kind == CaptureFileKind::kStacks);
+  CHECK(n->rank == 2);
+  CHECK(n->capture_id == 17);
+  CHECK(n->first_step == -1);
+  n = ParseCaptureFileName(FlightRecorderFileNameFor(5, 3));
+  REQUIRE(n.has_value());
+  CHECK(n->kind == CaptureFileKind::kFlightRecorder);
+  CHECK(n->rank == 5);
+  CHECK(n->capture_id == 3);
+  CHECK(StacksFileNameFor(2, 17) == "stacks_rank2_capture17.txt");
+  CHECK(IsCapturePartFileName("stacks_rank2_capture17.txt.99.part"));
+  for (const char* bad :
+       {"stacks_rank2_capture0.txt", "stacks_rank2_capture17.json", "stacks_rank2_step17.txt",
+        "flightrec_rank2_capture17.txt", "stacks_rank_capture1.txt", "stacks_rank1_capture-1.txt",
+        "stacks_rank02_capture17.txt", "flightrec_rank2_capture017.json"}) {
+    INFO(bad);
+    CHECK_FALSE(ParseCaptureFileName(bad).has_value());
+  }
   for (const char* bad :
        {"trace_rank3_step120.json.part", "trace_rank3_step120.json.x.part",
         "trace_rank3_step120.json.4242", "notes.4242.part", "trace_rank3_step.json.1.part"}) {
@@ -317,19 +337,30 @@ TEST_CASE("capture store: a noisy job evicts its own files, never another job's 
 TEST_CASE("capture store: only files of captures the coordinator asked are taken") {
   CaptureStore store({.root = TempDir()});
   REQUIRE(store.Open().ok());
-  store.SetExpected([](const std::string& job, int32_t rank, int64_t first_step) {
-    return job == "job1" && rank == 2 && first_step == 100;
+  store.SetExpected([](const std::string& job, const CaptureFileName& name) {
+    return job == "job1" && name.rank == 2 &&
+           (name.kind == CaptureFileKind::kTrace ? name.first_step == 100 : name.capture_id == 7);
   });
   const std::string whole = Payload(500);
   CHECK(store.Accept(MakeChunk(CaptureFileNameFor(2, 100), whole, 0, whole.size())).ok());
+  // Stacks and flight recorder dumps of capture 7, not of capture 8.
+  CHECK(store.Accept(MakeChunk(StacksFileNameFor(2, 7), whole, 0, whole.size())).ok());
+  CHECK(store.Accept(MakeChunk(FlightRecorderFileNameFor(2, 7), whole, 0, whole.size())).ok());
+  CHECK(absl::IsPermissionDenied(
+      store.Accept(MakeChunk(StacksFileNameFor(2, 8), whole, 0, whole.size())).status()));
+  const std::vector<StoredCapture> files = store.Files("job1");
+  REQUIRE(files.size() == 3);
+  CHECK(std::count_if(files.begin(), files.end(), [](const StoredCapture& f) {
+          return f.kind == CaptureFileKind::kStacks && f.capture_id == 7 && f.rank == 2;
+        }) == 1);
   for (const auto& [rank, step, job] : std::vector<std::tuple<int, int, std::string>>{
            {3, 100, "job1"}, {2, 101, "job1"}, {2, 100, "madeup"}}) {
     const auto ack = store.Accept(MakeChunk(CaptureFileNameFor(rank, step), whole, 0, 10, job));
     CHECK(absl::IsPermissionDenied(ack.status()));
     CHECK_THAT(std::string(ack.status().message()), Catch::Contains("asked no capture"));
   }
-  CHECK(store.counters().refused_not_asked == 3);
-  CHECK(store.Files("").size() == 1);
+  CHECK(store.counters().refused_not_asked == 4);  // the three above and stacks of capture 8
+  CHECK(store.Files("").size() == 3);
 }
 
 }  // namespace

@@ -130,7 +130,7 @@ TEST_CASE("the ranks' answers end a capture before its steps have passed, and ar
   CHECK(trigger.Decisions("run").back().asked);
   CHECK(trigger.Decisions("run").back().id == 2);
   a = trigger.Answers("run", d);
-  CHECK(a[0] == RankCaptureAnswer{1, shm::v1::kCaptureDone, 0, 777});
+  CHECK(a[0] == RankCaptureAnswer{1, shm::v1::kCaptureDone, 0, 777, ""});
   CHECK(a[1].state == shm::v1::kCaptureFailed);
   CHECK(a[1].failure == shm::v1::kCaptureProfilerBusy);
   CHECK(trigger.counters().ranks_done == 1);  // repeats are not counted again
@@ -323,6 +323,143 @@ TEST_CASE("a slow job's rare windows stretch the stall bound") {
   REQUIRE(trigger.Decisions("run").back().asked);
   CHECK(trigger.MissStalled(350 * kSecond) == 0);  // 250 s < 3 x 100 s
   CHECK(trigger.MissStalled(401 * kSecond) == 1);
+}
+
+}  // namespace
+}  // namespace stagefrontier
+
+namespace stagefrontier {
+namespace {
+
+v1::Stall HungStall(int64_t started_unix_ns) {
+  v1::Stall s;
+  s.set_reason("hung");
+  s.set_alarm(true);
+  s.set_started_unix_ns(started_unix_ns);
+  s.set_text("rank 0 hung in forward at step 150");
+  auto add = [&](int32_t rank, const char* role, const char* stage, int64_t step) {
+    v1::StuckRank* r = s.add_ranks();
+    r->set_rank(rank);
+    r->set_role(role);
+    r->set_stage(stage);
+    r->set_step(step);
+    r->set_open_ns(12 * kSecond);
+  };
+  add(0, "stuck", "forward", 150);
+  add(1, "waiting", "grad_sync", 150);
+  add(2, "waiting", "grad_sync", 150);
+  return s;
+}
+
+TEST_CASE("a hang alarm asks the stuck rank and one waiting rank for stacks, once per stall") {
+  std::vector<std::string> lines;
+  CaptureTrigger trigger(CapturePolicyOptions{}, [&](const std::string& l) { lines.push_back(l); });
+  trigger.set_automatic(false);  // stacks are asked whatever the automatic setting
+  std::vector<std::pair<std::string, CaptureDecision>> asked;
+  trigger.SetOnAsked(
+      [&](const std::string& job, const CaptureDecision& d) { asked.emplace_back(job, d); });
+  testing::FakeControlRequestSender sidecars;
+  sidecars.Serve("run", {0, 1, 2, 3});
+
+  v1::Stall pause = HungStall(1000);
+  pause.set_reason("group_wide_pause");
+  pause.set_alarm(false);
+  trigger.OnJobStall("run", pause, 5 * kSecond);
+  CHECK(trigger.Flush(&sidecars) == 0);  // a pause is no hang: nothing asked
+
+  const v1::Stall hung = HungStall(2000);
+  trigger.OnJobStall("run", hung, 6 * kSecond);
+  trigger.OnJobStall("run", hung, 7 * kSecond);  // the same stall, changed: asked once
+  CHECK(trigger.Flush(&sidecars) == 2);
+  const std::vector<v1::ControlRequest> sent = sidecars.SentTo({0, 1, 2, 3});
+  REQUIRE(sent.size() == 2);
+  CHECK(sent[0].rank() == 0);
+  CHECK(sent[1].rank() == 1);
+  for (const v1::ControlRequest& r : sent) {
+    CHECK(r.sets() == shm::kControlSetsStacks);
+    CHECK(r.stacks_capture_id() == 1);
+  }
+  REQUIRE(asked.size() == 1);
+  const CaptureDecision& d = asked[0].second;
+  CHECK(d.kind == CaptureKind::kStacks);
+  CHECK(d.suspects == std::vector<int32_t>{0});
+  CHECK(d.references == std::vector<int32_t>{1});
+  CHECK(d.first_step == 150);
+  CHECK(d.stage == "forward");
+  CHECK(d.notes.at(0) == "stuck in forward at step 150 for 12 s");
+  CHECK(d.notes.at(1) == "waiting in grad_sync at step 150 for 12 s");
+  CHECK(d.decided_unix_ns == 6 * kSecond);
+
+  // The sidecar of rank 1 refused: its answer says why; rank 0 was signalled.
+  v1::ControlAck ok;
+  ok.set_job("run");
+  ok.set_rank(0);
+  ok.set_request_id(sent[0].request_id());
+  ok.set_applied(true);
+  trigger.OnControlAck(ok);
+  v1::ControlAck refused = ok;
+  refused.set_rank(1);
+  refused.set_applied(false);
+  refused.set_error("rank 1: not signalled: the trainer has no stack dump handler");
+  trigger.OnControlAck(refused);
+  const std::vector<RankCaptureAnswer> answers = trigger.Answers("run", d);
+  REQUIRE(answers.size() == 2);
+  CHECK(answers[0].state == shm::v1::kCaptureRunning);
+  CHECK(answers[1].state == shm::v1::kCaptureFailed);
+  CHECK(answers[1].error == "rank 1: not signalled: the trainer has no stack dump handler");
+  // An ack of a request that is not a stack capture's leaves the answers alone.
+  v1::ControlAck other = refused;
+  other.set_request_id(7);
+  trigger.OnControlAck(other);
+  CHECK(trigger.Answers("run", d) == answers);
+
+  // A new stall is a new capture.
+  trigger.OnJobStall("run", HungStall(3000), 8 * kSecond);
+  CHECK(trigger.Flush(&sidecars) == 2);
+}
+
+TEST_CASE("stacks: a desync asks two waiting ranks in different places; a dead rank is not asked") {
+  CapturePolicy policy(CapturePolicyOptions{});
+  CaptureStallFacts desync;
+  desync.kind = "desync";
+  desync.alarm = true;
+  desync.started_unix_ns = 1;
+  desync.ranks = {{.rank = 0, .role = "waiting", .stage = "grad_sync", .step = 40, .open_ns = 0},
+                  {.rank = 1, .role = "waiting", .stage = "grad_sync", .step = 40, .open_ns = 0},
+                  {.rank = 2, .role = "waiting", .stage = "barrier", .step = 40, .open_ns = 0}};
+  CaptureDecision d = policy.OnStall("run", desync, 0, 0);
+  CHECK(d.asked);
+  CHECK(d.suspects.empty());
+  CHECK(d.references == std::vector<int32_t>{0, 2});
+
+  CaptureStallFacts dead = desync;
+  dead.kind = "dead";
+  dead.started_unix_ns = 2;
+  dead.ranks = {{.rank = 3, .role = "dead", .stage = "forward", .step = 41, .open_ns = 0},
+                {.rank = 0, .role = "waiting", .stage = "grad_sync", .step = 41, .open_ns = 0}};
+  d = policy.OnStall("run", dead, 1, 1);
+  CHECK(d.asked);
+  CHECK(d.ranks() == std::vector<int32_t>{0});
+
+  // A collective that never completes: every rank waits in one place; two of them are asked.
+  CaptureStallFacts collective = desync;
+  collective.kind = "collective";
+  collective.started_unix_ns = 3;
+  for (CaptureStallFacts::Rank& r : collective.ranks) r.stage = "grad_sync";
+  d = policy.OnStall("run", collective, 2, 2);
+  CHECK(d.asked);
+  CHECK(d.references == std::vector<int32_t>{0, 1});
+
+  // The hourly cap: skipped with the reason, kept.
+  CapturePolicyOptions o;
+  o.max_stacks_per_hour = 1;
+  CapturePolicy capped(o);
+  CHECK(capped.OnStall("run", desync, 0, 0).asked);
+  desync.started_unix_ns = 5;
+  d = capped.OnStall("run", desync, 10, 10);
+  CHECK_FALSE(d.asked);
+  CHECK(d.reason == "stacks: 1 stack captures in the last hour (the cap)");
+  CHECK(capped.Decisions("run").size() == 2);
 }
 
 }  // namespace

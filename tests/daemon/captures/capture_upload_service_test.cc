@@ -59,8 +59,9 @@ TEST_CASE("chunks are stored on the worker; the token and the store's refusals a
   Fixture f;
   const std::string whole(3000, 'x');
   v1::CaptureChunkAck ack;
-  CHECK(f.Upload(MakeChunk("trace_rank1_step10.json", whole, 0, 3000), &ack, "wrong").error_code() ==
-        grpc::UNAUTHENTICATED);
+  CHECK(
+      f.Upload(MakeChunk("trace_rank1_step10.json", whole, 0, 3000), &ack, "wrong").error_code() ==
+      grpc::UNAUTHENTICATED);
   CHECK(f.Upload(MakeChunk("trace_rank1_step10.json", whole, 0, 3000), &ack, "").error_code() ==
         grpc::UNAUTHENTICATED);
   grpc::Status first = f.Upload(MakeChunk("trace_rank1_step10.json", whole, 0, 1000), &ack);
@@ -79,7 +80,8 @@ TEST_CASE("chunks are stored on the worker; the token and the store's refusals a
 TEST_CASE("beyond max_queued waiting chunks, an upload is UNAVAILABLE (sent again later)") {
   Fixture f(/*max_queued=*/0);
   v1::CaptureChunkAck ack;
-  grpc::Status s = f.Upload(MakeChunk("trace_rank1_step10.json", std::string(10, 'x'), 0, 10), &ack);
+  grpc::Status s =
+      f.Upload(MakeChunk("trace_rank1_step10.json", std::string(10, 'x'), 0, 10), &ack);
   CHECK(s.error_code() == grpc::UNAVAILABLE);
   CHECK_THAT(s.error_message(), Catch::Contains("capture uploads are busy"));
   CHECK(f.service->busy_refusals() == 1);
@@ -93,8 +95,8 @@ TEST_CASE("many concurrent uploads, one worker: every file is stored whole") {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kFiles; ++i) {
-        const std::string name = "trace_rank" + std::to_string(t) + "_step" +
-                                 std::to_string(i * 10) + ".json";
+        const std::string name =
+            "trace_rank" + std::to_string(t) + "_step" + std::to_string(i * 10) + ".json";
         const std::string whole(5000 + 100 * t, static_cast<char>('a' + i));
         v1::CaptureChunkAck ack;
         bool ok = true;

@@ -3,10 +3,12 @@
 // new stream, one drainer per segment, control relayed into the right slot.
 #include "daemon/sidecar/segment_drainer.h"
 
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <cstdlib>
 #include <vector>
 
@@ -21,15 +23,22 @@
 namespace stagefrontier {
 namespace {
 
+// A segment of `slots` slots of 16 records for `job` in `dir`.
+absl::StatusOr<std::unique_ptr<shm::MappedSegment>> NewSegment(const std::string& dir,
+                                                               const std::string& job,
+                                                               uint32_t slots) {
+  shm::SegmentOptions so;
+  so.dir = dir;
+  so.job_id = job;
+  so.slot_count = slots;
+  so.ring_capacity = 16;
+  return shm::MappedSegment::OpenOrCreate(so);
+}
+
 TEST_CASE("drain, read ahead, commit on ack, rewind, control") {
   char tmpl[] = "/tmp/sf_drainer_XXXXXX";
   const std::string dir = mkdtemp(tmpl);
-  shm::SegmentOptions so;
-  so.dir = dir;
-  so.job_id = "jobx";
-  so.slot_count = 2;
-  so.ring_capacity = 16;
-  auto seg = shm::MappedSegment::OpenOrCreate(so);
+  auto seg = NewSegment(dir, "jobx", 2);
   REQUIRE(seg.ok());
   shm::SlotIdentity id;
   id.rank = 5;
@@ -202,12 +211,7 @@ TEST_CASE("drain, read ahead, commit on ack, rewind, control") {
 TEST_CASE("health says where each live rank is: open stage, step and age; once past a limit") {
   char tmpl[] = "/tmp/sf_drainer_XXXXXX";
   const std::string dir = mkdtemp(tmpl);
-  shm::SegmentOptions so;
-  so.dir = dir;
-  so.job_id = "jobo";
-  so.slot_count = 2;
-  so.ring_capacity = 16;
-  auto seg = shm::MappedSegment::OpenOrCreate(so);
+  auto seg = NewSegment(dir, "jobo", 2);
   REQUIRE(seg.ok());
   shm::SlotIdentity id;
   id.world_size = 2;
@@ -432,12 +436,7 @@ TEST_CASE("damaged segments are quarantined with one line; other segments go on"
   char tmpl[] = "/tmp/sf_quarantine_XXXXXX";
   const std::string dir = mkdtemp(tmpl);
   auto make = [&](const std::string& job) {
-    shm::SegmentOptions so;
-    so.dir = dir;
-    so.job_id = job;
-    so.slot_count = 2;
-    so.ring_capacity = 16;
-    auto seg = shm::MappedSegment::OpenOrCreate(so);
+    auto seg = NewSegment(dir, job, 2);
     REQUIRE(seg.ok());
     shm::SlotIdentity id;
     id.rank = 0;
@@ -525,6 +524,114 @@ TEST_CASE("a flood of bad records is counted, not logged line by line") {
   CHECK(drainer.Drain(&batch, &commits, 100) == 0);
   CHECK(drainer.reader_errors() == 50);
   CHECK(CountContaining(log, "ends before it starts") == 1);
+}
+
+int g_dump_fd = -1;  // in the child below: where its SIGUSR2 handler writes
+void OnDumpSignal(int) {
+  const char c = 'D';
+  (void)!::write(g_dump_fd, &c, 1);
+}
+
+TEST_CASE("a stack dump stores the capture id and signals only an owner that checks out") {
+  char tmpl[] = "/tmp/sf_drainer_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  auto seg = NewSegment(dir, "dumps", 2);
+  REQUIRE(seg.ok());
+  shm::SlotIdentity id;
+  id.world_size = 8;
+  id.local_world_size = 2;
+  id.stages = {{"a", 0}};
+  id.rank = 3;
+  REQUIRE(shm::ClaimSlot((*seg)->view(), 0, id).ok());
+  id.rank = 4;
+  REQUIRE(shm::ClaimSlot((*seg)->view(), 1, id).ok());
+  shm::v1::SlotHeader& slot3 = (*seg)->view().slot(0);
+  shm::v1::SlotHeader& slot4 = (*seg)->view().slot(1);
+  std::vector<std::string> log;
+  DrainerOptions opts;
+  opts.dir = dir;
+  SegmentDrainer drainer(opts, [&](const std::string& l) { log.push_back(l); });
+  drainer.Rescan();
+  REQUIRE(drainer.segment_count() == 1);
+
+  // The trainer of rank 3 has no dump handler: the id is stored, nothing is signalled, the
+  // control block is left alone, and the ack says why.
+  v1::ControlRequest req;
+  req.set_job("dumps");
+  req.set_rank(3);
+  req.set_request_id(7);
+  req.set_sets(shm::kControlSetsStacks);
+  req.set_stacks_capture_id(77);
+  v1::ControlAck ack = drainer.ApplyControl(req);
+  CHECK_FALSE(ack.applied());
+  CHECK(ack.error() == "rank 3: not signalled: its trainer names no dump signal (no dump handler)");
+  CHECK(slot3.dump_request_id.load() == 77);
+  uint64_t seen = 0;
+  shm::ControlRequest got;
+  CHECK_FALSE(shm::PollControl(slot3, &seen, &got));
+  CHECK(drainer.stack_dumps_refused() == 1);
+  CHECK(drainer.stack_dumps_signalled() == 0);
+  CHECK(CountContaining(log, "stack dump 77 not signalled") == 1);
+  // Asked again at once: no second attempt within 2 s, and the newer id is not stored (a dump
+  // the last attempt started would be filed under it, the older capture getting no file).
+  slot3.dump_signal.store(SIGUSR2);
+  req.set_stacks_capture_id(78);
+  ack = drainer.ApplyControl(req);
+  CHECK_FALSE(ack.applied());
+  CHECK_THAT(ack.error(), Catch::Contains("rank 3: not signalled: a stack dump was asked of it "
+                                          "less than 2 s ago"));
+  CHECK(slot3.dump_request_id.load() == 77);
+  CHECK(drainer.stack_dumps_refused() == 2);
+  CHECK(CountContaining(log, "stack dump 78") == 0);
+  // A rank with no slot here.
+  req.set_rank(5);
+  ack = drainer.ApplyControl(req);
+  CHECK_FALSE(ack.applied());
+  CHECK_THAT(ack.error(), Catch::Contains("no active slot of job dumps rank 5"));
+
+  // Rank 4's owner: a child that catches SIGUSR2, its dump signal. A
+  // request that also sets a trace window posts that too.
+  int pipes[2];
+  REQUIRE(::pipe(pipes) == 0);
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    g_dump_fd = pipes[1];
+    signal(SIGUSR2, OnDumpSignal);
+    const char c = 'R';
+    (void)!::write(ready[1], &c, 1);
+    for (;;) ::pause();
+  }
+  char c = 0;
+  REQUIRE(::read(ready[0], &c, 1) == 1);
+  slot4.owner_pid.store(static_cast<uint32_t>(child));
+  slot4.dump_signal.store(SIGUSR2);
+  req.set_rank(4);
+  req.set_stacks_capture_id(90);
+  req.set_sets(shm::kControlSetsStacks | shm::kControlSetsTrace);
+  req.set_trace_first_step(10);
+  req.set_trace_last_step(12);
+  ack = drainer.ApplyControl(req);
+  INFO(ack.error());
+  CHECK(ack.applied());
+  CHECK(ack.error().empty());
+  CHECK(slot4.dump_request_id.load() == 90);
+  pollfd p{pipes[0], POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 2000) == 1);
+  REQUIRE(::read(pipes[0], &c, 1) == 1);
+  CHECK(c == 'D');
+  seen = 0;
+  REQUIRE(shm::PollControl(slot4, &seen, &got));
+  CHECK(got.CapturesTrace(11));
+  CHECK(drainer.stack_dumps_signalled() == 1);
+  CHECK(CountContaining(log, "stack dump 90 asked of pid") == 1);
+  // Rank 3's slot kept its control block through all of this.
+  seen = 0;
+  CHECK_FALSE(shm::PollControl(slot3, &seen, &got));
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
 }
 
 }  // namespace

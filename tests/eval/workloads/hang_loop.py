@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 
 import stagefrontier
+from stagefrontier.hang_dump import enable_hang_dumps
 
 
 def spec(text, n, name):
@@ -76,6 +77,9 @@ def main():
         stages = [("load", "io"), ("compute", "compute"), ("allreduce", "sync"),
                   ("bcast", "sync"), ("update", "compute")]
     c = stagefrontier.Client(stages=stages)
+    # Stacks at a stall, as on the Python API a user turns them on (stagefrontier.torch does it
+    # by itself).
+    dumps = enable_hang_dumps(c)
     w = torch.randn(128, 128)
     g = torch.Generator().manual_seed(rank)
     for step in range(args.steps):
@@ -127,6 +131,8 @@ def main():
             while time.monotonic() < until:
                 (w @ w).sum()
             dist.barrier()
+    if dumps is not None:
+        dumps.close()
     c.close()
     dist.destroy_process_group()
 

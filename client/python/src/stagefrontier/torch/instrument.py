@@ -14,6 +14,10 @@ optimizer (compute).
   and backward, which then contains the wait, is declared `mixed`.
 * optimizer: `Optimizer.step`; the step ends when it returns, and the next one begins.
 
+Hangs (stagefrontier/hang_dump.py): faulthandler is registered for SIGUSR2, so that at a
+stall the coordinator can ask this rank for every thread's stack (and, with NCCL, torch's
+Flight Recorder dump); STAGEFRONTIER_HANG_DUMPS=0 turns it off.
+
 Captures (capture.py): when the coordinator asks this rank for a profiler trace of a few
 steps, torch.profiler runs for exactly those steps. captures=False (STAGEFRONTIER_CAPTURES=0,
 `--no-captures`) turns that off, as a script that runs its own torch.profiler should: the
@@ -124,6 +128,13 @@ class Instrumentation:
                                         answer=self.client.answer_capture,
                                         modules=self._live_models)
             self.client.declare_capture_handler()
+        # Every thread's stack when the coordinator asks at a hang (hang_dump.py);
+        # STAGEFRONTIER_HANG_DUMPS=0 turns it off.
+        self.hang_dumps = None
+        if self.client is not None and self.client.enabled:
+            from stagefrontier.hang_dump import enable_hang_dumps
+
+            self.hang_dumps = enable_hang_dumps(self.client, warn=_warn)
 
     # ---- explicit API ----------------------------------------------------------------------
     def begin(self):
@@ -205,6 +216,8 @@ class Instrumentation:
         """
         if self.capture is not None:
             self.capture.finish()
+        if self.hang_dumps is not None:
+            self.hang_dumps.close()
         if self.client is not None:
             self.client.close()
 
@@ -423,6 +436,10 @@ class Instrumentation:
         for owner, attr, original in reversed(self._patches):
             setattr(owner, attr, original)
         self._patches.clear()
+        # The SIGUSR2 handler belongs to this instance's client: give it back too.
+        if self.hang_dumps is not None:
+            self.hang_dumps.close()
+            self.hang_dumps = None
 
 
 def _profiler_range(name):
