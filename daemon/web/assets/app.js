@@ -309,8 +309,12 @@ async function refreshJob(job) {
     Number(d.id) ? d.id : "—", d.asked ? (d.manual ? "by hand" : "yes") : "not taken",
     d.missed ? `${d.reason}; missed: ${d.missed}` : d.reason,
     [...(d.suspects || []), ...(d.references || [])].join(", "),
-    d.steps ? `${d.first_step}..${Number(d.first_step) + d.steps - 1}` : "",
-    (d.answers || []).map(a => `${a.rank}: ${a.state || "no answer"}`).join(", ")]));
+    d.steps ? `${d.first_step}..${Number(d.first_step) + d.steps - 1}`
+            : (d.kind === "stacks" ? `stacks at step ${d.first_step}` : ""),
+    // A stack capture's rank is "signalled" once its sidecar sent the signal, or says why not.
+    (d.answers || []).map(a => `${a.rank}: ${a.error ||
+        (d.kind === "stacks" && a.state === "running" ? "signalled" : a.state || "no answer")}`)
+        .join(", ")]));
 }
 
 let refreshing = false;
