@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "shm/monotonic_clock.h"
 #include "shm/open_stage.h"
 
 namespace stagefrontier {
@@ -28,7 +29,7 @@ constexpr size_t kMaxText = size_t{8} << 20;  // 8 MiB of pipe text per dump
 // The dump is complete after this long silent: long enough for a faulthandler dump paused by
 // a loaded CPU not to be split in two (the rest would go to stderr as unrequested).
 constexpr int kQuietMs = 300;
-constexpr int64_t kMaxCollectMs = 10'000;  // a stream that never stops is cut here
+constexpr int64_t kMaxCollectNs = 10'000'000'000;  // a stream that never stops is cut here
 
 // Our handler's pipe and process (a forked child's copy of the handler writes nothing: the
 // pipe is its parent's).
@@ -59,12 +60,6 @@ const char* SignalName(int sig) {
 bool HasHandler(const struct sigaction& a) {
   if ((a.sa_flags & SA_SIGINFO) != 0) return a.sa_sigaction != nullptr;
   return a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN;
-}
-
-int64_t MonotonicMs() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return int64_t{t.tv_sec} * 1000 + t.tv_nsec / 1'000'000;
 }
 
 std::string WallTime() {
@@ -305,7 +300,7 @@ void HangDumper::Run() noexcept {
 }
 
 bool HangDumper::Collect(std::string* text, uint64_t* truncated) noexcept {
-  const int64_t start = MonotonicMs();
+  const int64_t start = shm::MonotonicNowNs();
   bool eof = false;
   char buf[65536];
   for (;;) {
@@ -326,7 +321,7 @@ bool HangDumper::Collect(std::string* text, uint64_t* truncated) noexcept {
       Fail(absl::StrCat("read: ", std::strerror(errno)));
       break;
     }
-    if (MonotonicMs() - start > kMaxCollectMs) break;
+    if (shm::MonotonicNowNs() - start > kMaxCollectNs) break;
     pollfd p[2] = {{read_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
     const int n = poll(p, 2, kQuietMs);
     if (n < 0 && errno == EINTR) continue;

@@ -142,6 +142,15 @@ std::string PrintableHead(const std::string& path, size_t max_bytes) {
 
 constexpr size_t kStacksShownBytes = 64 << 10;
 
+// The NCCL Flight Recorder dumps of stack capture `id` among `all`.
+std::vector<StoredCapture> FlightRecorderDumps(const std::vector<StoredCapture>& all, uint64_t id) {
+  std::vector<StoredCapture> out;
+  for (const StoredCapture& f : all) {
+    if (f.kind == CaptureFileKind::kFlightRecorder && f.capture_id == id) out.push_back(f);
+  }
+  return out;
+}
+
 int64_t NowUnixNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -328,10 +337,10 @@ std::string CaptureReports::ReportPath(const std::string& job, uint64_t id) cons
   return absl::StrCat(store_->options().root, "/", job, "/capture", id, ".report.json");
 }
 
-std::vector<StoredCapture> CaptureReports::FilesOf(const CaptureDecision& d, const std::string& job,
-                                                   std::vector<int32_t>* missing) const {
+std::vector<StoredCapture> CaptureReports::FilesOf(const CaptureDecision& d,
+                                                   const std::vector<StoredCapture>& all,
+                                                   std::vector<int32_t>* missing) {
   std::vector<StoredCapture> out;
-  const std::vector<StoredCapture> all = store_->Files(job);
   for (int32_t rank : d.ranks()) {
     auto it = std::find_if(all.begin(), all.end(), [&](const StoredCapture& f) {
       if (f.rank != rank) return false;
@@ -348,9 +357,10 @@ std::vector<StoredCapture> CaptureReports::FilesOf(const CaptureDecision& d, con
   return out;
 }
 
-bool CaptureReports::ReportStacks(const std::string& job, const CaptureDecision& d) {
+bool CaptureReports::ReportStacks(const std::string& job, const CaptureDecision& d,
+                                  const std::vector<StoredCapture>& all) {
   std::vector<int32_t> missing;
-  const std::vector<StoredCapture> files = FilesOf(d, job, &missing);
+  const std::vector<StoredCapture> files = FilesOf(d, all, &missing);
   const std::vector<RankCaptureAnswer> answers =
       answers_of_ ? answers_of_(job, d) : std::vector<RankCaptureAnswer>{};
   auto refusal = [&](int32_t rank) -> std::string {
@@ -367,7 +377,7 @@ bool CaptureReports::ReportStacks(const std::string& job, const CaptureDecision&
   PutDecision(job, d, &j);
   std::string text = absl::StrCat("capture ", d.id, " of job ", job, ": ", d.reason, "\n");
   std::vector<std::string> errors;
-  const std::vector<StoredCapture> all = store_->Files(job);
+  const std::vector<StoredCapture> dumps = FlightRecorderDumps(all, d.id);
   for (int32_t rank : d.ranks()) {
     const auto note = d.notes.find(rank);
     absl::StrAppend(&text, "\n== rank ", rank,
@@ -382,11 +392,10 @@ bool CaptureReports::ReportStacks(const std::string& job, const CaptureDecision&
       continue;
     }
     absl::StrAppend(&text, PrintableHead(f->path, kStacksShownBytes));
-    for (const StoredCapture& fr : all) {
-      if (fr.kind == CaptureFileKind::kFlightRecorder && fr.capture_id == d.id && fr.rank == rank) {
-        absl::StrAppend(&text, "NCCL flight recorder dump: ", fr.file_name, " (", fr.bytes,
-                        " bytes; sfctl capture-fetch)\n");
-      }
+    for (const StoredCapture& fr : dumps) {
+      if (fr.rank != rank) continue;
+      absl::StrAppend(&text, "NCCL flight recorder dump: ", fr.file_name, " (", fr.bytes,
+                      " bytes; sfctl capture-fetch)\n");
     }
   }
   const bool ok = files.size() > 0;
@@ -419,11 +428,12 @@ bool CaptureReports::ReportStacks(const std::string& job, const CaptureDecision&
 
 int CaptureReports::AnalyseJob(const std::string& job) {
   int written = 0;
+  const std::vector<StoredCapture> all = store_->Files(job);  // one listing for every capture
   for (const CaptureDecision& d : KnownDecisions(job)) {
     if (d.asked && d.kind == CaptureKind::kStacks) {
       struct stat st {};
       if (::stat(ReportPath(job, d.id).c_str(), &st) == 0) continue;  // written already
-      if (ReportStacks(job, d)) {
+      if (ReportStacks(job, d, all)) {
         ++written;
       } else {
         std::lock_guard<std::mutex> lock(mu_);
@@ -436,7 +446,7 @@ int CaptureReports::AnalyseJob(const std::string& job) {
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0) continue;  // written already
     std::vector<int32_t> missing;
-    const std::vector<StoredCapture> files = FilesOf(d, job, &missing);
+    const std::vector<StoredCapture> files = FilesOf(d, all, &missing);
     // A missing file is waited for, unless its rank's profiler answered failed.
     const std::vector<std::string> given_up = GivenUp(job, d, missing);
     if (!missing.empty() && given_up.empty()) continue;
@@ -532,12 +542,11 @@ absl::StatusOr<CaptureReportView> CaptureReports::Get(const std::string& job, ui
       v.detail = absl::StrJoin(errors, "; ");
     }
     const CaptureDecision d = DecisionFromJson(j, id);
-    v.files = FilesOf(d, job, nullptr);
+    const std::vector<StoredCapture> all = store_->Files(job);
+    v.files = FilesOf(d, all, nullptr);
     if (d.kind == CaptureKind::kStacks) {
       // The flight recorder dumps beside the stacks, for sfctl capture-fetch.
-      for (const StoredCapture& f : store_->Files(job)) {
-        if (f.kind == CaptureFileKind::kFlightRecorder && f.capture_id == id) v.files.push_back(f);
-      }
+      for (const StoredCapture& f : FlightRecorderDumps(all, id)) v.files.push_back(f);
     }
     return v;
   }
@@ -550,7 +559,7 @@ absl::StatusOr<CaptureReportView> CaptureReports::Get(const std::string& job, ui
                                             " (sfctl captures --job ", job, " lists them)"));
   }
   std::vector<int32_t> missing;
-  v.files = FilesOf(*d, job, &missing);
+  v.files = FilesOf(*d, store_->Files(job), &missing);
   if (!d->missed.empty() && v.files.empty()) {
     v.state = CaptureReportView::State::kNotAnalysed;
     v.detail = absl::StrCat("missed: ", d->missed);

@@ -109,13 +109,17 @@ class CaptureReports {
   std::string DecisionPath(const std::string& job, uint64_t id) const;
   // The policy's captures of `job`, then the remembered ones it no longer holds.
   std::vector<CaptureDecision> KnownDecisions(const std::string& job) const;
-  // The capture's files in the store, and the ranks still missing.
-  std::vector<StoredCapture> FilesOf(const CaptureDecision& d, const std::string& job,
-                                     std::vector<int32_t>* missing) const;
+  // The capture's files among `all` (the store's files of its job), and the ranks still
+  // missing.
+  static std::vector<StoredCapture> FilesOf(const CaptureDecision& d,
+                                            const std::vector<StoredCapture>& all,
+                                            std::vector<int32_t>* missing);
   void Run();
   // Writes the report of stack capture `d` once every rank's stacks came, every missing rank
-  // was refused by its sidecar, or kStacksWaitNs passed; false while it waits.
-  bool ReportStacks(const std::string& job, const CaptureDecision& d);
+  // was refused by its sidecar, or kStacksWaitNs passed; false while it waits. `all`: the
+  // store's files of `job`.
+  bool ReportStacks(const std::string& job, const CaptureDecision& d,
+                    const std::vector<StoredCapture>& all);
 
   // The missing ranks that answered failed, as "rank R: its profiler failed (why)"; empty
   // unless every missing rank did.

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "daemon/common/untrusted_dir.h"
 #include "shm/slot_ownership.h"
 
 namespace stagefrontier {
@@ -24,24 +25,6 @@ namespace {
 // At most this much of /proc/<pid>/status and of the pidfd's fdinfo is read.
 constexpr size_t kMaxStatusBytes = 64 << 10;
 constexpr size_t kMaxFdinfoBytes = 4 << 10;
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  void reset(int fd) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_;
-};
 
 // Reads up to `max` bytes of `fd` into *out. Returns 0 or the errno of a failed read.
 int ReadUpTo(int fd, size_t max, std::string* out) {
@@ -144,14 +127,12 @@ absl::Status CheckSlotClaims(const OwnerSignalTarget& t) {
 }
 
 // 2. A pidfd: every check below and the signal then concern one process.
-absl::Status OpenPidfd(const OwnerSignalTarget& t, Fd* out) {
+absl::Status OpenPidfd(const OwnerSignalTarget& t, UniqueFd* out) {
+  UniqueFd& pidfd = *out;
 #ifdef SYS_pidfd_open
-  Fd& pidfd = *out;
-  pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(t.pid), 0)));
+  pidfd = UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(t.pid), 0)));
 #else
   errno = ENOSYS;
-  Fd& pidfd = *out;
-  pidfd.reset(-1);
 #endif
   if (pidfd.get() < 0) {
     const int err = errno;
@@ -167,10 +148,10 @@ absl::Status OpenPidfd(const OwnerSignalTarget& t, Fd* out) {
 // 3. Its /proc directory; then the pidfd's fdinfo, read through the same /proc, must name the
 //    same pid: the process was alive from pidfd_open to now, so the directory is its (and a
 //    /proc of another PID namespace is noticed).
-absl::Status OpenProcDir(const OwnerSignalTarget& t, const Fd& pidfd, Fd* out) {
+absl::Status OpenProcDir(const OwnerSignalTarget& t, const UniqueFd& pidfd, UniqueFd* out) {
   const std::string dir_path = absl::StrCat(t.proc_root, "/", t.pid);
-  Fd& dir = *out;
-  dir.reset(::open(dir_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd& dir = *out;
+  dir = UniqueFd(::open(dir_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (dir.get() < 0) {
     const int err = errno;
     if (err == ENOENT || err == ESRCH) {
@@ -181,7 +162,7 @@ absl::Status OpenProcDir(const OwnerSignalTarget& t, const Fd& pidfd, Fd* out) {
   std::string text;
   {
     const std::string fdinfo = absl::StrCat(t.proc_root, "/self/fdinfo/", pidfd.get());
-    Fd f(::open(fdinfo.c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd f(::open(fdinfo.c_str(), O_RDONLY | O_CLOEXEC));
     int err = f.get() < 0 ? errno : ReadUpTo(f.get(), kMaxFdinfoBytes, &text);
     int64_t seen = 0;
     if (err != 0 || !ParsePidfdFdinfoPid(text, &seen)) {
@@ -201,9 +182,9 @@ absl::Status OpenProcDir(const OwnerSignalTarget& t, const Fd& pidfd, Fd* out) {
 // 4. Last, right before the signal (the status file does not take the process's mmap lock, so
 //    this cannot block on a process stuck in the kernel): alive, the segment owner's (real,
 //    effective and saved uid), and it catches the signal, so that the signal kills nothing.
-absl::Status ReadStatus(const OwnerSignalTarget& t, const Fd& dir, ProcStatus* st) {
+absl::Status ReadStatus(const OwnerSignalTarget& t, const UniqueFd& dir, ProcStatus* st) {
   std::string text;
-  Fd f(::openat(dir.get(), "status", O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd f(::openat(dir.get(), "status", O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   const int err = f.get() < 0 ? errno : ReadUpTo(f.get(), kMaxStatusBytes, &text);
   if (err == ESRCH) return absl::NotFoundError(absl::StrCat("its process ", t.pid, " exited"));
   if (err != 0 || !ParseProcStatus(text, st)) {
@@ -213,7 +194,7 @@ absl::Status ReadStatus(const OwnerSignalTarget& t, const Fd& dir, ProcStatus* s
   return absl::OkStatus();
 }
 
-absl::Status CheckStatus(const OwnerSignalTarget& t, const Fd& dir) {
+absl::Status CheckStatus(const OwnerSignalTarget& t, const UniqueFd& dir) {
   ProcStatus st;
   if (absl::Status s = ReadStatus(t, dir, &st); !s.ok()) return s;
   if (st.state == 'Z' || st.state == 'X' || st.state == 'x') {
@@ -242,7 +223,7 @@ absl::Status CheckStatus(const OwnerSignalTarget& t, const Fd& dir) {
 }
 
 // 5. The signal, to the process the pidfd holds (ESRCH if it exited meanwhile).
-absl::Status SendSignal(const OwnerSignalTarget& t, const Fd& pidfd) {
+absl::Status SendSignal(const OwnerSignalTarget& t, const UniqueFd& pidfd) {
 #ifdef SYS_pidfd_send_signal
   const long sent = ::syscall(SYS_pidfd_send_signal, pidfd.get(), t.signal_number, nullptr, 0);
 #else
@@ -266,9 +247,9 @@ absl::Status SendSignal(const OwnerSignalTarget& t, const Fd& pidfd) {
 
 absl::Status SignalSegmentUser(const OwnerSignalTarget& t) {
   if (absl::Status s = CheckSlotClaims(t); !s.ok()) return s;
-  Fd pidfd(-1);
+  UniqueFd pidfd;
   if (absl::Status s = OpenPidfd(t, &pidfd); !s.ok()) return s;
-  Fd dir(-1);
+  UniqueFd dir;
   if (absl::Status s = OpenProcDir(t, pidfd, &dir); !s.ok()) return s;
   if (absl::Status s = CheckStatus(t, dir); !s.ok()) return s;  // last: nearest the signal
   return SendSignal(t, pidfd);
