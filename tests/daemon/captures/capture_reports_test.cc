@@ -296,6 +296,22 @@ TEST_CASE("stack captures: the stuck rank's stacks beside the waiting rank's, on
   CHECK(v->state == CaptureReportView::State::kAnalysed);
 }
 
+// Hostile input: a trainer's stacks file is shown bounded (64 KiB a rank), whatever its size.
+TEST_CASE("stack captures: a huge stacks file is cut in the report, and says so") {
+  Fixture f;
+  f.decisions = {Stacks(7, NowNs())};
+  CaptureReports reports = f.Reports();
+  StoreFile(&f.store, StacksFileNameFor(0, 7), std::string(1 << 20, 'x'));
+  StoreFile(&f.store, StacksFileNameFor(1, 7), "Thread 0x2:\n  File \"t.py\" in wait\n");
+  CHECK(reports.AnalyseJob("job1") == 1);
+  absl::StatusOr<CaptureReportView> v = reports.Get("job1", 7);
+  REQUIRE(v.ok());
+  CHECK(v->state == CaptureReportView::State::kAnalysed);
+  CHECK_THAT(v->text, Catch::Contains("... (cut at 65536 bytes: sfctl capture-fetch)"));
+  CHECK(v->text.size() < (80U << 10));  // 64 KiB of rank 0, rank 1's lines, the headers
+  CHECK_THAT(v->text, Catch::Contains("in wait"));
+}
+
 TEST_CASE("stack captures: a rank refused by its sidecar, or silent for 30 s, is reported so") {
   Fixture f;
   f.decisions = {Stacks(5, NowNs())};
