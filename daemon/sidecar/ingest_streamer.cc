@@ -14,6 +14,10 @@
 namespace stagefrontier {
 namespace {
 
+int64_t Ns(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
 // "<node>/<pid>/<64 random bits>", one per sidecar process (all its lanes share it): the
 // coordinator binds a node name to it while it is connected, so the random part keeps another
 // process from passing for this one.
@@ -32,7 +36,8 @@ IngestStreamer::IngestStreamer(StreamerOptions options, SegmentDrainer* drainer,
       host_(HostName()),
       drainer_(drainer),
       log_(std::move(log)),
-      warn_(warn ? std::move(warn) : log_) {}
+      warn_(warn ? std::move(warn) : log_),
+      hold_(options_.batch_hold) {}
 
 void IngestStreamer::Stop() {
   stop_ = true;
@@ -159,6 +164,12 @@ void IngestStreamer::SendLoop(Connection& c) {
       open_passed = drainer_->OpenStagesPassed(
           std::chrono::duration_cast<std::chrono::nanoseconds>(options_.open_stage_report).count());
     }
+    // Before such a report what was drained goes out, so that the coordinator has every step the
+    // ranks finished when it reads where they are now.
+    if (open_passed) {
+      DrainIntoPending(c, now);
+      if (!SendPendingIfDue(c, now, /*force=*/true)) break;
+    }
     // A stub's capture answer goes out at once: the next request's answer replaces it in the
     // slot, possibly before the regular report.
     if ((now >= c.next_health || open_passed || drainer_->CaptureAnswersChanged()) &&
@@ -243,18 +254,34 @@ bool IngestStreamer::SendHealth(Connection& c, Clock::time_point now) {
 size_t IngestStreamer::DrainIntoPending(Connection& c, Clock::time_point now) {
   const size_t held = c.unacked + c.pending_n;
   if (held >= options_.max_unacked_records || c.pending_n >= batch_limit_) return 0;
+  const int before = c.pending.batch().steps_size();
   const size_t n =
       drainer_->Drain(c.pending.mutable_batch(), &c.pending_f.commits,
                       std::min(batch_limit_ - c.pending_n, options_.max_unacked_records - held));
   if (n > 0 && c.pending_n == 0) c.pending_since = now;
   c.pending_n += n;
+  if (options_.batch_delay == StreamerOptions::kAutoBatching) {
+    const auto& steps = c.pending.batch().steps();
+    for (int i = before; i < steps.size(); ++i) {
+      const v1::RankSteps& rs = steps[i];
+      if (rs.count() == 0) continue;
+      hold_.Note(rs.job(), rs.rank(), rs.base_step() + rs.count() - 1, Ns(now));
+    }
+  }
   return n;
 }
 
-bool IngestStreamer::SendPendingIfDue(Connection& c, Clock::time_point now) {
-  const bool due = options_.batch_delay.count() == 0 || stop_ || c.pending_n >= batch_limit_ ||
+bool IngestStreamer::HoldIsOver(const Connection& c, Clock::time_point now) const {
+  if (options_.batch_delay == StreamerOptions::kAutoBatching) {
+    return hold_.Due(Ns(now), Ns(c.pending_since));
+  }
+  return now - c.pending_since >= options_.batch_delay;
+}
+
+bool IngestStreamer::SendPendingIfDue(Connection& c, Clock::time_point now, bool force) {
+  const bool due = force || stop_ || c.pending_n >= batch_limit_ ||
                    c.unacked + c.pending_n >= options_.max_unacked_records || c.pending_n == 0 ||
-                   now - c.pending_since >= options_.batch_delay;
+                   HoldIsOver(c, now);
   if ((c.pending_n == 0 && c.pending_f.commits.empty()) || !due) return true;
   c.pending_f.seq = ++c.seq;
   c.pending_f.records = c.pending_n;
@@ -273,6 +300,7 @@ bool IngestStreamer::SendPendingIfDue(Connection& c, Clock::time_point now) {
   c.pending.Clear();
   c.pending_f = InFlight{};
   c.pending_n = 0;
+  hold_.Sent(Ns(now));
   return true;
 }
 

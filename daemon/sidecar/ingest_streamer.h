@@ -31,6 +31,7 @@
 
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/log_throttle.h"
+#include "daemon/sidecar/batch_hold.h"
 #include "daemon/sidecar/segment_drainer.h"
 #include "stagefrontier/v1/ingest.grpc.pb.h"
 
@@ -45,11 +46,15 @@ struct StreamerOptions {
   size_t max_unacked_records = 65536;
   std::chrono::milliseconds poll_min{1};
   std::chrono::milliseconds poll_max{10};
-  // Holds drained records up to this long so that one message carries several steps (the
-  // coordinator's cost is per message: docs/results.md, "Coordinator ingest through gRPC");
-  // 0 sends what each poll drained. A full batch, the unacknowledged-records bound and Stop()
-  // send at once.
-  std::chrono::milliseconds batch_delay{0};
+  // How long drained records wait so that one message carries several steps (the coordinator's
+  // cost is per message: docs/results.md, "Coordinator ingest through gRPC"). kAutoBatching:
+  // the sidecar's own batching (batch_hold.h: batches end on step numbers, a few steps per
+  // message); 0 sends what each poll drained; N holds them up to N ms. A full batch, the
+  // unacknowledged-records bound, Stop() and an open stage that passed open_stage_report send
+  // at once.
+  static constexpr std::chrono::milliseconds kAutoBatching{-1};
+  std::chrono::milliseconds batch_delay = kAutoBatching;
+  BatchHoldOptions batch_hold;
   std::chrono::milliseconds rescan_every{1000};
   std::chrono::milliseconds health_every{1000};
   // Health goes out at once, outside the period, when a rank's open stage becomes older than
@@ -140,8 +145,10 @@ class IngestStreamer {
   bool SendHealth(Connection& c, Clock::time_point now);
   // Drains what fits into the pending batch; returns the records drained.
   size_t DrainIntoPending(Connection& c, Clock::time_point now);
-  // Sends the pending batch when due; false when the stream broke.
-  bool SendPendingIfDue(Connection& c, Clock::time_point now);
+  // Sends the pending batch when due (now, with `force`); false when the stream broke.
+  bool SendPendingIfDue(Connection& c, Clock::time_point now, bool force = false);
+  // Whether the pending batch has been held long enough (batch_delay).
+  bool HoldIsOver(const Connection& c, Clock::time_point now) const;
   // After Stop(): true once everything sent was acknowledged or the grace ran out.
   bool StopIsDone(Connection& c, Clock::time_point now, size_t drained);
   // Half-closes the stream, lets the coordinator end it, and joins the reader.
@@ -163,6 +170,7 @@ class IngestStreamer {
   LogThrottle stream_ends_{std::chrono::seconds(60)};  // by the reason a stream ended
   std::atomic<bool> stop_{false};
   size_t batch_limit_ = 0;  // current records per batch (shrinks on refused batches)
+  BatchHold hold_;          // batch_delay == kAutoBatching; the send loop's thread only
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<v1::CoordinatorMessage> inbox_;

@@ -41,12 +41,12 @@ std::optional<int> ParseSidecarOptions(int argc, char** argv, SidecarOptions* op
   app.add_option("--poll-max-ms", poll_max_ms, "longest idle poll interval")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  int batch_delay_ms = 0;
+  int batch_delay_ms = -1;
   app.add_option("--batch-delay-ms", batch_delay_ms,
-                 "hold records up to this long to send several steps per message (large jobs: "
-                 "the coordinator's cost is per message); 0 sends at every poll")
-      ->check(CLI::Range(0, 10000))
-      ->capture_default_str();
+                 "hold records up to this long to send several steps per message; 0 sends at "
+                 "every poll. Unset: the sidecar's own batching (a few steps per message, each "
+                 "batch ending on a step all of a job's ranks here finished, held at most 4 s)")
+      ->check(CLI::Range(0, 10000));
   int health_every_ms = 1000;
   app.add_option("--health-every-ms", health_every_ms,
                  "how often each slot's health (with each rank's open stage) goes to the "
@@ -70,7 +70,7 @@ std::optional<int> ParseSidecarOptions(int argc, char** argv, SidecarOptions* op
   AddLogLevelFlag(app, &options->log_level);
   if (int rc = ParseCommandLine(app, argc, argv); rc >= 0) return rc;
   so.poll_max = std::chrono::milliseconds(poll_max_ms);
-  so.batch_delay = std::chrono::milliseconds(batch_delay_ms);
+  if (batch_delay_ms >= 0) so.batch_delay = std::chrono::milliseconds(batch_delay_ms);
   so.health_every = std::chrono::milliseconds(health_every_ms);
   so.open_stage_report = std::chrono::milliseconds(open_stage_report_ms);
   return std::nullopt;

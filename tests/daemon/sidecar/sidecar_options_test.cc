@@ -28,6 +28,17 @@ TEST_CASE("sidecar flags fill the options") {
   CHECK_FALSE(o.stream.node.empty());  // this host's name
 }
 
+TEST_CASE("the sidecar batches by itself unless --batch-delay-ms says otherwise") {
+  SidecarOptions d;
+  REQUIRE_FALSE(Parse({}, &d));
+  CHECK(d.stream.batch_delay == StreamerOptions::kAutoBatching);
+  SidecarOptions zero;
+  REQUIRE_FALSE(Parse({"--batch-delay-ms", "0"}, &zero));
+  CHECK(zero.stream.batch_delay == std::chrono::milliseconds(0));
+  SidecarOptions bad;
+  CHECK(Parse({"--batch-delay-ms", "-1"}, &bad) == 2);
+}
+
 TEST_CASE("health every second by default, and at once past a rank's open-stage limit") {
   SidecarOptions d;
   REQUIRE_FALSE(Parse({}, &d));

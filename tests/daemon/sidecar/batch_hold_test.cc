@@ -1,0 +1,142 @@
+// The sidecar's own batching (batch_hold.h): batches end on a step every rank of the job on the
+// node finished, K steps per message from the node's rank count, bounded in time.
+#include "daemon/sidecar/batch_hold.h"
+
+#include <catch2/catch.hpp>
+
+namespace stagefrontier {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kS = 1000 * kMs;
+
+// `ranks` ranks of job "j" finish step `step` at `t` (each drained at once).
+void Finish(BatchHold& hold, int ranks, int64_t step, int64_t t) {
+  for (int r = 0; r < ranks; ++r) hold.Note("j", r, step, t);
+}
+
+TEST_CASE("steps per message come from the ranks on the node") {
+  for (const auto& [ranks, k] : std::vector<std::pair<int, int64_t>>{
+           {1, 4}, {4, 4}, {8, 4}, {9, 2}, {16, 2}, {17, 1}, {32, 1}, {64, 1}}) {
+    BatchHold hold;
+    Finish(hold, ranks, 0, 0);
+    INFO(ranks << " ranks");
+    CHECK(hold.StepsPerMessage("j") == k);
+  }
+  BatchHold hold;
+  CHECK(hold.StepsPerMessage("other") == 0);
+}
+
+TEST_CASE("an 8-rank node at 1 step/s sends steps 0-3, 4-7, ... each when its last step ends") {
+  BatchHold hold;
+  int64_t oldest = -1;
+  std::vector<int64_t> sent_after;
+  for (int64_t step = 0; step < 12; ++step) {
+    // The ranks finish within 5 ms of each other.
+    for (int r = 0; r < 8; ++r) {
+      const int64_t t = step * kS + r * kMs / 2;
+      hold.Note("j", r, step, t);
+      if (oldest < 0) oldest = t;
+      if (hold.Due(t, oldest)) {
+        CHECK(r == 7);  // never before every rank here finished the batch's last step
+        sent_after.push_back(step);
+        hold.Sent(t);
+        oldest = -1;
+      }
+    }
+  }
+  CHECK(sent_after == std::vector<int64_t>{3, 7, 11});
+}
+
+TEST_CASE("a 100-step window starting at step 0 ends a batch") {
+  BatchHold hold;
+  for (int64_t step = 0; step <= 99; ++step) {
+    Finish(hold, 8, step, step * 10 * kMs);
+    if (hold.Due(step * 10 * kMs, step * 10 * kMs - 10 * kMs)) {
+      hold.Sent(step * 10 * kMs);
+      if (step == 99) SUCCEED("step 99 ended a batch");
+    } else {
+      CHECK(step != 99);
+    }
+  }
+}
+
+TEST_CASE("the hold ends after (K + 1) step times when a boundary does not come") {
+  BatchHold hold;
+  // 100 ms steps: the hold learns the step time from successive drains.
+  for (int64_t step = 0; step < 4; ++step) Finish(hold, 8, step, step * 100 * kMs);
+  hold.Sent(300 * kMs);
+  // Rank 3 stops after step 4; the others go on: the boundary at step 7 is never complete.
+  for (int64_t step = 4; step < 8; ++step) {
+    for (int r = 0; r < 8; ++r) {
+      if (r == 3 && step > 4) continue;
+      hold.Note("j", r, step, step * 100 * kMs);
+    }
+  }
+  const int64_t oldest = 400 * kMs;
+  CHECK_FALSE(hold.Due(700 * kMs, oldest));
+  CHECK(hold.HoldNs() == 5 * 100 * kMs);
+  CHECK_FALSE(hold.Due(oldest + 5 * 100 * kMs - 1, oldest));
+  CHECK(hold.Due(oldest + 5 * 100 * kMs, oldest));
+}
+
+TEST_CASE("the hold never passes max_hold_ns, whatever the step time") {
+  BatchHold hold;
+  Finish(hold, 8, 0, 0);
+  Finish(hold, 8, 1, 10 * kS);  // 10 s steps
+  hold.Sent(10 * kS);
+  Finish(hold, 8, 2, 20 * kS);
+  CHECK(hold.HoldNs() == 4 * kS);
+  CHECK_FALSE(hold.Due(20 * kS + 4 * kS - 1, 20 * kS));
+  CHECK(hold.Due(20 * kS + 4 * kS, 20 * kS));
+}
+
+TEST_CASE("a rank that stopped no longer holds its job's batches back") {
+  BatchHold hold;
+  Finish(hold, 4, 0, 0);
+  // Rank 2 stops at step 0; the others finish steps 1-3 within 3 s: step 3 is not complete.
+  int64_t t = 0;
+  for (int64_t step = 1; step <= 3; ++step) {
+    t = step * 900 * kMs;
+    for (int r : {0, 1, 3}) hold.Note("j", r, step, t);
+  }
+  CHECK_FALSE(hold.Due(t, t));
+  // Once rank 2 has been idle past rank_idle_ns (3 s), the next boundary counts without it.
+  t = 3 * kS + 500 * kMs;
+  for (int r : {0, 1, 3}) hold.Note("j", r, 7, t);
+  CHECK(hold.Due(t, t));
+}
+
+TEST_CASE("step numbers that go back (a new run) start the job again") {
+  BatchHold hold;
+  Finish(hold, 2, 500, 0);
+  hold.Sent(0);
+  Finish(hold, 2, 0, kS);
+  Finish(hold, 2, 1, kS + 10 * kMs);
+  Finish(hold, 2, 2, kS + 20 * kMs);
+  CHECK_FALSE(hold.Due(kS + 20 * kMs, kS));
+  Finish(hold, 2, 3, kS + 30 * kMs);
+  CHECK(hold.Due(kS + 30 * kMs, kS));
+}
+
+TEST_CASE("two jobs: either one's boundary sends the batch") {
+  BatchHold hold;
+  for (int r = 0; r < 8; ++r) hold.Note("a", r, 1, 0);
+  for (int r = 0; r < 8; ++r) hold.Note("b", r, 2, 0);
+  CHECK_FALSE(hold.Due(1, 0));
+  for (int r = 0; r < 8; ++r) hold.Note("b", r, 3, 10 * kMs);
+  CHECK(hold.Due(10 * kMs, 0));
+  hold.Sent(10 * kMs);
+  for (int r = 0; r < 8; ++r) hold.Note("a", r, 2, 20 * kMs);
+  CHECK_FALSE(hold.Due(20 * kMs, 20 * kMs));
+}
+
+TEST_CASE("ranks gone for a minute are forgotten") {
+  BatchHold hold;
+  Finish(hold, 8, 0, 0);
+  hold.Sent(61 * kS);
+  CHECK(hold.StepsPerMessage("j") == 0);
+}
+
+}  // namespace
+}  // namespace stagefrontier
