@@ -141,6 +141,14 @@ void CoordinatorMetrics::RegisterCompactionFamilies() {
                                   .Add({});
 }
 
+void CoordinatorMetrics::AddIngestShards(int shards) {
+  auto& family = Gauges(*registry_, "stagefrontier_ingest_shard_streams",
+                        "Ingest streams open on each gRPC server of --ingest-shards");
+  for (int i = 0; i < shards; ++i) {
+    ingest_shard_streams_.push_back(&family.Add({{"shard", std::to_string(i)}}));
+  }
+}
+
 JobMetrics CoordinatorMetrics::ForJob(const std::string& job, const StageSchema& schema) {
   JobMetrics m;
   m.rank_steps_accepted = &rank_steps_->Add({{"training_job", job}, {"outcome", "accepted"}});

@@ -91,6 +91,11 @@ class CoordinatorMetrics {
     return done ? *journal_compactions_done_ : *journal_compactions_failed_;
   }
   prometheus::Counter& journal_compacted_bytes() { return *journal_compacted_bytes_; }
+  // Ingest streams open on each gRPC server of --ingest-shards, by `shard` (0..shards-1):
+  // created by AddIngestShards (only with several shards).
+  void AddIngestShards(int shards);
+  prometheus::Gauge& ingest_shard_streams(int shard) { return *ingest_shard_streams_[shard]; }
+  int ingest_shards() const { return static_cast<int>(ingest_shard_streams_.size()); }
 
  private:
   // The constructor's parts, in registration order (the order of /metrics).
@@ -131,6 +136,7 @@ class CoordinatorMetrics {
   prometheus::Counter* journal_compactions_done_;
   prometheus::Counter* journal_compactions_failed_;
   prometheus::Counter* journal_compacted_bytes_;
+  std::vector<prometheus::Gauge*> ingest_shard_streams_;
 };
 
 }  // namespace stagefrontier

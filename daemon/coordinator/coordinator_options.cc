@@ -37,6 +37,13 @@ void AddServingFlags(CLI::App& app, CoordinatorOptions* o) {
                  "also serve gRPC health checking (grpc.health.v1) in plaintext here, for probes "
                  "that cannot speak TLS (Kubernetes grpc probes); empty: only on --listen")
       ->check(ListenAddress(true));
+  app.add_option("--ingest-shards", o->ingest_shards,
+                 "gRPC servers sharing --listen (SO_REUSEPORT; the kernel spreads connections "
+                 "among them). Each divides Debian's debug-built gRPC's scan of a completion "
+                 "queue's calls, but 4 cost 3-12% more CPU than 1 at 12,500 streams on 2 cores "
+                 "(docs/results.md): for machines with many cores")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
 }
 
 void AddJobFlags(CLI::App& app, CoordinatorOptions* o) {

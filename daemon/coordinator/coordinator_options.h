@@ -32,6 +32,9 @@ struct CoordinatorOptions {
   std::string metrics_listen = "127.0.0.1:7312";
   std::string health_listen;
   std::string http_listen;
+  // gRPC servers sharing --listen through SO_REUSEPORT, each with its own callback completion
+  // queue (1: one server, no SO_REUSEPORT).
+  int ingest_shards = 1;
   // Journals and ledgers.
   std::string data_dir;
   bool no_fsync = false;

@@ -1,17 +1,23 @@
 #include "daemon/coordinator/coordinator_server.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/captures/capture_analysis_child.h"
 #include "daemon/common/descriptor_limit.h"
 #include "daemon/common/grpc_security.h"
+#include "grpcpp/support/server_interceptor.h"
 #include "shm/monotonic_clock.h"
 #include "spdlog/spdlog.h"
 
@@ -24,6 +30,69 @@ void LogWarn(const std::string& line) { spdlog::warn("{}", line); }
 absl::Status StartError(const std::string& message) {
   return absl::FailedPreconditionError(message);
 }
+
+// Whether nobody listens on `listen` (HOST:PORT): a socket bound there once without
+// SO_REUSEPORT, then closed. True for port 0 or a host that does not resolve (gRPC then picks
+// a port, or says what is wrong).
+bool PortFree(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) return true;
+  std::string host = listen.substr(0, colon);
+  const std::string port = listen.substr(colon + 1);
+  if (std::atoi(port.c_str()) == 0) return true;
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0) return true;
+  bool free = true;
+  for (const addrinfo* a = found; a != nullptr && free; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    // SO_REUSEADDR as gRPC binds: a previous run's connections in TIME_WAIT do not count, a
+    // listener does.
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 && errno == EADDRINUSE) free = false;
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return free;
+}
+
+// Counts the Ingest streams of one shard: one while gRPC holds the call.
+class ShardStreamCounter final : public grpc::experimental::Interceptor {
+ public:
+  explicit ShardStreamCounter(prometheus::Gauge* streams) : streams_(streams) {
+    streams_->Increment();
+  }
+  ~ShardStreamCounter() override { streams_->Decrement(); }
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    methods->Proceed();
+  }
+
+ private:
+  prometheus::Gauge* streams_;
+};
+
+class ShardStreamCounterFactory final
+    : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  explicit ShardStreamCounterFactory(prometheus::Gauge* streams) : streams_(streams) {}
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    // Other calls get no interceptor: nothing runs on their messages.
+    if (std::strcmp(info->method(), "/stagefrontier.v1.Ingest/Stream") != 0) return nullptr;
+    return new ShardStreamCounter(streams_);
+  }
+
+ private:
+  prometheus::Gauge* streams_;
+};
 
 }  // namespace
 
@@ -65,9 +134,12 @@ absl::Status CoordinatorServer::Start() {
   if (s.ok()) s = StartWebView();
   if (!s.ok()) return s;
   health_.SetServing(true);
-  spdlog::info("coordinator listening on {} (metrics on {}), data in {}{}", options_.listen,
-               options_.metrics_listen.empty() ? "none" : options_.metrics_listen,
-               options_.data_dir, token_.empty() ? "" : ", token required");
+  spdlog::info(
+      "coordinator listening on {} (port {}, {} gRPC server(s); metrics on {}), data in "
+      "{}{}",
+      options_.listen, port_, options_.ingest_shards,
+      options_.metrics_listen.empty() ? "none" : options_.metrics_listen, options_.data_dir,
+      token_.empty() ? "" : ", token required");
   StartPeriodicTasks();
   started_ = true;
   return absl::OkStatus();
@@ -243,22 +315,50 @@ absl::Status CoordinatorServer::OpenCaptures() {
   return absl::OkStatus();
 }
 
+// --ingest-shards gRPC servers on --listen, each with the same service objects (none has
+// async methods, the only kind gRPC ties to one server). Each server has one callback
+// completion queue, and Debian's gRPC (built without NDEBUG) scans every outstanding call of a
+// queue at each completion: with N servers each scan is about 1/N as long.
 absl::Status CoordinatorServer::StartGrpcServer() {
-  grpc::ServerBuilder builder;
-  int bound_port = 0;
-  builder.AddListeningPort(options_.listen, creds_, &bound_port);
-  // gRPC sets SO_REUSEPORT by default: a second coordinator would bind the same port and take
-  // half of the calls. One process per port.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
-  builder.RegisterService(ingest_.get());
-  builder.RegisterService(query_.get());
-  builder.RegisterService(capture_uploads_.get());
-  builder.RegisterService(&health_);
-  server_ = builder.BuildAndStart();
-  if (!server_ || bound_port == 0) {
-    return StartError(absl::StrCat("cannot listen on ", options_.listen,
-                                   " (another process, perhaps another coordinator, may hold it)"));
+  const int shards = options_.ingest_shards;
+  const std::string taken =
+      absl::StrCat("cannot listen on ", options_.listen,
+                   " (another process, perhaps another coordinator, may hold it)");
+  if (shards > 1) {
+    // The shards need SO_REUSEPORT, with which a second coordinator would bind the same port
+    // and take part of the calls: refuse a port someone listens on first. Left open: two
+    // coordinators both passing this look before either binds, and a process of the same user
+    // asking SO_REUSEPORT (a gRPC server by default) joining once the shards listen.
+    if (!PortFree(options_.listen)) return StartError(taken);
+    metrics_.AddIngestShards(shards);
+  }
+  std::string address = options_.listen;
+  for (int i = 0; i < shards; ++i) {
+    grpc::ServerBuilder builder;
+    int bound_port = 0;
+    builder.AddListeningPort(address, creds_, &bound_port);
+    // gRPC sets SO_REUSEPORT by default: with one server, a second coordinator would bind the
+    // same port and take half of the calls. One process per port.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, shards > 1 ? 1 : 0);
+    builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
+    builder.RegisterService(ingest_.get());
+    builder.RegisterService(query_.get());
+    builder.RegisterService(capture_uploads_.get());
+    builder.RegisterService(&health_);
+    if (shards > 1) {
+      std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> counter;
+      counter.push_back(
+          std::make_unique<ShardStreamCounterFactory>(&metrics_.ingest_shard_streams(i)));
+      builder.experimental().SetInterceptorCreators(std::move(counter));
+    }
+    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    if (!server || bound_port == 0) return StartError(taken);
+    if (i == 0) {
+      // Port 0 picked a port: the other shards take the same one.
+      port_ = bound_port;
+      address = absl::StrCat(options_.listen.substr(0, options_.listen.rfind(':')), ":", port_);
+    }
+    servers_.push_back(std::move(server));
   }
   return absl::OkStatus();
 }
@@ -283,7 +383,7 @@ absl::Status CoordinatorServer::StartWebView() {
   if (options_.http_listen.empty()) return absl::OkStatus();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
-  web_bridge_ = std::make_unique<QueryBridge>(server_->InProcessChannel(args));
+  web_bridge_ = std::make_unique<QueryBridge>(servers_[0]->InProcessChannel(args));
   WebServerOptions web_options;
   web_options.listen = options_.http_listen;
   web_options.tls_cert = options_.tls.cert;
@@ -406,7 +506,14 @@ void CoordinatorServer::Shutdown() {
   //    servers finish their calls (2 s at most) and close.
   health_.SetServing(false);
   query_->Shutdown();
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  //    The shards at once, with one deadline: each waits only for its own calls.
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(2);
+  std::vector<std::thread> stopping;
+  for (size_t i = 1; i < servers_.size(); ++i) {
+    stopping.emplace_back([server = servers_[i].get(), deadline] { server->Shutdown(deadline); });
+  }
+  servers_[0]->Shutdown(deadline);
+  for (std::thread& t : stopping) t.join();
   if (health_server_) health_server_->Shutdown();
   // 2. The periodic duties: nothing arrives any more to close or flush on a timer.
   ticker_.Stop();

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "daemon/captures/capture_metrics.h"
@@ -57,6 +58,10 @@ class CoordinatorServer {
   absl::Status Start();
   // Stops serving, then the periodic duties, then flushes: see the order in the .cc.
   void Shutdown();
+
+  // The gRPC port bound (--listen's, or the one picked for port 0); after Start().
+  int port() const { return port_; }
+  CoordinatorMetrics& metrics() { return metrics_; }
 
  private:
   // Start()'s steps, in order.
@@ -112,7 +117,8 @@ class CoordinatorServer {
   std::unique_ptr<NodeMetrics> node_metrics_;
   std::unique_ptr<WebMetrics> web_metrics_;
   HealthService health_;
-  std::unique_ptr<grpc::Server> server_;
+  std::vector<std::unique_ptr<grpc::Server>> servers_;  // --ingest-shards, all on --listen
+  int port_ = 0;
   std::unique_ptr<grpc::Server> health_server_;  // plaintext, --health-listen
   std::unique_ptr<QueryBridge> web_bridge_;
   std::unique_ptr<WebServer> web_;

@@ -9,7 +9,7 @@ sf_init "${TEST_TMPDIR:-$(mktemp -d)}/twocoord" .
 coord_b_pid=
 trap 'sf_stop_all; kill ${SF_TRAINER_PIDS[@]:-} ${pids_a[@]:-} $coord_b_pid 2>/dev/null || true' EXIT
 
-sf_start_coordinator 17411 17412 --jobs jobA --window-steps 20 || sf_fail "coordinator A"
+sf_start_coordinator 17411 17412 --jobs jobA --window-steps 20 --ingest-shards 4 || sf_fail "coordinator A"
 mkdir -p "$SF_WORK/data-b"
 "$SF_BIN/daemon/coordinator/stagefrontier-coordinator" --listen 127.0.0.1:17421 \
   --metrics-listen 127.0.0.1:17422 --data-dir "$SF_WORK/data-b" --jobs jobB --window-steps 20 \
@@ -48,17 +48,21 @@ grep -q "refused" "$SF_WORK/sidecar-node0.log" && sf_fail "the sidecar saw refus
 # metrics port) bound the same port through SO_REUSEPORT and replayed its journals from the
 # same --data-dir: split brain. Refused at start now, naming the other process, and A serves on.
 echo "== one coordinator per port and per data directory"
-# refused NAME DATA_DIR METRICS_PORT WANT: a coordinator on A's --listen must stop with exit 2
-# saying WANT.
+# refused NAME DATA_DIR METRICS_PORT WANT [FLAGS...]: a coordinator on A's --listen must stop
+# with exit 2 saying WANT.
 refused() {
   local rc=0
   "$SF_BIN/daemon/coordinator/stagefrontier-coordinator" --listen "$SF_COORD" \
-    --metrics-listen "127.0.0.1:$3" --data-dir "$2" >"$SF_WORK/$1.log" 2>&1 || rc=$?
+    --metrics-listen "127.0.0.1:$3" --data-dir "$2" "${@:5}" >"$SF_WORK/$1.log" 2>&1 || rc=$?
   [ $rc = 2 ] && grep -q "$4" "$SF_WORK/$1.log" || sf_fail "$1: rc $rc $(cat "$SF_WORK/$1.log")"
 }
 refused same-dir "$SF_WORK/data" 17431 "another coordinator (pid $SF_COORD_PID) uses --data-dir"
 mkdir -p "$SF_WORK/data-c"
 refused same-port "$SF_WORK/data-c" 17432 "cannot listen on $SF_COORD"
+# A runs 4 ingest shards bound with SO_REUSEPORT: a coordinator of any shard count looks at the
+# port first (or binds without SO_REUSEPORT) and is refused all the same.
+refused same-port-1-shard "$SF_WORK/data-c" 17434 "cannot listen on $SF_COORD" --ingest-shards 1
+refused same-port-16-shards "$SF_WORK/data-c" 17435 "cannot listen on $SF_COORD" --ingest-shards 16
 # (Issue 30, item 6.) A taken metrics port said only CivetWeb's "null context when
 # constructing CivetServer".
 rc=0

@@ -83,6 +83,20 @@ TEST_CASE("usage errors exit 2, --help 0") {
   CHECK(Parse({"--help"}, &h) == 0);
 }
 
+TEST_CASE("--ingest-shards: 1 by default, 1..16") {
+  CoordinatorOptions o;
+  REQUIRE_FALSE(Parse({"--data-dir", "/d"}, &o));
+  CHECK(o.ingest_shards == 1);
+  REQUIRE_FALSE(Parse({"--data-dir", "/d", "--ingest-shards", "4"}, &o));
+  CHECK(o.ingest_shards == 4);
+  REQUIRE_FALSE(Parse({"--data-dir", "/d", "--ingest-shards", "16"}, &o));
+  CHECK(o.ingest_shards == 16);
+  for (const char* bad : {"0", "17", "-1", "two"}) {
+    CoordinatorOptions b;
+    CHECK(Parse({"--data-dir", "/d", "--ingest-shards", bad}, &b) == 2);
+  }
+}
+
 TEST_CASE("a bad --probe-bracket is named") {
   CoordinatorOptions o;
   REQUIRE_FALSE(Parse({"--data-dir", "/d", "--probe-bracket", "all_reduce"}, &o));
