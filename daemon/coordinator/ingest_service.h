@@ -59,6 +59,8 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<uint64_t, IngestStream*> live_ ABSL_GUARDED_BY(mu_);
+  // The live streams whose Hello the watchdog has not seen yet.
+  std::map<uint64_t, IngestStream*> awaiting_hello_ ABSL_GUARDED_BY(mu_);
   std::thread watchdog_;
 };
 

@@ -119,13 +119,14 @@ void IngestStream::OnWriteDone(bool ok) {
   MaybeWrite();
 }
 
-void IngestStream::CheckHelloDeadline(int64_t now_ns) {
-  if (hello_.load(std::memory_order_acquire)) return;
-  if (now_ns - created_ns_ < deps_.limits.hello_timeout_ms * 1'000'000) return;
+bool IngestStream::CheckHelloDeadline(int64_t now_ns) {
+  if (hello_.load(std::memory_order_acquire)) return true;
+  if (now_ns - created_ns_ < deps_.limits.hello_timeout_ms * 1'000'000) return false;
   End(grpc::DEADLINE_EXCEEDED,
       absl::StrCat("no Hello within ", deps_.limits.hello_timeout_ms,
                    " ms of opening the stream (--hello-timeout-ms)"),
       "hello_timeout");
+  return true;
 }
 
 void IngestStream::OnCancel() { End(grpc::CANCELLED, "cancelled"); }

@@ -70,8 +70,9 @@ class IngestStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
   bool Send(const v1::CoordinatorMessage& message) override;
 
   // Ends the stream (DEADLINE_EXCEEDED, counted) if no Hello came within
-  // limits.hello_timeout_ms of its creation. Thread-safe.
-  void CheckHelloDeadline(int64_t now_ns);
+  // limits.hello_timeout_ms of its creation. True once the stream needs no more checks (its
+  // Hello came, or it was ended now). Thread-safe.
+  bool CheckHelloDeadline(int64_t now_ns);
 
  private:
   struct Declared {
