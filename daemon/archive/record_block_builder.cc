@@ -13,6 +13,16 @@ constexpr uint64_t kBlockInputBytes = 8 << 20;
 
 absl::Status RecordBlockBuilder::Add(const v1::JournalRecord& record, Emit emit) {
   pending_.push_back(record);
+  return Added(emit);
+}
+
+absl::Status RecordBlockBuilder::Add(v1::JournalRecord&& record, Emit emit) {
+  pending_.push_back(std::move(record));
+  return Added(emit);
+}
+
+absl::Status RecordBlockBuilder::Added(Emit emit) {
+  const v1::JournalRecord& record = pending_.back();
   pending_bytes_ += record.ByteSizeLong();
   if (record.has_closed()) ++pending_closed_;
   if (pending_closed_ >= block_steps_ || pending_bytes_ >= kBlockInputBytes) return Finish(emit);
@@ -28,8 +38,8 @@ absl::Status RecordBlockBuilder::Finish(Emit emit) {
     size_t i = 0;
     bool same = true;
     const absl::Status decoded = DecodeRecordBlock(*block, [&](const v1::JournalRecord& r) {
-      same = same && i < pending_.size() &&
-             r.SerializeAsString() == pending_[i].SerializeAsString();
+      same =
+          same && i < pending_.size() && r.SerializeAsString() == pending_[i].SerializeAsString();
       ++i;
       return absl::OkStatus();
     });

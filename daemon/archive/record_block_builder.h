@@ -33,6 +33,8 @@ class RecordBlockBuilder {
   // whose body is the block). Fails as EncodeRecordBlock, or with Internal when verification
   // fails.
   [[nodiscard]] absl::Status Add(const v1::JournalRecord& record, Emit emit);
+  // The same, without a copy of the record (the live compactor's loop).
+  [[nodiscard]] absl::Status Add(v1::JournalRecord&& record, Emit emit);
   // Passes what is pending, if anything, as a last block.
   [[nodiscard]] absl::Status Finish(Emit emit);
 
@@ -48,6 +50,9 @@ class RecordBlockBuilder {
   uint64_t pending_bytes_ = 0;
   uint64_t blocks_ = 0;
   RecordBlockStats totals_;
+
+  // Counts the record just added to pending_; ends the block when it is due.
+  absl::Status Added(Emit emit);
 };
 
 }  // namespace stagefrontier

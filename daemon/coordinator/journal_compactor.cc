@@ -98,7 +98,7 @@ absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& job_journal, ui
           "journal ", path, ": a ", record.has_block() ? "record block" : "declaration",
           " at offset ", was.compacted_end + off, " among the plain records; not compacted"));
     }
-    if (absl::Status s = builder.Add(record, emit); !s.ok()) return s;
+    if (absl::Status s = builder.Add(std::move(record), emit); !s.ok()) return s;
     ++result.records;
     off += n;
   }

@@ -12,12 +12,18 @@ void PackedStepsEncoder::Add(int64_t step, const int64_t* durations_ns, uint32_t
     base_step_ = step;
     last_step_ = step;
   }
-  PutVarint(bytes_, ZigZag(step - last_step_));
+  // Written in place, one resize per step (the live journal compactor re-encodes every step it
+  // compacts).
+  const size_t at = bytes_.size();
+  bytes_.resize(at + (stage_count_ + 2) * kMaxVarintBytes);
+  char* const begin = bytes_.data() + at;
+  char* p = WriteVarint(begin, ZigZag(step - last_step_));
   last_step_ = step;
   for (uint32_t k = 0; k < stage_count_; ++k) {
-    PutVarint(bytes_, static_cast<uint64_t>(durations_ns[k] < 0 ? 0 : durations_ns[k]));
+    p = WriteVarint(p, static_cast<uint64_t>(durations_ns[k] < 0 ? 0 : durations_ns[k]));
   }
-  PutVarint(bytes_, flags);
+  p = WriteVarint(p, flags);
+  bytes_.resize(at + static_cast<size_t>(p - begin));
   ++count_;
 }
 

@@ -7,17 +7,26 @@
 #ifndef STAGEFRONTIER_DAEMON_WIRE_VARINT_H_
 #define STAGEFRONTIER_DAEMON_WIRE_VARINT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 namespace stagefrontier::wire {
 
-inline void PutVarint(std::string& out, uint64_t v) {
+// Writes `v` at `p` (room for kMaxVarintBytes); returns the end.
+inline char* WriteVarint(char* p, uint64_t v) {
   while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    *p++ = static_cast<char>((v & 0x7f) | 0x80);
     v >>= 7;
   }
-  out.push_back(static_cast<char>(v));
+  *p++ = static_cast<char>(v);
+  return p;
+}
+inline constexpr size_t kMaxVarintBytes = 10;
+
+inline void PutVarint(std::string& out, uint64_t v) {
+  char buf[kMaxVarintBytes];
+  out.append(buf, static_cast<size_t>(WriteVarint(buf, v) - buf));
 }
 
 inline uint64_t ZigZag(int64_t v) {
