@@ -15,6 +15,10 @@
 // Every node sends --steps steps in batches of --steps-per-batch steps x its ranks, at most
 // --in-flight batches unacknowledged (as the sidecar's window), paced at --step-rate steps/s
 // (0: as fast as the acknowledgements allow). One job, world = nodes x ranks-per-node.
+// --sidecar-batching replaces --steps-per-batch with the sidecar's own batching (default
+// settings: daemon/sidecar/batch_hold.h): each rank of a node finishes step s at
+// start + (s + 1) / --step-rate plus 0-2 ms of skew, and the node sends what its ranks finished
+// when its BatchHold says so; verdicts are then also timed from the window's last step's end.
 // --coordinator-arg ARG (repeatable) passes ARG on to the coordinator, for A/B runs of a flag.
 //
 //   bazel build -c opt //tests/bench:ingest_load_harness
@@ -33,6 +37,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -49,6 +54,7 @@
 #include <vector>
 
 #include "daemon/common/descriptor_limit.h"
+#include "daemon/sidecar/batch_hold.h"
 #include "daemon/wire/packed_steps.h"
 #include "grpcpp/grpcpp.h"
 #include "shm/monotonic_clock.h"
@@ -78,6 +84,7 @@ struct Options {
   int in_flight = 4;
   double step_rate = 0;  // steps/s per node; 0: as fast as acks allow
   int window = 100;
+  bool sidecar_batching = false;  // the sidecar's own batching instead of steps_per_batch
   bool fsync = false;
   int port = 17491;
   std::string data_dir;                       // default: a temporary directory on /tmp
@@ -95,6 +102,7 @@ struct Shared {
   std::atomic<int64_t> late;                // ... as late (for steps already closed)
   std::atomic<int64_t> rejected;            // rank-steps in rejections
   std::atomic<int64_t> batches;             // step batches acknowledged
+  std::atomic<int64_t> send_start_ns;       // when step 0 starts (set before phase 2)
   std::atomic<int64_t> sent_ns[kMaxSteps];  // latest hand-off of step s by any node
 };
 
@@ -135,15 +143,20 @@ bool WaitFor(F done, double seconds) {
 class NodeStream final
     : public grpc::ClientBidiReactor<v1::SidecarMessage, v1::CoordinatorMessage> {
  public:
-  NodeStream(const Options& o, Shared* shared, int node, const std::vector<std::string>* packed,
-             std::vector<double>* latencies_ms, std::mutex* lat_mu)
+  // packed[c - 1]: variants of c steps' packed durations.
+  NodeStream(const Options& o, Shared* shared, int node,
+             const std::vector<std::vector<std::string>>* packed, std::vector<double>* latencies_ms,
+             std::mutex* lat_mu)
       : o_(o),
         shared_(shared),
         node_(node),
         packed_(packed),
-        batches_(o.steps / o.steps_per_batch),
+        batches_(o.sidecar_batching ? INT_MAX : o.steps / o.steps_per_batch),
         latencies_ms_(latencies_ms),
-        lat_mu_(lat_mu) {}
+        lat_mu_(lat_mu) {
+    done_.assign(static_cast<size_t>(o.ranks_per_node), -1);
+    sent_.assign(static_cast<size_t>(o.ranks_per_node), -1);
+  }
 
   void Open(v1::Ingest::Stub* stub) {
     stub->async()->Stream(&ctx_, this);
@@ -177,6 +190,10 @@ class NodeStream final
       QueueLocked(std::move(m), now_ns);
     }
     if (phase < 2 || !declared_) return;
+    if (o_.sidecar_batching) {
+      PumpAsSidecarLocked(now_ns, send_start_ns);
+      return;
+    }
     while (next_ < batches_ && next_ - acked_ < o_.in_flight) {
       const int64_t first_step = static_cast<int64_t>(next_) * o_.steps_per_batch;
       if (o_.step_rate > 0) {
@@ -193,7 +210,7 @@ class NodeStream final
         rs->set_rank(node_ * o_.ranks_per_node + r);
         rs->set_base_step(first_step);
         rs->set_count(static_cast<uint32_t>(o_.steps_per_batch));
-        rs->set_packed((*packed_)[(static_cast<size_t>(node_ + next_) * 7 + r) % packed_->size()]);
+        rs->set_packed(Packed(o_.steps_per_batch, next_, r));
       }
       QueueLocked(std::move(m), now_ns);
       for (int s = 0; s < o_.steps_per_batch; ++s)
@@ -203,6 +220,72 @@ class NodeStream final
   }
 
  private:
+  const std::string& Packed(int count, int batch, int r) const {
+    const std::vector<std::string>& v = (*packed_)[static_cast<size_t>(count - 1)];
+    return v[(static_cast<size_t>(node_ + batch) * 7 + static_cast<size_t>(r)) % v.size()];
+  }
+
+  // Rank r of this node finishes step s at start + (s + 1) / rate + a skew of 0-2 ms.
+  int64_t StepEndNs(int64_t send_start_ns, int64_t step, int r) const {
+    const uint64_t h = (static_cast<uint64_t>(node_) * 1000003u + static_cast<uint64_t>(r) * 7919u +
+                        static_cast<uint64_t>(step) * 104729u) %
+                       2'000'003u;
+    return send_start_ns + static_cast<int64_t>((step + 1) / o_.step_rate * 1e9) +
+           static_cast<int64_t>(h);
+  }
+
+  // As a sidecar with default settings: notes each step its ranks finished, sends what they
+  // finished when the node's BatchHold says so (and the in-flight bound allows).
+  void PumpAsSidecarLocked(int64_t now_ns, int64_t send_start_ns) {
+    int64_t next_end = INT64_MAX;
+    for (int r = 0; r < o_.ranks_per_node; ++r) {
+      int64_t& done = done_[static_cast<size_t>(r)];
+      while (done + 1 < o_.steps && StepEndNs(send_start_ns, done + 1, r) <= now_ns) {
+        ++done;
+        hold_.Note(kJob, node_ * o_.ranks_per_node + r, done, now_ns);
+        if (oldest_ns_ == 0) oldest_ns_ = now_ns;
+      }
+      if (done + 1 < o_.steps) next_end = std::min(next_end, StepEndNs(send_start_ns, done + 1, r));
+    }
+    const bool all_done = next_end == INT64_MAX;
+    if (oldest_ns_ != 0 && next_ - acked_ < o_.in_flight &&
+        (all_done || hold_.Due(now_ns, oldest_ns_))) {
+      v1::SidecarMessage m;
+      v1::StepBatch* b = m.mutable_batch();
+      b->set_batch_seq(3 + static_cast<uint64_t>(next_));
+      for (int r = 0; r < o_.ranks_per_node; ++r) {
+        const int64_t from = sent_[static_cast<size_t>(r)] + 1;
+        const int64_t to = done_[static_cast<size_t>(r)];
+        if (to < from) continue;
+        v1::RankSteps* rs = b->add_steps();
+        rs->set_job(kJob);
+        rs->set_rank(node_ * o_.ranks_per_node + r);
+        rs->set_base_step(from);
+        rs->set_count(static_cast<uint32_t>(to - from + 1));
+        rs->set_packed(Packed(static_cast<int>(to - from + 1), next_, r));
+        for (int64_t st = from; st <= to; ++st) FetchMax(shared_->sent_ns[st], now_ns);
+        sent_[static_cast<size_t>(r)] = to;
+      }
+      QueueLocked(std::move(m), now_ns);
+      hold_.Sent(now_ns);
+      oldest_ns_ = 0;
+      ++next_;
+      if (all_done) batches_ = next_;  // the last batch: finished once it is acknowledged
+    }
+    if (all_done && oldest_ns_ == 0 && batches_ == INT_MAX) {
+      // Everything went out with a batch that ended on a step boundary.
+      batches_ = next_;
+      if (acked_ == batches_) shared_->finished.fetch_add(1);
+    }
+    // Nothing to do before the next step ends or the hold runs out (a sidecar's poll would find
+    // nothing either): thousands of streams per client process must not spin while they hold.
+    int64_t next = next_end;
+    if (oldest_ns_ != 0) {
+      next = next_ - acked_ < o_.in_flight ? std::min(next, oldest_ns_ + hold_.HoldNs()) : now_ns;
+    }
+    next_due_ns_.store(next, std::memory_order_relaxed);
+  }
+
   void Queue(v1::SidecarMessage m) {
     std::lock_guard<std::mutex> lock(mu_);
     QueueLocked(std::move(m), shm::MonotonicNowNs());
@@ -275,8 +358,8 @@ class NodeStream final
   const Options& o_;
   Shared* shared_;
   const int node_;
-  const std::vector<std::string>* packed_;
-  const int batches_;
+  const std::vector<std::vector<std::string>>* packed_;
+  int batches_;  // with sidecar batching: INT_MAX until the last batch went out
   std::vector<double>* latencies_ms_;
   std::mutex* lat_mu_;
   grpc::ClientContext ctx_;
@@ -292,22 +375,32 @@ class NodeStream final
   bool ended_ = false;
   int next_ = 0;
   int acked_ = 0;
+  // Sidecar batching: each rank's newest finished and sent step, the node's hold.
+  std::vector<int64_t> done_;
+  std::vector<int64_t> sent_;
+  BatchHold hold_;
+  int64_t oldest_ns_ = 0;  // when the oldest unsent step was noted; 0: none
 };
 
 int RunClients(const Options& o, Shared* shared, int proc, const std::string& lat_path) {
-  // Pre-encoded packed steps: steps 0..K-1 relative to base 0, reused with any base step.
-  std::vector<std::string> packed;
+  // Pre-encoded packed steps: packed[c - 1] holds variants of steps 0..c-1 relative to base 0,
+  // reused with any base step (c: a batch's steps per rank).
+  const int max_count = o.sidecar_batching ? 64 : o.steps_per_batch;
+  std::vector<std::vector<std::string>> packed(static_cast<size_t>(max_count));
   std::mt19937 rng(static_cast<uint32_t>(proc) + 1);
   std::uniform_int_distribution<int> jitter(-200'000, 200'000);
-  for (int v = 0; v < 61; ++v) {
-    wire::PackedStepsEncoder e(kStages);
-    for (int s = 0; s < o.steps_per_batch; ++s) {
-      const int64_t d[kStages] = {4'000'000 + jitter(rng),  8'000'000 + jitter(rng),
-                                  12'000'000 + jitter(rng), 300'000 + jitter(rng) / 10,
-                                  3'000'000 + jitter(rng),  100'000};
-      e.Add(s, d, 0);
+  for (int c = 1; c <= max_count; ++c) {
+    if (!o.sidecar_batching && c != o.steps_per_batch) continue;
+    for (int v = 0; v < 61; ++v) {
+      wire::PackedStepsEncoder e(kStages);
+      for (int s = 0; s < c; ++s) {
+        const int64_t d[kStages] = {4'000'000 + jitter(rng),  8'000'000 + jitter(rng),
+                                    12'000'000 + jitter(rng), 300'000 + jitter(rng) / 10,
+                                    3'000'000 + jitter(rng),  100'000};
+        e.Add(s, d, 0);
+      }
+      packed[static_cast<size_t>(c - 1)].push_back(e.bytes());
     }
-    packed.push_back(e.bytes());
   }
   const std::string addr = "127.0.0.1:" + std::to_string(o.port);
   std::vector<std::unique_ptr<v1::Ingest::Stub>> stubs;
@@ -323,13 +416,11 @@ int RunClients(const Options& o, Shared* shared, int proc, const std::string& la
     streams.push_back(std::make_unique<NodeStream>(o, shared, n, &packed, &latencies_ms, &lat_mu));
     streams.back()->Open(stubs.back().get());
   }
-  int64_t send_start = 0;
   for (;;) {
     const int phase = shared->phase.load();
     if (phase >= 3) break;
     const int64_t now = shm::MonotonicNowNs();
-    if (phase >= 2 && send_start == 0) send_start = now;
-    for (auto& s : streams) s->Pump(phase, now, send_start);
+    for (auto& s : streams) s->Pump(phase, now, shared->send_start_ns.load());
     SleepMs(phase < 2 ? 20 : o.step_rate > 0 ? 5 : 2);
   }
   {
@@ -350,7 +441,8 @@ double Pct(const std::vector<double>& v, double p) {
 int Usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s COORDINATOR_BIN [--nodes N] [--ranks-per-node N] [--procs N] "
-               "[--steps N] [--steps-per-batch N] [--in-flight N] [--step-rate STEPS_PER_S] "
+               "[--steps N] [--steps-per-batch N | --sidecar-batching] [--in-flight N] "
+               "[--step-rate STEPS_PER_S] "
                "[--window N] [--fsync] [--port P] [--data-dir DIR] [--coordinator-arg ARG]...\n",
                argv0);
   return 2;
@@ -367,6 +459,10 @@ int main(int argc, char** argv) {
     const std::string k = argv[i];
     if (k == "--fsync") {
       o.fsync = true;
+      continue;
+    }
+    if (k == "--sidecar-batching") {
+      o.sidecar_batching = true;
       continue;
     }
     if (i + 1 >= argc) return Usage(argv[0]);
@@ -403,6 +499,11 @@ int main(int argc, char** argv) {
                  "and steps-per-batch <= steps < 65536\n");
     return 2;
   }
+  if (o.sidecar_batching && o.step_rate <= 0) {
+    std::fprintf(stderr, "--sidecar-batching needs --step-rate (ranks finish steps in time)\n");
+    return 2;
+  }
+  if (o.sidecar_batching) o.steps_per_batch = 1;  // unused: the hold decides
   o.steps -= o.steps % o.steps_per_batch;
   // Every stream is a socket on both sides (the client processes inherit this limit).
   const uint64_t wanted = static_cast<uint64_t>(o.nodes) + 256;
@@ -460,8 +561,10 @@ int main(int argc, char** argv) {
   const int held = shared->opened.load();
   std::printf(
       "ingest_load_harness: %d nodes x %d ranks = %d ranks, %d client processes, "
-      "%d steps in batches of %d, in flight %d, rate %s, window %d, fsync %s\n",
-      o.nodes, o.ranks_per_node, o.nodes * o.ranks_per_node, o.procs, o.steps, o.steps_per_batch,
+      "%d steps in batches of %s, in flight %d, rate %s, window %d, fsync %s\n",
+      o.nodes, o.ranks_per_node, o.nodes * o.ranks_per_node, o.procs, o.steps,
+      o.sidecar_batching ? "the sidecar's own batching (default settings)"
+                         : std::to_string(o.steps_per_batch).c_str(),
       o.in_flight,
       o.step_rate > 0 ? (std::to_string(o.step_rate) + " steps/s per node").c_str()
                       : "as fast as acks allow",
@@ -482,6 +585,7 @@ int main(int argc, char** argv) {
   // Verdicts, watched from here (gRPC starts in this process only now).
   std::mutex mu;
   std::vector<double> verdict_ms;
+  std::vector<double> verdict_from_end_ms;  // sidecar batching: from the step's last rank's end
   int64_t verdicts_seen = 0;
   grpc::ClientContext watch_ctx;
   auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(o.port),
@@ -500,15 +604,28 @@ int main(int argc, char** argv) {
       std::lock_guard<std::mutex> lock(mu);
       ++verdicts_seen;
       if (ready > 0) verdict_ms.push_back((now - ready) / 1e6);
+      if (o.sidecar_batching) {
+        const int64_t end = shared->send_start_ns.load() +
+                            static_cast<int64_t>((last + 1) / o.step_rate * 1e9) + 2'000'000;
+        verdict_from_end_ms.push_back((now - end) / 1e6);
+      }
     }
   });
+  const auto clients_cpu = [&] {
+    double sum = 0;
+    for (pid_t c : clients) sum += CpuSeconds(c);
+    return sum;
+  };
   const double cpu0 = CpuSeconds(coord);
+  const double clients_cpu0 = clients_cpu();
   const auto t_send = std::chrono::steady_clock::now();
+  shared->send_start_ns.store(shm::MonotonicNowNs());
   shared->phase.store(2);
   ok = ok &&
        WaitFor([&] { return shared->finished.load() + shared->failed.load() >= o.nodes; }, 3600);
   const double send_s = elapsed(t_send);
   const double cpu = CpuSeconds(coord) - cpu0;
+  const double client_cpu = clients_cpu() - clients_cpu0;
   const int64_t rss_end = RssBytes(coord);
   SleepMs(1000);
   shared->phase.store(3);
@@ -529,6 +646,7 @@ int main(int argc, char** argv) {
   }
   std::sort(acks.begin(), acks.end());
   std::sort(verdict_ms.begin(), verdict_ms.end());
+  std::sort(verdict_from_end_ms.begin(), verdict_from_end_ms.end());
   const int64_t accepted = shared->accepted.load();
   std::printf(
       "sent for %.2f s: %lld rank-steps accepted (late %lld, rejected %lld) in %lld "
@@ -540,11 +658,22 @@ int main(int argc, char** argv) {
       "coordinator CPU %.2f s (%.0f%% of one core): %.3f M rank-steps per coordinator "
       "CPU-second\n",
       cpu, 100 * cpu / send_s, cpu > 0 ? accepted / cpu / 1e6 : -1.0);
+  // The sidecar-like clients share this machine's cores with the coordinator: what they take
+  // is not the coordinator's, but it is time the coordinator waits for a core.
+  std::printf("client processes' CPU %.2f s (%.0f%% of one core, on the same machine)\n",
+              client_cpu, 100 * client_cpu / send_s);
   std::printf("ack latency over %zu batches: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", acks.size(),
               Pct(acks, 0.5), Pct(acks, 0.99), acks.empty() ? -1 : acks.back());
   std::printf("verdict latency over %zu of %lld windows: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
               verdict_ms.size(), static_cast<long long>(verdicts_seen), Pct(verdict_ms, 0.5),
               Pct(verdict_ms, 0.99), verdict_ms.empty() ? -1 : verdict_ms.back());
+  if (o.sidecar_batching) {
+    std::printf(
+        "verdict latency from the window's last step's end (the hold included): p50 %.2f ms, "
+        "p99 %.2f ms, max %.2f ms\n",
+        Pct(verdict_from_end_ms, 0.5), Pct(verdict_from_end_ms, 0.99),
+        verdict_from_end_ms.empty() ? -1 : verdict_from_end_ms.back());
+  }
   std::printf("coordinator RSS at the end: %.1f MB\n", rss_end / 1e6);
   if (o.data_dir.empty()) {
     const std::string rm = "rm -rf " + dir;
