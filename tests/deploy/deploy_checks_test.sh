@@ -6,7 +6,8 @@ set -euo pipefail
 source deploy/demo/pipeline.sh
 sf_init "${TEST_TMPDIR:-$(mktemp -d)}/deploy" .
 trap 'sf_stop_all; kill ${SF_TRAINER_PIDS[@]:-} 2>/dev/null || true' EXIT
-sf_start_coordinator 17361 17362 --window-steps 20
+# Two ingest servers: stagefrontier_ingest_shard_streams exists only with more than one.
+sf_start_coordinator 17361 17362 --window-steps 20 --ingest-shards 2
 sf_start_sidecar node0
 sf_run_trainers job1 4 1 60 --fault forward:1:5 --fault-start 10
 sf_wait_steps job1 60 30

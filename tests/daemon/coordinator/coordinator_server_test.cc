@@ -19,6 +19,7 @@
 #include "grpcpp/grpcpp.h"
 #include "stagefrontier/v1/ingest.grpc.pb.h"
 #include "stagefrontier/v1/query.grpc.pb.h"
+#include "tests/daemon/coordinator/ingest_declaration.h"
 
 namespace stagefrontier {
 namespace {
@@ -62,16 +63,7 @@ struct Sidecar {
     v1::SidecarMessage m;
     v1::StepBatch* b = m.mutable_batch();
     b->set_batch_seq(1);
-    v1::RankDeclaration* d = b->add_declarations();
-    d->set_job("j");
-    d->set_rank(rank);
-    d->set_world_size(world);
-    v1::Stage* s = d->add_stages();
-    s->set_name("data");
-    s->set_kind(v1::STAGE_KIND_IO);
-    s = d->add_stages();
-    s->set_name("grad_sync");
-    s->set_kind(v1::STAGE_KIND_SYNC);
+    Declare(b, rank, "j", world);
     wire::PackedStepsEncoder e(2);
     const int64_t durations[] = {1'000'000, 2'000'000};
     for (int step = 0; step < steps; ++step) e.Add(step, durations, 0);

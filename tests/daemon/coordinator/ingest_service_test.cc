@@ -18,6 +18,7 @@
 #include "daemon/wire/rank_steps.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
+#include "tests/daemon/coordinator/ingest_declaration.h"
 
 namespace stagefrontier {
 namespace {
@@ -86,20 +87,6 @@ v1::SidecarMessage Hello(int version = 1, const std::string& node = "test-node",
   m.mutable_hello()->set_node(node);
   m.mutable_hello()->set_sidecar_id(sidecar_id);
   return m;
-}
-
-void Declare(v1::StepBatch* b, int rank, const char* job = "j", int world = 4,
-             const char* second_stage = "grad_sync") {
-  v1::RankDeclaration* d = b->add_declarations();
-  d->set_job(job);
-  d->set_rank(rank);
-  d->set_world_size(world);
-  v1::Stage* s = d->add_stages();
-  s->set_name("data");
-  s->set_kind(v1::STAGE_KIND_IO);
-  s = d->add_stages();
-  s->set_name(second_stage);
-  s->set_kind(v1::STAGE_KIND_SYNC);
 }
 
 void AddSteps(v1::StepBatch* b, int rank, int first, int last, const char* job = "j") {
