@@ -17,6 +17,7 @@
 #include "daemon/captures/capture_analysis_child.h"
 #include "daemon/common/descriptor_limit.h"
 #include "daemon/common/grpc_security.h"
+#include "daemon/common/host_port.h"
 #include "grpcpp/support/server_interceptor.h"
 #include "shm/monotonic_clock.h"
 #include "spdlog/spdlog.h"
@@ -35,14 +36,11 @@ absl::Status StartError(const std::string& message) {
 // SO_REUSEPORT, then closed. True for port 0 or a host that does not resolve (gRPC then picks
 // a port, or says what is wrong).
 bool PortFree(const std::string& listen) {
-  const size_t colon = listen.rfind(':');
-  if (colon == std::string::npos) return true;
-  std::string host = listen.substr(0, colon);
-  const std::string port = listen.substr(colon + 1);
+  const std::optional<HostPort> split = SplitHostPort(listen);
+  if (!split) return true;
+  const std::string& host = split->host;
+  const std::string& port = split->port;
   if (std::atoi(port.c_str()) == 0) return true;
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;

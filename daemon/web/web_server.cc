@@ -18,6 +18,7 @@
 #include "boost/asio/ssl.hpp"
 #include "boost/beast/core.hpp"
 #include "boost/beast/http.hpp"
+#include "daemon/common/host_port.h"
 #include "daemon/web/web_assets.h"
 
 namespace stagefrontier {
@@ -325,16 +326,11 @@ void WebServer::Impl::Stop() {
 
 absl::StatusOr<std::unique_ptr<WebServer>> WebServer::Start(const WebServerOptions& options,
                                                             ApiHandler api) {
-  const size_t colon = options.listen.rfind(':');
+  const std::optional<HostPort> split = SplitHostPort(options.listen);
   int port = -1;
-  std::string host = colon == std::string::npos ? "" : options.listen.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
   boost::system::error_code ec;
-  const asio::ip::address address = asio::ip::make_address(host, ec);
-  if (colon == std::string::npos || ec ||
-      !absl::SimpleAtoi(options.listen.substr(colon + 1), &port) || port < 0 || port > 65535) {
+  const asio::ip::address address = asio::ip::make_address(split ? split->host : "", ec);
+  if (!split || ec || !absl::SimpleAtoi(split->port, &port) || port < 0 || port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("--http-listen ", options.listen, ": want ADDRESS:PORT, e.g. 127.0.0.1:7313"));
   }
