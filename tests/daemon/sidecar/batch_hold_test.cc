@@ -131,6 +131,24 @@ TEST_CASE("two jobs: either one's boundary sends the batch") {
   CHECK_FALSE(hold.Due(20 * kMs, 20 * kMs));
 }
 
+TEST_CASE("a trainer's wild step numbers hold no other job back and never stretch the hold") {
+  // Step numbers come from segments a trainer's user writes: one jumping to the largest valid
+  // step, back to 0, and stopping mid-batch.
+  BatchHold hold;
+  hold.Note("wild", 0, (int64_t{1} << 40) - 1, 0);
+  hold.Note("wild", 0, 0, kMs);
+  hold.Note("wild", 0, 1, 2 * kMs);
+  CHECK(hold.HoldNs() <= 4 * kS);
+  CHECK(hold.HoldNs() > 0);
+  // The other job's boundary sends the batch at once.
+  for (int r = 0; r < 8; ++r) hold.Note("good", r, 3, 3 * kMs);
+  CHECK(hold.Due(3 * kMs, 0));
+  hold.Sent(3 * kMs);
+  // And the wild job alone is held no longer than max_hold_ns.
+  hold.Note("wild", 0, 2, 4 * kMs);
+  CHECK(hold.Due(4 * kMs + 4 * kS, 4 * kMs));
+}
+
 TEST_CASE("ranks gone for a minute are forgotten") {
   BatchHold hold;
   Finish(hold, 8, 0, 0);
