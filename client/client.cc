@@ -26,6 +26,48 @@ namespace {
 using client_internal::g_fork_generation;
 void OnForkChild() { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }
 
+// Checks options.layout against the world size and completes it (pipeline_stages and
+// tensor_size 0 read as 1 once either is declared); all zero when none is declared.
+absl::StatusOr<RankLayout> ResolveLayout(const RankLayout& l, int32_t world_size) {
+  constexpr int32_t kMax = 65535;  // the slot holds u16 fields
+  if (l.pipeline_stages == 0 && l.tensor_size == 0) {
+    if (l.pipeline_stage != 0 || l.tensor_rank != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank layout: pipeline_stage ", l.pipeline_stage, " and tensor_rank ", l.tensor_rank,
+          " given without pipeline_stages or tensor_size (all zero declares no layout)"));
+    }
+    return RankLayout{};
+  }
+  if (l.pipeline_stages < 0 || l.pipeline_stages > kMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank layout: pipeline_stages ", l.pipeline_stages, " is outside 1..", kMax));
+  }
+  if (l.tensor_size < 0 || l.tensor_size > kMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank layout: tensor_size ", l.tensor_size, " is outside 1..", kMax));
+  }
+  RankLayout out = l;
+  if (out.pipeline_stages == 0) out.pipeline_stages = 1;  // tensor parallelism only
+  if (out.tensor_size == 0) out.tensor_size = 1;          // pipeline parallelism only
+  if (out.pipeline_stage < 0 || out.pipeline_stage >= out.pipeline_stages) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank layout: pipeline_stage ", out.pipeline_stage, " is outside 0..",
+                     out.pipeline_stages - 1, " (pipeline_stages ", out.pipeline_stages, ")"));
+  }
+  if (out.tensor_rank < 0 || out.tensor_rank >= out.tensor_size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank layout: tensor_rank ", out.tensor_rank,
+                                                   " is outside 0..", out.tensor_size - 1,
+                                                   " (tensor_size ", out.tensor_size, ")"));
+  }
+  const int64_t group = int64_t{out.pipeline_stages} * out.tensor_size;
+  if (group > world_size || world_size % group != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank layout: pipeline_stages ", out.pipeline_stages, " x tensor_size ",
+                     out.tensor_size, " = ", group, " does not divide world size ", world_size));
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(std::vector<Stage> stages,
@@ -45,10 +87,13 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(std::vector<Stage> stages
     const GetEnv env = getenv ? getenv : GetEnv([](const char* n) { return ::getenv(n); });
     absl::StatusOr<LauncherIdentity> identity = ResolveIdentity(options, env);
     if (!identity.ok()) return identity.status();
+    absl::StatusOr<RankLayout> layout = ResolveLayout(options.layout, identity->world_size);
+    if (!layout.ok()) return layout.status();
     static std::once_flag atfork_once;
     std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, &OnForkChild); });
     std::unique_ptr<Client> client(new Client(*std::move(schema), *std::move(identity)));
     client->fork_generation_ = g_fork_generation.load(std::memory_order_relaxed);
+    client->layout_ = *layout;
     const char* quiet_env = env("STAGEFRONTIER_QUIET");
     const char* selftest_env = env("STAGEFRONTIER_ALLOW_SELFTEST");
     client->allow_selftest_ =
@@ -103,6 +148,11 @@ void Client::Attach(bool quiet) {
   id.rank = identity_.rank;
   id.world_size = identity_.world_size;
   id.local_world_size = identity_.local_world_size;
+  // Checked at Create: every field fits the slot's u16 (all zero: none declared).
+  id.layout.pipeline_stage = static_cast<uint16_t>(layout_.pipeline_stage);
+  id.layout.pipeline_stages = static_cast<uint16_t>(layout_.pipeline_stages);
+  id.layout.tensor_rank = static_cast<uint16_t>(layout_.tensor_rank);
+  id.layout.tensor_size = static_cast<uint16_t>(layout_.tensor_size);
   for (const Stage& s : schema_.stages()) {
     id.stages.emplace_back(s.name, static_cast<uint8_t>(s.kind));
   }

@@ -93,8 +93,9 @@ class Client {
 
   // Declares the schema (1..32 stages, unique names of 1..39 characters from [A-Za-z0-9_.-])
   // and attaches to the segment, creating it if needed. Fails with InvalidArgument only for a
-  // bad schema or a bad identity (see launcher_environment.h); segment problems do not fail,
-  // they disable recording (enabled() is false, disabled_reason() says why).
+  // bad schema, a bad identity (see launcher_environment.h) or a bad options.layout (naming the
+  // field and its value; RankLayout says what is checked); segment problems do not fail, they
+  // disable recording (enabled() is false, disabled_reason() says why).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Client>> Create(
       std::vector<Stage> stages, const ClientOptions& options = {}, const GetEnv& getenv = nullptr);
 
@@ -110,6 +111,9 @@ class Client {
   StageId stage_id(const std::string& name) const;
   const StageSchema& schema() const { return schema_; }
   const LauncherIdentity& identity() const { return identity_; }
+  // The layout declared, completed (pipeline_stages and tensor_size at least 1), or all zero
+  // when none was. Written into the slot at claim; the sidecar declares it to the coordinator.
+  const RankLayout& layout() const { return layout_; }
   bool enabled() const { return enabled_; }
   const std::string& disabled_reason() const { return disabled_reason_; }
 
@@ -265,6 +269,7 @@ class Client {
 
   StageSchema schema_;
   LauncherIdentity identity_;
+  RankLayout layout_;  // completed, or all zero: none declared
   StepRecorder recorder_;
   std::unique_ptr<shm::MappedSegment> segment_;
   shm::v1::SlotHeader* slot_ = nullptr;

@@ -23,6 +23,20 @@
 
 namespace stagefrontier {
 
+// Where this rank sits in a 3D-parallel (pipeline x tensor x data-parallel) job, declared once
+// at Create and sent to the coordinator with the rank's declaration. All zero: none declared
+// (the job is one sync group). pipeline_stages 0 with tensor_size >= 1 declares tensor
+// parallelism only (one pipeline stage); tensor_size 0 with pipeline_stages >= 1 means 1.
+// Client::Create checks 0 <= pipeline_stage < pipeline_stages <= 65535,
+// 0 <= tensor_rank < tensor_size <= 65535, and that pipeline_stages * tensor_size divides the
+// world size.
+struct RankLayout {
+  int32_t pipeline_stage = 0;
+  int32_t pipeline_stages = 0;
+  int32_t tensor_rank = 0;
+  int32_t tensor_size = 0;
+};
+
 // What the caller may set explicitly; empty strings and negative numbers mean "from the
 // environment".
 struct ClientOptions {
@@ -37,6 +51,8 @@ struct ClientOptions {
   bool quiet = false;  // do not log why recording is disabled
   // Obey self-test requests (sfctl selftest). Also set by STAGEFRONTIER_ALLOW_SELFTEST=1.
   bool allow_selftest = false;
+  // The rank's 3D-parallel layout (no environment variable; default: none declared).
+  RankLayout layout;
 };
 
 struct LauncherIdentity {

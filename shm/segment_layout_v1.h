@@ -1,7 +1,7 @@
 // The per-node shared-memory segment, layout version 1. FROZEN: never change a field, an
 // offset or a size here; reserved bytes may only gain fields whose zero means "absent"
-// (the self-test, capture and open-stage extensions below, documented in
-// docs/segment-format.md). Extend in segment_layout_v2.h and teach the reader both; a reader
+// (the self-test, capture, open-stage, hang-dump and rank-layout extensions below, documented
+// in docs/segment-format.md). Extend in segment_layout_v2.h and teach the reader both; a reader
 // refuses versions newer than it knows (see segment_view.h). Byte-level description:
 // docs/segment-format.md.
 //
@@ -68,9 +68,13 @@ enum SlotState : uint32_t {
   kSlotReleased = 3,  // the owner exited cleanly; unread records stay readable
 };
 
+// StageDesc::kind's largest value (4 p2p, added in place: readers before it refuse the slot's
+// schema as invalid, naming the stage).
+inline constexpr uint8_t kMaxStageKind = 4;
+
 struct StageDesc {
   char name[kStageNameBytes];  // 0
-  uint8_t kind;                // 40  0 io, 1 compute, 2 sync, 3 mixed
+  uint8_t kind;                // 40  0 io, 1 compute, 2 sync, 3 mixed, 4 p2p
   uint8_t reserved[7];         // 41
 };
 static_assert(sizeof(StageDesc) == 48);
@@ -139,7 +143,13 @@ struct alignas(kCacheLine) SlotHeader {
   int32_t local_world_size;            // 40
   uint32_t stage_count;                // 44  1..kMaxStages
   uint64_t schema_hash;                // 48  SchemaHash() of the stages below
-  uint8_t reserved0[8];                // 56
+  // Rank layout extension (bytes v1 reserved as zero; docs/segment-format.md "Rank layout"):
+  // where the rank sits in a pipeline x tensor x data-parallel job, written with the identity
+  // at every claim. pipeline_stages 0: none declared (what a stub that predates it leaves).
+  uint16_t pipeline_stage;             // 56  0 .. pipeline_stages - 1
+  uint16_t pipeline_stages;            // 58  0: no layout declared
+  uint16_t tensor_rank;                // 60  0 .. tensor_size - 1
+  uint16_t tensor_size;                // 62  1 without tensor parallelism
   StageDesc stages[kMaxStages];        // 64
   // Writer line: written by the stub only.
   alignas(kCacheLine) std::atomic<uint64_t> write_cursor;  // 1600 records published
@@ -187,6 +197,10 @@ struct alignas(kCacheLine) SlotHeader {
   std::atomic<uint64_t> dump_answered_id;  // 1848
 };
 static_assert(sizeof(SlotHeader) == 1856);
+static_assert(offsetof(SlotHeader, pipeline_stage) == 56);
+static_assert(offsetof(SlotHeader, pipeline_stages) == 58);
+static_assert(offsetof(SlotHeader, tensor_rank) == 60);
+static_assert(offsetof(SlotHeader, tensor_size) == 62);
 static_assert(offsetof(SlotHeader, stages) == 64);
 static_assert(offsetof(SlotHeader, write_cursor) == 1600);
 static_assert(offsetof(SlotHeader, open_seq) == 1624);

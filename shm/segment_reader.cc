@@ -52,6 +52,24 @@ void SegmentReader::RefreshSchema(uint32_t local_rank, SlotState& st) {
   st.stages.clear();
   st.schema_ok = false;
   st.schema_failed = true;  // until it passes below
+  // The rank layout: copied out once, then judged (the trainer writes these bytes). A bad one
+  // is counted and taken as none; the schema and the records are still good.
+  SlotLayout layout;
+  layout.pipeline_stage = slot.pipeline_stage;
+  layout.pipeline_stages = slot.pipeline_stages;
+  layout.tensor_rank = slot.tensor_rank;
+  layout.tensor_size = slot.tensor_size;
+  st.layout = SlotLayout{};
+  if (layout.declared()) {
+    if (ValidSlotLayout(layout)) {
+      st.layout = layout;
+    } else {
+      Fail(local_rank, st, &st.invalid,
+           absl::StrCat("slot rank layout (pipeline stage ", layout.pipeline_stage, " of ",
+                        layout.pipeline_stages, ", tensor rank ", layout.tensor_rank, " of ",
+                        layout.tensor_size, ") is inconsistent: taken as none declared"));
+    }
+  }
   const uint32_t count = slot.stage_count;
   if (count == 0 || count > v1::kMaxStages) {
     Fail(local_rank, st, &st.invalid, absl::StrCat("slot schema has ", count, " stages"));
@@ -62,7 +80,7 @@ void SegmentReader::RefreshSchema(uint32_t local_rank, SlotState& st) {
     std::memcpy(name, slot.stages[k].name, sizeof(name));
     const size_t len = strnlen(name, sizeof(name));
     const uint8_t kind = slot.stages[k].kind;
-    if (len == sizeof(name) || !PrintableName(name, len) || kind > 3) {
+    if (len == sizeof(name) || !PrintableName(name, len) || kind > v1::kMaxStageKind) {
       Fail(local_rank, st, &st.invalid, absl::StrCat("slot schema stage ", k, " is corrupt"));
       st.stages.clear();
       return;
@@ -279,6 +297,7 @@ SlotReport SegmentReader::Report(uint32_t local_rank) const {
   r.heartbeat_age_ns = HeartbeatAgeNs(now, slot.heartbeat_ns.load(std::memory_order_relaxed));
   r.generation = slot.generation.load(std::memory_order_relaxed);
   r.stages = st.stages;
+  r.layout = st.layout;
   r.records_read = st.records_read;
   r.dropped_by_writer = slot.dropped_full.load(std::memory_order_relaxed);
   r.torn = st.torn;

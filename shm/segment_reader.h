@@ -55,6 +55,11 @@ struct SlotReport {
   int64_t heartbeat_age_ns = 0;
   uint64_t generation = 0;
   std::vector<std::pair<std::string, uint8_t>> stages;
+  // The owner's rank layout (pipeline stage and count, tensor rank and size), judged once per
+  // owner generation with the schema: none (pipeline_stages 0) when the owner declared none or
+  // declared an inconsistent one (pipeline_stage >= pipeline_stages, tensor_size 0,
+  // tensor_rank >= tensor_size), which is also counted `invalid` with a message.
+  SlotLayout layout;
   uint64_t records_read = 0;       // delivered to the sink
   uint64_t dropped_by_writer = 0;  // the stub found the ring full
   uint64_t torn = 0;               // a writer died mid-record
@@ -124,6 +129,7 @@ class SegmentReader {
     bool schema_failed = false;  // this generation's schema was judged bad
     std::vector<std::pair<std::string, uint8_t>> stages;
     uint64_t schema_hash = 0;
+    SlotLayout layout;             // this generation's, none unless declared and consistent
     uint32_t step_generation = 0;  // the owner whose steps last_step counts
     bool have_step = false;
     int64_t last_step = 0;

@@ -46,6 +46,11 @@ uint64_t SchemaHash(const std::vector<std::pair<std::string, uint8_t>>& stages) 
   return h;
 }
 
+bool ValidSlotLayout(const SlotLayout& layout) {
+  return layout.pipeline_stages >= 1 && layout.pipeline_stage < layout.pipeline_stages &&
+         layout.tensor_size >= 1 && layout.tensor_rank < layout.tensor_size;
+}
+
 uint64_t CurrentPidNamespace() {
   struct stat st {};
   if (stat("/proc/self/ns/pid", &st) != 0) return 0;
@@ -80,10 +85,16 @@ absl::StatusOr<ClaimResult> ClaimSlot(const SegmentView& view, uint32_t local_ra
                                                    " stages, not ", identity.stages.size()));
   }
   for (const auto& [name, kind] : identity.stages) {
-    if (name.empty() || name.size() >= v1::kStageNameBytes || kind > 3) {
+    if (name.empty() || name.size() >= v1::kStageNameBytes || kind > v1::kMaxStageKind) {
       return absl::InvalidArgumentError(absl::StrCat("stage \"", name, "\": names have 1 to ",
                                                      v1::kStageNameBytes - 1, " characters"));
     }
+  }
+  if (identity.layout.declared() && !ValidSlotLayout(identity.layout)) {
+    const SlotLayout& l = identity.layout;
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank layout: pipeline stage ", l.pipeline_stage, " of ", l.pipeline_stages,
+                     ", tensor rank ", l.tensor_rank, " of ", l.tensor_size, " is inconsistent"));
   }
   v1::SlotHeader& slot = view.slot(local_rank);
   const uint32_t me = static_cast<uint32_t>(getpid());
@@ -127,6 +138,12 @@ absl::StatusOr<ClaimResult> ClaimSlot(const SegmentView& view, uint32_t local_ra
   slot.local_world_size = identity.local_world_size;
   slot.stage_count = static_cast<uint32_t>(identity.stages.size());
   slot.schema_hash = SchemaHash(identity.stages);
+  // Overwritten at every claim: zeros (none declared) unless this owner declared one.
+  const SlotLayout layout = identity.layout.declared() ? identity.layout : SlotLayout{};
+  slot.pipeline_stage = layout.pipeline_stage;
+  slot.pipeline_stages = layout.pipeline_stages;
+  slot.tensor_rank = layout.tensor_rank;
+  slot.tensor_size = layout.tensor_size;
   for (size_t k = 0; k < v1::kMaxStages; ++k) {
     v1::StageDesc& d = slot.stages[k];
     std::memset(&d, 0, sizeof(d));

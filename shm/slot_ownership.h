@@ -6,7 +6,8 @@
 // whose heartbeat is older than `stale_after_ns`. If the dead owner left a half-written
 // record, the claimer publishes it as torn so that the reader counts and skips it.
 //
-//   SlotIdentity id{.rank = 3, .world_size = 16, .local_world_size = 8, .stages = schema};
+//   SlotIdentity id{
+//       .rank = 3, .world_size = 16, .local_world_size = 8, .stages = schema, .layout = {}};
 //   absl::StatusOr<ClaimResult> claim = ClaimSlot(view, /*local_rank=*/3, id);
 //   ...
 //   ReleaseSlot(view.slot(3));  // at clean exit
@@ -25,12 +26,31 @@ namespace stagefrontier::shm {
 
 inline constexpr int64_t kDefaultStaleAfterNs = 60'000'000'000;  // 60 s without a heartbeat
 
+// Where a rank sits in a pipeline x tensor x data-parallel job (SlotHeader offsets 56..63).
+// pipeline_stages 0: none declared.
+struct SlotLayout {
+  uint16_t pipeline_stage = 0;
+  uint16_t pipeline_stages = 0;
+  uint16_t tensor_rank = 0;
+  uint16_t tensor_size = 0;
+
+  bool declared() const { return pipeline_stages != 0; }
+  bool operator==(const SlotLayout&) const = default;
+};
+
+// Whether a declared layout is consistent: pipeline_stage < pipeline_stages, tensor_size >= 1,
+// tensor_rank < tensor_size. A layout that declares none is not valid (there is nothing to
+// check). The bytes come from the trainer: the reader checks them with this.
+bool ValidSlotLayout(const SlotLayout& layout);
+
 struct SlotIdentity {
   int32_t rank = 0;
   int32_t world_size = 1;
   int32_t local_world_size = 1;
   // (name, kind) per stage; kind is 0 io, 1 compute, 2 sync, 3 mixed.
   std::vector<std::pair<std::string, uint8_t>> stages;
+  // The rank's layout, written at claim; default: none declared.
+  SlotLayout layout;
 };
 
 struct ClaimResult {
@@ -69,9 +89,10 @@ int64_t HeartbeatAgeNs(int64_t now_ns, int64_t heartbeat_ns);
 OwnerHealth JudgeOwner(const v1::SlotHeader& slot, int64_t now_ns,
                        int64_t stale_after_ns = kDefaultStaleAfterNs);
 
-// Claims slot `local_rank` for this process and writes its identity and schema. Fails with
-// OutOfRange (local_rank >= slot count), InvalidArgument (schema too long, a name over 39
-// characters), or Unavailable naming the live owner's pid.
+// Claims slot `local_rank` for this process and writes its identity, layout and schema. Fails
+// with OutOfRange (local_rank >= slot count), InvalidArgument (schema too long, a name over 39
+// characters, a declared layout that ValidSlotLayout refuses), or Unavailable naming the live
+// owner's pid.
 [[nodiscard]] absl::StatusOr<ClaimResult> ClaimSlot(const SegmentView& view, uint32_t local_rank,
                                                     const SlotIdentity& identity,
                                                     int64_t stale_after_ns = kDefaultStaleAfterNs);

@@ -20,18 +20,20 @@ const char* StageKindName(StageKind kind) {
       return "sync";
     case StageKind::kMixed:
       return "mixed";
+    case StageKind::kP2p:
+      return "p2p";
   }
   return "unknown";
 }
 
 absl::StatusOr<StageKind> ParseStageKind(absl::string_view text) {
-  for (StageKind kind :
-       {StageKind::kIo, StageKind::kCompute, StageKind::kSync, StageKind::kMixed}) {
+  for (StageKind kind : {StageKind::kIo, StageKind::kCompute, StageKind::kSync, StageKind::kMixed,
+                         StageKind::kP2p}) {
     if (text == StageKindName(kind)) return kind;
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown stage kind \"",
                                                  absl::CHexEscape(text.substr(0, 40)),
-                                                 "\" (expected io, compute, sync or mixed)"));
+                                                 "\" (expected io, compute, sync, mixed or p2p)"));
 }
 
 StageSchema::StageSchema(std::vector<Stage> stages) : stages_(std::move(stages)) {

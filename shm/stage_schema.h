@@ -23,9 +23,12 @@ namespace stagefrontier {
 
 // What a stage spends its time on. `sync` is a collective wait; `mixed` is local work that
 // also contains a collective wait (e.g. backward with overlapped gradient all-reduce).
-enum class StageKind : uint8_t { kIo = 0, kCompute = 1, kSync = 2, kMixed = 3 };
+// kP2p: a point-to-point transfer with particular other ranks (a pipeline stage's send or
+// receive): it waits on those ranks, not on the rank's sync group, so it is accounted as the
+// rank's own time, compared with the ranks of the same role, and never read as the group's wait.
+enum class StageKind : uint8_t { kIo = 0, kCompute = 1, kSync = 2, kMixed = 3, kP2p = 4 };
 
-// Returns "io", "compute", "sync" or "mixed".
+// Returns "io", "compute", "sync", "mixed" or "p2p".
 const char* StageKindName(StageKind kind);
 
 // Parses a kind name; fails with InvalidArgument naming the text otherwise.

@@ -68,6 +68,14 @@ int sf_client_create(const sf_client_options* o, const sf_stage* stages, size_t 
       if (SF_HAS(o, shm_group) && o->shm_group != nullptr) options.shm_group = o->shm_group;
       if (SF_HAS(o, ring_capacity)) options.ring_capacity = o->ring_capacity;
       if (SF_HAS(o, quiet)) options.quiet = o->quiet != 0;
+      // The four layout fields came together: a struct without the last of them declares
+      // none (pipeline_stage may lie in an older struct's tail padding).
+      if (SF_HAS(o, tensor_size)) {
+        options.layout.pipeline_stage = o->pipeline_stage;
+        options.layout.pipeline_stages = o->pipeline_stages;
+        options.layout.tensor_rank = o->tensor_rank;
+        options.layout.tensor_size = o->tensor_size;
+      }
     }
     if (stages == nullptr && stage_count > 0) {
       WriteError(err, err_len, "sf_client_create: `stages` is NULL");
@@ -76,10 +84,10 @@ int sf_client_create(const sf_client_options* o, const sf_stage* stages, size_t 
     std::vector<stagefrontier::Stage> schema;
     for (size_t i = 0; i < stage_count; ++i) {
       if (stages[i].name == nullptr || stages[i].kind < SF_STAGE_IO ||
-          stages[i].kind > SF_STAGE_MIXED) {
+          stages[i].kind > SF_STAGE_P2P) {
         WriteError(err, err_len,
                    "sf_client_create: stage " + std::to_string(i) +
-                       " has a NULL name or a kind outside SF_STAGE_IO..SF_STAGE_MIXED");
+                       " has a NULL name or a kind outside SF_STAGE_IO..SF_STAGE_P2P");
         return SF_ERR_INVALID_ARGUMENT;
       }
       schema.push_back({stages[i].name, static_cast<stagefrontier::StageKind>(stages[i].kind)});

@@ -58,6 +58,7 @@ extern "C" {
 #define SF_STAGE_COMPUTE 1
 #define SF_STAGE_SYNC 2
 #define SF_STAGE_MIXED 3
+#define SF_STAGE_P2P 4 /* a pipeline send or receive (docs/user-guide.md "3D-parallel jobs") */
 
 typedef struct sf_client sf_client;
 
@@ -77,6 +78,16 @@ typedef struct sf_client_options {
   const char* shm_group;    /* NULL: STAGEFRONTIER_SHM_GROUP or none (mode 0600) */
   int64_t ring_capacity;    /* -1: STAGEFRONTIER_RING_CAPACITY or 1024 */
   int32_t quiet;            /* nonzero: do not log why recording is disabled */
+  /* Appended later (struct_size tells; an older struct declares no layout): where this rank
+   * sits in a 3D-parallel job, sent to the coordinator once. All four 0: none declared.
+   * pipeline_stages 0 with tensor_size >= 1: tensor parallelism only (one pipeline stage);
+   * tensor_size 0 with pipeline_stages >= 1: 1. Checked at creation (SF_ERR_INVALID_ARGUMENT):
+   * 0 <= pipeline_stage < pipeline_stages <= 65535, 0 <= tensor_rank < tensor_size <= 65535,
+   * pipeline_stages * tensor_size divides the world size. */
+  int32_t pipeline_stage;  /* 0 .. pipeline_stages - 1 */
+  int32_t pipeline_stages; /* pipeline-parallel stages (0: no layout) */
+  int32_t tensor_rank;     /* 0 .. tensor_size - 1 */
+  int32_t tensor_size;     /* tensor-parallel group size (1: none) */
 } sf_client_options;
 
 typedef struct sf_client_stats {
@@ -119,7 +130,7 @@ typedef struct sf_capture_callbacks {
 /* Returns SF_ABI_VERSION of the library actually loaded. */
 uint32_t sf_abi_version(void);
 
-/* Fills *options with defaults (everything from the environment). */
+/* Fills *options with defaults (everything from the environment; no rank layout). */
 void sf_client_options_init(sf_client_options* options);
 
 /* Creates a client. `options` may be NULL. On success returns SF_OK and sets *out; on failure

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -130,13 +131,62 @@ PyMethodDef kMarkDef = {
     "mark", FastMark, METH_O,
     "Stage `name` ended now (it covers the time since the previous stage ended)."};
 
+// Client(layout=...): None, or a dict of pipeline_stage, pipeline_stages, tensor_rank and
+// tensor_size (missing: 0, 1, 0, 1). Unknown keys raise ValueError, values that are not ints
+// TypeError; the values themselves are checked by Client::Create (ValueError).
+stagefrontier::RankLayout ParseLayout(const py::object& layout) {
+  stagefrontier::RankLayout l;
+  if (layout.is_none()) return l;
+  if (!py::isinstance<py::dict>(layout)) {
+    throw py::type_error(
+        "layout must be None or a dict with keys pipeline_stage, "
+        "pipeline_stages, tensor_rank, tensor_size, not " +
+        std::string(Py_TYPE(layout.ptr())->tp_name));
+  }
+  l.pipeline_stages = 1;
+  l.tensor_size = 1;
+  for (const auto& [key, value] : layout.cast<py::dict>()) {
+    if (!py::isinstance<py::str>(key)) {
+      throw py::value_error("layout: unknown key " + std::string(py::repr(key)) +
+                            " (keys: pipeline_stage, pipeline_stages, tensor_rank, tensor_size)");
+    }
+    const std::string k = key.cast<std::string>();
+    int32_t* field = k == "pipeline_stage"    ? &l.pipeline_stage
+                     : k == "pipeline_stages" ? &l.pipeline_stages
+                     : k == "tensor_rank"     ? &l.tensor_rank
+                     : k == "tensor_size"     ? &l.tensor_size
+                                              : nullptr;
+    if (field == nullptr) {
+      throw py::value_error("layout: unknown key \"" + k +
+                            "\" (keys: pipeline_stage, pipeline_stages, tensor_rank, tensor_size)");
+    }
+    // bool is an int in Python; True as a stage count is a mistake, not a 1.
+    if (!py::isinstance<py::int_>(value) || py::isinstance<py::bool_>(value)) {
+      throw py::type_error("layout: " + k + " must be an int, not " +
+                           std::string(Py_TYPE(value.ptr())->tp_name));
+    }
+    const long long v = PyLong_AsLongLong(value.ptr());
+    if (v == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      throw py::value_error("layout: " + k + " " + std::string(py::repr(value)) +
+                            " is out of range");
+    }
+    if (v < INT32_MIN || v > INT32_MAX) {
+      throw py::value_error("layout: " + k + " " + std::to_string(v) + " is out of range");
+    }
+    *field = static_cast<int32_t>(v);
+  }
+  return l;
+}
+
 std::unique_ptr<PyClient> MakeClient(const std::vector<std::pair<std::string, std::string>>& stages,
                                      std::optional<std::string> job_id, std::optional<int> rank,
                                      std::optional<int> local_rank, std::optional<int> world_size,
                                      std::optional<int> local_world_size,
                                      std::optional<std::string> shm_dir,
                                      std::optional<std::string> shm_group,
-                                     std::optional<int64_t> ring_capacity, bool quiet) {
+                                     std::optional<int64_t> ring_capacity, bool quiet,
+                                     const py::object& layout) {
   std::vector<stagefrontier::Stage> schema;
   for (const auto& [name, kind] : stages) {
     absl::StatusOr<stagefrontier::StageKind> k = stagefrontier::ParseStageKind(kind);
@@ -155,6 +205,7 @@ std::unique_ptr<PyClient> MakeClient(const std::vector<std::pair<std::string, st
   if (shm_group) o.shm_group = *shm_group;
   if (ring_capacity) o.ring_capacity = *ring_capacity;
   o.quiet = quiet;
+  o.layout = ParseLayout(layout);
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(std::move(schema), o);
   if (!client.ok()) throw py::value_error(std::string(client.status().message()));
   auto out = std::make_unique<PyClient>();
@@ -308,8 +359,12 @@ PYBIND11_MODULE(_stagefrontier, m) {
           py::arg("world_size") = py::none(), py::arg("local_world_size") = py::none(),
           py::arg("shm_dir") = py::none(), py::arg("shm_group") = py::none(),
           py::arg("ring_capacity") = py::none(), py::arg("quiet") = false,
-          "stages: list of (name, kind), kind one of io, compute, sync, mixed. Identity "
-          "arguments default to the launcher's environment (RANK, LOCAL_RANK, ...).")
+          py::arg("layout") = py::none(),
+          "stages: list of (name, kind), kind one of io, compute, sync, mixed, p2p. Identity "
+          "arguments default to the launcher's environment (RANK, LOCAL_RANK, ...). layout: "
+          "None, or this rank's place in a 3D-parallel job, a dict {pipeline_stage, "
+          "pipeline_stages, tensor_rank, tensor_size} (missing keys: 0, 1, 0, 1); "
+          "pipeline_stages * tensor_size must divide the world size.")
       .def(
           "begin_step",
           [](PyClient& c, std::optional<int64_t> step) {
@@ -383,6 +438,19 @@ PYBIND11_MODULE(_stagefrontier, m) {
                              [](const PyClient& c) { return c.client->identity().local_rank; })
       .def_property_readonly("job_id",
                              [](const PyClient& c) { return c.client->identity().job_id; })
+      .def_property_readonly(
+          "layout",
+          [](const PyClient& c) -> std::optional<py::dict> {
+            const stagefrontier::RankLayout& l = c.client->layout();
+            if (l.pipeline_stages == 0) return std::nullopt;
+            py::dict d;
+            d["pipeline_stage"] = l.pipeline_stage;
+            d["pipeline_stages"] = l.pipeline_stages;
+            d["tensor_rank"] = l.tensor_rank;
+            d["tensor_size"] = l.tensor_size;
+            return d;
+          },
+          "The rank layout declared (a dict, missing keys completed), or None.")
       .def_property_readonly("current_step",
                              [](const PyClient& c) { return c.client->current_step(); })
       .def_property_readonly("schema",

@@ -226,6 +226,14 @@ size_t SegmentDrainer::Drain(v1::StepBatch* batch, std::vector<CommitPoint>* com
                   st->set_name(name);
                   st->set_kind(static_cast<v1::StageKind>(kind));
                 }
+                // Only a declared (and per-slot consistent) layout: none leaves it unset.
+                if (r.layout.declared()) {
+                  v1::RankLayout* l = d->mutable_layout();
+                  l->set_pipeline_stage(r.layout.pipeline_stage);
+                  l->set_pipeline_stages(r.layout.pipeline_stages);
+                  l->set_tensor_rank(r.layout.tensor_rank);
+                  l->set_tensor_size(r.layout.tensor_size);
+                }
                 a.declared_generation[s.local_rank] = s.generation;
               }
               if (it != open.end()) {  // a new owner with another rank: close the old message

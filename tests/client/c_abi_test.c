@@ -71,6 +71,23 @@ static int request_dump(const char* segment_path, uint32_t local_rank, uint64_t 
   return raise(SIGUSR2);
 }
 
+/* The rank layout of a slot (segment-format.md: four u16 at slot offset 56). */
+static int read_layout(const char* segment_path, uint32_t local_rank, uint16_t out[4]) {
+  const int fd = open(segment_path, O_RDONLY);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(fd, &st) != 0) return -1;
+  char* base = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) return -1;
+  uint64_t slots_offset, slot_bytes;
+  memcpy(&slots_offset, base + 128, sizeof slots_offset);
+  memcpy(&slot_bytes, base + 40, sizeof slot_bytes);
+  memcpy(out, base + slots_offset + local_rank * slot_bytes + 56, 4 * sizeof(uint16_t));
+  munmap(base, (size_t)st.st_size);
+  return 0;
+}
+
 /* The file's content once it exists (polled up to 5 s), or "". */
 static void read_when_there(const char* path, char* out, size_t n) {
   out[0] = '\0';
@@ -190,6 +207,15 @@ int main(void) {
   EXPECT(sf_client_create(NULL, dup, 2, &c, err, sizeof err) == SF_ERR_INVALID_ARGUMENT);
   EXPECT(c == NULL);
   EXPECT(strstr(err, "\"a\"") != NULL);
+  /* A pipeline send or receive is kind p2p (4); 5 is outside the kinds. */
+  const sf_stage p2p[] = {{"recv", SF_STAGE_P2P}, {"sync", SF_STAGE_SYNC}};
+  EXPECT(sf_client_create(NULL, p2p, 2, &c, err, sizeof err) != SF_ERR_INVALID_ARGUMENT);
+  if (c != NULL) {
+    sf_client_destroy(c);
+    c = NULL;
+  }
+  const sf_stage kind5[] = {{"a", 5}};
+  EXPECT(sf_client_create(NULL, kind5, 1, &c, err, sizeof err) == SF_ERR_INVALID_ARGUMENT);
   const sf_stage badkind[] = {{"a", 9}};
   EXPECT(sf_client_create(NULL, badkind, 1, &c, err, sizeof err) == SF_ERR_INVALID_ARGUMENT);
   EXPECT(strstr(err, "kind outside") != NULL);
@@ -220,6 +246,46 @@ int main(void) {
   sf_client_destroy(c);
   o.struct_size = sizeof o + 16;
   EXPECT(sf_client_create(&o, stages, 2, &c, err, sizeof err) == SF_ERR_VERSION);
+
+  /* The rank layout: written into the slot; refused when inconsistent; an older struct (one
+   * that ends before the layout fields) declares none, whatever its tail holds. */
+  {
+    char seg[512];
+    snprintf(seg, sizeof seg, "%s/stagefrontier.cabi3.seg", tmp ? tmp : "/tmp");
+    sf_client_options lo;
+    sf_client_options_init(&lo);
+    EXPECT(lo.pipeline_stage == 0 && lo.pipeline_stages == 0 && lo.tensor_rank == 0 &&
+           lo.tensor_size == 0);
+    lo.job_id = "cabi3";
+    lo.rank = 5;
+    lo.local_rank = 1;
+    lo.world_size = 8;
+    lo.quiet = 1;
+    lo.pipeline_stage = 1;
+    lo.pipeline_stages = 2;
+    lo.tensor_rank = 1;
+    lo.tensor_size = 2;
+    EXPECT(sf_client_create(&lo, stages, 2, &c, err, sizeof err) == SF_OK);
+    EXPECT(sf_client_enabled(c) == 1);
+    uint16_t got[4] = {9, 9, 9, 9};
+    EXPECT(read_layout(seg, 1, got) == 0);
+    EXPECT(got[0] == 1 && got[1] == 2 && got[2] == 1 && got[3] == 2);
+    sf_client_destroy(c);
+    lo.tensor_size = 3; /* 2 x 3 does not divide 8 */
+    EXPECT(sf_client_create(&lo, stages, 2, &c, err, sizeof err) == SF_ERR_INVALID_ARGUMENT);
+    EXPECT(c == NULL);
+    EXPECT(strstr(err, "tensor_size 3") != NULL);
+    lo.tensor_size = 2;
+    lo.pipeline_stage = 2;
+    EXPECT(sf_client_create(&lo, stages, 2, &c, err, sizeof err) == SF_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(err, "pipeline_stage 2") != NULL);
+    /* An old caller: its struct ended after `quiet` (the bytes beyond are not its own). */
+    lo.struct_size = offsetof(sf_client_options, pipeline_stages);
+    EXPECT(sf_client_create(&lo, stages, 2, &c, err, sizeof err) == SF_OK);
+    EXPECT(read_layout(seg, 1, got) == 0);
+    EXPECT(got[0] == 0 && got[1] == 0 && got[2] == 0 && got[3] == 0); /* cleared by the claim */
+    sf_client_destroy(c);
+  }
 
   /* A NULL handle is always safe. */
   sf_begin_step(NULL);

@@ -191,6 +191,105 @@ TEST_CASE("a bad schema or identity is an error at creation") {
         "rank 7 is not below world size 4");
 }
 
+// The layout's refusal message for options with world size 8, or "" when Create succeeds.
+std::string LayoutError(const std::string& dir, RankLayout layout) {
+  ClientOptions o = Options(dir);
+  o.world_size = 8;
+  o.layout = layout;
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Create(kStages, o, kNoEnv);
+  if (c.ok()) return "";
+  CHECK(absl::IsInvalidArgument(c.status()));
+  return std::string(c.status().message());
+}
+
+TEST_CASE("a bad rank layout is an error at creation, naming the field and its value") {
+  const std::string dir = MakeTempDir();
+  // (pipeline_stage, pipeline_stages, tensor_rank, tensor_size), world size 8.
+  auto err = [&](int32_t ps, int32_t pss, int32_t tr, int32_t ts) {
+    RankLayout l;
+    l.pipeline_stage = ps;
+    l.pipeline_stages = pss;
+    l.tensor_rank = tr;
+    l.tensor_size = ts;
+    return LayoutError(dir, l);
+  };
+  CHECK(err(0, -1, 0, 1) == "rank layout: pipeline_stages -1 is outside 1..65535");
+  CHECK(err(0, 65536, 0, 1) == "rank layout: pipeline_stages 65536 is outside 1..65535");
+  CHECK(err(0, 2, 0, -2) == "rank layout: tensor_size -2 is outside 1..65535");
+  CHECK(err(0, 1, 0, 70000) == "rank layout: tensor_size 70000 is outside 1..65535");
+  CHECK(err(2, 2, 0, 1) == "rank layout: pipeline_stage 2 is outside 0..1 (pipeline_stages 2)");
+  CHECK(err(-1, 2, 0, 1) == "rank layout: pipeline_stage -1 is outside 0..1 (pipeline_stages 2)");
+  CHECK(err(0, 2, 4, 4) == "rank layout: tensor_rank 4 is outside 0..3 (tensor_size 4)");
+  CHECK(err(0, 2, -1, 2) == "rank layout: tensor_rank -1 is outside 0..1 (tensor_size 2)");
+  CHECK(err(0, 2, 0, 3) ==
+        "rank layout: pipeline_stages 2 x tensor_size 3 = 6 does not divide world size 8");
+  CHECK(err(0, 4, 0, 4) ==
+        "rank layout: pipeline_stages 4 x tensor_size 4 = 16 does not divide world size 8");
+  // Tensor parallelism only: pipeline_stages 0 is one stage, so a pipeline_stage 1 is outside.
+  CHECK(err(1, 0, 0, 2) == "rank layout: pipeline_stage 1 is outside 0..0 (pipeline_stages 1)");
+  CHECK(err(1, 0, 0, 0) ==
+        "rank layout: pipeline_stage 1 and tensor_rank 0 given without pipeline_stages or "
+        "tensor_size (all zero declares no layout)");
+  // Good ones: none, 4 x 2 (x 1 data-parallel), 8 stages (tensor_size 0 reads as 1), 2 x 1.
+  CHECK(err(0, 0, 0, 0).empty());
+  CHECK(err(3, 4, 1, 2).empty());
+  CHECK(err(7, 8, 0, 0).empty());
+  CHECK(err(1, 2, 0, 1).empty());
+}
+
+TEST_CASE("a declared rank layout is completed, written into the slot and read back") {
+  const std::string dir = MakeTempDir();
+  ClientOptions o = Options(dir, 1);
+  o.world_size = 8;
+  o.layout = RankLayout{.pipeline_stage = 1,
+                        .pipeline_stages = 2,
+                        .tensor_rank = 0,
+                        .tensor_size = 0};  // tensor_size 0: no tensor parallelism, 1
+  {
+    auto c = Client::Create(kStages, o, kNoEnv);
+    REQUIRE(c.ok());
+    REQUIRE((*c)->enabled());
+    CHECK((*c)->layout().pipeline_stages == 2);
+    CHECK((*c)->layout().tensor_size == 1);
+    auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
+    REQUIRE(seg.ok());
+    shm::SegmentReader reader((*seg)->view());
+    reader.RefreshSchemas();
+    const shm::SlotReport r = reader.Report(1);
+    CHECK(r.layout ==
+          shm::SlotLayout{
+              .pipeline_stage = 1, .pipeline_stages = 2, .tensor_rank = 0, .tensor_size = 1});
+    CHECK(r.invalid == 0);
+  }
+  // Tensor parallelism only: pipeline_stages 0 with a tensor_size is stored as one stage.
+  o.layout =
+      RankLayout{.pipeline_stage = 0, .pipeline_stages = 0, .tensor_rank = 3, .tensor_size = 4};
+  {
+    auto c = Client::Create(kStages, o, kNoEnv);
+    REQUIRE(c.ok());
+    CHECK((*c)->layout().pipeline_stages == 1);
+    auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
+    REQUIRE(seg.ok());
+    shm::SegmentReader reader((*seg)->view());
+    reader.RefreshSchemas();
+    CHECK(reader.Report(1).layout ==
+          shm::SlotLayout{
+              .pipeline_stage = 0, .pipeline_stages = 1, .tensor_rank = 3, .tensor_size = 4});
+  }
+  // None declared: the next owner of the slot clears the previous one's layout.
+  o.layout = RankLayout{};
+  {
+    auto c = Client::Create(kStages, o, kNoEnv);
+    REQUIRE(c.ok());
+    CHECK((*c)->layout().pipeline_stages == 0);
+    auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
+    REQUIRE(seg.ok());
+    shm::SegmentReader reader((*seg)->view());
+    reader.RefreshSchemas();
+    CHECK_FALSE(reader.Report(1).layout.declared());
+  }
+}
+
 TEST_CASE("control requests: pause, sampling and trace capture") {
   const std::string dir = MakeTempDir();
   auto c = Client::Create(kStages, Options(dir), kNoEnv);

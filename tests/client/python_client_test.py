@@ -96,6 +96,53 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(KeyError):
             c.stage("nope")
 
+    def slot_layout(self, local_rank=1):
+        """The slot's rank layout: four u16 at slot offset 56 (segment-format.md)."""
+        with open(os.path.join(self.dir, "stagefrontier.py.seg"), "rb") as f:
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                return struct.unpack_from("<4H", m, self.slot_offset(m, local_rank) + 56)
+
+    def test_layout_reaches_the_segment(self):
+        layout = {"pipeline_stage": 1, "pipeline_stages": 2, "tensor_rank": 0, "tensor_size": 1}
+        c = self.client(world_size=4, layout=layout)
+        self.assertTrue(c.enabled)
+        self.assertEqual(c.layout, layout)
+        self.assertEqual(self.slot_layout(), (1, 2, 0, 1))
+        c.close()
+        # Missing keys: pipeline_stage 0, pipeline_stages 1, tensor_rank 0, tensor_size 1.
+        c = self.client(world_size=4, layout={"tensor_rank": 1, "tensor_size": 2})
+        self.assertEqual(c.layout, {"pipeline_stage": 0, "pipeline_stages": 1,
+                                    "tensor_rank": 1, "tensor_size": 2})
+        self.assertEqual(self.slot_layout(), (0, 1, 1, 2))
+        c.close()
+        # None (the default) declares nothing, and clears the previous owner's layout.
+        c = self.client(world_size=4)
+        self.assertIsNone(c.layout)
+        self.assertEqual(self.slot_layout(), (0, 0, 0, 0))
+        c.close()
+
+    def test_bad_layouts_raise(self):
+        with self.assertRaisesRegex(ValueError, r"unknown key \"pipeline_rank\""):
+            self.client(layout={"pipeline_rank": 0})
+        with self.assertRaisesRegex(ValueError, "unknown key 3"):
+            self.client(layout={3: 0})
+        with self.assertRaisesRegex(TypeError, "tensor_size must be an int, not str"):
+            self.client(layout={"tensor_size": "2"})
+        with self.assertRaisesRegex(TypeError, "pipeline_stages must be an int, not bool"):
+            self.client(layout={"pipeline_stages": True})
+        with self.assertRaisesRegex(TypeError, "pipeline_stage must be an int, not float"):
+            self.client(layout={"pipeline_stage": 1.0})
+        with self.assertRaisesRegex(TypeError, "layout must be None or a dict"):
+            self.client(layout=[0, 1, 0, 1])
+        with self.assertRaisesRegex(ValueError, "pipeline_stages 1099511627776 is out of range"):
+            self.client(layout={"pipeline_stages": 2 ** 40})
+        with self.assertRaisesRegex(ValueError, r"pipeline_stage 2 is outside 0\.\.1"):
+            self.client(layout={"pipeline_stage": 2, "pipeline_stages": 2})
+        with self.assertRaisesRegex(ValueError, r"tensor_rank 2 is outside 0\.\.1"):
+            self.client(layout={"tensor_rank": 2, "tensor_size": 2})
+        with self.assertRaisesRegex(ValueError, "does not divide world size 2"):
+            self.client(layout={"pipeline_stages": 4})
+
     def test_capture_answers(self):
         c = self.client()
         self.assertIsNone(c.capture_window)  # nothing asked

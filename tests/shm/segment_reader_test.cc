@@ -198,6 +198,83 @@ TEST_CASE("records in a slot without a valid schema are refused") {
   CHECK(f.errors.size() == 3);
 }
 
+TEST_CASE("the slot's rank layout is reported; none when the owner declared none") {
+  Fixture f;
+  f.reader->RefreshSchemas();
+  CHECK_FALSE(f.reader->Report(0).layout.declared());  // the fixture's owner declared none
+  SlotIdentity id;
+  id.rank = 3;
+  id.world_size = 8;
+  id.stages = {{"a", 0}};
+  id.layout =
+      SlotLayout{.pipeline_stage = 1, .pipeline_stages = 2, .tensor_rank = 3, .tensor_size = 4};
+  REQUIRE(ClaimSlot(*f.view, 1, id).ok());
+  f.reader->RefreshSchemas();
+  const SlotReport r = f.reader->Report(1);
+  CHECK(r.layout == id.layout);
+  CHECK(r.invalid == 0);
+  CHECK(f.errors.empty());
+}
+
+// Hostile input: the layout bytes are the trainer's to write. An inconsistent layout is
+// counted (once per owner generation) and reported as none; the slot's schema and records
+// are still good.
+TEST_CASE("an inconsistent layout in a slot reads as none and is counted") {
+  Fixture f;
+  v1::SlotHeader& s = f.view->slot(0);
+  struct Case {
+    uint16_t stage, stages, rank, size;
+    const char* message;
+  };
+  const Case cases[] = {
+      {2, 2, 0, 1,
+       "local rank 0: slot rank layout (pipeline stage 2 of 2, tensor rank 0 of 1) is "
+       "inconsistent: taken as none declared"},
+      {0, 1, 0, 0,
+       "local rank 0: slot rank layout (pipeline stage 0 of 1, tensor rank 0 of 0) is "
+       "inconsistent: taken as none declared"},
+      {0, 1, 5, 5,
+       "local rank 0: slot rank layout (pipeline stage 0 of 1, tensor rank 5 of 5) is "
+       "inconsistent: taken as none declared"},
+      {65535, 1, 65535, 65535,
+       "local rank 0: slot rank layout (pipeline stage 65535 of 1, tensor rank 65535 of 65535) "
+       "is inconsistent: taken as none declared"},
+  };
+  uint64_t expected_invalid = 0;
+  int64_t step = 0;
+  for (const Case& c : cases) {
+    s.pipeline_stage = c.stage;
+    s.pipeline_stages = c.stages;
+    s.tensor_rank = c.rank;
+    s.tensor_size = c.size;
+    s.generation.fetch_add(1);  // judged once per owner generation
+    const int64_t t = 1000 * step;
+    REQUIRE(f.Publish(step, {t + 100, t + 110, t + 130, t + 160}));
+    ++step;
+    CHECK(f.Drain().size() == 1);  // the records still go on
+    ++expected_invalid;
+    const SlotReport r = f.reader->Report(0);
+    CHECK_FALSE(r.layout.declared());
+    CHECK(r.layout == SlotLayout{});
+    CHECK(r.invalid == expected_invalid);
+    CHECK(r.stages.size() == 3);
+    REQUIRE(!f.errors.empty());
+    CHECK(f.errors.back() == c.message);
+    // Not counted again on later polls of the same generation.
+    f.Drain();
+    CHECK(f.reader->Report(0).invalid == expected_invalid);
+  }
+  // Garbage without pipeline_stages is "none declared", as an older stub's zeros are.
+  s.pipeline_stage = 7;
+  s.pipeline_stages = 0;
+  s.tensor_rank = 9;
+  s.tensor_size = 0;
+  s.generation.fetch_add(1);
+  f.Drain();
+  CHECK_FALSE(f.reader->Report(0).layout.declared());
+  CHECK(f.reader->Report(0).invalid == expected_invalid);
+}
+
 // Regression (hostile input): random bytes over a live segment's header (a slot count of
 // 2^32 - 1, a huge ring capacity) made the sidecar index past the mapping (SIGSEGV) or
 // allocate gigabytes. The view keeps the geometry it validated when it was opened.

@@ -62,6 +62,50 @@ TEST_CASE("claiming a free slot writes identity and schema") {
   CHECK_FALSE(third->reclaimed_stale);
 }
 
+TEST_CASE("a claim writes the rank layout at offset 56, and every claim overwrites it") {
+  Buffer b(2, 4);
+  SlotIdentity id = Identity();
+  id.layout =
+      SlotLayout{.pipeline_stage = 2, .pipeline_stages = 4, .tensor_rank = 1, .tensor_size = 2};
+  REQUIRE(ClaimSlot(*b.view, 1, id).ok());
+  const v1::SlotHeader& s = b.view->slot(1);
+  CHECK(s.pipeline_stage == 2);
+  CHECK(s.pipeline_stages == 4);
+  CHECK(s.tensor_rank == 1);
+  CHECK(s.tensor_size == 2);
+  // The bytes as the format document has them: four little-endian u16 at 56..63.
+  const auto* raw = reinterpret_cast<const uint8_t*>(&s);
+  CHECK(std::vector<uint8_t>(raw + 56, raw + 64) == std::vector<uint8_t>{2, 0, 4, 0, 1, 0, 2, 0});
+  // The next owner declares none: zeros, not the previous owner's layout.
+  ReleaseSlot(b.view->slot(1));
+  REQUIRE(ClaimSlot(*b.view, 1, Identity()).ok());
+  CHECK(std::vector<uint8_t>(raw + 56, raw + 64) == std::vector<uint8_t>(8, 0));
+  // Fields without pipeline_stages declare nothing: written as zeros too.
+  ReleaseSlot(b.view->slot(1));
+  id.layout =
+      SlotLayout{.pipeline_stage = 0, .pipeline_stages = 0, .tensor_rank = 3, .tensor_size = 7};
+  REQUIRE(ClaimSlot(*b.view, 1, id).ok());
+  CHECK(std::vector<uint8_t>(raw + 56, raw + 64) == std::vector<uint8_t>(8, 0));
+}
+
+TEST_CASE("an inconsistent layout is refused at claim") {
+  Buffer b(2, 4);
+  SlotIdentity id = Identity();
+  id.layout =
+      SlotLayout{.pipeline_stage = 4, .pipeline_stages = 4, .tensor_rank = 0, .tensor_size = 1};
+  const absl::Status st = ClaimSlot(*b.view, 0, id).status();
+  CHECK(absl::IsInvalidArgument(st));
+  CHECK(st.message() == "rank layout: pipeline stage 4 of 4, tensor rank 0 of 1 is inconsistent");
+  CHECK(b.view->slot(0).owner_pid.load() == 0);  // refused before taking the slot
+  CHECK(ValidSlotLayout(
+      {.pipeline_stage = 0, .pipeline_stages = 1, .tensor_rank = 0, .tensor_size = 1}));
+  CHECK_FALSE(ValidSlotLayout({}));
+  CHECK_FALSE(ValidSlotLayout(
+      {.pipeline_stage = 0, .pipeline_stages = 2, .tensor_rank = 0, .tensor_size = 0}));
+  CHECK_FALSE(ValidSlotLayout(
+      {.pipeline_stage = 0, .pipeline_stages = 2, .tensor_rank = 2, .tensor_size = 2}));
+}
+
 TEST_CASE("claims are checked") {
   Buffer b(2, 4);
   CHECK(ClaimSlot(*b.view, 2, Identity()).status().message() ==

@@ -22,6 +22,21 @@ TEST_CASE("parse and round-trip", "[stage_schema]") {
   CHECK(StageSchema::Parse(s->ToString())->ToString() == s->ToString());
 }
 
+TEST_CASE("p2p stages (pipeline sends and receives) are the rank's own time, not waits",
+          "[stage_schema]") {
+  absl::StatusOr<StageSchema> s =
+      StageSchema::Parse("recv_act:p2p,fwd:compute,send_act:p2p,dp_sync:sync,apply:compute");
+  REQUIRE(s.ok());
+  CHECK(s->stage(0).kind == StageKind::kP2p);
+  CHECK_FALSE(s->IsWait(0));
+  CHECK_FALSE(s->IsWait(2));
+  CHECK(s->FirstWaitStage() == 3u);
+  CHECK(s->ToString() == "recv_act:p2p,fwd:compute,send_act:p2p,dp_sync:sync,apply:compute");
+  CHECK(std::string(StageKindName(StageKind::kP2p)) == "p2p");
+  CHECK_THAT(std::string(StageSchema::Parse("x:peer").status().message()),
+             Catch::Contains("(expected io, compute, sync, mixed or p2p)"));
+}
+
 TEST_CASE("schema errors name what is wrong", "[stage_schema]") {
   auto error = [](const char* text) {
     return std::string(StageSchema::Parse(text).status().message());

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <cstdlib>
+#include <map>
 #include <vector>
 
 #include "daemon/wire/packed_steps.h"
@@ -69,6 +70,7 @@ TEST_CASE("drain, read ahead, commit on ack, rewind, control") {
   CHECK(batch.declarations(0).local_rank() == 1);
   REQUIRE(batch.declarations(0).stages_size() == 3);
   CHECK(batch.declarations(0).stages(2).kind() == v1::STAGE_KIND_SYNC);
+  CHECK_FALSE(batch.declarations(0).has_layout());  // declared none: sent as before
   REQUIRE(batch.steps_size() == 1);
   const v1::RankSteps& rs = batch.steps(0);
   CHECK(rs.count() == 10);
@@ -206,6 +208,58 @@ TEST_CASE("drain, read ahead, commit on ack, rewind, control") {
   drainer.FillHealth(&h);
   CHECK(h.slots(0).capture_first_step() == 200);
   CHECK(h.slots(0).capture_failure() == shm::v1::kCaptureProfilerBusy);
+}
+
+TEST_CASE("a rank layout declared in the slot travels in the declaration; a bad one does not") {
+  char tmpl[] = "/tmp/sf_drainer_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  auto seg = NewSegment(dir, "joblayout", 3);
+  REQUIRE(seg.ok());
+  shm::SlotIdentity id;
+  id.world_size = 16;
+  id.local_world_size = 3;
+  id.stages = {{"fwd", 1}, {"sync", 2}};
+  // Slot 0: pipeline stage 1 of 2, tensor rank 3 of 4. Slot 1: none. Slot 2: hostile bytes.
+  id.rank = 7;
+  id.layout = shm::SlotLayout{
+      .pipeline_stage = 1, .pipeline_stages = 2, .tensor_rank = 3, .tensor_size = 4};
+  REQUIRE(shm::ClaimSlot((*seg)->view(), 0, id).ok());
+  id.rank = 8;
+  id.layout = shm::SlotLayout{};
+  REQUIRE(shm::ClaimSlot((*seg)->view(), 1, id).ok());
+  id.rank = 9;
+  REQUIRE(shm::ClaimSlot((*seg)->view(), 2, id).ok());
+  shm::v1::SlotHeader& hostile = (*seg)->view().slot(2);
+  hostile.pipeline_stage = 5;
+  hostile.pipeline_stages = 2;
+  hostile.tensor_rank = 0;
+  hostile.tensor_size = 1;
+  for (uint32_t slot = 0; slot < 3; ++slot) {
+    shm::RingWriter w((*seg)->view(), slot);
+    const int64_t b[] = {1000, 2000, 3000};
+    REQUIRE(w.TryPublish(0, 3000, 0, b, 2));
+  }
+  DrainerOptions opts;
+  opts.dir = dir;
+  std::vector<std::string> log;
+  SegmentDrainer drainer(opts, [&](const std::string& l) { log.push_back(l); });
+  REQUIRE(drainer.Start().ok());
+  drainer.Rescan();
+  v1::StepBatch batch;
+  std::vector<CommitPoint> commits;
+  REQUIRE(drainer.Drain(&batch, &commits, 4096) == 3);
+  REQUIRE(batch.declarations_size() == 3);
+  std::map<int32_t, const v1::RankDeclaration*> by_rank;
+  for (const v1::RankDeclaration& d : batch.declarations()) by_rank[d.rank()] = &d;
+  REQUIRE(by_rank.size() == 3);
+  REQUIRE(by_rank[7]->has_layout());
+  CHECK(by_rank[7]->layout().pipeline_stage() == 1);
+  CHECK(by_rank[7]->layout().pipeline_stages() == 2);
+  CHECK(by_rank[7]->layout().tensor_rank() == 3);
+  CHECK(by_rank[7]->layout().tensor_size() == 4);
+  CHECK_FALSE(by_rank[8]->has_layout());
+  CHECK_FALSE(by_rank[9]->has_layout());  // stage 5 of 2: taken as none
+  CHECK(by_rank[9]->stages_size() == 2);  // the rest of the declaration is unharmed
 }
 
 TEST_CASE("health says where each live rank is: open stage, step and age; once past a limit") {
