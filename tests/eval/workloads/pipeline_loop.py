@@ -1,0 +1,182 @@
+#!/usr/bin/python3
+"""A pipeline x data-parallel training loop on Gloo (torch.distributed, CPU), hand-instrumented
+through the explicit Python API, for the evaluation and tests/e2e/e2e_torch_pipeline_test.sh.
+
+World = P pipeline stages x D data-parallel replicas (D = WORLD_SIZE / P). Rank r holds
+pipeline stage s = r // D of replica d = r % D; its pipeline neighbours are ranks (s-1)*D + d
+and (s+1)*D + d, and the D ranks of pipeline stage s form its data-parallel group (one
+torch.distributed.new_group per pipeline stage). Each pipeline stage is one WxW linear layer
++ ReLU (W = --width), the last one ends in a squared-error loss; gradients are written by hand
+(no autograd). A micro-batch's activation is --batch x --width, by default 32x128: Debian's
+torch 1.13 has a generic BLAS (~1.4 ms per 64x256x256 matmul), and 4 ranks on 2 cores ran
+64x256 at ~42 ms/step, 32x128 at ~18 ms/step.
+
+Schedule: GPipe (all M micro-batches' forwards, then all their backwards), not 1F1B. The stub
+flags a stage entered twice in one step, so each instrumented stage is one contiguous interval
+per step that covers the work of that kind for every micro-batch:
+
+    data       make the step's M micro-batches (inputs on the first stage, targets on the last)
+    recv_act   receive M activations from the previous pipeline stage (first stage: ~0)
+    fwd        M forwards
+    send_act   send M activations to the next pipeline stage (last stage: ~0)
+    recv_grad  receive M output gradients from the next pipeline stage (last stage: ~0)
+    bwd        M backwards (last stage: from the loss, its gradient computed here)
+    send_grad  send M input gradients to the previous pipeline stage (first stage: ~0)
+    dp_sync    all-reduce the weight gradient over the data-parallel group
+    apply      SGD update
+
+The sends and receives are kind p2p: they wait on a pipeline neighbour, not on the rank's
+data-parallel group (dp_sync is that group's sync stage).
+
+Blocking dist.send/dist.recv pair up in the same order on both ends: stage s sends its M
+activations (tag 1) in micro-batch order after its forwards, stage s+1 receives them in that
+order before its forwards; gradients (tag 2) flow back the same way after the backwards. The
+wait chain is acyclic: the last stage needs only activations, every other stage's recv_grad
+needs only its successor's bwd, so every step completes.
+
+    torchrun --nproc_per_node 4 tests/eval/workloads/pipeline_loop.py --pipeline-stages 2 \
+        --steps 240 --fault fwd:3:8 --fault-start 40
+"""
+import argparse
+import time
+
+import torch
+import torch.distributed as dist
+
+import stagefrontier
+from fault_schedule import Fault, add_fault_args
+
+STAGES = [
+    ("data", "io"),
+    ("recv_act", "p2p"),
+    ("fwd", "compute"),
+    ("send_act", "p2p"),
+    ("recv_grad", "p2p"),
+    ("bwd", "compute"),
+    ("send_grad", "p2p"),
+    ("dp_sync", "sync"),
+    ("apply", "compute"),
+]
+ACT_TAG, GRAD_TAG = 1, 2
+
+
+def make_client(s, p, no_layout):
+    if not no_layout:
+        layout = {"pipeline_stage": s, "pipeline_stages": p, "tensor_rank": 0, "tensor_size": 1}
+        try:
+            return stagefrontier.Client(stages=STAGES, layout=layout)
+        except TypeError as e:
+            why = (str(e).splitlines() or [type(e).__name__])[0].rstrip(":")
+            print(f"pipeline_loop: warning: this stagefrontier.Client takes no layout ({why}); "
+                  "running without one", flush=True)
+    return stagefrontier.Client(stages=STAGES)
+
+
+def stage_work(spec, p):
+    """--stage-work-ms "2,4": extra ms per pipeline stage (one value: every stage)."""
+    if not spec:
+        return [0.0] * p
+    ms = [float(v) for v in spec.split(",")]
+    if len(ms) == 1:
+        ms = ms * p
+    if len(ms) != p:
+        raise SystemExit(f"--stage-work-ms {spec!r}: want {p} values (one per pipeline stage)")
+    return ms
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--pipeline-stages", type=int, default=2, help="P, 2..4")
+    ap.add_argument("--micro-batches", type=int, default=2, help="M per step")
+    ap.add_argument("--batch", type=int, default=32, help="rows of a micro-batch's activation")
+    ap.add_argument("--width", type=int, default=128, help="activation width (weights WxW)")
+    ap.add_argument("--stage-work-ms", default="",
+                    help="MS[,MS...]: extra sleep per pipeline stage in fwd and again in bwd, "
+                         "each step (e.g. 2,4: a structurally unbalanced pipeline)")
+    ap.add_argument("--no-layout", action="store_true",
+                    help="create the Client without layout= (the API before it)")
+    add_fault_args(ap, " with STAGE one of data, fwd, bwd, apply")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    p, m = args.pipeline_stages, args.micro_batches
+    batch, width = args.batch, args.width
+    if not 2 <= p <= 4 or world % p != 0:
+        raise SystemExit(f"--pipeline-stages {p}: want 2..4 dividing WORLD_SIZE {world}")
+    d_count = world // p
+    s, d = rank // d_count, rank % d_count
+    prev_rank = (s - 1) * d_count + d if s > 0 else None
+    next_rank = (s + 1) * d_count + d if s < p - 1 else None
+    dp_group = None
+    for stage in range(p):  # every rank creates every group, in the same order
+        g = dist.new_group(ranks=[stage * d_count + r for r in range(d_count)])
+        if stage == s:
+            dp_group = g
+    extra_s = stage_work(args.stage_work_ms, p)[s] / 1000
+    fault = Fault.from_args(args, rank)
+
+    c = make_client(s, p, args.no_layout)
+    w = torch.randn(width, width, generator=torch.Generator().manual_seed(1000 + s)) / width ** 0.5
+    g = torch.Generator().manual_seed(rank)
+    start = time.monotonic()
+    for step in range(args.steps):
+        c.begin_step(step)
+        fault.step = step
+        with c.stage("data"):
+            fault.hit("data")
+            xs = [torch.randn(batch, width, generator=g) if prev_rank is None
+                  else torch.empty(batch, width) for _ in range(m)]
+            targets = [torch.randn(batch, width, generator=g) for _ in range(m)] \
+                if next_rank is None else None
+        with c.stage("recv_act"):
+            if prev_rank is not None:
+                for x in xs:
+                    dist.recv(x, src=prev_rank, tag=ACT_TAG)
+        with c.stage("fwd"):
+            fault.hit("fwd")
+            if extra_s:
+                time.sleep(extra_s)
+            ys = [(x @ w).relu() for x in xs]
+        with c.stage("send_act"):
+            if next_rank is not None:
+                for y in ys:
+                    dist.send(y, dst=next_rank, tag=ACT_TAG)
+        with c.stage("recv_grad"):
+            if next_rank is not None:
+                dys = [torch.empty(batch, width) for _ in range(m)]
+                for dy in dys:
+                    dist.recv(dy, src=next_rank, tag=GRAD_TAG)
+        with c.stage("bwd"):
+            fault.hit("bwd")
+            if next_rank is None:  # d(mean squared error)/dy: compute, so not in recv_grad
+                dys = [(y - t) * (2.0 / y.numel()) for y, t in zip(ys, targets)]
+            if extra_s:
+                time.sleep(extra_s)
+            grad_w = torch.zeros_like(w)
+            dxs = []
+            for x, y, dy in zip(xs, ys, dys):
+                dz = dy * (y > 0)
+                grad_w += x.t() @ dz
+                if prev_rank is not None:
+                    dxs.append(dz @ w.t())
+        with c.stage("send_grad"):
+            if prev_rank is not None:
+                for dx in dxs:
+                    dist.send(dx, dst=prev_rank, tag=GRAD_TAG)
+        with c.stage("dp_sync"):
+            dist.all_reduce(grad_w, group=dp_group)
+        with c.stage("apply"):
+            fault.hit("apply")
+            w -= (1e-2 / d_count) * grad_w
+        c.end_step()
+    if rank == 0:
+        ms = 1000 * (time.monotonic() - start) / max(1, args.steps)
+        print(f"pipeline_loop: {args.steps} steps, {ms:.2f} ms/step "
+              f"({p} pipeline stages x {d_count} replicas, {m} micro-batches)", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
