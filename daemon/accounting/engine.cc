@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/accounting/group_verdicts.h"
 
 namespace stagefrontier {
 
@@ -34,6 +35,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(JobConfig config) {
         }
       }
     }
+    if (!config.group_names.empty() && config.group_names.size() != config.groups.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(config.group_names.size(), " group names for ",
+                                                     config.groups.size(), " sync groups"));
+    }
     for (int32_t r = 0; r < config.world_size; ++r) {
       if (!seen[r]) {
         return absl::InvalidArgumentError(absl::StrCat("rank ", r, " is in no sync group"));
@@ -55,7 +60,9 @@ Engine::Engine(JobConfig config, ProbeBracketing bracketing)
   if (config_.groups.size() > 1) {
     for (size_t g = 0; g < config_.groups.size(); ++g) {
       for (int32_t r : config_.groups[g]) group_of_rank[r] = static_cast<int32_t>(g);
-      groups_.push_back(std::make_unique<GroupAccountant>(absl::StrCat("group", g), config_.schema,
+      std::string name =
+          config_.group_names.empty() ? absl::StrCat("group", g) : config_.group_names[g];
+      groups_.push_back(std::make_unique<GroupAccountant>(std::move(name), config_.schema,
                                                           config_.groups[g], config_.engine));
       groups_.back()->set_bracketing(bracketing_.get());
     }
@@ -101,8 +108,11 @@ absl::Status Engine::AddStep(const StepInput& input) {
   if (last_->partial) ++counters_.partial_steps;
   if (++steps_in_window_ == config_.engine.window_steps) {
     steps_in_window_ = 0;
-    closed_.push_back(job_->CloseWindow());
-    for (const auto& g : groups_) closed_.push_back(g->CloseWindow());
+    Verdict job = job_->CloseWindow();
+    std::vector<Verdict> groups;
+    for (const auto& g : groups_) groups.push_back(g->CloseWindow());
+    closed_.push_back(JobVerdict(std::move(job), groups));
+    for (Verdict& g : groups) closed_.push_back(std::move(g));
     while (closed_.size() > kMaxClosedVerdicts) closed_.pop_front();
   }
   return absl::OkStatus();
@@ -112,10 +122,28 @@ const StepAccounting* Engine::LastGroupStep(size_t g) const {
   return g < last_group_.size() ? last_group_[g] : nullptr;
 }
 
+Verdict Engine::JobVerdict(Verdict job, std::span<const Verdict> groups) const {
+  if (!config_.groups_are_roles || groups.empty()) return job;
+  return JobVerdictFromGroups(job, groups, config_.schema);
+}
+
+Verdict Engine::CurrentVerdict() const {
+  std::vector<Verdict> groups;
+  if (config_.groups_are_roles) {
+    for (const auto& g : groups_) groups.push_back(g->DecideVerdict());
+  }
+  return JobVerdict(job_->DecideVerdict(), groups);
+}
+
 JobReport Engine::Report() const {
   JobReport r;
   r.job = job_->Report();
   for (const auto& g : groups_) r.groups.push_back(g->Report());
+  if (config_.groups_are_roles && !r.groups.empty()) {
+    std::vector<Verdict> groups;
+    for (const GroupReport& g : r.groups) groups.push_back(g.verdict);
+    r.job.verdict = JobVerdict(std::move(r.job.verdict), groups);
+  }
   return r;
 }
 

@@ -6,6 +6,8 @@
 //                                                "grad_sync:sync,optimizer:compute"),
 //                 .world_size = 16,
 //                 .groups = {},  // one sync group: the whole job
+//                 .group_names = {},
+//                 .groups_are_roles = false,
 //                 .engine = EngineConfig{},
 //                 .probe_bracket_rules = ""};
 //   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(job);
@@ -19,6 +21,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -41,6 +44,12 @@ struct JobConfig {
   // Sync groups: each a list of ranks; together they must cover every rank exactly once.
   // Empty means one group, the whole job.
   std::vector<std::vector<int32_t>> groups;
+  // One name per group ("pp1", "pp0.tp2"); empty: "group0", "group1", ...
+  std::vector<std::string> group_names;
+  // The groups do different work by design (pipeline stages, tensor positions: a declared
+  // layout): ranks are compared within their group only, and the job's verdict is its groups'
+  // (group_verdicts.h). False: groups only scope the waits (data-parallel groups of one role).
+  bool groups_are_roles = false;
   EngineConfig engine;
   // Which stages may contain which collectives (probe_bracketing.h); empty: any collective
   // in any sync or mixed stage.
@@ -76,7 +85,7 @@ class Engine {
   const StepAccounting* LastGroupStep(size_t g) const;
 
   // Verdict and report over the current (sliding) window.
-  Verdict CurrentVerdict() const { return job_->DecideVerdict(); }
+  Verdict CurrentVerdict() const;
   JobReport Report() const;
 
   // Verdicts of windows that closed since the last call (every window_steps steps, job-wide
@@ -90,6 +99,8 @@ class Engine {
 
  private:
   Engine(JobConfig config, ProbeBracketing bracketing);
+  // The job-wide accountant's verdict, or its groups' when they are roles.
+  Verdict JobVerdict(Verdict job, std::span<const Verdict> groups) const;
 
   JobConfig config_;
   std::unique_ptr<ProbeBracketing> bracketing_;

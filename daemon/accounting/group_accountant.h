@@ -100,6 +100,11 @@ class GroupAccountant {
   void ChargeLateStart(int64_t step, int k, int member, int64_t charge, int64_t margin);
   std::vector<int32_t> ToRanks(std::span<const int32_t> members) const;
   int MemberOf(int32_t rank) const { return members_.MemberOf(rank); }
+  // Stage k's cross-rank noise scale learns only from steps it was not flagged in (two ranks
+  // present, stage not p2p: see MeasureNoise).
+  bool LearnsSpreadUnflagged(int k) const {
+    return matrix_.present_count() == 2 && schema_.stage(k).kind != StageKind::kP2p;
+  }
 
   std::string name_;
   StageSchema schema_;

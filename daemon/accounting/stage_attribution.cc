@@ -34,6 +34,7 @@ void GroupAccountant::AccountStage(int64_t step, int k, const StepThresholds& t)
     if (acc.attributions[i].seen_at_stage == k) s.excess_ns += acc.attributions[i].excess_ns;
   }
   s.flagged = s.excess_ns > 0;
+  if (LearnsSpreadUnflagged(k) && acc.attributions.empty()) peer_spread_[k].Add(f.spread_ns);
   if (s.flagged) {
     if (acc.first_excess_stage < 0) acc.first_excess_stage = k;
   } else {
@@ -48,7 +49,12 @@ GroupAccountant::StageNoise GroupAccountant::MeasureNoise(int k, const StepThres
   const double floor_k =
       std::max(static_cast<double>(config_.noise_floor_ns),
                config_.relative_noise_floor * static_cast<double>(f.median_duration_ns));
-  peer_spread_[k].Add(f.spread_ns);
+  // Two ranks' MAD is half their gap: a persistent fault of one would become the noise scale
+  // and tie it with its peer (a pipeline stage's 2 replicas). Two learn from unflagged steps
+  // without excess so far (AccountStage: a slow rank's gap reaches the later waits too), like
+  // the temporal baseline; but a p2p stage's time is its neighbour's noise, which that would
+  // underrate, so it learns from every step.
+  if (!LearnsSpreadUnflagged(k)) peer_spread_[k].Add(f.spread_ns);
   noise.peer_sigma = std::max(floor_k, static_cast<double>(peer_spread_[k].Median()));
   s.peer_noise_ns = static_cast<int64_t>(noise.peer_sigma);
   noise.tol = static_cast<int64_t>(config_.tie_z * noise.peer_sigma);

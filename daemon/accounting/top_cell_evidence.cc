@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "daemon/accounting/next_wait.h"
 #include "daemon/accounting/robust_stats.h"
 
 namespace stagefrontier {
@@ -21,14 +22,14 @@ void CheckNextWait(const AccountingWindow& window, const StageSchema& schema,
                    const GroupMembers& members, const LastArrivers& arrivers, size_t i, CellRef top,
                    WaitTally* tally, std::vector<int32_t>* late,
                    std::map<int32_t, int32_t>* also_late) {
-  std::optional<size_t> wait = schema.NextWaitStage(static_cast<size_t>(top.stage));
+  std::optional<size_t> wait = NextWaitThatWaited(window, schema, i, top.stage);
   size_t at = i;
   if (!wait) {
-    wait = schema.FirstWaitStage();
     at = i + 1;
     if (at >= window.size() || window.at(at).accounting.step != window.at(i).accounting.step + 1) {
       return;
     }
+    wait = NextWaitThatWaited(window, schema, at, -1);
   }
   if (!wait || !window.present(at, top.member)) return;
   arrivers.LateSet(at, static_cast<int>(*wait), top.member, late);

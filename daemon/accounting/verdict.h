@@ -50,6 +50,9 @@ struct Suspect {
 
 struct Verdict {
   std::string group;  // "job" or the sync group's name
+  // A job whose groups are roles (a declared layout): the group whose verdict the job's is
+  // (group_verdicts.h); empty otherwise, and when every group is HEALTHY.
+  std::string sync_group;
   int64_t first_step = 0;
   int64_t last_step = 0;
   int32_t steps = 0;

@@ -4,6 +4,8 @@
 #include <limits>
 #include <optional>
 
+#include "daemon/accounting/next_wait.h"
+
 namespace stagefrontier {
 namespace {
 
@@ -42,14 +44,17 @@ int64_t WorkStageSaving(const AccountingWindow& window, const StageSchema& schem
   // The next wait (this step's, or the next step's first for a tail stage) ends when the
   // last rank arrives: behaving like its peers saves this rank's excess, but no more than
   // its lead over the next rank to arrive, measured by their waits on their own clocks.
-  std::optional<size_t> wait = schema.NextWaitStage(static_cast<size_t>(k));
+  // A tail stage's, or one whose later waits in this step waited for nobody, is the next
+  // step's first wait.
+  if (!schema.FirstWaitStage()) return NoWaitSaving(window, i, member, excess);
+  std::optional<size_t> wait = NextWaitThatWaited(window, schema, i, k);
   size_t at = i;
-  if (!wait && schema.IsTail(static_cast<size_t>(k))) {
-    wait = schema.FirstWaitStage();
+  if (!wait) {
     at = i + 1;
     if (at >= window.size() || window.at(at).accounting.step != acc.step + 1) return 0;
+    wait = NextWaitThatWaited(window, schema, at, -1);
+    if (!wait) return 0;
   }
-  if (!wait) return NoWaitSaving(window, i, member, excess);
   if (!window.present(at, member)) return 0;
   const int s = static_cast<int>(*wait);
   const std::vector<int32_t>& group = members.wait_group;

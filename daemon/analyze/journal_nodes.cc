@@ -19,7 +19,7 @@ absl::StatusOr<JournalNodesStats> ChargeJournal(const std::string& path,
   absl::StatusOr<JournalRun> r = ReadJournalAsRun(path);
   if (!r.ok()) return r.status();
   const RecordedRun& run = r->run;
-  JobConfig job{*run.schema, run.world_size, run.groups, EngineConfig{}, ""};
+  JobConfig job{*run.schema, run.world_size, run.groups, {}, false, EngineConfig{}, ""};
   job.engine.window_steps = options.window_steps;
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(job);
   if (!engine.ok()) return engine.status();

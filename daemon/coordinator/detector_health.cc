@@ -40,23 +40,48 @@ void DetectorHealth::AddStep(const StepInput& input, bool partial) {
   }
   step_ns_.push_back(MedianInPlace(totals));
   if (input.ranks.size() < 2) return;
+  // Per group: the extremes of arrival and duration; the step's figure is the group with the
+  // largest arrival skew (where a wait outside the stage would show).
+  const size_t group_count =
+      group_of_rank_.empty()
+          ? 1
+          : static_cast<size_t>(*std::max_element(group_of_rank_.begin(), group_of_rank_.end())) +
+                1;
   for (size_t i = 0; i < sync_stages_.size(); ++i) {
     const size_t k = sync_stages_[i];
-    int64_t arrive_min = INT64_MAX, arrive_max = INT64_MIN;
-    int64_t dur_min = INT64_MAX, dur_max = INT64_MIN;
+    arrive_min_.assign(group_count, INT64_MAX);
+    arrive_max_.assign(group_count, INT64_MIN);
+    dur_min_.assign(group_count, INT64_MAX);
+    dur_max_.assign(group_count, INT64_MIN);
     for (const RankStep& r : input.ranks) {
       const std::vector<int64_t>& b = r.boundaries_ns;
       if (b.size() != schema_.size() + 1) continue;
+      size_t g = 0;
+      if (!group_of_rank_.empty()) {
+        if (r.rank < 0 || static_cast<size_t>(r.rank) >= group_of_rank_.size()) continue;
+        g = static_cast<size_t>(group_of_rank_[r.rank]);
+      }
       const int64_t arrive = b[k] - b[0];  // when this rank reached the sync stage
       const int64_t dur = b[k + 1] - b[k];
-      arrive_min = std::min(arrive_min, arrive);
-      arrive_max = std::max(arrive_max, arrive);
-      dur_min = std::min(dur_min, dur);
-      dur_max = std::max(dur_max, dur);
+      arrive_min_[g] = std::min(arrive_min_[g], arrive);
+      arrive_max_[g] = std::max(arrive_max_[g], arrive);
+      dur_min_[g] = std::min(dur_min_[g], dur);
+      dur_max_[g] = std::max(dur_max_[g], dur);
     }
-    if (arrive_min > arrive_max) continue;
-    arrival_skew_ns_[i].push_back(arrive_max - arrive_min);
-    sync_spread_ns_[i].push_back(dur_max - dur_min);
+    int64_t skew = -1, spread = 0;
+    for (size_t g = 0; g < group_count; ++g) {
+      if (arrive_min_[g] > arrive_max_[g]) continue;  // no rank of this group
+      // A stage a group's role leaves empty (the last pipeline stage sends no activations):
+      // nothing there to wait, by design.
+      if (!group_of_rank_.empty() && dur_max_[g] < options_.role_empty_ns) continue;
+      if (arrive_max_[g] - arrive_min_[g] > skew) {
+        skew = arrive_max_[g] - arrive_min_[g];
+        spread = dur_max_[g] - dur_min_[g];
+      }
+    }
+    if (skew < 0) continue;
+    arrival_skew_ns_[i].push_back(skew);
+    sync_spread_ns_[i].push_back(spread);
   }
 }
 
@@ -148,6 +173,14 @@ const std::vector<DetectorCondition>& DetectorHealth::CloseWindow(
                       "% of their records in the window: ", absl::StrJoin(dropped, ", "),
                       " (ring full: the sidecar fell behind or is not running; "
                       "sfctl health shows the counters)")});
+  }
+  if (!layout_problem_.empty()) {
+    current_.push_back({"layout_rejected",
+                        absl::StrCat(layout_problem_,
+                                     ": the job is accounted as one group, so ranks that may do "
+                                     "different work (pipeline stages) are compared with each "
+                                     "other; fix the layout each rank declares "
+                                     "(docs/user-guide.md \"3D-parallel jobs\")")});
   }
   // The next window starts empty.
   steps_ = 0;

@@ -15,6 +15,9 @@
 //   too_few_steps     too few steps for the baselines (warm-up) or too few complete steps in
 //                     the window
 //   records_dropped   a rank lost more than a tenth of its records in the window
+//   layout_rejected   the ranks' declared layouts do not fit together (set_layout_problem):
+//                     the job is accounted as one group, comparing ranks that may do
+//                     different work
 //
 //   DetectorHealth health(schema, {});
 //   health.AddStep(input, /*partial=*/false);         // every accounted step
@@ -28,14 +31,15 @@
 #include <string>
 #include <vector>
 
+#include "daemon/accounting/next_wait.h"
 #include "daemon/accounting/step_input.h"
 #include "shm/stage_schema.h"
 
 namespace stagefrontier {
 
-inline constexpr std::array<const char*, 6> kDetectorConditions = {
-    "clock_backwards",  "clock_jump",    "stage_always_zero",
-    "sync_never_waits", "too_few_steps", "records_dropped"};
+inline constexpr std::array<const char*, 7> kDetectorConditions = {
+    "clock_backwards", "clock_jump",      "stage_always_zero", "sync_never_waits",
+    "too_few_steps",   "records_dropped", "layout_rejected"};
 
 struct DetectorCondition {
   std::string name;    // one of kDetectorConditions
@@ -66,6 +70,9 @@ struct DetectorHealthOptions {
   int64_t min_arrival_skew_ns = 200'000;
   double min_arrival_skew_fraction = 0.01;
   double sync_absorbed_fraction = 0.1;
+  // With sync groups: a sync stage under this on every rank of a group in a step is one the
+  // group's role leaves empty, not judged for that group (the verdict's evidence skips it too).
+  int64_t role_empty_ns = kEmptyWaitNs;
 };
 
 class DetectorHealth {
@@ -81,6 +88,13 @@ class DetectorHealth {
                                                     int64_t steps_accounted);
   const std::vector<DetectorCondition>& current() const { return current_; }
 
+  // The job's sync groups (group_of_rank[r]; empty: one group): a sync stage's arrival skew
+  // is judged inside each group, since a stage that synchronizes a group never waits on the
+  // ranks of another (pipeline stages reach it at different times by design).
+  void set_groups(std::vector<int32_t> group_of_rank) { group_of_rank_ = std::move(group_of_rank); }
+  // Why the ranks' layouts were refused ("": they were not); held until cleared.
+  void set_layout_problem(std::string problem) { layout_problem_ = std::move(problem); }
+
  private:
   const StageSchema schema_;
   const DetectorHealthOptions options_;
@@ -93,6 +107,10 @@ class DetectorHealth {
   std::vector<size_t> sync_stages_;
   std::vector<std::vector<int64_t>> arrival_skew_ns_;
   std::vector<std::vector<int64_t>> sync_spread_ns_;
+  std::vector<int32_t> group_of_rank_;
+  std::string layout_problem_;
+  // AddStep's per-group extremes, reused.
+  std::vector<int64_t> arrive_min_, arrive_max_, dur_min_, dur_max_;
   std::vector<RankRecordCounters> at_window_start_;
   std::vector<DetectorCondition> current_;
 };

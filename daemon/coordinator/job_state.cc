@@ -103,6 +103,7 @@ JobState::JobState(std::string id, uint32_t generation, int32_t world_size, Stag
                 .stage_count = static_cast<uint32_t>(schema_.size())}),
       ranks_(static_cast<size_t>(world_size)),
       detector_(schema_, {.warmup_steps = options_.engine.warmup_steps}),
+      layouts_(static_cast<size_t>(world_size)),
       stall_(&schema_, world_size, options_.stall) {
   if (metrics_ != nullptr) m_ = metrics_->ForJob(name_, schema_);
 }
@@ -268,7 +269,9 @@ absl::StatusOr<std::unique_ptr<JobState>> JobState::Salvage(const std::string& p
 JobConfig JobState::EngineJobConfigLocked() const {
   return JobConfig{.schema = schema_,
                    .world_size = world_size_,
-                   .groups = {},
+                   .groups = layout_groups_.groups,
+                   .group_names = layout_groups_.names,
+                   .groups_are_roles = !layout_groups_.groups.empty(),
                    .engine = options_.engine,
                    .probe_bracket_rules = probe_rules_};
 }
@@ -388,7 +391,46 @@ bool JobState::OwnerLocked(const v1::RankOwned& owner) {
   // The first process seen is not a restart; another one after steps may be.
   if (!h.process.empty() && aligner_.last_step(owner.rank()) >= 0) h.restarted = true;
   h.process = std::move(process);
+  const v1::RankLayout& l = owner.layout();
+  layouts_[owner.rank()] = l.pipeline_stages() > 0
+                               ? DeclaredLayout::Of(l.pipeline_stages(), l.pipeline_stage(),
+                                                    l.tensor_rank(), l.tensor_size())
+                               : DeclaredLayout::None();
+  ApplyLayoutLocked();
   return true;
+}
+
+void JobState::ApplyLayoutLocked() {
+  absl::StatusOr<LayoutGroups> next = GroupsFromLayout(layouts_);
+  std::string problem;
+  if (!next.ok()) {
+    problem = absl::StrCat("job ", name_, ": ", next.status().message());
+    next = LayoutGroups{};
+  } else if (next->pending) {
+    return;  // wait for every rank's declaration
+  }
+  if (problem != layout_problem_) {
+    layout_problem_ = problem;
+    detector_.set_layout_problem(problem);  // the verdicts and `sfctl health` say it
+  }
+  if (next->groups == layout_groups_.groups && next->names == layout_groups_.names) return;
+  layout_groups_ = *std::move(next);
+  std::vector<int32_t> group_of_rank;
+  if (!layout_groups_.groups.empty()) {
+    group_of_rank.assign(static_cast<size_t>(world_size_), 0);
+    for (size_t g = 0; g < layout_groups_.groups.size(); ++g) {
+      for (int32_t r : layout_groups_.groups[g]) group_of_rank[r] = static_cast<int32_t>(g);
+    }
+  }
+  detector_.set_groups(std::move(group_of_rank));
+  if (absl::Status s = RebuildEngineLocked(); !s.ok()) {
+    layout_problem_ =
+        absl::StrCat("job ", name_, ": the engine refused the layout's groups: ", s.message());
+    detector_.set_layout_problem(layout_problem_);
+    layout_groups_ = LayoutGroups{};
+    detector_.set_groups({});
+    (void)RebuildEngineLocked();
+  }
 }
 
 void JobState::NoteOwner(const v1::RankDeclaration& decl, const std::string& node) {
@@ -397,6 +439,7 @@ void JobState::NoteOwner(const v1::RankDeclaration& decl, const std::string& nod
   o->set_rank(decl.rank());
   o->set_node(node);
   o->set_owner_generation(decl.owner_generation());
+  if (decl.has_layout()) *o->mutable_layout() = decl.layout();
   MutexLock lock(&mu_);
   if (OwnerLocked(*o)) journal_->Append(rec);
 }
@@ -1011,6 +1054,11 @@ void JobState::Health(v1::GetHealthReply* out) const {
     v1::DetectorCondition* d = out->add_detector_conditions();
     d->set_name(c.name);
     d->set_detail(c.detail);
+  }
+  for (size_t g = 0; g < layout_groups_.groups.size(); ++g) {
+    v1::SyncGroup* sg = out->add_sync_groups();
+    sg->set_name(layout_groups_.names[g]);
+    sg->mutable_ranks()->Add(layout_groups_.groups[g].begin(), layout_groups_.groups[g].end());
   }
   const ProbeBracketing& b = engine_->bracketing();
   out->set_probe_collectives(b.checked());

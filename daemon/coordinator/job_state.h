@@ -28,6 +28,7 @@
 #include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/coordinator/detector_health.h"
 #include "daemon/coordinator/job_journal.h"
+#include "daemon/coordinator/job_layout.h"
 #include "daemon/coordinator/journal_compactor.h"
 #include "daemon/coordinator/resource_limits.h"
 #include "daemon/coordinator/stall_watch.h"
@@ -229,6 +230,10 @@ class JobState {
            const JobOptions& options, CoordinatorMetrics* metrics);
   // Applies a RankOwned record (live and in replay); false if it changed nothing.
   bool OwnerLocked(const v1::RankOwned& owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Rebuilds the engine with the sync groups of the ranks' layouts (job_layout.h) when every
+  // rank has declared and the groups changed; a refused layout falls back to one group and a
+  // detector-health condition. Run at the same journal position live and in replay.
+  void ApplyLayoutLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checks a new job's declaration against the limits and returns its schema.
   static absl::StatusOr<StageSchema> CheckNewJob(const v1::RankDeclaration& declaration,
                                                  const JobOptions& options);
@@ -341,6 +346,10 @@ class JobState {
   int64_t gauges_updated_ns_ ABSL_GUARDED_BY(mu_) = -1;  // when the rank gauges were last counted
   // Judged at every window close; its conditions mark the verdicts.
   DetectorHealth detector_ ABSL_GUARDED_BY(mu_);
+  // By rank: the layout its current process declared (kUnknown before any).
+  std::vector<DeclaredLayout> layouts_ ABSL_GUARDED_BY(mu_);
+  LayoutGroups layout_groups_ ABSL_GUARDED_BY(mu_);  // in the engine; empty: one group
+  std::string layout_problem_ ABSL_GUARDED_BY(mu_);
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
   uint32_t sample_every_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t replay_skipped_ ABSL_GUARDED_BY(mu_) = 0;

@@ -18,7 +18,7 @@ absl::StatusOr<StageSchema> SchemaFromProto(
   std::vector<Stage> out;
   out.reserve(stages.size());
   for (const v1::Stage& s : stages) {
-    if (s.kind() < v1::STAGE_KIND_IO || s.kind() > v1::STAGE_KIND_MIXED) {
+    if (s.kind() < v1::STAGE_KIND_IO || s.kind() > v1::STAGE_KIND_P2P) {
       return absl::InvalidArgumentError(
           absl::StrCat("stage \"", s.name(), "\" has unknown kind ", static_cast<int>(s.kind())));
     }
@@ -58,6 +58,7 @@ void SchemaToProto(const StageSchema& schema, google::protobuf::RepeatedPtrField
 void VerdictToProto(const StageSchema& schema, const Verdict& v, int32_t waiting_ranks,
                     v1::Verdict* out) {
   out->set_group(v.group);
+  out->set_sync_group(v.sync_group);
   out->set_first_step(v.first_step);
   out->set_last_step(v.last_step);
   out->set_steps(v.steps);

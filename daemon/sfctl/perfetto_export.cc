@@ -77,6 +77,8 @@ const char* KindName(v1::StageKind kind) {
       return "sync";
     case v1::STAGE_KIND_MIXED:
       return "mixed";
+    case v1::STAGE_KIND_P2P:
+      return "p2p";
     default:
       return "unknown";
   }

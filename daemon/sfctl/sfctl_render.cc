@@ -1,5 +1,6 @@
 #include "daemon/sfctl/sfctl_render.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -184,6 +185,17 @@ std::string RenderHealth(const v1::GetHealthReply& r) {
   if (r.finished() > 0) absl::StrAppend(&out, ", ", r.finished(), " finished");
   // Every stub exited cleanly: the job is over, not stalled.
   absl::StrAppend(&out, r.state() == "finished" ? " (job finished)\n" : "\n");
+  if (r.sync_groups_size() > 0) {
+    // A 16,384-rank job has thousands: the first few, then how many.
+    constexpr int kShown = 8;
+    std::vector<std::string> shown;
+    for (int g = 0; g < std::min(kShown, r.sync_groups_size()); ++g) {
+      shown.push_back(absl::StrCat(r.sync_groups(g).name(), " (ranks ",
+                                   absl::StrJoin(r.sync_groups(g).ranks(), ", "), ")"));
+    }
+    absl::StrAppend(&out, "sync groups from the declared layout: ", r.sync_groups_size(), ": ",
+                    absl::StrJoin(shown, "; "), r.sync_groups_size() > kShown ? "; ..." : "", "\n");
+  }
   if (r.detector_conditions().empty()) {
     absl::StrAppend(&out, "detector: healthy (no condition held in the latest window)\n");
   } else {

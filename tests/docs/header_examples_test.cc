@@ -58,6 +58,8 @@ TEST_CASE("engine.h banner example") {
                                               "grad_sync:sync,optimizer:compute"),
                 .world_size = 16,
                 .groups = {},  // one sync group: the whole job
+                .group_names = {},
+                .groups_are_roles = false,
                 .engine = EngineConfig{},
                 .probe_bracket_rules = ""};
   // clang-format on

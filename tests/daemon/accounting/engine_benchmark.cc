@@ -26,7 +26,7 @@ void RunEngine(benchmark::State& state, bool group_wide) {
   std::vector<StepInput> steps;
   StepInput s;
   while (sim->Next(&s)) steps.push_back(s);
-  auto engine = *Engine::Create(JobConfig{sim->schema(), ranks, {}, EngineConfig{}, ""});
+  auto engine = *Engine::Create(JobConfig{sim->schema(), ranks, {}, {}, false, EngineConfig{}, ""});
   int64_t next = 0;
   int64_t accounted = 0;
   for (auto _ : state) {

@@ -7,7 +7,7 @@ namespace stagefrontier::testing {
 ScenarioResult RunScenario(const SimConfig& config, const EngineConfig& engine_config) {
   absl::StatusOr<TrainingSimulator> sim = TrainingSimulator::Create(config);
   REQUIRE(sim.ok());
-  JobConfig job{sim->schema(), config.world_size, config.groups, engine_config, ""};
+  JobConfig job{sim->schema(), config.world_size, config.groups, {}, false, engine_config, ""};
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(job);
   REQUIRE(engine.ok());
   ScenarioResult result{JobReport{}, {}, {}, sim->schema()};

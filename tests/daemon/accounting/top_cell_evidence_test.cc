@@ -42,6 +42,29 @@ TEST_CASE("top-cell evidence: margins, agreement at the next wait, who else was 
   CHECK(e.steps_to_profile == std::vector<int64_t>{0, 1, 2});
 }
 
+TEST_CASE("top-cell evidence: a wait every member passed through empty is not the next wait",
+          "[verdict_steps]") {
+  // Regression (real 2 x 2 pipeline run): on the last pipeline stage the send after fwd is
+  // empty on both replicas, so both looked "last" there and the slow rank read CONCURRENT with
+  // its peer; the data-parallel sync after it is where the peer waits.
+  WindowBuilder b(2, "data:io,send:sync,sync:sync");
+  auto step = [](int m, int k) -> int64_t {
+    if (k == 0) return m == 1 ? 5 * kMs : 1 * kMs;
+    if (k == 1) return 4'000;  // empty: nothing to send on this pipeline stage
+    return m == 1 ? 1 * kMs : 5 * kMs;
+  };
+  for (int i = 0; i < 3; ++i) {
+    b.Step(step, {Charge(0, {1}, 4 * kMs, AttributionKind::kFrontierLeader, 4 * kMs)});
+  }
+  const GroupMembers members({0, 1}, {});
+  const EngineConfig config;
+  const LastArrivers arrivers(b.window(), b.schema(), members, config);
+  const TopCellEvidence e =
+      GatherTopCellEvidence(b.window(), b.schema(), members, config, arrivers, {0, 1});
+  CHECK(e.wait_agreement == 1.0);
+  CHECK(e.also_late.empty());
+}
+
 TEST_CASE("top-cell evidence: a late start counts as agreement", "[verdict_steps]") {
   WindowBuilder b(3, "data:io,compute:compute,sync:sync");
   b.Step(Step(2), {Charge(2, {2}, 4 * kMs, AttributionKind::kLateStart, 3 * kMs)});

@@ -139,5 +139,70 @@ TEST_CASE("clock_backwards and clock_jump follow the counters' growth, then clea
   CHECK(h.CloseWindow(later, 80).empty());
 }
 
+// Two groups (pipeline stages) reach the sync stage 3 ms apart by design; inside each group
+// the ranks arrive together, or, with `skew_inside`, 1 ms apart with the stage not absorbing it.
+StepInput PipelineStep(int64_t step, bool skew_inside) {
+  StepInput in;
+  in.step = step;
+  for (int r = 0; r < kRanks; ++r) {
+    RankStep rs;
+    rs.rank = r;
+    const int64_t arrive = 7 * kMs + (r / 2) * 3 * kMs + (skew_inside ? (r % 2) * kMs : 0);
+    rs.boundaries_ns = {0, 2 * kMs, arrive, arrive + kMs, arrive + 2 * kMs};
+    in.ranks.push_back(rs);
+  }
+  return in;
+}
+
+TEST_CASE("sync_never_waits is judged inside each sync group") {
+  // One group: the pipeline's skew looks like a sync stage that never waits.
+  DetectorHealth one(Schema());
+  for (int i = 0; i < 40; ++i) one.AddStep(PipelineStep(i, false), false);
+  CHECK(Names(one.CloseWindow(Counters(40), 40)) == std::vector<std::string>{"sync_never_waits"});
+  // Groups {0, 1} and {2, 3}: inside each the ranks arrive together, nothing to judge.
+  DetectorHealth grouped(Schema());
+  grouped.set_groups({0, 0, 1, 1});
+  for (int i = 0; i < 40; ++i) grouped.AddStep(PipelineStep(i, false), false);
+  CHECK(grouped.CloseWindow(Counters(40), 40).empty());
+  // A group whose own ranks arrive apart while the stage lasts the same still fires.
+  DetectorHealth inside(Schema());
+  inside.set_groups({0, 0, 1, 1});
+  for (int i = 0; i < 40; ++i) inside.AddStep(PipelineStep(i, true), false);
+  const auto& c = inside.CloseWindow(Counters(40), 40);
+  REQUIRE(Names(c) == std::vector<std::string>{"sync_never_waits"});
+  CHECK_THAT(c[0].detail, Catch::Contains("up to 1.00 ms apart"));
+}
+
+TEST_CASE("a sync stage a group's role leaves empty is not a stage that never waits") {
+  // Group {2, 3} (the last pipeline stage) sends nothing: its sync stage lasts 0 on both, and
+  // they reach it 1 ms apart; group {0, 1} waits in it for each other.
+  DetectorHealth h(Schema());
+  h.set_groups({0, 0, 1, 1});
+  for (int i = 0; i < 40; ++i) {
+    StepInput in = PipelineStep(i, /*skew_inside=*/true);
+    for (RankStep& r : in.ranks) {
+      std::vector<int64_t>& b = r.boundaries_ns;
+      const int64_t sync = r.rank < 2 ? kMs + (r.rank == 0 ? kMs : 0) : 0;
+      b[3] = b[2] + sync;
+      b[4] = b[3] + kMs;
+    }
+    h.AddStep(in, false);
+  }
+  CHECK(h.CloseWindow(Counters(40), 40).empty());
+}
+
+TEST_CASE("layout_rejected holds while the layout problem is set") {
+  DetectorHealth h(Schema());
+  h.set_layout_problem("layout not used: ranks 0, 1 declared a layout, ranks 2, 3 none");
+  Feed(h, 40);
+  const auto& c = h.CloseWindow(Counters(40), 40);
+  REQUIRE(Names(c) == std::vector<std::string>{"layout_rejected"});
+  CHECK_THAT(c[0].detail, Catch::Contains("ranks 2, 3 none"));
+  CHECK_THAT(c[0].detail, Catch::Contains("accounted as one group"));
+  h.set_layout_problem("");
+  Feed(h, 40);
+  CHECK(h.CloseWindow(Counters(80), 80).empty());
+}
+
 }  // namespace
 }  // namespace stagefrontier

@@ -3,6 +3,7 @@
 // state the live job had: same steps, same verdicts, same counters.
 #include "daemon/coordinator/job_state.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <random>
@@ -509,6 +510,138 @@ TEST_CASE("verdict windows count the profiled steps left out of their span") {
   int64_t now2 = 1'000'000'000;
   std::unique_ptr<JobState> plain = ProfiledJob(TempDir(), /*flagged=*/false, &now2);
   CHECK(plain->VerdictsAfter(0)[0].verdict().profiled_steps_left_out() == 0);
+}
+
+// A pipeline of 2 stages x 4 replicas: ranks 0-3 are stage 0 (data 4 ms), ranks 4-7 stage 1
+// (data 1 ms, by design); each stage's replicas wait for the last of them in grad_sync. From
+// step 60 rank 6's forward is 12 ms slower.
+int64_t PipelineArrival(int rank, int step) {
+  const int64_t jitter = ((step * 7919 + rank * 104729) % 201 - 100) * 1000;  // +-100 us
+  return (rank < 4 ? 4'000'000 : 1'000'000) + 8'000'000 + jitter +
+         (step >= 60 && rank == 6 ? 12'000'000 : 0);
+}
+
+v1::RankSteps PipelineSteps(int rank, int first, int last, std::mt19937* /*rng*/) {
+  wire::PackedStepsEncoder enc(4);
+  const int stage_first = rank / 4 * 4;
+  for (int s = first; s <= last; ++s) {
+    int64_t latest = 0;
+    for (int r = stage_first; r < stage_first + 4; ++r)
+      latest = std::max(latest, PipelineArrival(r, s));
+    const int64_t arrive = PipelineArrival(rank, s);
+    const int64_t data = rank < 4 ? 4'000'000 : 1'000'000;
+    int64_t d[4] = {data, arrive - data, 300'000 + latest - arrive, 3'000'000};
+    enc.Add(s, d, 0);
+  }
+  return wire::MakeRankSteps("job-1", rank, enc);
+}
+
+v1::RankDeclaration PipelineDecl(int rank, uint64_t generation = 1) {
+  v1::RankDeclaration d = Decl(rank);
+  d.set_owner_generation(generation);
+  d.mutable_layout()->set_pipeline_stage(rank / 4);
+  d.mutable_layout()->set_pipeline_stages(2);
+  d.mutable_layout()->set_tensor_rank(0);
+  d.mutable_layout()->set_tensor_size(1);
+  return d;
+}
+
+void FeedPipeline(JobState& job, int first_chunk, int chunks, std::mt19937* rng, int64_t* now) {
+  for (int chunk = first_chunk; chunk < first_chunk + chunks; ++chunk) {
+    for (int r = 0; r < kWorld; ++r) {
+      REQUIRE(job.Ingest(PipelineSteps(r, chunk * 10, chunk * 10 + 9, rng), "n", *now).ok());
+    }
+    *now += 2'000'000;
+    job.CloseDue(*now);
+  }
+}
+
+TEST_CASE(
+    "a declared pipeline layout: a verdict per stage's group, the job's from its groups, "
+    "the same after a restart") {
+  JobOptions o;
+  o.data_dir = TempDir();
+  o.fsync = false;
+  o.engine.window_steps = 40;
+  o.aligner.deadline_ns = 1'000'000;
+  auto live = JobState::Create(PipelineDecl(0), o, nullptr);
+  REQUIRE(live.ok());
+  for (int r = 0; r < kWorld; ++r) (*live)->NoteOwner(PipelineDecl(r), "n");
+  std::mt19937 rng(11);
+  int64_t now = 1'000'000'000;
+  FeedPipeline(**live, 0, 16, &rng, &now);
+  REQUIRE((*live)->Flush().ok());
+
+  std::vector<std::string> groups;
+  for (const auto& ev : (*live)->VerdictsAfter(0)) groups.push_back(ev.verdict().group());
+  CHECK(groups == std::vector<std::string>{"job", "pp0", "pp1", "job", "pp0", "pp1", "job", "pp0",
+                                           "pp1", "job", "pp0", "pp1"});
+  // Steps 0-39: stage 1's short data is by design, not a straggler.
+  const v1::Verdict first = (*live)->VerdictsAfter(0)[0].verdict();
+  CHECK(first.label() == "HEALTHY");
+  for (const auto& ev : (*live)->VerdictsAfter(0)) {
+    CHECK_FALSE(std::count(ev.verdict().unreliable().begin(), ev.verdict().unreliable().end(),
+                           "sync_never_waits"));
+  }
+  v1::SuspectsReply sus;
+  REQUIRE((*live)->Suspects(0, &sus).ok());
+  INFO(sus.verdict().explanation());
+  CHECK(sus.verdict().label() == "CLEAR");
+  CHECK(sus.verdict().sync_group() == "pp1");
+  REQUIRE(sus.verdict().suspects_size() > 0);
+  CHECK(sus.verdict().suspects(0).stage() == "forward");
+  CHECK(sus.verdict().suspects(0).rank() == 6);
+
+  JournalOpenInfo oi;
+  auto restored = JobState::Restore(JournalPath(o.data_dir, "job-1"), o, nullptr, &oi, now);
+  REQUIRE(restored.ok());
+  CHECK(Verdicts(**restored) == Verdicts(**live));
+  v1::SuspectsReply sus2;
+  REQUIRE((*restored)->Suspects(0, &sus2).ok());
+  CHECK(sus2.SerializeAsString() == sus.SerializeAsString());
+}
+
+TEST_CASE("a layout that does not fit is refused: one group and layout_rejected, until fixed") {
+  JobOptions o;
+  o.data_dir = TempDir();
+  o.fsync = false;
+  o.engine.window_steps = 40;
+  o.aligner.deadline_ns = 1'000'000;
+  auto job = JobState::Create(PipelineDecl(0), o, nullptr);
+  REQUIRE(job.ok());
+  for (int r = 0; r < kWorld; ++r) {
+    // Ranks 6 and 7 declare no layout.
+    v1::RankDeclaration none = Decl(r);
+    none.set_owner_generation(1);
+    (*job)->NoteOwner(r < 6 ? PipelineDecl(r) : none, "n");
+  }
+  std::mt19937 rng(5);
+  int64_t now = 1'000'000'000;
+  FeedPipeline(**job, 0, 4, &rng, &now);
+  auto last = [&] { return (*job)->VerdictsAfter(0).back().verdict(); };
+  auto rejected = [&] {
+    const v1::Verdict v = last();
+    return std::count(v.unreliable().begin(), v.unreliable().end(), "layout_rejected") > 0;
+  };
+  CHECK(last().group() == "job");
+  CHECK(rejected());
+  v1::GetHealthReply h;
+  (*job)->Health(&h);
+  std::string details;
+  for (const auto& c : h.detector_conditions()) details += c.detail() + "\n";
+  CHECK_THAT(details, Catch::Contains("ranks 0, 1, 2, 3, 4, 5 declared a layout, ranks 6, 7 none"));
+  // Ranks 6 and 7 come back as new processes that declare it: groups from the next window on.
+  for (int r = 6; r < 8; ++r) (*job)->NoteOwner(PipelineDecl(r, /*generation=*/2), "n");
+  FeedPipeline(**job, 4, 4, &rng, &now);
+  CHECK(last().group() == "pp1");
+  CHECK_FALSE(rejected());
+  // A rank that changes its declaration mid-job to another pipeline size: refused again.
+  v1::RankDeclaration other = PipelineDecl(2, /*generation=*/3);
+  other.mutable_layout()->set_pipeline_stages(4);
+  (*job)->NoteOwner(other, "n");
+  FeedPipeline(**job, 8, 4, &rng, &now);
+  CHECK(last().group() == "job");
+  CHECK(rejected());
 }
 
 }  // namespace

@@ -145,6 +145,8 @@ struct Job {
     JobConfig config{.schema = schema,
                      .world_size = kWorld,
                      .groups = {},
+                     .group_names = {},
+                     .groups_are_roles = false,
                      .engine = {},
                      .probe_bracket_rules = ""};
     config.engine.window_steps = 10;

@@ -1,0 +1,99 @@
+#include "daemon/accounting/group_verdicts.h"
+
+#include <algorithm>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace stagefrontier {
+
+namespace {
+
+// Larger is more likely the fault's own group.
+std::tuple<bool, bool, int64_t> Weight(const Verdict& v, const StageSchema& schema) {
+  const bool work = !v.suspects.empty() && v.suspects[0].stage >= 0 &&
+                    static_cast<size_t>(v.suspects[0].stage) < schema.size() &&
+                    !schema.IsWait(static_cast<size_t>(v.suspects[0].stage));
+  const int64_t excess = v.suspects.empty() ? v.total_excess_ns : v.suspects[0].excess_ns;
+  return {work, !v.group_wide, excess};
+}
+
+std::string Brief(const Verdict& v, const StageSchema& schema) {
+  std::string s = absl::StrCat(v.group, " ", LabelText(v));
+  if (!v.suspects.empty() && v.suspects[0].stage >= 0 &&
+      static_cast<size_t>(v.suspects[0].stage) < schema.size()) {
+    absl::StrAppend(&s, " (", schema.stage(static_cast<size_t>(v.suspects[0].stage)).name,
+                    ", rank ", v.suspects[0].rank, ")");
+  }
+  return s;
+}
+
+}  // namespace
+
+Verdict JobVerdictFromGroups(const Verdict& job, std::span<const Verdict> groups,
+                             const StageSchema& schema) {
+  Verdict out;
+  out.group = job.group;
+  out.first_step = job.first_step;
+  out.last_step = job.last_step;
+  out.steps = job.steps;
+  out.exposed_ns = job.exposed_ns;
+  out.partial_steps = job.partial_steps;
+  out.missing_ranks = job.missing_ranks;
+  out.unreliable = job.unreliable;
+  for (const Verdict& g : groups) {
+    out.excess_cells.insert(out.excess_cells.end(), g.excess_cells.begin(), g.excess_cells.end());
+  }
+  std::stable_sort(
+      out.excess_cells.begin(), out.excess_cells.end(),
+      [](const ExcessCell& a, const ExcessCell& b) { return a.excess_ns > b.excess_ns; });
+  if (out.excess_cells.size() > kMaxExcessCells) out.excess_cells.resize(kMaxExcessCells);
+
+  const Verdict* chosen = nullptr;
+  for (const Verdict& g : groups) {
+    if (g.label == VerdictLabel::kHealthy) continue;
+    if (chosen == nullptr || Weight(g, schema) > Weight(*chosen, schema)) chosen = &g;
+  }
+  if (chosen == nullptr) {
+    out.label = VerdictLabel::kHealthy;
+    out.explanation = absl::StrCat(
+        "Every one of the job's ", groups.size(),
+        " sync groups is HEALTHY: each rank was compared with the ranks of the same pipeline stage "
+        "and tensor rank only (a pipeline stage slower by design is not a straggler).");
+    return out;
+  }
+  out.label = chosen->label;
+  out.reason = chosen->reason;
+  out.suspects = chosen->suspects;
+  out.candidate_ranks = chosen->candidate_ranks;
+  out.candidate_stages = chosen->candidate_stages;
+  out.total_excess_ns = chosen->total_excess_ns;
+  out.flagged_steps = chosen->flagged_steps;
+  out.median_margin_ns = chosen->median_margin_ns;
+  out.tie_tolerance_ns = chosen->tie_tolerance_ns;
+  out.wait_agreement = chosen->wait_agreement;
+  out.concurrent_ranks = chosen->concurrent_ranks;
+  out.group_wide = chosen->group_wide;
+  out.rank_shift_ns = chosen->rank_shift_ns;
+  out.rank_z = chosen->rank_z;
+  out.settle = chosen->settle;
+  out.steps_to_profile = chosen->steps_to_profile;
+  out.sync_group = chosen->group;
+  std::vector<std::string> others;
+  for (const Verdict& g : groups) {
+    if (&g != chosen && g.label != VerdictLabel::kHealthy) others.push_back(Brief(g, schema));
+  }
+  out.explanation = absl::StrCat("Sync group ", chosen->group, ": ", chosen->explanation);
+  if (!others.empty()) {
+    absl::StrAppend(&out.explanation,
+                    " Other groups not healthy (waiting on it through the "
+                    "pipeline, or a second fault): ",
+                    absl::StrJoin(others, "; "), ".");
+  }
+  return out;
+}
+
+}  // namespace stagefrontier

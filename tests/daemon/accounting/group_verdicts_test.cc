@@ -1,0 +1,101 @@
+// The job's verdict from its role groups' (group_verdicts.h): HEALTHY only when every group is,
+// the group holding a work-stage fault before a group that waited on it, the window's figures
+// kept from the job-wide accountant, every group's heatmap cells.
+#include "daemon/accounting/group_verdicts.h"
+
+#include <catch2/catch.hpp>
+#include <vector>
+
+namespace stagefrontier {
+namespace {
+
+StageSchema Schema() {
+  return *StageSchema::Parse("data:io,fwd:compute,recv_grad:sync,bwd:compute");
+}
+
+Verdict Group(const char* name, VerdictLabel label, int32_t stage = 0, int32_t rank = 0,
+              int64_t excess = 0) {
+  Verdict v;
+  v.group = name;
+  v.label = label;
+  v.explanation = std::string(name) + " says so.";
+  if (label != VerdictLabel::kHealthy) {
+    v.suspects.push_back({.stage = stage,
+                          .rank = rank,
+                          .excess_ns = excess,
+                          .share = 1,
+                          .flagged_steps = 10,
+                          .what_if_saving_ns = excess / 10});
+    v.candidate_ranks = {rank};
+    v.total_excess_ns = excess;
+    v.excess_cells.push_back(
+        {.stage = stage, .rank = rank, .excess_ns = excess, .flagged_steps = 10});
+  }
+  return v;
+}
+
+Verdict Job() {
+  Verdict v;
+  v.group = "job";
+  v.first_step = 100;
+  v.last_step = 199;
+  v.steps = 100;
+  v.exposed_ns = 12345;
+  v.partial_steps = 2;
+  v.missing_ranks = {7};
+  v.label = VerdictLabel::kClear;  // the job-wide comparison across roles: not used
+  v.suspects.push_back({.stage = 0,
+                        .rank = 1,
+                        .excess_ns = 999,
+                        .share = 1,
+                        .flagged_steps = 1,
+                        .what_if_saving_ns = 0});
+  return v;
+}
+
+TEST_CASE("every group HEALTHY: the job is HEALTHY, whatever the job-wide comparison said") {
+  std::vector<Verdict> groups = {Group("pp0", VerdictLabel::kHealthy),
+                                 Group("pp1", VerdictLabel::kHealthy)};
+  const Verdict v = JobVerdictFromGroups(Job(), groups, Schema());
+  CHECK(v.label == VerdictLabel::kHealthy);
+  CHECK(v.group == "job");
+  CHECK(v.sync_group.empty());
+  CHECK(v.suspects.empty());
+  CHECK(v.first_step == 100);
+  CHECK(v.steps == 100);
+  CHECK(v.exposed_ns == 12345);
+  CHECK(v.partial_steps == 2);
+  CHECK(v.missing_ranks == std::vector<int32_t>{7});
+  CHECK_THAT(v.explanation, Catch::Contains("Every one of the job's 2 sync groups is HEALTHY"));
+}
+
+TEST_CASE("the group with a work-stage suspect wins over a larger wait in another group") {
+  std::vector<Verdict> groups = {
+      Group("pp0", VerdictLabel::kClear, /*stage=*/2, /*rank=*/1, /*excess=*/9'000'000),
+      Group("pp1", VerdictLabel::kClear, /*stage=*/1, /*rank=*/3, /*excess=*/5'000'000)};
+  const Verdict v = JobVerdictFromGroups(Job(), groups, Schema());
+  CHECK(v.label == VerdictLabel::kClear);
+  CHECK(v.sync_group == "pp1");
+  REQUIRE(v.suspects.size() == 1);
+  CHECK(v.suspects[0].stage == 1);
+  CHECK(v.suspects[0].rank == 3);
+  CHECK(v.candidate_ranks == std::vector<int32_t>{3});
+  CHECK_THAT(v.explanation, Catch::StartsWith("Sync group pp1: pp1 says so."));
+  CHECK_THAT(v.explanation, Catch::Contains("pp0 CLEAR (recv_grad, rank 1)"));
+  REQUIRE(v.excess_cells.size() == 2);
+  CHECK(v.excess_cells[0].rank == 1);  // largest first, every group's
+  CHECK(v.excess_cells[1].rank == 3);
+}
+
+TEST_CASE("between work-stage faults the larger excess wins; HEALTHY groups never do") {
+  std::vector<Verdict> groups = {Group("pp0", VerdictLabel::kClear, 1, 0, 2'000'000),
+                                 Group("pp1", VerdictLabel::kHealthy),
+                                 Group("pp2", VerdictLabel::kAmbiguous, 3, 5, 4'000'000)};
+  const Verdict v = JobVerdictFromGroups(Job(), groups, Schema());
+  CHECK(v.label == VerdictLabel::kAmbiguous);
+  CHECK(v.sync_group == "pp2");
+  CHECK(v.suspects[0].rank == 5);
+}
+
+}  // namespace
+}  // namespace stagefrontier
