@@ -154,6 +154,27 @@ SimConfig SimConfig::MixedBackward(int32_t world_size) {
   return c;
 }
 
+SimConfig SimConfig::Pipeline(int32_t pipeline_stages, int32_t replicas) {
+  SimConfig c;
+  c.world_size = pipeline_stages * replicas;
+  c.pipeline_stages = pipeline_stages;
+  c.stages = {
+      {"data", StageKind::kIo, 2'000'000, 0.03, 0},
+      {"recv_act", StageKind::kP2p, 300'000, 0.02, 0},  // the transfer, when there is one
+      {"fwd", StageKind::kCompute, 8'000'000, 0.02, 0},
+      {"send_act", StageKind::kP2p, 300'000, 0.02, 0},
+      {"recv_grad", StageKind::kP2p, 300'000, 0.02, 0},
+      {"bwd", StageKind::kCompute, 12'000'000, 0.02, 0},
+      {"send_grad", StageKind::kP2p, 300'000, 0.02, 0},
+      {"dp_sync", StageKind::kSync, 1'000'000, 0.02, 0},
+      {"optimizer", StageKind::kCompute, 2'000'000, 0.02, 0},
+  };
+  if (pipeline_stages >= 1 && replicas >= 1) {
+    c.groups = ContiguousGroups(c.world_size, pipeline_stages);
+  }
+  return c;
+}
+
 std::vector<std::vector<int32_t>> ContiguousGroups(int32_t world_size, int32_t count) {
   std::vector<std::vector<int32_t>> groups(count);
   for (int32_t r = 0; r < world_size; ++r) {
@@ -161,6 +182,67 @@ std::vector<std::vector<int32_t>> ContiguousGroups(int32_t world_size, int32_t c
   }
   return groups;
 }
+
+namespace {
+
+// The pipeline part of Create's checks: sizes, work scales, and the stages the timing needs.
+absl::Status ValidatePipeline(const SimConfig& config, const StageSchema* schema) {
+  if (config.pipeline_stages == 0) {
+    return config.stage_work_scale.empty()
+               ? absl::OkStatus()
+               : absl::InvalidArgumentError("stage_work_scale needs pipeline_stages > 0");
+  }
+  const int32_t P = config.pipeline_stages;
+  if (P < 1 || config.world_size % P != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("pipeline_stages ", P,
+                                                   " must be positive and divide the world "
+                                                   "size ",
+                                                   config.world_size));
+  }
+  if (!config.stage_work_scale.empty() &&
+      config.stage_work_scale.size() != static_cast<size_t>(P)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stage_work_scale has ", config.stage_work_scale.size(),
+                     " entries; a pipeline of ", P, " stages needs ", P, " (or none)"));
+  }
+  for (double f : config.stage_work_scale) {
+    if (!(f > 0) || f > 1e3) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stage_work_scale entry ", f, " is outside (0, 1000]"));
+    }
+  }
+  int prev = -1;
+  for (const char* name : {"recv_act", "fwd", "send_act", "recv_grad", "bwd", "send_grad"}) {
+    std::optional<size_t> k = schema->Find(name);
+    if (!k) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a pipeline schema needs the stages recv_act, fwd, send_act, "
+                       "recv_grad, bwd, send_grad (in this order); \"",
+                       name, "\" is missing"));
+    }
+    if (static_cast<int>(*k) <= prev) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pipeline stage \"", name,
+                       "\" is out of order: recv_act, fwd, send_act, recv_grad, bwd, send_grad"));
+    }
+    prev = static_cast<int>(*k);
+    const bool transfer = absl::StartsWith(name, "recv_") || absl::StartsWith(name, "send_");
+    if (transfer && schema->stage(*k).kind != StageKind::kP2p) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pipeline stage \"", name, "\" must be of kind p2p"));
+    }
+  }
+  for (int k = 0; k <= prev; ++k) {
+    if (schema->IsWait(k)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "stage \"", schema->stage(k).name,
+          "\" is a wait before send_grad: a pipeline's waits must follow its backward pass"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<TrainingSimulator> TrainingSimulator::Create(SimConfig config) {
   if (config.world_size < 1 || config.world_size > (1 << 20)) {
@@ -211,6 +293,7 @@ absl::StatusOr<TrainingSimulator> TrainingSimulator::Create(SimConfig config) {
       return absl::InvalidArgumentError(absl::StrCat("stage \"", f.stage, "\" has no collective"));
     }
   }
+  if (absl::Status s = ValidatePipeline(config, &*schema); !s.ok()) return s;
   return TrainingSimulator(std::move(config), *std::move(schema));
 }
 
@@ -239,6 +322,14 @@ TrainingSimulator::TrainingSimulator(SimConfig config, StageSchema schema)
     fault_stage_.push_back(
         f.type == FaultType::kStopReporting ? -1 : static_cast<int32_t>(*schema_.Find(f.stage)));
   }
+  if (config_.pipeline_stages > 0) {
+    recv_act_ = static_cast<int>(*schema_.Find("recv_act"));
+    fwd_ = static_cast<int>(*schema_.Find("fwd"));
+    send_act_ = static_cast<int>(*schema_.Find("send_act"));
+    recv_grad_ = static_cast<int>(*schema_.Find("recv_grad"));
+    bwd_ = static_cast<int>(*schema_.Find("bwd"));
+    send_grad_ = static_cast<int>(*schema_.Find("send_grad"));
+  }
 }
 
 int64_t TrainingSimulator::Noisy(int32_t rank, const SimStage& stage) {
@@ -262,6 +353,101 @@ std::vector<std::pair<int32_t, int32_t>> TrainingSimulator::FaultCells() const {
   return cells;
 }
 
+int64_t TrainingSimulator::SlowBy(int32_t rank, int k, int64_t step) const {
+  int64_t extra = 0;
+  for (size_t f = 0; f < config_.faults.size(); ++f) {
+    const Fault& fault = config_.faults[f];
+    if (fault.type == FaultType::kSlowStage && fault_stage_[f] == k &&
+        std::find(fault.ranks.begin(), fault.ranks.end(), rank) != fault.ranks.end()) {
+      extra += fault.MagnitudeAt(step);
+    }
+  }
+  return extra;
+}
+
+void TrainingSimulator::RunStage(int k, int64_t step, std::exponential_distribution<double>& jitter,
+                                 std::normal_distribution<double>& noise,
+                                 std::vector<std::vector<double>>* bounds,
+                                 std::vector<std::vector<std::pair<double, double>>>* spans) {
+  const int32_t R = config_.world_size;
+  const SimStage& st = config_.stages[k];
+  std::vector<double> arrive(R);
+  for (int32_t r = 0; r < R; ++r) {
+    int64_t local = st.kind == StageKind::kSync ? 0 : Noisy(r, st);
+    local += SlowBy(r, k, step);
+    arrive[r] = now_[r] + static_cast<double>(local);
+  }
+  if (!schema_.IsWait(k)) {
+    for (int32_t r = 0; r < R; ++r) now_[r] = arrive[r];
+  } else {
+    for (size_t g = 0; g < config_.groups.size(); ++g) {
+      double last = 0;
+      for (int32_t r : config_.groups[g]) last = std::max(last, arrive[r]);
+      const int64_t base = st.kind == StageKind::kSync ? st.base_ns : st.collective_ns;
+      double collective = static_cast<double>(base) * (1.0 + st.noise_cv * noise(collective_rng_));
+      for (size_t f = 0; f < config_.faults.size(); ++f) {
+        const Fault& fault = config_.faults[f];
+        if (fault.type != FaultType::kSlowCollective || fault_stage_[f] != k) continue;
+        bool hits = fault.ranks.empty();
+        for (int32_t fr : fault.ranks) hits = hits || group_of_[fr] == static_cast<int32_t>(g);
+        if (hits) collective += static_cast<double>(fault.MagnitudeAt(step));
+      }
+      const double end = last + std::max(0.0, collective);
+      for (int32_t r : config_.groups[g]) {
+        now_[r] = end + jitter(rng_[r]);
+        (*spans)[r].emplace_back(arrive[r], now_[r]);
+      }
+    }
+  }
+  for (int32_t r = 0; r < R; ++r) (*bounds)[r][k + 1] = now_[r];
+}
+
+void TrainingSimulator::RunPipeline(int64_t step, std::vector<std::vector<double>>* bounds) {
+  const int32_t P = config_.pipeline_stages;
+  const int32_t D = config_.world_size / P;
+  const double empty = static_cast<double>(SimConfig::kEmptyP2pNs);
+  std::vector<double> send_act_end(config_.world_size, 0.0);
+  std::vector<double> send_grad_end(config_.world_size, 0.0);
+  // One stage of one rank of pipeline stage s: every stage but the four transfers is local
+  // work (fwd and bwd scaled by stage_work_scale[s]); a slow-stage fault adds to any of them.
+  auto run = [&](int32_t s, int32_t r, int k) {
+    const SimStage& st = config_.stages[k];
+    const double extra = static_cast<double>(SlowBy(r, k, step));
+    if (k == recv_act_ || k == recv_grad_) {
+      // Waits for the neighbour's send (upstream for activations, downstream for gradients),
+      // then the transfer; without a neighbour it is empty.
+      const bool has_neighbour = k == recv_act_ ? s > 0 : s < P - 1;
+      double end = now_[r] + empty;
+      if (has_neighbour) {
+        const double sent = k == recv_act_ ? send_act_end[r - D] : send_grad_end[r + D];
+        end = std::max(end, sent + static_cast<double>(Noisy(r, st)));
+      }
+      now_[r] = end + extra;
+    } else if (k == send_act_ || k == send_grad_) {
+      const bool has_neighbour = k == send_act_ ? s < P - 1 : s > 0;
+      now_[r] += (has_neighbour ? static_cast<double>(Noisy(r, st)) : empty) + extra;
+      (k == send_act_ ? send_act_end : send_grad_end)[r] = now_[r];
+    } else {
+      double work = static_cast<double>(Noisy(r, st));
+      if ((k == fwd_ || k == bwd_) && !config_.stage_work_scale.empty()) {
+        work *= config_.stage_work_scale[s];
+      }
+      now_[r] += work + extra;
+    }
+    (*bounds)[r][k + 1] = now_[r];
+  };
+  for (int32_t s = 0; s < P; ++s) {  // forward: every stage before recv_grad
+    for (int32_t r = s * D; r < (s + 1) * D; ++r) {
+      for (int k = 0; k < recv_grad_; ++k) run(s, r, k);
+    }
+  }
+  for (int32_t s = P - 1; s >= 0; --s) {  // backward: recv_grad..send_grad
+    for (int32_t r = s * D; r < (s + 1) * D; ++r) {
+      for (int k = recv_grad_; k <= send_grad_; ++k) run(s, r, k);
+    }
+  }
+}
+
 bool TrainingSimulator::Next(StepInput* out) {
   if (produced_ >= config_.steps) return false;
   const int64_t step = config_.first_step + produced_++;
@@ -272,48 +458,16 @@ bool TrainingSimulator::Next(StepInput* out) {
   std::vector<std::vector<std::pair<double, double>>> spans(R);  // true enter/exit per rank
   std::exponential_distribution<double> jitter(
       1.0 / std::max<double>(1.0, static_cast<double>(config_.exit_jitter_ns)));
+  // Shared by the collectives and the step gaps (it caches a draw: keep one per step).
   std::normal_distribution<double> noise(0.0, 1.0);
 
   for (int32_t r = 0; r < R; ++r) bounds[r][0] = now_[r];
-  for (int k = 0; k < S; ++k) {
-    const SimStage& st = config_.stages[k];
-    std::vector<double> arrive(R);
-    for (int32_t r = 0; r < R; ++r) {
-      int64_t local = st.kind == StageKind::kSync ? 0 : Noisy(r, st);
-      for (size_t f = 0; f < config_.faults.size(); ++f) {
-        const Fault& fault = config_.faults[f];
-        if (fault.type == FaultType::kSlowStage && fault_stage_[f] == k &&
-            std::find(fault.ranks.begin(), fault.ranks.end(), r) != fault.ranks.end()) {
-          local += fault.MagnitudeAt(step);
-        }
-      }
-      arrive[r] = now_[r] + static_cast<double>(local);
-    }
-    if (!schema_.IsWait(k)) {
-      for (int32_t r = 0; r < R; ++r) now_[r] = arrive[r];
-    } else {
-      for (size_t g = 0; g < config_.groups.size(); ++g) {
-        double last = 0;
-        for (int32_t r : config_.groups[g]) last = std::max(last, arrive[r]);
-        const int64_t base = st.kind == StageKind::kSync ? st.base_ns : st.collective_ns;
-        double collective =
-            static_cast<double>(base) * (1.0 + st.noise_cv * noise(collective_rng_));
-        for (size_t f = 0; f < config_.faults.size(); ++f) {
-          const Fault& fault = config_.faults[f];
-          if (fault.type != FaultType::kSlowCollective || fault_stage_[f] != k) continue;
-          bool hits = fault.ranks.empty();
-          for (int32_t fr : fault.ranks) hits = hits || group_of_[fr] == static_cast<int32_t>(g);
-          if (hits) collective += static_cast<double>(fault.MagnitudeAt(step));
-        }
-        const double end = last + std::max(0.0, collective);
-        for (int32_t r : config_.groups[g]) {
-          now_[r] = end + jitter(rng_[r]);
-          spans[r].emplace_back(arrive[r], now_[r]);
-        }
-      }
-    }
-    for (int32_t r = 0; r < R; ++r) bounds[r][k + 1] = now_[r];
+  int first = 0;
+  if (config_.pipeline_stages > 0) {
+    RunPipeline(step, &bounds);
+    first = send_grad_ + 1;
   }
+  for (int k = first; k < S; ++k) RunStage(k, step, jitter, noise, &bounds, &spans);
 
   out->step = step;
   out->ranks.clear();

@@ -3,7 +3,8 @@
 // noisy durations; a `sync` stage ends for everyone in its group at the last arrival plus the
 // collective time, a `mixed` stage likewise after its local work. Each rank reports
 // boundaries on its own clock (optional offsets of hours and 100 ppm drift), exactly as real
-// stubs would, and the injected faults are the ground truth.
+// stubs would, and the injected faults are the ground truth. A pipeline x data-parallel job
+// (SimConfig::Pipeline) adds point-to-point activations and gradients between pipeline stages.
 //
 //   SimConfig config = SimConfig::DataParallel(/*world_size=*/16);
 //   config.faults.push_back(*ParseFault("slow:data:rank=3:magnitude=40ms"));
@@ -17,6 +18,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -73,11 +75,33 @@ struct SimConfig {
   bool probe = false;               // report probe spans for collectives in mixed stages
   int64_t exit_jitter_ns = 20'000;  // ranks leave a collective up to ~this apart
   int64_t step_gap_ns = 50'000;     // between one step's end and the next start
+  // Pipeline x data parallel: the number of pipeline stages P (0: not a pipeline). Rank
+  // r = s * D + d (D = world_size / P replicas) is replica d of pipeline stage s; its pipeline
+  // neighbours are (s - 1) * D + d and (s + 1) * D + d. One micro-batch per step: the schema's
+  // stages before recv_grad run as the forward pass, pipeline stage 0 to P - 1 (recv_act ends
+  // when the upstream neighbour's send_act ended plus a transfer; send_act takes a transfer),
+  // then recv_grad..send_grad as the backward pass, P - 1 to 0 (recv_grad waits likewise for
+  // the downstream neighbour's send_grad), then the remaining stages (dp_sync: a sync stage in
+  // each group) as usual. A transfer with no neighbour is empty (kEmptyP2pNs, noise-free).
+  // The schema must have recv_act, fwd, send_act, recv_grad, bwd, send_grad in this order (the
+  // four transfers of kind p2p) and no wait stage before send_grad.
+  int32_t pipeline_stages = 0;
+  // Per pipeline stage: multiplies that stage's fwd and bwd work (a structurally unbalanced
+  // pipeline); empty means 1.0 everywhere, else exactly pipeline_stages entries.
+  std::vector<double> stage_work_scale;
 
   // data:io, forward:compute, backward:compute, grad_sync:sync, optimizer:compute.
   static SimConfig DataParallel(int32_t world_size);
   // data:io, forward:compute, backward:mixed (overlapped all-reduce), optimizer:compute.
   static SimConfig MixedBackward(int32_t world_size);
+  // A pipeline of `pipeline_stages` stages, each `replicas` data-parallel ranks (world size
+  // P * D): data:io, recv_act:p2p, fwd:compute, send_act:p2p, recv_grad:p2p, bwd:compute,
+  // send_grad:p2p, dp_sync:sync, optimizer:compute; one sync group per pipeline stage (ranks
+  // s * D .. s * D + D - 1, named "pp<s>" by the coordinator).
+  static SimConfig Pipeline(int32_t pipeline_stages, int32_t replicas);
+
+  // A pipeline transfer with no neighbour (recv_act on stage 0, send_act on the last, ...).
+  static constexpr int64_t kEmptyP2pNs = 3'000;
 };
 
 // Splits ranks 0..world_size-1 into `count` contiguous groups of equal size.
@@ -86,7 +110,9 @@ std::vector<std::vector<int32_t>> ContiguousGroups(int32_t world_size, int32_t c
 class TrainingSimulator {
  public:
   // Fails with InvalidArgument for an empty or invalid schema, a fault naming an unknown
-  // stage or out-of-range rank, a slow-stage fault on a sync stage, or bad groups.
+  // stage or out-of-range rank, a slow-stage fault on a sync stage, or bad groups; for a
+  // pipeline, also a stage count that does not divide the world size, a stage_work_scale of
+  // the wrong size, or a schema without the pipeline's stages (see SimConfig).
   [[nodiscard]] static absl::StatusOr<TrainingSimulator> Create(SimConfig config);
 
   // Produces the next step (ranks that stopped reporting are left out). Returns false after
@@ -102,6 +128,14 @@ class TrainingSimulator {
   TrainingSimulator(SimConfig config, StageSchema schema);
   int64_t Noisy(int32_t rank, const SimStage& stage);
   int64_t ToLocal(int32_t rank, double true_ns) const;
+  // Extra nanoseconds of slow-stage faults on (stage k, rank) at `step`.
+  int64_t SlowBy(int32_t rank, int k, int64_t step) const;
+  // Stage k for every rank at once: local work, or a wait ending per group.
+  void RunStage(int k, int64_t step, std::exponential_distribution<double>& jitter,
+                std::normal_distribution<double>& noise, std::vector<std::vector<double>>* bounds,
+                std::vector<std::vector<std::pair<double, double>>>* spans);
+  // The forward and backward passes of a pipeline (stages 0..send_grad_).
+  void RunPipeline(int64_t step, std::vector<std::vector<double>>* bounds);
 
   SimConfig config_;
   StageSchema schema_;
@@ -112,6 +146,13 @@ class TrainingSimulator {
   std::vector<double> clock_drift_;
   std::vector<double> now_;           // true time of each rank, ns
   std::vector<int32_t> fault_stage_;  // resolved stage index per fault
+  // Pipeline stage indices (-1 when not a pipeline).
+  int recv_act_ = -1;
+  int fwd_ = -1;
+  int send_act_ = -1;
+  int recv_grad_ = -1;
+  int bwd_ = -1;
+  int send_grad_ = -1;
   int64_t produced_ = 0;
 };
 

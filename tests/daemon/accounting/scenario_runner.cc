@@ -7,7 +7,14 @@ namespace stagefrontier::testing {
 ScenarioResult RunScenario(const SimConfig& config, const EngineConfig& engine_config) {
   absl::StatusOr<TrainingSimulator> sim = TrainingSimulator::Create(config);
   REQUIRE(sim.ok());
-  JobConfig job{sim->schema(), config.world_size, config.groups, {}, false, engine_config, ""};
+  // A pipeline declares its layout as the coordinator does: group s is pipeline stage s,
+  // named "pp<s>", and the groups are roles.
+  std::vector<std::string> names;
+  if (config.pipeline_stages > 0) {
+    for (size_t g = 0; g < config.groups.size(); ++g) names.push_back("pp" + std::to_string(g));
+  }
+  JobConfig job{
+      sim->schema(), config.world_size, config.groups, names, !names.empty(), engine_config, ""};
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(job);
   REQUIRE(engine.ok());
   ScenarioResult result{JobReport{}, {}, {}, sim->schema()};

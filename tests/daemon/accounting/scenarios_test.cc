@@ -451,5 +451,83 @@ TEST_CASE("a concurrent late arriver makes the lead CONCURRENT", "[scenario]") {
         v.concurrent_ranks.end());
 }
 
+// Pipeline x data parallel (SimConfig::Pipeline): the runner declares the layout as the
+// coordinator does (groups "pp0".., groups_are_roles), so the job's verdict is its groups'.
+void PrintPipelineVerdict(const char* name, const ScenarioResult& r) {
+  const Verdict& v = r.report.job.verdict;
+  std::printf("%s: %s sync_group=\"%s\" suspects:", name, LabelText(v).c_str(),
+              v.sync_group.c_str());
+  for (const Suspect& s : v.suspects) {
+    std::printf(" (%s, %d, %.1f ms, share %.2f)", r.schema.stage(s.stage).name.c_str(), s.rank,
+                static_cast<double>(s.excess_ns) / 1e6, s.share);
+  }
+  std::printf("\n  %s\n", v.explanation.c_str());
+  if (v.explanation.find(v.structural) == std::string::npos) {
+    std::printf("  structural: %s\n", v.structural.c_str());
+  }
+}
+
+SimConfig Pp(int32_t stages, int32_t replicas, uint64_t seed = 1) {
+  SimConfig c = SimConfig::Pipeline(stages, replicas);
+  c.steps = 300;
+  c.seed = seed;
+  return c;
+}
+
+TEST_CASE("pipeline: a healthy 3 x 2 pipeline with a heavier last stage is HEALTHY",
+          "[scenario][pipeline]") {
+  SimConfig c = Pp(3, 2);
+  c.steps = 1000;  // 10 windows
+  c.stage_work_scale = {1.0, 1.0, 1.4};
+  ScenarioResult r = RunScenario(c);
+  int healthy = 0;
+  for (const Verdict& v : r.window_verdicts) {
+    healthy += v.label == VerdictLabel::kHealthy;
+    if (v.label != VerdictLabel::kHealthy) WARN(LabelText(v) << ": " << v.explanation);
+  }
+  const int windows = static_cast<int>(r.window_verdicts.size());
+  std::printf("pipeline 3x2 healthy, last stage x1.4: %d of %d windows HEALTHY\n", healthy,
+              windows);
+  PrintPipelineVerdict("pipeline 3x2 healthy", r);
+  REQUIRE(windows > 0);
+  CHECK(healthy >= windows - 1);
+}
+
+TEST_CASE("pipeline: slow fwd on a last-stage rank -> CLEAR (fwd, rank) in pp1",
+          "[scenario][pipeline]") {
+  SimConfig c = Pp(2, 2);
+  c.faults.push_back(MustFault("slow:fwd:rank=3:magnitude=5ms"));
+  ScenarioResult r = RunScenario(c);
+  PrintPipelineVerdict("pipeline 2x2 slow fwd rank 3", r);
+  const Verdict& v = r.report.job.verdict;
+  CHECK(LabelText(v) == "CLEAR");
+  CHECK(v.sync_group == "pp1");
+  RequireTop(r, "fwd", 3);
+}
+
+TEST_CASE("pipeline: slow bwd on a first-stage rank -> CLEAR (bwd, rank) in pp0",
+          "[scenario][pipeline]") {
+  SimConfig c = Pp(3, 2);
+  c.faults.push_back(MustFault("slow:bwd:rank=0:magnitude=6ms"));
+  ScenarioResult r = RunScenario(c);
+  PrintPipelineVerdict("pipeline 3x2 slow bwd rank 0", r);
+  const Verdict& v = r.report.job.verdict;
+  CHECK(LabelText(v) == "CLEAR");
+  CHECK(v.sync_group == "pp0");
+  RequireTop(r, "bwd", 0);
+}
+
+TEST_CASE("pipeline: an intermittent data stall -> (data, rank) in its stage's group",
+          "[scenario][pipeline]") {
+  SimConfig c = Pp(2, 3);
+  c.faults.push_back(MustFault("slow:data:rank=4:magnitude=10ms:every=4"));
+  ScenarioResult r = RunScenario(c);
+  PrintPipelineVerdict("pipeline 2x3 intermittent data rank 4", r);
+  const Verdict& v = r.report.job.verdict;
+  CHECK(LabelText(v) == "CLEAR");
+  CHECK(v.sync_group == "pp1");
+  RequireTop(r, "data", 4);
+}
+
 }  // namespace
 }  // namespace stagefrontier::testing

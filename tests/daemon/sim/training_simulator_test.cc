@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "absl/strings/str_cat.h"
+
 namespace stagefrontier {
 namespace {
 
@@ -127,6 +129,97 @@ TEST_CASE("bad fault specs and configurations are rejected clearly", "[sim]") {
   c.faults = {*ParseFault("collective:data:magnitude=5ms")};
   CHECK_THAT(std::string(TrainingSimulator::Create(c).status().message()),
              Catch::Contains("has no collective"));
+}
+
+TEST_CASE("a pipeline's layout: P x D ranks, one group per pipeline stage", "[sim]") {
+  SimConfig c = SimConfig::Pipeline(3, 2);
+  CHECK(c.world_size == 6);
+  CHECK(c.pipeline_stages == 3);
+  CHECK(c.groups == std::vector<std::vector<int32_t>>{{0, 1}, {2, 3}, {4, 5}});
+  absl::StatusOr<TrainingSimulator> sim = TrainingSimulator::Create(c);
+  REQUIRE(sim.ok());
+  std::string names;
+  for (size_t k = 0; k < sim->schema().size(); ++k) {
+    absl::StrAppend(&names, k ? "," : "", sim->schema().stage(k).name, ":",
+                    StageKindName(sim->schema().stage(k).kind));
+  }
+  CHECK(names ==
+        "data:io,recv_act:p2p,fwd:compute,send_act:p2p,recv_grad:p2p,bwd:compute,"
+        "send_grad:p2p,dp_sync:sync,optimizer:compute");
+}
+
+TEST_CASE("pipeline timing: transfers wait for their neighbours, dp_sync for the group", "[sim]") {
+  SimConfig c = SimConfig::Pipeline(2, 2);
+  for (SimStage& st : c.stages) st.noise_cv = 0;
+  c.exit_jitter_ns = 1;
+  c.steps = 1;  // every rank starts the first step at 0
+  c.faults.push_back(*ParseFault("slow:fwd:rank=3:magnitude=5ms"));
+  const StepInput s = Run(c)[0];
+  REQUIRE(s.ranks.size() == 4);
+  auto dur = [&](int32_t r, int k) {
+    return s.ranks[r].boundaries_ns[k + 1] - s.ranks[r].boundaries_ns[k];
+  };
+  auto end = [&](int32_t r, int k) { return s.ranks[r].boundaries_ns[k + 1]; };
+  // Stages: 0 data, 1 recv_act, 2 fwd, 3 send_act, 4 recv_grad, 5 bwd, 6 send_grad, 7 dp_sync.
+  for (int32_t r : {0, 1}) {
+    CHECK(dur(r, 1) == SimConfig::kEmptyP2pNs);      // nothing upstream of stage 0
+    CHECK(dur(r, 3) == 300'000);                     // sends its activations
+    CHECK(dur(r, 6) == SimConfig::kEmptyP2pNs);      // nothing to send upstream
+    CHECK(end(r + 2, 1) == end(r, 3) + 300'000);     // its neighbour receives after the send
+    CHECK(dur(r + 2, 3) == SimConfig::kEmptyP2pNs);  // last stage: nothing downstream
+    CHECK(dur(r + 2, 4) == SimConfig::kEmptyP2pNs);
+    CHECK(end(r, 4) == end(r + 2, 6) + 300'000);  // gradients come back
+  }
+  CHECK(dur(3, 2) == dur(2, 2) + 5'000'000);  // the slow forward
+  // ... reaches rank 1 through the gradients, and both groups' dp_sync.
+  CHECK(end(1, 4) - end(0, 4) == 5'000'000);
+  CHECK(dur(2, 7) > dur(3, 7) + 4'000'000);
+  CHECK(dur(0, 7) > dur(1, 7) + 4'000'000);
+  CHECK(std::abs(end(2, 7) - end(3, 7)) < 1'000);
+  CHECK(std::abs(end(0, 7) - end(1, 7)) < 1'000);
+}
+
+TEST_CASE("pipeline stage_work_scale makes a pipeline stage's fwd and bwd heavier", "[sim]") {
+  SimConfig c = SimConfig::Pipeline(2, 1);
+  for (SimStage& st : c.stages) st.noise_cv = 0;
+  c.stage_work_scale = {1.0, 1.5};
+  c.steps = 1;
+  const StepInput s = Run(c)[0];
+  auto dur = [&](int32_t r, int k) {
+    return s.ranks[r].boundaries_ns[k + 1] - s.ranks[r].boundaries_ns[k];
+  };
+  CHECK(dur(0, 2) == 8'000'000);
+  CHECK(dur(1, 2) == 12'000'000);
+  CHECK(dur(1, 5) == 18'000'000);
+  CHECK(dur(1, 0) == 2'000'000);  // data is not scaled
+}
+
+TEST_CASE("pipeline configurations are validated", "[sim]") {
+  auto error = [](const SimConfig& c) {
+    return std::string(TrainingSimulator::Create(c).status().message());
+  };
+  SimConfig c = SimConfig::Pipeline(3, 2);
+  c.world_size = 8;
+  c.groups.clear();
+  CHECK_THAT(error(c), Catch::Contains("divide the world size 8"));
+  c = SimConfig::Pipeline(3, 2);
+  c.stage_work_scale = {1.0, 1.2};
+  CHECK_THAT(error(c), Catch::Contains("stage_work_scale has 2 entries"));
+  c = SimConfig::Pipeline(3, 2);
+  c.stages.erase(c.stages.begin() + 4);  // recv_grad
+  CHECK_THAT(error(c), Catch::Contains("\"recv_grad\" is missing"));
+  c = SimConfig::Pipeline(3, 2);
+  c.stages[3].kind = StageKind::kCompute;  // send_act
+  CHECK_THAT(error(c), Catch::Contains("\"send_act\" must be of kind p2p"));
+  c = SimConfig::Pipeline(3, 2);
+  std::swap(c.stages[2], c.stages[5]);  // bwd before fwd
+  CHECK_THAT(error(c), Catch::Contains("out of order"));
+  c = SimConfig::Pipeline(3, 2);
+  c.stages[0].kind = StageKind::kSync;
+  CHECK_THAT(error(c), Catch::Contains("a wait before send_grad"));
+  c = SimConfig::DataParallel(4);
+  c.stage_work_scale = {1.0};
+  CHECK_THAT(error(c), Catch::Contains("needs pipeline_stages"));
 }
 
 }  // namespace
