@@ -124,7 +124,10 @@ const StepAccounting* Engine::LastGroupStep(size_t g) const {
 
 Verdict Engine::JobVerdict(Verdict job, std::span<const Verdict> groups) const {
   if (!config_.groups_are_roles || groups.empty()) return job;
-  return JobVerdictFromGroups(job, groups, config_.schema);
+  std::vector<GroupWork> work;
+  work.reserve(groups_.size());
+  for (const auto& g : groups_) work.push_back({g->name(), OwnWorkNs(g->window(), config_.schema)});
+  return JobVerdictFromGroups(job, groups, config_.schema, work);
 }
 
 Verdict Engine::CurrentVerdict() const {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
 namespace stagefrontier {
@@ -33,9 +34,54 @@ std::string Brief(const Verdict& v, const StageSchema& schema) {
 
 }  // namespace
 
+double OwnWorkNs(const AccountingWindow& window, const StageSchema& schema) {
+  double total = 0;
+  int64_t rank_steps = 0;
+  for (size_t i = 0; i < window.size(); ++i) {
+    for (int m = 0; m < window.members(); ++m) {
+      if (!window.present(i, m)) continue;
+      ++rank_steps;
+      for (int k = 0; k < window.stages(); ++k) {
+        const StageKind kind = schema.stage(static_cast<size_t>(k)).kind;
+        if (kind == StageKind::kIo || kind == StageKind::kCompute) {
+          total += static_cast<double>(window.duration(i, m, k));
+        }
+      }
+    }
+  }
+  return rank_steps == 0 ? 0 : total / static_cast<double>(rank_steps);
+}
+
+std::string StructuralImbalance(std::span<const GroupWork> groups) {
+  constexpr double kMinRatio = 1.15;
+  constexpr double kMinGapNs = 1e6;
+  if (groups.size() < 2) return "";
+  const GroupWork* top = &groups[0];
+  for (const GroupWork& g : groups) {
+    if (g.work_ns > top->work_ns) top = &g;
+  }
+  // The top against the median of the others (with two groups, the other one).
+  std::vector<double> work;
+  for (const GroupWork& g : groups) {
+    if (&g != top) work.push_back(g.work_ns);
+  }
+  std::sort(work.begin(), work.end());
+  const double median = work.size() % 2 == 1
+                            ? work[work.size() / 2]
+                            : (work[work.size() / 2 - 1] + work[work.size() / 2]) / 2;
+  if (top->work_ns < kMinRatio * median || top->work_ns - median < kMinGapNs) return "";
+  return absl::StrFormat(
+      "Structural: sync group %s does %.2f ms of its own work per step, %.0f%% more than the "
+      "other groups' median (%.2f ms): it is slower by construction (the pipeline's partition), "
+      "not by "
+      "any rank; evening the partition out would shorten every step.",
+      top->group, top->work_ns / 1e6, 100.0 * (top->work_ns / median - 1), median / 1e6);
+}
+
 Verdict JobVerdictFromGroups(const Verdict& job, std::span<const Verdict> groups,
-                             const StageSchema& schema) {
+                             const StageSchema& schema, std::span<const GroupWork> work) {
   Verdict out;
+  out.structural = StructuralImbalance(work);
   out.group = job.group;
   out.first_step = job.first_step;
   out.last_step = job.last_step;
@@ -63,6 +109,7 @@ Verdict JobVerdictFromGroups(const Verdict& job, std::span<const Verdict> groups
         "Every one of the job's ", groups.size(),
         " sync groups is HEALTHY: each rank was compared with the ranks of the same pipeline stage "
         "and tensor rank only (a pipeline stage slower by design is not a straggler).");
+    if (!out.structural.empty()) absl::StrAppend(&out.explanation, " ", out.structural);
     return out;
   }
   out.label = chosen->label;
@@ -93,6 +140,7 @@ Verdict JobVerdictFromGroups(const Verdict& job, std::span<const Verdict> groups
                     "pipeline, or a second fault): ",
                     absl::StrJoin(others, "; "), ".");
   }
+  if (!out.structural.empty()) absl::StrAppend(&out.explanation, " ", out.structural);
   return out;
 }
 

@@ -8,20 +8,36 @@
 #define STAGEFRONTIER_DAEMON_ACCOUNTING_GROUP_VERDICTS_H_
 
 #include <span>
+#include <string>
 
+#include "daemon/accounting/accounting_window.h"
 #include "daemon/accounting/verdict.h"
 #include "shm/stage_schema.h"
 
 namespace stagefrontier {
+
+// A role group's own work per rank and step over its window: the time in io and compute
+// stages (never in waits, p2p transfers or mixed stages, which hold other ranks' time).
+struct GroupWork {
+  std::string group;
+  double work_ns = 0;
+};
+double OwnWorkNs(const AccountingWindow& window, const StageSchema& schema);
+
+// Structural imbalance: the group whose own work exceeds the other groups' median by 15%
+// and 1 ms is slower by construction (the pipeline's last stage with the loss, an uneven
+// partition). Returns the sentence that says so, or "" when the groups are balanced. Never a
+// rank's fault: the verdict's label does not change.
+std::string StructuralImbalance(std::span<const GroupWork> groups);
 
 // `job` is the job-wide accountant's verdict over the same window: its window figures (steps,
 // exposed time, partial steps, missing ranks) are kept, its rank comparisons dropped.
 // HEALTHY when every group is. Otherwise the verdict of the group that holds the fault: a group
 // whose top suspect is a work stage before one whose excess sits in a wait stage (that group
 // waited on another group's slow rank through send/recv), then the larger top suspect's excess.
-// The heatmap's cells are every group's.
+// The heatmap's cells are every group's. `work` (empty: not judged) sets Verdict::structural.
 Verdict JobVerdictFromGroups(const Verdict& job, std::span<const Verdict> groups,
-                             const StageSchema& schema);
+                             const StageSchema& schema, std::span<const GroupWork> work = {});
 
 }  // namespace stagefrontier
 

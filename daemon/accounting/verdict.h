@@ -53,6 +53,12 @@ struct Verdict {
   // A job whose groups are roles (a declared layout): the group whose verdict the job's is
   // (group_verdicts.h); empty otherwise, and when every group is HEALTHY.
   std::string sync_group;
+  // A job whose groups are roles: a group slower by construction (group_verdicts.h,
+  // StructuralImbalance), said in words; empty when the groups are balanced. Never a rank's.
+  std::string structural;
+  // Set after the engine (daemon/nodes/node_verdict.h): the node whose every rank the verdict
+  // names; the fault is the node's. Empty otherwise.
+  std::string node;
   int64_t first_step = 0;
   int64_t last_step = 0;
   int32_t steps = 0;

@@ -25,40 +25,26 @@ absl::Status Refuse(const std::string& why) {
 
 }  // namespace
 
-absl::StatusOr<LayoutGroups> GroupsFromLayout(std::span<const DeclaredLayout> by_rank) {
-  using State = DeclaredLayout::State;
-  std::vector<int32_t> unknown, none, declared;
-  for (size_t r = 0; r < by_rank.size(); ++r) {
-    const int32_t rank = static_cast<int32_t>(r);
-    switch (by_rank[r].state) {
-      case State::kUnknown:
-        unknown.push_back(rank);
-        break;
-      case State::kNone:
-        none.push_back(rank);
-        break;
-      case State::kDeclared:
-        declared.push_back(rank);
-        break;
-    }
-  }
-  LayoutGroups out;
-  if (declared.empty()) {
-    out.pending = !unknown.empty();
-    return out;  // nobody declared a layout (yet): one group
-  }
-  if (!none.empty()) {
-    return Refuse(absl::StrCat("ranks ", RankList(declared), " declared a layout, ranks ",
-                               RankList(none), " none"));
-  }
+bool SameShape(const DeclaredLayout& a, const DeclaredLayout& reference) {
+  if (a.state != reference.state) return false;
+  if (a.state != DeclaredLayout::State::kDeclared) return true;
+  return a.pipeline_stages == reference.pipeline_stages && a.tensor_size == reference.tensor_size &&
+         a.pipeline_stage >= 0 && a.pipeline_stage < a.pipeline_stages && a.tensor_rank >= 0 &&
+         a.tensor_rank < a.tensor_size;
+}
+
+namespace {
+
+// The declared ranks' sizes and coordinates, against the first declared rank's.
+absl::Status CheckSizes(std::span<const DeclaredLayout> by_rank,
+                        const std::vector<int32_t>& declared) {
   const DeclaredLayout& first = by_rank[declared.front()];
   std::vector<int32_t> differ, outside;
   for (int32_t r : declared) {
     const DeclaredLayout& l = by_rank[r];
     if (l.pipeline_stages != first.pipeline_stages || l.tensor_size != first.tensor_size) {
       differ.push_back(r);
-    } else if (l.pipeline_stage < 0 || l.pipeline_stage >= l.pipeline_stages || l.tensor_rank < 0 ||
-               l.tensor_rank >= l.tensor_size) {
+    } else if (!SameShape(l, first)) {
       outside.push_back(r);
     }
   }
@@ -83,15 +69,18 @@ absl::StatusOr<LayoutGroups> GroupsFromLayout(std::span<const DeclaredLayout> by
     return Refuse(absl::StrCat(first.pipeline_stages, " pipeline stages x tensor size ",
                                first.tensor_size, " do not divide the world of ", world, " ranks"));
   }
-  if (!unknown.empty()) {
-    out.pending = true;
-    return out;
-  }
+  return absl::OkStatus();
+}
+
+// Every rank declared, with fitting sizes: one group per role, each with world / roles ranks.
+absl::StatusOr<LayoutGroups> RoleGroups(std::span<const DeclaredLayout> by_rank) {
+  const DeclaredLayout& first = by_rank.front();
+  const int64_t roles = int64_t{first.pipeline_stages} * first.tensor_size;
   std::map<std::pair<int32_t, int32_t>, std::vector<int32_t>> by_role;
-  for (int32_t r : declared) {
-    by_role[{by_rank[r].pipeline_stage, by_rank[r].tensor_rank}].push_back(r);
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    by_role[{by_rank[r].pipeline_stage, by_rank[r].tensor_rank}].push_back(static_cast<int32_t>(r));
   }
-  const size_t replicas = static_cast<size_t>(world / roles);
+  const size_t replicas = by_rank.size() / static_cast<size_t>(roles);
   for (int32_t s = 0; s < first.pipeline_stages; ++s) {
     for (int32_t t = 0; t < first.tensor_size; ++t) {
       auto it = by_role.find({s, t});
@@ -104,6 +93,7 @@ absl::StatusOr<LayoutGroups> GroupsFromLayout(std::span<const DeclaredLayout> by
       }
     }
   }
+  LayoutGroups out;
   if (roles == 1) return out;  // one role: one group, as without a layout
   for (auto& [role, ranks] : by_role) {
     out.names.push_back(first.tensor_size == 1
@@ -112,6 +102,30 @@ absl::StatusOr<LayoutGroups> GroupsFromLayout(std::span<const DeclaredLayout> by
     out.groups.push_back(std::move(ranks));
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<LayoutGroups> GroupsFromLayout(std::span<const DeclaredLayout> by_rank) {
+  using State = DeclaredLayout::State;
+  std::vector<int32_t> unknown, none, declared;
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    const State state = by_rank[r].state;
+    (state == State::kUnknown ? unknown
+     : state == State::kNone  ? none
+                              : declared)
+        .push_back(static_cast<int32_t>(r));
+  }
+  LayoutGroups out;
+  out.pending = !unknown.empty();
+  if (declared.empty()) return out;  // nobody declared a layout (yet): one group
+  if (!none.empty()) {
+    return Refuse(absl::StrCat("ranks ", RankList(declared), " declared a layout, ranks ",
+                               RankList(none), " none"));
+  }
+  if (absl::Status s = CheckSizes(by_rank, declared); !s.ok()) return s;
+  if (out.pending) return out;
+  return RoleGroups(by_rank);
 }
 
 }  // namespace stagefrontier

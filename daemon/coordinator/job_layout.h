@@ -50,6 +50,11 @@ struct LayoutGroups {
   std::vector<std::string> names;  // "pp1", or "pp1.tp0" with tensor parallelism
 };
 
+// Whether `a` could sit in the same job as `reference` (both none, or both declared with the
+// same sizes and `a`'s coordinates inside them): a declaration that does cannot change what
+// GroupsFromLayout says while other ranks are still to declare. O(1).
+bool SameShape(const DeclaredLayout& a, const DeclaredLayout& reference);
+
 // The groups, or InvalidArgument naming the ranks when the declarations do not fit together:
 // some ranks declared a layout and others none, the ranks disagree on the pipeline or tensor
 // size, a coordinate is out of range, the sizes do not divide the world, or a role has more or

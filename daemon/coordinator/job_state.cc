@@ -11,6 +11,7 @@
 #include "daemon/common/log_safe.h"
 #include "daemon/common/mutex.h"
 #include "daemon/coordinator/proto_convert.h"
+#include "daemon/nodes/node_verdict.h"
 #include "daemon/wire/packed_steps.h"
 #include "shm/monotonic_clock.h"
 #include "shm/record_limits.h"
@@ -104,6 +105,7 @@ JobState::JobState(std::string id, uint32_t generation, int32_t world_size, Stag
       ranks_(static_cast<size_t>(world_size)),
       detector_(schema_, {.warmup_steps = options_.engine.warmup_steps}),
       layouts_(static_cast<size_t>(world_size)),
+      layouts_unknown_(world_size),
       stall_(&schema_, world_size, options_.stall) {
   if (metrics_ != nullptr) m_ = metrics_->ForJob(name_, schema_);
 }
@@ -391,13 +393,31 @@ bool JobState::OwnerLocked(const v1::RankOwned& owner) {
   // The first process seen is not a restart; another one after steps may be.
   if (!h.process.empty() && aligner_.last_step(owner.rank()) >= 0) h.restarted = true;
   h.process = std::move(process);
+  // The process's node: known in replay too, so node verdicts replay as they were told.
+  if (!owner.node().empty()) h.node = owner.node().substr(0, 256);
   const v1::RankLayout& l = owner.layout();
-  layouts_[owner.rank()] = l.pipeline_stages() > 0
-                               ? DeclaredLayout::Of(l.pipeline_stages(), l.pipeline_stage(),
-                                                    l.tensor_rank(), l.tensor_size())
-                               : DeclaredLayout::None();
-  ApplyLayoutLocked();
+  NoteLayoutLocked(owner.rank(), l.pipeline_stages() > 0
+                                     ? DeclaredLayout::Of(l.pipeline_stages(), l.pipeline_stage(),
+                                                          l.tensor_rank(), l.tensor_size())
+                                     : DeclaredLayout::None());
   return true;
+}
+
+void JobState::NoteLayoutLocked(int32_t rank, const DeclaredLayout& layout) {
+  const bool first = layouts_[rank].state == DeclaredLayout::State::kUnknown;
+  layouts_[rank] = layout;
+  if (first) --layouts_unknown_;
+  // While ranks are still to declare, a first declaration shaped like the reference's cannot
+  // change the outcome, and a refusal holds until every rank has declared: skip the O(world)
+  // pass, which 16,384 declarations would make quadratic.
+  if (first && layouts_unknown_ > 0) {
+    if (layout_reference_ < 0) {
+      layout_reference_ = rank;
+    } else if (!layout_problem_.empty() || SameShape(layout, layouts_[layout_reference_])) {
+      return;
+    }
+  }
+  ApplyLayoutLocked();
 }
 
 void JobState::ApplyLayoutLocked() {
@@ -622,7 +642,9 @@ void JobState::VerdictsLocked(bool replaying) {
   std::vector<Verdict> closed = engine_->TakeClosedVerdicts();
   if (closed.empty()) return;
   JudgeDetectorLocked();
-  for (const Verdict& v : closed) {
+  const std::vector<std::string> rank_nodes = RankNodesLocked();
+  for (Verdict& v : closed) {
+    if (v.group == "job") NameWholeNode(schema_, rank_nodes, &v);
     v1::VerdictEvent ev = VerdictEventLocked(v);
     if (v.group == "job" || last_label_.empty()) last_label_ = LabelText(v);
     CountVerdictLocked(v);
@@ -941,7 +963,9 @@ void JobState::StallVerdictLocked(const v1::Stall& stall, v1::Verdict* v) const 
 absl::Status JobState::SuspectsLocked(int32_t window, v1::SuspectsReply* out) const {
   if (window <= 0) {
     out->set_window(options_.engine.window_steps);
-    ReportToProto(schema_, engine_->Report().job, world_size_ - 1, out);
+    GroupReport report = engine_->Report().job;
+    NameWholeNode(schema_, RankNodesLocked(), &report.verdict);
+    ReportToProto(schema_, report, world_size_ - 1, out);
     // The conditions judged at the latest window close (sfctl health explains them).
     for (const DetectorCondition& c : detector_.current()) {
       out->mutable_verdict()->add_unreliable(c.name);
@@ -962,7 +986,9 @@ absl::Status JobState::SuspectsLocked(int32_t window, v1::SuspectsReply* out) co
     (void)(*engine)->AddStep(inputs_[i]);
   }
   out->set_window(static_cast<int32_t>(n));
-  ReportToProto(schema_, (*engine)->Report().job, world_size_ - 1, out);
+  GroupReport report = (*engine)->Report().job;
+  NameWholeNode(schema_, RankNodesLocked(), &report.verdict);
+  ReportToProto(schema_, report, world_size_ - 1, out);
   if (const v1::Verdict& v = out->verdict(); v.steps() > 0) {
     out->mutable_verdict()->set_profiled_steps_left_out(
         ProfiledLeftOutLocked(v.first_step(), v.last_step()));

@@ -234,6 +234,8 @@ class JobState {
   // rank has declared and the groups changed; a refused layout falls back to one group and a
   // detector-health condition. Run at the same journal position live and in replay.
   void ApplyLayoutLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteLayoutLocked(int32_t rank, const DeclaredLayout& layout)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checks a new job's declaration against the limits and returns its schema.
   static absl::StatusOr<StageSchema> CheckNewJob(const v1::RankDeclaration& declaration,
                                                  const JobOptions& options);
@@ -348,7 +350,9 @@ class JobState {
   DetectorHealth detector_ ABSL_GUARDED_BY(mu_);
   // By rank: the layout its current process declared (kUnknown before any).
   std::vector<DeclaredLayout> layouts_ ABSL_GUARDED_BY(mu_);
-  LayoutGroups layout_groups_ ABSL_GUARDED_BY(mu_);  // in the engine; empty: one group
+  int32_t layouts_unknown_ ABSL_GUARDED_BY(mu_);        // ranks still to declare
+  int32_t layout_reference_ ABSL_GUARDED_BY(mu_) = -1;  // the first rank that declared
+  LayoutGroups layout_groups_ ABSL_GUARDED_BY(mu_);     // in the engine; empty: one group
   std::string layout_problem_ ABSL_GUARDED_BY(mu_);
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
   uint32_t sample_every_ ABSL_GUARDED_BY(mu_) = 1;

@@ -59,6 +59,8 @@ void VerdictToProto(const StageSchema& schema, const Verdict& v, int32_t waiting
                     v1::Verdict* out) {
   out->set_group(v.group);
   out->set_sync_group(v.sync_group);
+  out->set_structural(v.structural);
+  out->set_node(v.node);
   out->set_first_step(v.first_step);
   out->set_last_step(v.last_step);
   out->set_steps(v.steps);

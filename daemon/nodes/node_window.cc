@@ -30,6 +30,28 @@ v1::NodeWindow NodeWindowFromVerdict(const std::string& job, int32_t world_size,
   for (std::string& n : nodes) w.add_nodes(std::move(n));
   w.set_nodes_changed(true);
   if (!WindowCharges(verdict, unreliable)) return w;
+  if (!verdict.node.empty()) {
+    // A node-wide fault is charged to the node once: its ranks' excess in the top stage.
+    const Suspect& top = verdict.suspects[0];
+    v1::NodeCharge* c = w.add_charges();
+    c->set_node(verdict.node);
+    if (top.stage >= 0 && static_cast<size_t>(top.stage) < schema.size()) {
+      c->set_stage(schema.stage(top.stage).name);
+    }
+    c->set_rank(top.rank);
+    c->set_waiting_ranks(std::max(world_size - 1, 0));
+    for (const ExcessCell& e : verdict.excess_cells) {
+      const bool on_node = e.rank >= 0 && static_cast<size_t>(e.rank) < rank_nodes.size() &&
+                           rank_nodes[e.rank] == verdict.node;
+      if (e.stage != top.stage || !on_node || e.excess_ns <= 0) continue;
+      c->set_excess_ns(c->excess_ns() + e.excess_ns);
+    }
+    if (verdict.total_excess_ns > 0) {
+      c->set_share(static_cast<double>(c->excess_ns()) /
+                   static_cast<double>(verdict.total_excess_ns));
+    }
+    return w;
+  }
   for (const Suspect& s : verdict.suspects) {
     if (s.excess_ns <= 0) continue;
     v1::NodeCharge* c = w.add_charges();

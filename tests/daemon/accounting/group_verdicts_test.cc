@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
+#include "tests/daemon/accounting/window_fixture.h"
+
 namespace stagefrontier {
 namespace {
 
@@ -95,6 +97,32 @@ TEST_CASE("between work-stage faults the larger excess wins; HEALTHY groups neve
   CHECK(v.label == VerdictLabel::kAmbiguous);
   CHECK(v.sync_group == "pp2");
   CHECK(v.suspects[0].rank == 5);
+}
+
+TEST_CASE("structural: a group slower by construction is said in words, the label unchanged") {
+  std::vector<GroupWork> balanced = {{"pp0", 9e6}, {"pp1", 9.5e6}, {"pp2", 9.2e6}};
+  CHECK(StructuralImbalance(balanced).empty());
+  std::vector<GroupWork> small = {{"pp0", 2e6}, {"pp1", 2.5e6}};  // +25% but only 0.5 ms
+  CHECK(StructuralImbalance(small).empty());
+  std::vector<GroupWork> last = {{"pp0", 9e6}, {"pp1", 12e6}};
+  CHECK_THAT(StructuralImbalance(last),
+             Catch::Contains("sync group pp1 does 12.00 ms of its own work per step, 33% more "
+                             "than the other groups' median (9.00 ms)"));
+  std::vector<Verdict> groups = {Group("pp0", VerdictLabel::kHealthy),
+                                 Group("pp1", VerdictLabel::kHealthy)};
+  const Verdict v = JobVerdictFromGroups(Job(), groups, Schema(), last);
+  CHECK(v.label == VerdictLabel::kHealthy);
+  CHECK(v.suspects.empty());
+  CHECK_THAT(v.structural, Catch::StartsWith("Structural: sync group pp1"));
+  CHECK_THAT(v.explanation, Catch::EndsWith(v.structural));
+}
+
+TEST_CASE("own work counts io and compute stages only") {
+  testing::WindowBuilder b(2, "data:io,recv:p2p,fwd:compute,sync:sync,bwd:mixed");
+  b.Step([](int m, int k) -> int64_t { return (m + 1) * (k + 1) * 1'000'000; });
+  // member 0: data 1 + fwd 3 = 4 ms; member 1: 2 + 6 = 8 ms; mean 6 ms.
+  CHECK(OwnWorkNs(b.window(), *StageSchema::Parse("data:io,recv:p2p,fwd:compute,sync:sync,"
+                                                  "bwd:mixed")) == Approx(6e6));
 }
 
 }  // namespace

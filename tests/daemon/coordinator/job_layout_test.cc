@@ -104,6 +104,16 @@ TEST_CASE("a refusal is given even while other ranks are still to declare") {
   CHECK_THAT(Refusal(by_rank), Catch::Contains("ranks 5 other sizes"));
 }
 
+TEST_CASE("SameShape: what a later declaration must match to leave the outcome unchanged") {
+  const DeclaredLayout ref = DeclaredLayout::Of(2, 0, 0, 1);
+  CHECK(SameShape(DeclaredLayout::Of(2, 1, 0, 1), ref));
+  CHECK_FALSE(SameShape(DeclaredLayout::Of(4, 1, 0, 1), ref));  // another pipeline size
+  CHECK_FALSE(SameShape(DeclaredLayout::Of(2, 2, 0, 1), ref));  // outside the sizes
+  CHECK_FALSE(SameShape(DeclaredLayout::Of(2, 0, 0, 2), ref));  // another tensor size
+  CHECK_FALSE(SameShape(DeclaredLayout::None(), ref));
+  CHECK(SameShape(DeclaredLayout::None(), DeclaredLayout::None()));
+}
+
 TEST_CASE("16,384 ranks in 2,048 groups; an error names at most 8 ranks") {
   absl::StatusOr<LayoutGroups> g = GroupsFromLayout(Megatron(256, 8, 8));
   REQUIRE(g.ok());

@@ -37,6 +37,25 @@ TEST_CASE("a CLEAR job window charges its suspect to the rank's node, all others
   CHECK(WastedGpuSeconds(50'000'000, 7) == Approx(0.35));
 }
 
+TEST_CASE("a verdict naming a whole node charges the node once, with its ranks' excess") {
+  Verdict v = Clear();
+  v.node = "n2";
+  v.suspects = {{1, 5, 30'000'000, 0.3, 90, 0}, {1, 6, 30'000'000, 0.3, 90, 0}};
+  v.excess_cells = {{.stage = 1, .rank = 5, .excess_ns = 30'000'000, .flagged_steps = 90},
+                    {.stage = 1, .rank = 6, .excess_ns = 30'000'000, .flagged_steps = 90},
+                    {.stage = 1, .rank = 7, .excess_ns = 30'000'000, .flagged_steps = 90},
+                    {.stage = 0, .rank = 7, .excess_ns = 5'000'000, .flagged_steps = 9},
+                    {.stage = 1, .rank = 0, .excess_ns = 1'000'000, .flagged_steps = 2}};
+  v.total_excess_ns = 100'000'000;
+  const v1::NodeWindow w = NodeWindowFromVerdict("job1", 8, kSchema, v, kNodes, false, 7);
+  REQUIRE(w.charges_size() == 1);
+  CHECK(w.charges(0).node() == "n2");
+  CHECK(w.charges(0).stage() == "forward");
+  CHECK(w.charges(0).excess_ns() == 90'000'000);
+  CHECK(w.charges(0).share() == Approx(0.9));
+  CHECK(w.charges(0).waiting_ranks() == 7);
+}
+
 TEST_CASE("windows that do not say whose fault it is charge nothing, but list the nodes") {
   Verdict healthy = Clear();
   healthy.label = VerdictLabel::kHealthy;
