@@ -15,9 +15,14 @@ namespace {
 
 // Larger is more likely the fault's own group.
 std::tuple<bool, bool, int64_t> Weight(const Verdict& v, const StageSchema& schema) {
-  const bool work = !v.suspects.empty() && v.suspects[0].stage >= 0 &&
-                    static_cast<size_t>(v.suspects[0].stage) < schema.size() &&
-                    !schema.IsWait(static_cast<size_t>(v.suspects[0].stage));
+  // A wait or a p2p transfer is time spent on other ranks (the group's, or a pipeline
+  // neighbour's); io, compute and mixed stages hold the group's own work.
+  bool work = false;
+  if (!v.suspects.empty() && v.suspects[0].stage >= 0 &&
+      static_cast<size_t>(v.suspects[0].stage) < schema.size()) {
+    const size_t k = static_cast<size_t>(v.suspects[0].stage);
+    work = !schema.IsWait(k) && schema.stage(k).kind != StageKind::kP2p;
+  }
   const int64_t excess = v.suspects.empty() ? v.total_excess_ns : v.suspects[0].excess_ns;
   return {work, !v.group_wide, excess};
 }

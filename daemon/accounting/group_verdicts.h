@@ -33,8 +33,9 @@ std::string StructuralImbalance(std::span<const GroupWork> groups);
 // `job` is the job-wide accountant's verdict over the same window: its window figures (steps,
 // exposed time, partial steps, missing ranks) are kept, its rank comparisons dropped.
 // HEALTHY when every group is. Otherwise the verdict of the group that holds the fault: a group
-// whose top suspect is a work stage before one whose excess sits in a wait stage (that group
-// waited on another group's slow rank through send/recv), then the larger top suspect's excess.
+// whose top suspect is a work stage (io, compute, mixed) before one whose excess sits in a wait
+// or a p2p transfer (that group waited on another group's slow rank through the pipeline), then
+// the larger top suspect's excess.
 // The heatmap's cells are every group's. `work` (empty: not judged) sets Verdict::structural.
 Verdict JobVerdictFromGroups(const Verdict& job, std::span<const Verdict> groups,
                              const StageSchema& schema, std::span<const GroupWork> work = {});

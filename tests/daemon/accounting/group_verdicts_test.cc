@@ -12,7 +12,7 @@ namespace stagefrontier {
 namespace {
 
 StageSchema Schema() {
-  return *StageSchema::Parse("data:io,fwd:compute,recv_grad:sync,bwd:compute");
+  return *StageSchema::Parse("data:io,fwd:compute,recv_grad:sync,bwd:compute,recv_act:p2p");
 }
 
 Verdict Group(const char* name, VerdictLabel label, int32_t stage = 0, int32_t rank = 0,
@@ -87,6 +87,18 @@ TEST_CASE("the group with a work-stage suspect wins over a larger wait in anothe
   REQUIRE(v.excess_cells.size() == 2);
   CHECK(v.excess_cells[0].rank == 1);  // largest first, every group's
   CHECK(v.excess_cells[1].rank == 3);
+}
+
+TEST_CASE("a group whose top is a p2p transfer comes after one with a slow work stage") {
+  // Regression (real 2 x 3 pipeline, a slow optimizer step on one rank): the neighbour group's
+  // receive, charged in 6 noisy steps, outweighed the faulty group's apply charged in all 100.
+  std::vector<Verdict> groups = {
+      Group("pp0", VerdictLabel::kClear, /*stage=*/3, /*rank=*/2, /*excess=*/3'000'000),
+      Group("pp1", VerdictLabel::kClear, /*stage=*/4, /*rank=*/5, /*excess=*/8'000'000)};
+  const Verdict v = JobVerdictFromGroups(Job(), groups, Schema());
+  CHECK(v.sync_group == "pp0");
+  CHECK(v.suspects[0].rank == 2);
+  CHECK_THAT(v.explanation, Catch::Contains("pp1 CLEAR (recv_act, rank 5)"));
 }
 
 TEST_CASE("between work-stage faults the larger excess wins; HEALTHY groups never do") {

@@ -1,0 +1,374 @@
+#!/usr/bin/python3
+"""The pipeline x data-parallel evaluation on real processes: rows drawn at random with a
+recorded seed, each one real run of tests/eval/workloads/pipeline_loop.py (Gloo, CPU, torchrun,
+hand-instrumented through the Python API with its layout) through stub -> sidecar ->
+coordinator, scored on whether the verdict names the injected (stage, rank) in the injected
+rank's sync group (pp<s>, s = rank // D); plus healthy runs (half of them structurally
+unbalanced pipelines), scored on whether the user sees HEALTHY.
+
+A row: P pipeline stages x D data-parallel replicas, (P, D) from (2,2), (2,3), (3,2), (4,2),
+(2,4); M micro-batches per step from 2, 3, 4; 240 steps. A faulty row slows one stage (data,
+fwd, bwd or apply) of one rank (uniform over the P*D ranks) by 3-10 ms, persistently from step
+40 or intermittently (every 3-6 steps from step 40); about a quarter of the faulty rows also run
+an unbalanced pipeline (--stage-work-ms: one pipeline stage 2-4 ms heavier in fwd and again in
+bwd). Healthy rows have no fault; half of them are unbalanced (one pipeline stage 2-5 ms
+heavier). The verdict is read at the end of the run, as a user would:
+`sfctl --json suspects --job pe<index>` (the current window: the last 100 steps).
+
+Scores of a faulty row:
+  top1   the first suspect is (injected stage, injected rank) and .verdict.sync_group is
+         "pp<s>" of the injected rank
+  top2   the injected (stage, rank) is among the first two suspects
+  clear  label CLEAR with candidate_ranks == [injected rank]
+  dashboards: the mean- and max-over-ranks dashboards' top stage (.mean_top_stage,
+         .max_top_stage) of `sfctl suspects --window 240` (all steps: the dashboards need the
+         40 healthy steps before the fault as their baseline, as in hidden_rank_eval.py) equal
+         the injected stage; the current window's pointers are recorded too (*_now).
+A healthy row scores HEALTHY; a non-HEALTHY verdict is "rank-targeted" when it is CLEAR or
+AMBIGUOUS with suspects. A row that fails to run is kept as an error row (scored as a miss).
+
+    bazel build //daemon/coordinator:all //daemon/sidecar:all //daemon/sfctl:all \
+        //client/python:package
+    /usr/bin/python3 tests/eval/pipeline_eval.py --rows 40 --healthy 12 --seed 20261126 \
+        --out docs/data/pipeline_eval_20261126.jsonl
+    /usr/bin/python3 tests/eval/pipeline_eval.py --only-print \
+        --out docs/data/pipeline_eval_20261126.jsonl
+"""
+import argparse
+import collections
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+BIN = "bazel-bin"
+SHAPES = [(2, 2), (2, 3), (3, 2), (4, 2), (2, 4)]
+MICRO = [2, 3, 4]
+FAULT_STAGES = ["data", "fwd", "bwd", "apply"]
+FAULT_START = 40
+
+
+def sfctl(port, *args):
+    out = subprocess.run([f"{BIN}/daemon/sfctl/sfctl", "--coordinator", f"127.0.0.1:{port}",
+                          "--json", *args], capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr.strip())
+    return json.loads(out.stdout)
+
+
+def wait_steps(port, job, want, timeout=60):
+    deadline = time.time() + timeout
+    got = 0
+    while time.time() < deadline:
+        try:
+            jobs = sfctl(port, "jobs").get("jobs", [])
+            got = max([int(j["steps_accounted"]) for j in jobs if j["job"] == job] or [0])
+            if got >= want:
+                return got
+        except Exception:
+            pass
+        time.sleep(0.2)
+    return got
+
+
+class Daemons:
+    """One coordinator on 127.0.0.1:PORT (journals under WORK/data) and one sidecar draining
+    WORK/shm, serving every row in turn; restarted when either has exited."""
+
+    def __init__(self, work, port):
+        self.work, self.port, self.procs, self.starts = work, port, [], 0
+        self.log = open(os.path.join(work, "daemons.log"), "a")
+
+    def alive(self):
+        if not self.procs or any(p.poll() is not None for p in self.procs):
+            return False
+        try:
+            sfctl(self.port, "jobs")
+            return True
+        except Exception:
+            return False
+
+    def ensure(self):
+        if self.alive():
+            return
+        self.stop()
+        self.starts += 1
+        shm = os.path.join(self.work, "shm")
+        os.makedirs(shm, exist_ok=True)
+        coord = subprocess.Popen(
+            [f"{BIN}/daemon/coordinator/stagefrontier-coordinator", "--listen",
+             f"127.0.0.1:{self.port}", "--metrics-listen", "", "--data-dir",
+             os.path.join(self.work, f"data{self.starts}"), "--no-fsync", "--no-captures",
+             # As tests/e2e/e2e_torch_pipeline_test.sh: torchrun's ranks start staggered.
+             "--step-deadline-ms", "10000"], stdout=self.log, stderr=self.log)
+        self.procs = [coord]
+        for _ in range(100):
+            try:
+                sfctl(self.port, "jobs")
+                break
+            except Exception:
+                time.sleep(0.1)
+        self.procs.append(subprocess.Popen(
+            [f"{BIN}/daemon/sidecar/stagefrontier-sidecar", "--coordinator",
+             f"127.0.0.1:{self.port}", "--shm-dir", shm, "--node", "n0"],
+            stdout=self.log, stderr=self.log))
+        time.sleep(0.5)
+
+    def stop(self):
+        """SIGTERM in reverse start order (the sidecar drains before the coordinator)."""
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self.procs = []
+
+
+def workload_flags(row):
+    p, d = row["shape"]
+    flags = ["--pipeline-stages", str(p), "--micro-batches", str(row["micro"]),
+             "--steps", str(row["steps"])]
+    if row.get("stage_work_ms"):
+        flags += ["--stage-work-ms", ",".join(f"{v:g}" for v in row["stage_work_ms"])]
+    if row.get("stage") is not None:
+        flags += ["--fault", f"{row['stage']}:{row['rank']}:{row['fault_ms']:.3f}",
+                  "--fault-every", str(row["every"]), "--fault-start", str(row["start"])]
+    return flags
+
+
+def run_torchrun(row, work, daemons, master_port, timeout):
+    p, d = row["shape"]
+    rowdir = os.path.join(work, f"row{row['index']:02d}")
+    shutil.rmtree(rowdir, ignore_errors=True)
+    os.makedirs(rowdir)
+    env = dict(os.environ, OMP_NUM_THREADS="1", STAGEFRONTIER_QUIET="1",
+               STAGEFRONTIER_SHM_DIR=os.path.join(work, "shm"),
+               PYTHONPATH=os.path.abspath(f"{BIN}/client/python"))
+    cmd = ["/usr/bin/python3", "-m", "torch.distributed.run", f"--nproc_per_node={p * d}",
+           f"--master_port={master_port}", f"--rdzv_id={row['job']}", "--redirects", "2",
+           "--tee", "1", "--log_dir", os.path.join(rowdir, "torchrun"),
+           "tests/eval/workloads/pipeline_loop.py", *workload_flags(row)]
+    with open(os.path.join(rowdir, "torchrun.log"), "w") as log:
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=log, start_new_session=True)
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            rc = "timeout"
+    with open(os.path.join(rowdir, "torchrun.log")) as f:
+        text = f.read()
+    m = re.search(r"pipeline_loop: \d+ steps, ([\d.]+) ms/step", text)
+    return rc, (float(m.group(1)) if m else None), text
+
+
+def run_row(row, work, daemons, port, master_port, timeout):
+    daemons.ensure()
+    result = dict(row)
+    t0 = time.time()
+    rc, ms_step, text = run_torchrun(row, work, daemons, master_port, timeout)
+    result.update(torchrun_rc=rc, torchrun_s=round(time.time() - t0, 1), ms_per_step=ms_step)
+    if rc != 0:
+        result.update(error=f"torchrun exited {rc}: " + " | ".join(text.strip().splitlines()[-4:]))
+    job = row["job"]
+    got = wait_steps(port, job, row["steps"], timeout=30 if rc == 0 else 5)
+    result.update(steps_accounted=got)
+    if rc == 0 and got < row["steps"]:
+        result.update(error=f"{got} of {row['steps']} steps accounted")
+    try:
+        sus = sfctl(port, "suspects", "--job", job)
+        v = sus["verdict"]
+        top = [(s["stage"], int(s["rank"])) for s in v.get("suspects", [])]
+        result.update(
+            label=v["label"], reason=v.get("reason", ""), sync_group=v.get("sync_group", ""),
+            window_steps=[int(v.get("first_step", -1)), int(v.get("last_step", -1))],
+            suspects=[dict(stage=s["stage"], rank=int(s["rank"]),
+                           share=round(float(s.get("share", 0)), 3))
+                      for s in v.get("suspects", [])[:3]],
+            candidate_ranks=[int(r) for r in v.get("candidate_ranks", [])],
+            unreliable=v.get("unreliable", []), group_wide=bool(v.get("group_wide", False)),
+            explanation=v.get("explanation", ""),
+            mean_points_at_now=sus.get("mean_top_stage", ""),
+            max_points_at_now=sus.get("max_top_stage", ""),
+            frontier_points_at_now=sus.get("frontier_top_stage", ""))
+        pre = sfctl(port, "steps", "--job", job, "--from", "10",
+                    "--to", str(FAULT_START - 1))["steps"]
+        healthy = statistics.median(int(s["exposed_ns"]) for s in pre) if pre else 0
+        result.update(healthy_step_ms=round(healthy / 1e6, 3))
+        dash = sfctl(port, "suspects", "--job", job, "--window", str(row["steps"]))
+        result.update(mean_points_at=dash.get("mean_top_stage", ""),
+                      max_points_at=dash.get("max_top_stage", ""),
+                      frontier_points_at=dash.get("frontier_top_stage", ""))
+        if row.get("stage") is not None:
+            want = (row["stage"], row["rank"])
+            group = f"pp{row['rank'] // row['shape'][1]}"
+            result.update(
+                top1=bool(top) and top[0] == want and result["sync_group"] == group,
+                top2=want in top[:2],
+                clear=v["label"] == "CLEAR" and result["candidate_ranks"] == [row["rank"]],
+                mean_hit=result["mean_points_at"] == row["stage"],
+                max_hit=result["max_points_at"] == row["stage"],
+                magnitude_pct=round(100 * row["fault_ms"] * 1e6 / healthy, 1) if healthy else None)
+        else:
+            result.update(healthy=v["label"] == "HEALTHY",
+                          rank_targeted=v["label"] in ("CLEAR", "AMBIGUOUS") and bool(top))
+    except Exception as e:
+        result.setdefault("error", f"reading the verdict: {e}")
+    if "error" in result:
+        result.update({k: False for k in (("top1", "top2", "clear", "mean_hit", "max_hit")
+                                          if row.get("stage") is not None else ("healthy",))
+                       if k not in result})
+    return result
+
+
+def draw(seed, rows, healthy, steps):
+    rng = random.Random(seed)
+    unbalanced = set(rng.sample(range(rows), round(rows / 4)))
+    table = []
+    for i in range(rows):
+        p, d = rng.choice(SHAPES)
+        micro = rng.choice(MICRO)
+        rank = rng.randrange(p * d)
+        stage = rng.choice(FAULT_STAGES)
+        fault_ms = round(rng.uniform(3.0, 10.0), 3)
+        pattern = rng.choice(["persistent", "intermittent"])
+        every = rng.randint(3, 6) if pattern == "intermittent" else 1
+        work = None
+        if i in unbalanced:
+            work = [0.0] * p
+            work[rng.randrange(p)] = round(rng.uniform(2.0, 4.0), 1)
+        table.append(dict(index=i, job=f"pe{i}", shape=[p, d], micro=micro, steps=steps,
+                          stage=stage, rank=rank, fault_ms=fault_ms, pattern=pattern,
+                          every=every, start=FAULT_START, stage_work_ms=work))
+    for j in range(healthy):
+        p, d = rng.choice(SHAPES)
+        micro = rng.choice(MICRO)
+        work = None
+        if j % 2 == 1:
+            work = [0.0] * p
+            work[rng.randrange(p)] = round(rng.uniform(2.0, 5.0), 1)
+        table.append(dict(index=rows + j, job=f"pe{rows + j}", shape=[p, d], micro=micro,
+                          steps=steps, stage=None, pattern="healthy", stage_work_ms=work))
+    return table
+
+
+def pct(k, n):
+    return f"{100 * k / n:5.1f}%" if n else "    -"
+
+
+def summarize(results, seed):
+    faulty = [r for r in results if r.get("stage") is not None]
+    healthy = [r for r in results if r.get("stage") is None]
+    steps = results[0]["steps"] if results else 0
+    lines = [f"pipeline eval, seed {seed}, {steps} steps; verdict = sfctl suspects at the end "
+             "(last 100 steps); dashboards over all steps",
+             f"{'shape':<8}{'faulty':>7}{'top-1':>8}{'top-2':>8}{'CLEAR':>8}{'mean':>8}"
+             f"{'max':>8}  |{'healthy':>8}{'HEALTHY':>9}"]
+
+    def row_line(name, fs, hs):
+        n = len(fs)
+        return (f"{name:<8}{n:>7}{pct(sum(r['top1'] for r in fs), n):>8}"
+                f"{pct(sum(r['top2'] for r in fs), n):>8}{pct(sum(r['clear'] for r in fs), n):>8}"
+                f"{pct(sum(r['mean_hit'] for r in fs), n):>8}"
+                f"{pct(sum(r['max_hit'] for r in fs), n):>8}  |{len(hs):>8}"
+                f"{pct(sum(r['healthy'] for r in hs), len(hs)):>9}")
+
+    lines.append(row_line("all", faulty, healthy))
+    for p, d in SHAPES:
+        fs = [r for r in faulty if tuple(r["shape"]) == (p, d)]
+        hs = [r for r in healthy if tuple(r["shape"]) == (p, d)]
+        if fs or hs:
+            lines.append(row_line(f"{p}x{d}", fs, hs))
+    for name, sel in (("persist", lambda r: r["pattern"] == "persistent"),
+                      ("intermit", lambda r: r["pattern"] == "intermittent"),
+                      ("unbal", lambda r: bool(r.get("stage_work_ms"))),
+                      ("balanced", lambda r: not r.get("stage_work_ms"))):
+        fs = [r for r in faulty if sel(r)]
+        hs = [r for r in healthy if sel(r)] if name in ("unbal", "balanced") else []
+        if fs or hs:
+            lines.append(row_line(name, fs, hs))
+    for st in FAULT_STAGES:
+        fs = [r for r in faulty if r["stage"] == st]
+        if fs:
+            lines.append(row_line(st, fs, []))
+    if faulty:
+        labels = collections.Counter(
+            (r.get("label", "error") + " " + r.get("reason", "")).strip() for r in faulty)
+        lines.append("faulty labels: " + ", ".join(f"{k} {v}" for k, v in labels.most_common()))
+        now_mean = sum(r.get("mean_points_at_now") == r["stage"] for r in faulty)
+        now_max = sum(r.get("max_points_at_now") == r["stage"] for r in faulty)
+        lines.append(f"dashboards on the current window only (last 100 steps): mean "
+                     f"{now_mean}/{len(faulty)}, max {now_max}/{len(faulty)}")
+    if healthy:
+        labels = collections.Counter(
+            (r.get("label", "error") + " " + r.get("reason", "")).strip() for r in healthy)
+        lines.append("healthy labels: " + ", ".join(f"{k} {v}" for k, v in labels.most_common())
+                     + f"; rank-targeted non-HEALTHY: {sum(bool(r.get('rank_targeted')) for r in healthy)}")
+    errors = [r for r in results if "error" in r]
+    lines.append(f"error rows: {len(errors)}" +
+                 "".join(f"\n  row {r['index']}: {r['error'][:200]}" for r in errors))
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=40, help="faulty rows")
+    ap.add_argument("--healthy", type=int, default=12, help="healthy rows")
+    ap.add_argument("--seed", type=int, default=20261126)
+    ap.add_argument("--steps", type=int, default=240)
+    ap.add_argument("--out", default="docs/data/pipeline_eval_20261126.jsonl",
+                    help="rows, one JSON object a line, written as each row finishes")
+    ap.add_argument("--work", default="out/pipeline_eval", help="daemons' and rows' logs")
+    ap.add_argument("--port", type=int, default=18351, help="the coordinator's gRPC port")
+    ap.add_argument("--master-port", type=int, default=29900,
+                    help="torchrun --master_port of row 0 (row i: this + i)")
+    ap.add_argument("--timeout", type=int, default=300, help="seconds per torchrun")
+    ap.add_argument("--bin", default="bazel-bin", help="where the built binaries are")
+    ap.add_argument("--only", default="", help="comma-separated row indices to run")
+    ap.add_argument("--only-print", action="store_true",
+                    help="print the summary of the rows in --out; run nothing")
+    args = ap.parse_args()
+    global BIN
+    BIN = args.bin
+    if args.only_print:
+        with open(args.out) as f:
+            print(summarize([json.loads(line) for line in f if line.strip()], args.seed))
+        return 0
+    shutil.rmtree(args.work, ignore_errors=True)
+    os.makedirs(args.work)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    open(args.out, "w").close()
+    only = {int(i) for i in args.only.split(",") if i}
+    daemons = Daemons(args.work, args.port)
+    results = []
+    t_all = time.time()
+    try:
+        for row in draw(args.seed, args.rows, args.healthy, args.steps):
+            if only and row["index"] not in only:
+                continue
+            t0 = time.time()
+            res = run_row(row, args.work, daemons, args.port, args.master_port + row["index"],
+                          args.timeout)
+            res["seconds"] = round(time.time() - t0, 1)
+            results.append(res)
+            print(json.dumps(res), flush=True)
+            with open(args.out, "a") as f:
+                f.write(json.dumps(res) + "\n")
+    finally:
+        daemons.stop()
+    print(f"wall time: {time.time() - t_all:.0f} s for {len(results)} rows")
+    print(summarize(results, args.seed))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
