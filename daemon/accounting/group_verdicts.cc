@@ -40,21 +40,29 @@ std::string Brief(const Verdict& v, const StageSchema& schema) {
 }  // namespace
 
 double OwnWorkNs(const AccountingWindow& window, const StageSchema& schema) {
-  double total = 0;
-  int64_t rank_steps = 0;
+  std::vector<double> total(static_cast<size_t>(window.members()), 0);
+  std::vector<int64_t> steps(static_cast<size_t>(window.members()), 0);
   for (size_t i = 0; i < window.size(); ++i) {
     for (int m = 0; m < window.members(); ++m) {
       if (!window.present(i, m)) continue;
-      ++rank_steps;
+      ++steps[m];
       for (int k = 0; k < window.stages(); ++k) {
         const StageKind kind = schema.stage(static_cast<size_t>(k)).kind;
         if (kind == StageKind::kIo || kind == StageKind::kCompute) {
-          total += static_cast<double>(window.duration(i, m, k));
+          total[m] += static_cast<double>(window.duration(i, m, k));
         }
       }
     }
   }
-  return rank_steps == 0 ? 0 : total / static_cast<double>(rank_steps);
+  // The least loaded replica's: one slow rank (a straggler) must not make its group look
+  // heavier by construction.
+  double least = -1;
+  for (size_t m = 0; m < total.size(); ++m) {
+    if (steps[m] == 0) continue;
+    const double mean = total[m] / static_cast<double>(steps[m]);
+    if (least < 0 || mean < least) least = mean;
+  }
+  return std::max(least, 0.0);
 }
 
 std::string StructuralImbalance(std::span<const GroupWork> groups) {
@@ -139,6 +147,7 @@ Verdict JobVerdictFromGroups(const Verdict& job, std::span<const Verdict> groups
     if (&g != chosen && g.label != VerdictLabel::kHealthy) others.push_back(Brief(g, schema));
   }
   out.explanation = absl::StrCat("Sync group ", chosen->group, ": ", chosen->explanation);
+  if (!out.explanation.empty() && out.explanation.back() != '.') out.explanation += '.';
   if (!others.empty()) {
     absl::StrAppend(&out.explanation,
                     " Other groups not healthy (waiting on it through the "

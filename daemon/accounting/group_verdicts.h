@@ -16,8 +16,9 @@
 
 namespace stagefrontier {
 
-// A role group's own work per rank and step over its window: the time in io and compute
-// stages (never in waits, p2p transfers or mixed stages, which hold other ranks' time).
+// A role group's own work per step over its window: the time in io and compute stages (never
+// in waits, p2p transfers or mixed stages, which hold other ranks' time), of its least loaded
+// rank (a straggler does not make its group heavier by construction).
 struct GroupWork {
   std::string group;
   double work_ns = 0;

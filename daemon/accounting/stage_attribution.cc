@@ -81,11 +81,14 @@ void GroupAccountant::AttributeWork(int k, const StepThresholds& t, const StageN
   // instead; what the frontier loses is their excess.
   const double threshold = static_cast<double>(f.median_duration_ns) +
                            (config_.outlier_z + t.max_of_r) * noise.peer_sigma;
+  // What an outlier would take like its peers: the median; of two ranks, the other one's (the
+  // median of two is halfway to the outlier, so a fault would count half).
+  const int64_t peer_ns = matrix_.present_count() == 2 ? f.min_duration_ns : f.median_duration_ns;
   int64_t counterfactual = std::numeric_limits<int64_t>::min();
   for (int m = 0; m < n; ++m) {
     if (!matrix_.present(m)) continue;
     const int64_t d = matrix_.duration(m, k);
-    const int64_t d2 = static_cast<double>(d) > threshold ? f.median_duration_ns : d;
+    const int64_t d2 = static_cast<double>(d) > threshold ? peer_ns : d;
     counterfactual = std::max(counterfactual, matrix_.cumulative_before(m, k) + d2);
   }
   const int64_t x_p = std::max<int64_t>(0, f.frontier_ns - counterfactual);

@@ -39,7 +39,12 @@ int64_t WorkStageSaving(const AccountingWindow& window, const StageSchema& schem
                         const GroupMembers& members, size_t i, int k, int member) {
   const StepAccounting& acc = window.at(i).accounting;
   if (!window.present(i, member)) return 0;
-  const int64_t excess = window.duration(i, member, k) - acc.stages[k].median_duration_ns;
+  // Like its peers: the median; of two present ranks, the other one (as AttributeWork).
+  int present = 0;
+  for (int m = 0; m < window.members() && present <= 2; ++m) present += window.present(i, m);
+  const int64_t peer_ns =
+      present == 2 ? acc.stages[k].min_duration_ns : acc.stages[k].median_duration_ns;
+  const int64_t excess = window.duration(i, member, k) - peer_ns;
   if (excess <= 0) return 0;
   // The next wait (this step's, or the next step's first for a tail stage) ends when the
   // last rank arrives: behaving like its peers saves this rank's excess, but no more than

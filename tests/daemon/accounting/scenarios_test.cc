@@ -491,6 +491,30 @@ TEST_CASE("pipeline: a healthy 3 x 2 pipeline with a heavier last stage is HEALT
   PrintPipelineVerdict("pipeline 3x2 healthy", r);
   REQUIRE(windows > 0);
   CHECK(healthy >= windows - 1);
+  // Said as structural: the last pipeline stage, never a rank.
+  CHECK_THAT(r.report.job.verdict.structural, Catch::StartsWith("Structural: sync group pp2 "));
+  CHECK(r.report.job.verdict.suspects.empty());
+  // A balanced pipeline is not.
+  ScenarioResult balanced = RunScenario(Pp(3, 2));
+  CHECK(balanced.report.job.verdict.structural.empty());
+}
+
+TEST_CASE("pipeline: the faulty cell's what-if saving is its effect on the step",
+          "[scenario][pipeline]") {
+  // Against the same run without the fault: the exposed step grows by what removing the
+  // fault would save.
+  SimConfig c = Pp(2, 2, /*seed=*/7);
+  ScenarioResult healthy = RunScenario(c);
+  c.faults.push_back(MustFault("slow:fwd:rank=3:magnitude=5ms:start=100"));
+  ScenarioResult faulty = RunScenario(c);
+  const Verdict& v = faulty.report.job.verdict;
+  REQUIRE_FALSE(v.suspects.empty());
+  REQUIRE(v.suspects[0].rank == 3);
+  const double grown = faulty.report.job.mean_exposed_ns - healthy.report.job.mean_exposed_ns;
+  const double saving = static_cast<double>(v.suspects[0].what_if_saving_ns);
+  std::printf("pipeline 2x2 what-if: saving %.2f ms, exposed step grew %.2f ms\n", saving / 1e6,
+              grown / 1e6);
+  CHECK(saving == Approx(grown).epsilon(0.2));
 }
 
 TEST_CASE("pipeline: slow fwd on a last-stage rank -> CLEAR (fwd, rank) in pp1",
