@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -43,7 +44,6 @@ void BM_DeclareLayouts(benchmark::State& state) {
   const int32_t tensor = static_cast<int32_t>(state.range(1));
   std::vector<v1::RankDeclaration> decls;
   for (int32_t r = 0; r < world; ++r) decls.push_back(Declaration(r, world, tensor));
-  int run = 0;
   for (auto _ : state) {
     state.PauseTiming();
     char dir[] = "/tmp/sf_layout_bench_XXXXXX";
@@ -61,8 +61,7 @@ void BM_DeclareLayouts(benchmark::State& state) {
     (*job)->Health(&h);
     if (h.sync_groups_size() != kPipeline * tensor) state.SkipWithError("groups not built");
     job->reset();
-    std::system((std::string("rm -rf ") + dir).c_str());
-    ++run;
+    std::filesystem::remove_all(dir);
     state.ResumeTiming();
   }
   state.SetItemsProcessed(state.iterations() * world);
