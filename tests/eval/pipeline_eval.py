@@ -54,27 +54,8 @@ FAULT_STAGES = ["data", "fwd", "bwd", "apply"]
 FAULT_START = 40
 
 
-def sfctl(port, *args):
-    out = subprocess.run([f"{BIN}/daemon/sfctl/sfctl", "--coordinator", f"127.0.0.1:{port}",
-                          "--json", *args], capture_output=True, text=True, timeout=60)
-    if out.returncode != 0:
-        raise RuntimeError(out.stderr.strip())
-    return json.loads(out.stdout)
-
-
-def wait_steps(port, job, want, timeout=60):
-    deadline = time.time() + timeout
-    got = 0
-    while time.time() < deadline:
-        try:
-            jobs = sfctl(port, "jobs").get("jobs", [])
-            got = max([int(j["steps_accounted"]) for j in jobs if j["job"] == job] or [0])
-            if got >= want:
-                return got
-        except Exception:
-            pass
-        time.sleep(0.2)
-    return got
+# One sfctl client and step wait for the evaluations (bazel-bin, as BIN here).
+from hidden_rank_eval import sfctl, wait_steps  # noqa: E402
 
 
 class Daemons:
