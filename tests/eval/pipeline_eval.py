@@ -58,6 +58,16 @@ FAULT_START = 40
 from hidden_rank_eval import sfctl, wait_steps  # noqa: E402
 
 
+def job_windows(port, job, row):
+    """The verdicts of the job's closed windows (group "job" only), oldest first."""
+    count = (row["steps"] // 100) * (1 + row["shape"][0])
+    out = subprocess.run([f"{BIN}/daemon/sfctl/sfctl", "--coordinator", f"127.0.0.1:{port}",
+                          "--json", "--timeout", "5", "watch", "--job", job, "--count",
+                          str(count)], capture_output=True, text=True, timeout=30)
+    events = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+    return [e for e in events if e["verdict"].get("group") == "job"]
+
+
 class Daemons:
     """One coordinator on 127.0.0.1:PORT (journals under WORK/data) and one sidecar draining
     WORK/shm, serving every row in turn; restarted when either has exited."""
@@ -181,6 +191,8 @@ def run_row(row, work, daemons, port, master_port, timeout):
             mean_points_at_now=sus.get("mean_top_stage", ""),
             max_points_at_now=sus.get("max_top_stage", ""),
             frontier_points_at_now=sus.get("frontier_top_stage", ""))
+        # Every closed window of the job (each group's too: 1 + P verdicts a window).
+        result.update(windows=[w["verdict"]["label"] for w in job_windows(port, job, row)])
         pre = sfctl(port, "steps", "--job", job, "--from", "10",
                     "--to", str(FAULT_START - 1))["steps"]
         healthy = statistics.median(int(s["exposed_ns"]) for s in pre) if pre else 0
@@ -294,6 +306,10 @@ def summarize(results, seed):
             (r.get("label", "error") + " " + r.get("reason", "")).strip() for r in healthy)
         lines.append("healthy labels: " + ", ".join(f"{k} {v}" for k, v in labels.most_common())
                      + f"; rank-targeted non-HEALTHY: {sum(bool(r.get('rank_targeted')) for r in healthy)}")
+        windows = [w for r in healthy for w in r.get("windows", [])]
+        if windows:
+            lines.append(f"healthy runs' closed job windows: "
+                         f"{sum(w == 'HEALTHY' for w in windows)}/{len(windows)} HEALTHY")
     errors = [r for r in results if "error" in r]
     lines.append(f"error rows: {len(errors)}" +
                  "".join(f"\n  row {r['index']}: {r['error'][:200]}" for r in errors))
