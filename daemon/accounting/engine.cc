@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/accounting/group_members.h"
 #include "daemon/accounting/group_verdicts.h"
 
 namespace stagefrontier {
@@ -56,10 +57,8 @@ Engine::Engine(JobConfig config, ProbeBracketing bracketing)
       bracketing_(std::make_unique<ProbeBracketing>(std::move(bracketing))) {
   std::vector<int32_t> all(config_.world_size);
   for (int32_t r = 0; r < config_.world_size; ++r) all[r] = r;
-  std::vector<int32_t> group_of_rank(config_.world_size, 0);
   if (config_.groups.size() > 1) {
     for (size_t g = 0; g < config_.groups.size(); ++g) {
-      for (int32_t r : config_.groups[g]) group_of_rank[r] = static_cast<int32_t>(g);
       std::string name =
           config_.group_names.empty() ? absl::StrCat("group", g) : config_.group_names[g];
       groups_.push_back(std::make_unique<GroupAccountant>(std::move(name), config_.schema,
@@ -67,8 +66,8 @@ Engine::Engine(JobConfig config, ProbeBracketing bracketing)
       groups_.back()->set_bracketing(bracketing_.get());
     }
   }
-  job_ =
-      std::make_unique<GroupAccountant>("job", config_.schema, all, config_.engine, group_of_rank);
+  job_ = std::make_unique<GroupAccountant>("job", config_.schema, all, config_.engine,
+                                           GroupOfRank(config_.groups, config_.world_size));
   job_->set_bracketing(bracketing_.get());
   last_group_.assign(groups_.size(), nullptr);
   by_rank_.assign(config_.world_size, nullptr);

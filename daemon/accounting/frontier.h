@@ -70,6 +70,13 @@ struct StageFrontier {
   int32_t min_member = -1;         // who had it (lowest member on exact ties)
 };
 
+// What an outlier's peers take in a stage: the median of the `present` members' durations; of
+// exactly two, the other one's, the shorter (the median of two is halfway to the outlier, so a
+// fault would count half).
+inline int64_t PeerDurationNs(int present, int64_t min_ns, int64_t median_ns) {
+  return present == 2 ? min_ns : median_ns;
+}
+
 struct StepFrontier {
   int64_t exposed_ns = 0;  // E = F[S] = sum of increments, exactly
   std::vector<StageFrontier> stages;

@@ -35,6 +35,17 @@ struct GroupMembers {
   std::vector<int32_t> member_of_rank;  // indexed by rank
 };
 
+// The sync group of each rank 0..world_size-1: group_of_rank[r] = g when groups[g] holds r.
+// Every rank must be in a group (Engine::Create checks it); empty groups: all zero.
+inline std::vector<int32_t> GroupOfRank(const std::vector<std::vector<int32_t>>& groups,
+                                        int32_t world_size) {
+  std::vector<int32_t> group_of_rank(static_cast<size_t>(world_size), 0);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (int32_t r : groups[g]) group_of_rank[r] = static_cast<int32_t>(g);
+  }
+  return group_of_rank;
+}
+
 }  // namespace stagefrontier
 
 #endif  // STAGEFRONTIER_DAEMON_ACCOUNTING_GROUP_MEMBERS_H_

@@ -1,6 +1,7 @@
 #include "daemon/accounting/group_verdicts.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -13,26 +14,29 @@ namespace stagefrontier {
 
 namespace {
 
+// The top suspect's stage, if it names one of the schema's.
+std::optional<size_t> TopStage(const Verdict& v, const StageSchema& schema) {
+  if (v.suspects.empty() || v.suspects[0].stage < 0 ||
+      static_cast<size_t>(v.suspects[0].stage) >= schema.size()) {
+    return std::nullopt;
+  }
+  return static_cast<size_t>(v.suspects[0].stage);
+}
+
 // Larger is more likely the fault's own group.
 std::tuple<bool, bool, int64_t> Weight(const Verdict& v, const StageSchema& schema) {
   // A wait or a p2p transfer is time spent on other ranks (the group's, or a pipeline
   // neighbour's); io, compute and mixed stages hold the group's own work.
-  bool work = false;
-  if (!v.suspects.empty() && v.suspects[0].stage >= 0 &&
-      static_cast<size_t>(v.suspects[0].stage) < schema.size()) {
-    const size_t k = static_cast<size_t>(v.suspects[0].stage);
-    work = !schema.IsWait(k) && schema.stage(k).kind != StageKind::kP2p;
-  }
+  const std::optional<size_t> k = TopStage(v, schema);
+  const bool work = k && !schema.IsWait(*k) && schema.stage(*k).kind != StageKind::kP2p;
   const int64_t excess = v.suspects.empty() ? v.total_excess_ns : v.suspects[0].excess_ns;
   return {work, !v.group_wide, excess};
 }
 
 std::string Brief(const Verdict& v, const StageSchema& schema) {
   std::string s = absl::StrCat(v.group, " ", LabelText(v));
-  if (!v.suspects.empty() && v.suspects[0].stage >= 0 &&
-      static_cast<size_t>(v.suspects[0].stage) < schema.size()) {
-    absl::StrAppend(&s, " (", schema.stage(static_cast<size_t>(v.suspects[0].stage)).name,
-                    ", rank ", v.suspects[0].rank, ")");
+  if (const std::optional<size_t> k = TopStage(v, schema)) {
+    absl::StrAppend(&s, " (", schema.stage(*k).name, ", rank ", v.suspects[0].rank, ")");
   }
   return s;
 }
@@ -86,8 +90,7 @@ std::string StructuralImbalance(std::span<const GroupWork> groups) {
   return absl::StrFormat(
       "Structural: sync group %s does %.2f ms of its own work per step, %.0f%% more than the "
       "other groups' median (%.2f ms): it is slower by construction (the pipeline's partition), "
-      "not by "
-      "any rank; evening the partition out would shorten every step.",
+      "not by any rank; evening the partition out would shorten every step.",
       top->group, top->work_ns / 1e6, 100.0 * (top->work_ns / median - 1), median / 1e6);
 }
 

@@ -16,4 +16,20 @@ std::optional<size_t> NextWaitThatWaited(const AccountingWindow& window, const S
   return std::nullopt;
 }
 
+std::optional<WaitAt> WaitAfter(const AccountingWindow& window, const StageSchema& schema, size_t i,
+                                int k) {
+  if (std::optional<size_t> wait = NextWaitThatWaited(window, schema, i, k)) {
+    return WaitAt{i, *wait};
+  }
+  const size_t next = i + 1;
+  if (next >= window.size() ||
+      window.at(next).accounting.step != window.at(i).accounting.step + 1) {
+    return std::nullopt;
+  }
+  if (std::optional<size_t> wait = NextWaitThatWaited(window, schema, next, -1)) {
+    return WaitAt{next, *wait};
+  }
+  return std::nullopt;
+}
+
 }  // namespace stagefrontier

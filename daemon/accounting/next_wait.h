@@ -3,8 +3,8 @@
 // group's role leaves empty (the last pipeline stage sends no activations, the first receives
 // none): it says nothing of arrival order, so the next one does.
 //
-//   std::optional<size_t> w = NextWaitThatWaited(window, schema, i, /*after=*/k);
-//   if (!w) w = NextWaitThatWaited(window, schema, i + 1, /*after=*/-1);  // the next step's first
+//   std::optional<WaitAt> w = WaitAfter(window, schema, i, /*k=*/top_stage);
+//   if (w) arrivers.LateSet(w->index, w->stage, member, &late);
 #ifndef STAGEFRONTIER_DAEMON_ACCOUNTING_NEXT_WAIT_H_
 #define STAGEFRONTIER_DAEMON_ACCOUNTING_NEXT_WAIT_H_
 
@@ -26,6 +26,16 @@ inline constexpr int64_t kEmptyWaitNs = 50'000;
 // member of window step i spent kEmptyWaitNs or more in; nullopt if none.
 std::optional<size_t> NextWaitThatWaited(const AccountingWindow& window, const StageSchema& schema,
                                          size_t i, int after);
+
+// Where the wait after stage k of window step i is: that step's next wait that waited, else
+// (a tail stage, or later waits nobody waited in) the first such wait of window step i + 1
+// when it is the next step; nullopt otherwise.
+struct WaitAt {
+  size_t index;  // window step
+  size_t stage;
+};
+std::optional<WaitAt> WaitAfter(const AccountingWindow& window, const StageSchema& schema, size_t i,
+                                int k);
 
 }  // namespace stagefrontier
 

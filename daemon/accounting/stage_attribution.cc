@@ -81,9 +81,8 @@ void GroupAccountant::AttributeWork(int k, const StepThresholds& t, const StageN
   // instead; what the frontier loses is their excess.
   const double threshold = static_cast<double>(f.median_duration_ns) +
                            (config_.outlier_z + t.max_of_r) * noise.peer_sigma;
-  // What an outlier would take like its peers: the median; of two ranks, the other one's (the
-  // median of two is halfway to the outlier, so a fault would count half).
-  const int64_t peer_ns = matrix_.present_count() == 2 ? f.min_duration_ns : f.median_duration_ns;
+  const int64_t peer_ns =
+      PeerDurationNs(matrix_.present_count(), f.min_duration_ns, f.median_duration_ns);
   int64_t counterfactual = std::numeric_limits<int64_t>::min();
   for (int m = 0; m < n; ++m) {
     if (!matrix_.present(m)) continue;

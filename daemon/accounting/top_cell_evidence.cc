@@ -22,17 +22,9 @@ void CheckNextWait(const AccountingWindow& window, const StageSchema& schema,
                    const GroupMembers& members, const LastArrivers& arrivers, size_t i, CellRef top,
                    WaitTally* tally, std::vector<int32_t>* late,
                    std::map<int32_t, int32_t>* also_late) {
-  std::optional<size_t> wait = NextWaitThatWaited(window, schema, i, top.stage);
-  size_t at = i;
-  if (!wait) {
-    at = i + 1;
-    if (at >= window.size() || window.at(at).accounting.step != window.at(i).accounting.step + 1) {
-      return;
-    }
-    wait = NextWaitThatWaited(window, schema, at, -1);
-  }
-  if (!wait || !window.present(at, top.member)) return;
-  arrivers.LateSet(at, static_cast<int>(*wait), top.member, late);
+  const std::optional<WaitAt> wait = WaitAfter(window, schema, i, top.stage);
+  if (!wait || !window.present(wait->index, top.member)) return;
+  arrivers.LateSet(wait->index, static_cast<int>(wait->stage), top.member, late);
   ++tally->evidence;
   if (late->size() == 1 && (*late)[0] == top.member) {
     ++tally->agree;

@@ -4,6 +4,7 @@
 #include <limits>
 #include <optional>
 
+#include "daemon/accounting/frontier.h"
 #include "daemon/accounting/next_wait.h"
 
 namespace stagefrontier {
@@ -39,11 +40,9 @@ int64_t WorkStageSaving(const AccountingWindow& window, const StageSchema& schem
                         const GroupMembers& members, size_t i, int k, int member) {
   const StepAccounting& acc = window.at(i).accounting;
   if (!window.present(i, member)) return 0;
-  // Like its peers: the median; of two present ranks, the other one (as AttributeWork).
-  int present = 0;
-  for (int m = 0; m < window.members() && present <= 2; ++m) present += window.present(i, m);
+  const int present = window.members() - static_cast<int>(acc.missing_ranks.size());
   const int64_t peer_ns =
-      present == 2 ? acc.stages[k].min_duration_ns : acc.stages[k].median_duration_ns;
+      PeerDurationNs(present, acc.stages[k].min_duration_ns, acc.stages[k].median_duration_ns);
   const int64_t excess = window.duration(i, member, k) - peer_ns;
   if (excess <= 0) return 0;
   // The next wait (this step's, or the next step's first for a tail stage) ends when the
@@ -52,16 +51,11 @@ int64_t WorkStageSaving(const AccountingWindow& window, const StageSchema& schem
   // A tail stage's, or one whose later waits in this step waited for nobody, is the next
   // step's first wait.
   if (!schema.FirstWaitStage()) return NoWaitSaving(window, i, member, excess);
-  std::optional<size_t> wait = NextWaitThatWaited(window, schema, i, k);
-  size_t at = i;
-  if (!wait) {
-    at = i + 1;
-    if (at >= window.size() || window.at(at).accounting.step != acc.step + 1) return 0;
-    wait = NextWaitThatWaited(window, schema, at, -1);
-    if (!wait) return 0;
-  }
+  const std::optional<WaitAt> wait = WaitAfter(window, schema, i, k);
+  if (!wait) return 0;
+  const size_t at = wait->index;
   if (!window.present(at, member)) return 0;
-  const int s = static_cast<int>(*wait);
+  const int s = static_cast<int>(wait->stage);
   const std::vector<int32_t>& group = members.wait_group;
   int64_t next_wait = std::numeric_limits<int64_t>::max();
   for (int m = 0; m < window.members(); ++m) {

@@ -21,6 +21,15 @@ DetectorHealth::DetectorHealth(StageSchema schema, DetectorHealthOptions options
   sync_spread_ns_.resize(sync_stages_.size());
 }
 
+void DetectorHealth::set_groups(std::vector<int32_t> group_of_rank) {
+  group_of_rank_ = std::move(group_of_rank);
+  group_count_ =
+      group_of_rank_.empty()
+          ? 1
+          : static_cast<size_t>(*std::max_element(group_of_rank_.begin(), group_of_rank_.end())) +
+                1;
+}
+
 void DetectorHealth::AddStep(const StepInput& input, bool partial) {
   ++steps_;
   if (!partial) ++complete_steps_;
@@ -42,11 +51,7 @@ void DetectorHealth::AddStep(const StepInput& input, bool partial) {
   if (input.ranks.size() < 2) return;
   // Per group: the extremes of arrival and duration; the step's figure is the group with the
   // largest arrival skew (where a wait outside the stage would show).
-  const size_t group_count =
-      group_of_rank_.empty()
-          ? 1
-          : static_cast<size_t>(*std::max_element(group_of_rank_.begin(), group_of_rank_.end())) +
-                1;
+  const size_t group_count = group_count_;
   for (size_t i = 0; i < sync_stages_.size(); ++i) {
     const size_t k = sync_stages_[i];
     arrive_min_.assign(group_count, INT64_MAX);

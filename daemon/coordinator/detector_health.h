@@ -91,9 +91,10 @@ class DetectorHealth {
   // The job's sync groups (group_of_rank[r]; empty: one group): a sync stage's arrival skew
   // is judged inside each group, since a stage that synchronizes a group never waits on the
   // ranks of another (pipeline stages reach it at different times by design).
-  void set_groups(std::vector<int32_t> group_of_rank) { group_of_rank_ = std::move(group_of_rank); }
+  void set_groups(std::vector<int32_t> group_of_rank);
   // Why the ranks' layouts were refused ("": they were not); held until cleared.
   void set_layout_problem(std::string problem) { layout_problem_ = std::move(problem); }
+  const std::string& layout_problem() const { return layout_problem_; }
 
  private:
   const StageSchema schema_;
@@ -108,6 +109,7 @@ class DetectorHealth {
   std::vector<std::vector<int64_t>> arrival_skew_ns_;
   std::vector<std::vector<int64_t>> sync_spread_ns_;
   std::vector<int32_t> group_of_rank_;
+  size_t group_count_ = 1;  // 1 + the largest of group_of_rank_
   std::string layout_problem_;
   // AddStep's per-group extremes, reused.
   std::vector<int64_t> arrive_min_, arrive_max_, dur_min_, dur_max_;

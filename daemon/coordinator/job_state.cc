@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/accounting/group_members.h"
 #include "daemon/common/duration_format.h"
 #include "daemon/common/log_safe.h"
 #include "daemon/common/mutex.h"
@@ -413,7 +414,8 @@ void JobState::NoteLayoutLocked(int32_t rank, const DeclaredLayout& layout) {
   if (first && layouts_unknown_ > 0) {
     if (layout_reference_ < 0) {
       layout_reference_ = rank;
-    } else if (!layout_problem_.empty() || SameShape(layout, layouts_[layout_reference_])) {
+    } else if (!detector_.layout_problem().empty() ||
+               SameShape(layout, layouts_[layout_reference_])) {
       return;
     }
   }
@@ -429,24 +431,16 @@ void JobState::ApplyLayoutLocked() {
   } else if (next->pending) {
     return;  // wait for every rank's declaration
   }
-  if (problem != layout_problem_) {
-    layout_problem_ = problem;
-    detector_.set_layout_problem(problem);  // the verdicts and `sfctl health` say it
-  }
+  detector_.set_layout_problem(std::move(problem));  // the verdicts and `sfctl health` say it
   if (next->groups == layout_groups_.groups && next->names == layout_groups_.names) return;
   layout_groups_ = *std::move(next);
-  std::vector<int32_t> group_of_rank;
-  if (!layout_groups_.groups.empty()) {
-    group_of_rank.assign(static_cast<size_t>(world_size_), 0);
-    for (size_t g = 0; g < layout_groups_.groups.size(); ++g) {
-      for (int32_t r : layout_groups_.groups[g]) group_of_rank[r] = static_cast<int32_t>(g);
-    }
-  }
-  detector_.set_groups(std::move(group_of_rank));
+  // Empty: one group (a vector of zeros would make the detector judge it as roles).
+  detector_.set_groups(layout_groups_.groups.empty()
+                           ? std::vector<int32_t>{}
+                           : GroupOfRank(layout_groups_.groups, world_size_));
   if (absl::Status s = RebuildEngineLocked(); !s.ok()) {
-    layout_problem_ =
-        absl::StrCat("job ", name_, ": the engine refused the layout's groups: ", s.message());
-    detector_.set_layout_problem(layout_problem_);
+    detector_.set_layout_problem(
+        absl::StrCat("job ", name_, ": the engine refused the layout's groups: ", s.message()));
     layout_groups_ = LayoutGroups{};
     detector_.set_groups({});
     (void)RebuildEngineLocked();

@@ -353,7 +353,6 @@ class JobState {
   int32_t layouts_unknown_ ABSL_GUARDED_BY(mu_);        // ranks still to declare
   int32_t layout_reference_ ABSL_GUARDED_BY(mu_) = -1;  // the first rank that declared
   LayoutGroups layout_groups_ ABSL_GUARDED_BY(mu_);     // in the engine; empty: one group
-  std::string layout_problem_ ABSL_GUARDED_BY(mu_);
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
   uint32_t sample_every_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t replay_skipped_ ABSL_GUARDED_BY(mu_) = 0;

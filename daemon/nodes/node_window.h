@@ -3,8 +3,8 @@
 // group-wide, each suspect (stage, rank) is charged to the node that served the rank, with
 // its excess and the ranks that waited for it (world size - 1: every other rank of the job).
 // A verdict that names a whole node (node_verdict.h) charges that node once, with its ranks'
-// excess in the top stage. HEALTHY and AMBIGUOUS windows charge nothing (an ambiguous verdict does not say whose
-// fault it is) but still count as windows the nodes served.
+// excess in the top stage. HEALTHY and AMBIGUOUS windows charge nothing (an ambiguous
+// verdict does not say whose fault it is) but still count as windows the nodes served.
 //
 //   v1::NodeWindow w = NodeWindowFromVerdict(job, world, schema, verdict, rank_nodes,
 //                                            /*unreliable=*/false, wall_ns);
