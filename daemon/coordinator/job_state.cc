@@ -12,6 +12,7 @@
 #include "daemon/common/log_safe.h"
 #include "daemon/common/mutex.h"
 #include "daemon/coordinator/proto_convert.h"
+#include "daemon/nodes/node_shift.h"
 #include "daemon/nodes/node_verdict.h"
 #include "daemon/wire/packed_steps.h"
 #include "shm/monotonic_clock.h"
@@ -638,7 +639,7 @@ void JobState::VerdictsLocked(bool replaying) {
   JudgeDetectorLocked();
   const std::vector<std::string> rank_nodes = RankNodesLocked();
   for (Verdict& v : closed) {
-    if (v.group == "job") NameWholeNode(schema_, rank_nodes, &v);
+    if (v.group == "job") NameNodeLocked(rank_nodes, &v);
     v1::VerdictEvent ev = VerdictEventLocked(v);
     if (v.group == "job" || last_label_.empty()) last_label_ = LabelText(v);
     CountVerdictLocked(v);
@@ -702,6 +703,28 @@ ClosedJobWindow JobState::ClosedWindowLocked(const Verdict& v, const v1::Verdict
   w.now_ns = shm::MonotonicNowNs();
   w.wall_time_ns = shm::RealtimeNowNs();
   return w;
+}
+
+void JobState::NameNodeLocked(const std::vector<std::string>& rank_nodes, Verdict* v) const {
+  NameWholeNode(schema_, rank_nodes, v);
+  if (!v->node.empty() || v->steps <= 0) return;
+  RankPlacement placement{.rank_nodes = rank_nodes, .group_of_rank = {}};
+  if (!layout_groups_.groups.empty()) {
+    placement.group_of_rank = GroupOfRank(layout_groups_.groups, world_size_);
+  }
+  if (NodesToCompare(placement).empty()) return;  // the common case: no raw steps walked
+  std::vector<const StepInput*> window;
+  auto it = std::lower_bound(inputs_.begin(), inputs_.end(), v->first_step,
+                             [](const StepInput& s, int64_t step) { return s.step < step; });
+  for (; it != inputs_.end() && it->step <= v->last_step; ++it) window.push_back(&*it);
+  const EngineConfig& e = options_.engine;
+  NameSlowNode(schema_, placement, window,
+               NodeShiftThresholds{.z_strong = e.rank_z_strong,
+                                   .z_support = e.rank_z_support,
+                                   .material_fraction = e.rank_material_fraction,
+                                   .min_flagged_steps = e.min_flagged_steps,
+                                   .healthy_fraction = e.healthy_fraction},
+               v);
 }
 
 std::vector<std::string> JobState::RankNodesLocked() const {
@@ -958,7 +981,7 @@ absl::Status JobState::SuspectsLocked(int32_t window, v1::SuspectsReply* out) co
   if (window <= 0) {
     out->set_window(options_.engine.window_steps);
     GroupReport report = engine_->Report().job;
-    NameWholeNode(schema_, RankNodesLocked(), &report.verdict);
+    NameNodeLocked(RankNodesLocked(), &report.verdict);
     ReportToProto(schema_, report, world_size_ - 1, out);
     // The conditions judged at the latest window close (sfctl health explains them).
     for (const DetectorCondition& c : detector_.current()) {
@@ -981,7 +1004,7 @@ absl::Status JobState::SuspectsLocked(int32_t window, v1::SuspectsReply* out) co
   }
   out->set_window(static_cast<int32_t>(n));
   GroupReport report = (*engine)->Report().job;
-  NameWholeNode(schema_, RankNodesLocked(), &report.verdict);
+  NameNodeLocked(RankNodesLocked(), &report.verdict);
   ReportToProto(schema_, report, world_size_ - 1, out);
   if (const v1::Verdict& v = out->verdict(); v.steps() > 0) {
     out->mutable_verdict()->set_profiled_steps_left_out(

@@ -299,6 +299,11 @@ class JobState {
   void UpdateRankGaugesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The node serving each rank ("" while unknown), for the observers.
   std::vector<std::string> RankNodesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The verdict pipeline's node steps on a job-wide verdict (daemon/nodes): a tie or cells
+  // covering one node's ranks (NameWholeNode), else a node slower than its peers on other
+  // nodes over the window's held raw steps (NameSlowNode).
+  void NameNodeLocked(const std::vector<std::string>& rank_nodes, Verdict* v) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::ControlRequest JobControlLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string id_;

@@ -644,22 +644,65 @@ TEST_CASE("a layout that does not fit is refused: one group and layout_rejected,
   CHECK(rejected());
 }
 
-// Two ranks per node (nA: 0, 1 ... nD: 6, 7); from step 40 both ranks of nD are 10 ms slower in
-// data (a throttled machine) and the others wait for them in grad_sync. (With half the job's
-// ranks slow, the cross-rank noise scale takes the gap for noise and the frontier charges
-// every rank alike: such a node is not named; docs/user-guide.md says so.)
-v1::RankSteps NodeSteps(int rank, int first, int last) {
+// Two ranks per node (nA: 0, 1 ... nD: 6, 7); from step 40 both ranks of nD (ranks from
+// `first_slow` on) are 10 ms slower in data (a throttled machine) and the others wait for them
+// in grad_sync.
+v1::RankSteps NodeSteps(int rank, int first, int last, int first_slow = 6) {
   wire::PackedStepsEncoder enc(4);
   for (int s = first; s <= last; ++s) {
     const int64_t jitter = ((s * 7919 + rank * 104729) % 201 - 100) * 1000;
     int64_t d[4] = {4'000'000 + jitter, 8'000'000, 300'000 - jitter, 3'000'000};
-    if (s >= 40) (rank >= 6 ? d[0] : d[2]) += 10'000'000;
+    if (s >= 40) (rank >= first_slow ? d[0] : d[2]) += 10'000'000;
     enc.Add(s, d, 0);
   }
   return wire::MakeRankSteps("job-1", rank, enc);
 }
 
 std::string Node(int rank) { return std::string("n") + static_cast<char>('A' + rank / 2); }
+
+TEST_CASE("half the job on one slow node (two sidecars): named by comparing the two nodes") {
+  // nA: ranks 0-3, nB: 4-7. Against the per-step median (half made of nB's own ranks) the
+  // gap cancels; rank by rank against nA's ranks it does not (daemon/nodes/node_shift.h).
+  JobOptions o;
+  o.data_dir = TempDir();
+  o.fsync = false;
+  o.engine.window_steps = 50;
+  o.aligner.deadline_ns = 1'000'000;
+  auto live = JobState::Create(Decl(0), o, nullptr);
+  REQUIRE(live.ok());
+  auto half = [](int r) { return std::string(r < 4 ? "nA" : "nB"); };
+  for (int r = 0; r < kWorld; ++r) {
+    v1::RankDeclaration d = Decl(r);
+    d.set_owner_generation(1);
+    (*live)->NoteOwner(d, half(r));
+  }
+  int64_t now = 1'000'000'000;
+  for (int chunk = 0; chunk < 15; ++chunk) {
+    for (int r = 0; r < kWorld; ++r) {
+      REQUIRE((*live)
+                  ->Ingest(NodeSteps(r, chunk * 10, chunk * 10 + 9, /*first_slow=*/4), half(r), now)
+                  .ok());
+    }
+    now += 2'000'000;
+    (*live)->CloseDue(now);
+  }
+  REQUIRE((*live)->Flush().ok());
+  v1::SuspectsReply sus;
+  REQUIRE((*live)->Suspects(0, &sus).ok());
+  INFO(sus.verdict().label() << ": " << sus.verdict().explanation());
+  CHECK(sus.verdict().node() == "nB");
+  CHECK(sus.verdict().label() == "CLEAR");
+  CHECK_THAT(sus.verdict().explanation(),
+             Catch::StartsWith("node nB: all 4 of its ranks slow in data"));
+  const auto events = (*live)->VerdictsAfter(0);
+  REQUIRE(events.size() == 3);
+  CHECK(events.back().verdict().node() == "nB");
+
+  JournalOpenInfo oi;
+  auto restored = JobState::Restore(JournalPath(o.data_dir, "job-1"), o, nullptr, &oi, now);
+  REQUIRE(restored.ok());
+  CHECK(Verdicts(**restored) == Verdicts(**live));
+}
 
 TEST_CASE("every rank of one node slow: the verdict names the node, also after a restart") {
   JobOptions o;

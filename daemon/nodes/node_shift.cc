@@ -1,0 +1,255 @@
+#include "daemon/nodes/node_shift.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <unordered_map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace stagefrontier {
+
+namespace {
+
+int32_t GroupOf(const RankPlacement& p, size_t r) {
+  return p.group_of_rank.empty() ? 0 : p.group_of_rank[r];
+}
+
+// Median of v (the mean of the two middle values when even); v is reordered.
+double MedianOf(std::vector<double>* v) {
+  const size_t n = v->size();
+  const auto mid = v->begin() + static_cast<std::ptrdiff_t>(n / 2);
+  std::nth_element(v->begin(), mid, v->end());
+  if (n % 2 == 1) return *mid;
+  return (*mid + *std::max_element(v->begin(), mid)) / 2;
+}
+
+// A running mean and its standard error.
+struct Moments {
+  double sum = 0;
+  double sum_sq = 0;
+  int32_t n = 0;
+  void Add(double x) {
+    sum += x;
+    sum_sq += x * x;
+    ++n;
+  }
+  double Mean() const { return n > 0 ? sum / n : 0; }
+  // Standard errors; the spread is floored at 1 us so exact synthetic steps stay finite.
+  double Z() const {
+    if (n < 2) return 0;
+    const double mean = Mean();
+    const double var = std::max(0.0, (sum_sq - n * mean * mean) / (n - 1));
+    return mean / (std::max(std::sqrt(var), 1000.0) / std::sqrt(static_cast<double>(n)));
+  }
+};
+
+}  // namespace
+
+std::vector<std::string> NodesToCompare(const RankPlacement& p) {
+  std::unordered_map<int32_t, int32_t> known_in_group;
+  std::map<std::pair<std::string, int32_t>, int32_t> on_node_in_group;
+  for (size_t r = 0; r < p.rank_nodes.size(); ++r) {
+    if (p.rank_nodes[r].empty()) continue;
+    ++known_in_group[GroupOf(p, r)];
+    ++on_node_in_group[{p.rank_nodes[r], GroupOf(p, r)}];
+  }
+  std::map<std::string, int32_t> with_peers;  // ranks that have peers on other nodes
+  std::map<std::string, bool> large;          // holds an eighth of a group
+  for (const auto& [key, count] : on_node_in_group) {
+    const int32_t group_size = known_in_group[key.second];
+    if (count >= group_size) continue;
+    with_peers[key.first] += count;
+    if (8 * count >= group_size) large[key.first] = true;
+  }
+  std::vector<std::string> out;
+  for (const auto& [node, count] : with_peers) {
+    if (count >= 2 && large[node]) out.push_back(node);
+  }
+  return out;
+}
+
+NodeShift MeasureNodeShift(const std::vector<const StepInput*>& steps, const StageSchema& schema,
+                           const RankPlacement& p, const std::string& node, int32_t stage) {
+  NodeShift out;
+  out.node = node;
+  out.stage = stage;
+  const size_t world = p.rank_nodes.size();
+  if (stage < 0 || static_cast<size_t>(stage) >= schema.size()) return out;
+  // The node's ranks, and the peers each of its groups offers on other nodes.
+  std::map<int32_t, std::vector<int32_t>> peers;
+  std::vector<int32_t> mine;
+  for (size_t r = 0; r < world; ++r) {
+    if (p.rank_nodes[r] == node) mine.push_back(static_cast<int32_t>(r));
+  }
+  for (int32_t r : mine) peers.emplace(GroupOf(p, r), std::vector<int32_t>{});
+  for (size_t r = 0; r < world; ++r) {
+    if (p.rank_nodes[r].empty() || p.rank_nodes[r] == node) continue;
+    auto it = peers.find(GroupOf(p, r));
+    if (it != peers.end()) it->second.push_back(static_cast<int32_t>(r));
+  }
+  mine.erase(std::remove_if(mine.begin(), mine.end(),
+                            [&](int32_t r) { return peers[GroupOf(p, r)].empty(); }),
+             mine.end());
+  out.ranks = mine;
+  if (mine.size() < 2) return out;
+
+  std::vector<int64_t> duration(world, -1);  // this step's; -1 absent
+  std::vector<Moments> rank_moments(mine.size());
+  Moments node_moments;
+  std::map<int32_t, double> group_median;
+  std::vector<double> values;
+  std::vector<double> devs;
+  const size_t k = static_cast<size_t>(stage);
+  for (const StepInput* s : steps) {
+    for (const RankStep& rs : s->ranks) {
+      if (rs.rank < 0 || static_cast<size_t>(rs.rank) >= world || rs.boundaries_ns.size() < k + 2) {
+        continue;
+      }
+      duration[rs.rank] = rs.boundaries_ns[k + 1] - rs.boundaries_ns[k];
+    }
+    group_median.clear();
+    for (const auto& [group, ranks] : peers) {
+      values.clear();
+      for (int32_t r : ranks) {
+        if (duration[r] >= 0) values.push_back(static_cast<double>(duration[r]));
+      }
+      if (!values.empty()) group_median[group] = MedianOf(&values);
+    }
+    devs.clear();
+    for (size_t i = 0; i < mine.size(); ++i) {
+      const int32_t r = mine[i];
+      auto it = group_median.find(GroupOf(p, r));
+      if (duration[r] < 0 || it == group_median.end()) continue;
+      const double dev = static_cast<double>(duration[r]) - it->second;
+      rank_moments[i].Add(dev);
+      devs.push_back(dev);
+    }
+    if (!devs.empty()) node_moments.Add(MedianOf(&devs));
+    for (const RankStep& rs : s->ranks) {
+      if (rs.rank >= 0 && static_cast<size_t>(rs.rank) < world) duration[rs.rank] = -1;
+    }
+  }
+  out.steps = node_moments.n;
+  if (out.steps < kMinNodeShiftSteps) {
+    out.steps = 0;
+    return out;
+  }
+  out.shift_ns = node_moments.Mean();
+  out.z = node_moments.Z();
+  out.min_rank_shift_ns = rank_moments[0].Mean();
+  out.min_rank_z = rank_moments[0].Z();
+  for (const Moments& m : rank_moments) {
+    out.min_rank_shift_ns = std::min(out.min_rank_shift_ns, m.n > 0 ? m.Mean() : 0.0);
+    out.min_rank_z = std::min(out.min_rank_z, m.Z());
+  }
+  return out;
+}
+
+namespace {
+
+// The io or compute stage holding the most of the verdict's cell excess; -1 if none.
+int32_t ChargedWorkStage(const StageSchema& schema, const Verdict& v,
+                         std::vector<int64_t>* by_stage) {
+  by_stage->assign(schema.size(), 0);
+  for (const ExcessCell& c : v.excess_cells) {
+    if (c.stage >= 0 && static_cast<size_t>(c.stage) < schema.size()) {
+      (*by_stage)[c.stage] += c.excess_ns;
+    }
+  }
+  int32_t best = -1;
+  for (size_t k = 0; k < schema.size(); ++k) {
+    const StageKind kind = schema.stage(k).kind;
+    if (kind != StageKind::kIo && kind != StageKind::kCompute) continue;
+    if ((*by_stage)[k] > 0 && (best < 0 || (*by_stage)[k] > (*by_stage)[best])) {
+      best = static_cast<int32_t>(k);
+    }
+  }
+  return best;
+}
+
+bool Qualifies(const NodeShift& s, const NodeShiftThresholds& th, double step_ns) {
+  return s.steps > 0 && s.shift_ns >= th.material_fraction * step_ns && s.z >= th.z_strong &&
+         s.min_rank_z >= th.z_support && 2 * s.min_rank_shift_ns >= s.shift_ns;
+}
+
+void RewriteForNode(const StageSchema& schema, const NodeShift& s, int64_t stage_excess_ns,
+                    Verdict* v) {
+  // The frontier charged the stage's excess to whoever it found at the boundaries (often the
+  // ranks that waited for the node): the node's ranks share it evenly, as a tie's do.
+  const int64_t each = stage_excess_ns / static_cast<int64_t>(s.ranks.size());
+  std::vector<Suspect> suspects;
+  for (int32_t r : s.ranks) {
+    Suspect x{
+        .stage = s.stage,
+        .rank = r,
+        .excess_ns = each,
+        .share = v->total_excess_ns > 0 ? static_cast<double>(each) / v->total_excess_ns : 0.0,
+        .flagged_steps = 0,
+        .what_if_saving_ns = 0};
+    for (const ExcessCell& c : v->excess_cells) {
+      if (c.stage == x.stage && c.rank == x.rank) x.flagged_steps = c.flagged_steps;
+    }
+    for (const Suspect& old : v->suspects) {
+      if (old.stage == x.stage && old.rank == x.rank) x.what_if_saving_ns = old.what_if_saving_ns;
+    }
+    if (suspects.size() < 5) suspects.push_back(x);
+  }
+  v->suspects = std::move(suspects);
+  v->node = s.node;
+  v->label = VerdictLabel::kClear;
+  v->reason = AmbiguityReason::kNone;
+  v->group_wide = false;
+  v->candidate_ranks = s.ranks;
+  v->candidate_stages = {s.stage};
+  v->concurrent_ranks.clear();
+  v->settle.clear();
+  v->rank_shift_ns = static_cast<int64_t>(s.shift_ns);
+  v->rank_z = s.z;
+  v->explanation = absl::StrFormat(
+      "node %s: all %d of its ranks slow in %s (the node's fault, not one rank's): %.2f ms per "
+      "step longer than the ranks of their sync group on other nodes (%.1f standard errors; "
+      "the least of them %.2f ms); %.0f%% of the window's excess (%.2f ms over %d steps) was "
+      "in that stage",
+      s.node, static_cast<int>(s.ranks.size()), schema.stage(static_cast<size_t>(s.stage)).name,
+      s.shift_ns / 1e6, s.z, s.min_rank_shift_ns / 1e6,
+      v->total_excess_ns > 0 ? 100.0 * static_cast<double>(stage_excess_ns) / v->total_excess_ns
+                             : 0.0,
+      static_cast<double>(v->total_excess_ns) / 1e6, v->flagged_steps);
+}
+
+}  // namespace
+
+void NameSlowNode(const StageSchema& schema, const RankPlacement& placement,
+                  const std::vector<const StepInput*>& steps, const NodeShiftThresholds& th,
+                  Verdict* v) {
+  if (!v->node.empty() || v->steps <= 0 || v->flagged_steps < th.min_flagged_steps ||
+      static_cast<double>(v->total_excess_ns) <
+          th.healthy_fraction * static_cast<double>(v->exposed_ns)) {
+    return;
+  }
+  if (!placement.group_of_rank.empty() &&
+      placement.group_of_rank.size() != placement.rank_nodes.size()) {
+    return;
+  }
+  const std::vector<std::string> nodes = NodesToCompare(placement);
+  if (nodes.empty()) return;
+  std::vector<int64_t> by_stage;
+  const int32_t stage = ChargedWorkStage(schema, *v, &by_stage);
+  if (stage < 0) return;
+  // The frontier's cells may be the waiters' (the stage ends when the node's ranks arrive):
+  // every compared node is measured, the largest qualifying shift named.
+  const double step_ns = static_cast<double>(v->exposed_ns) / v->steps;
+  NodeShift best;
+  for (const std::string& node : nodes) {
+    NodeShift s = MeasureNodeShift(steps, schema, placement, node, stage);
+    if (Qualifies(s, th, step_ns) && (best.steps == 0 || s.shift_ns > best.shift_ns)) {
+      best = std::move(s);
+    }
+  }
+  if (best.steps > 0) RewriteForNode(schema, best, by_stage[stage], v);
+}
+
+}  // namespace stagefrontier

@@ -1,0 +1,82 @@
+// A whole node slower than its peers, measured step by step. Rank evidence compares each rank
+// with its sync group's per-step median; when one node holds a large share of a group (two
+// sidecars, half the job each) that median is half made of the node's own ranks, so a
+// node-wide slowdown cancels out (the window reads HEALTHY, a group-wide TIE, or CLEAR on one
+// of the node's ranks). This step of the verdict pipeline, after the engine and
+// NameWholeNode, compares each rank of such a node with the ranks of its sync group that run
+// on other nodes, and names the node when every one of its ranks is slower in the stage the
+// frontier charged it.
+//
+//   std::vector<const StepInput*> steps = ...;  // the window's raw steps
+//   NameSlowNode(schema, {.rank_nodes = nodes, .group_of_rank = groups}, steps, th, &v);
+//   if (!v.node.empty()) page_the_node_owner(v.node);
+#ifndef STAGEFRONTIER_DAEMON_NODES_NODE_SHIFT_H_
+#define STAGEFRONTIER_DAEMON_NODES_NODE_SHIFT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "daemon/accounting/step_input.h"
+#include "daemon/accounting/verdict.h"
+#include "shm/stage_schema.h"
+
+namespace stagefrontier {
+
+// Where the job's ranks run and whom they wait with.
+struct RankPlacement {
+  std::vector<std::string> rank_nodes;  // rank r's node; "" unknown
+  std::vector<int32_t> group_of_rank;   // rank r's sync group; empty: one group
+};
+
+struct NodeShiftThresholds {
+  double z_strong = 5.0;   // the node's per-step shift, in standard errors
+  double z_support = 3.0;  // each of its ranks' own shift
+  // The node's mean shift per step, as a fraction of the window's mean exposed step.
+  double material_fraction = 0.02;
+  // The engine's noise gate: fewer flagged steps, or less excess than this share of the
+  // exposed time, and the window stays HEALTHY whatever the node evidence.
+  int32_t min_flagged_steps = 3;
+  double healthy_fraction = 0.002;
+};
+
+// One node's shift in one stage against the ranks of the same sync groups on other nodes.
+struct NodeShift {
+  std::string node;
+  int32_t stage = -1;
+  std::vector<int32_t> ranks;    // the node's ranks that had peers elsewhere, ascending
+  double shift_ns = 0;           // mean over steps of the node's median deviation
+  double z = 0;                  // shift_ns in standard errors of its per-step values
+  double min_rank_shift_ns = 0;  // the least shifted of its ranks
+  double min_rank_z = 0;         // the least certain of its ranks
+  int32_t steps = 0;
+};
+
+// Fewer steps with a comparison than this measure nothing.
+inline constexpr int32_t kMinNodeShiftSteps = 10;
+
+// The nodes worth this comparison: two or more ranks with peers on other nodes, holding at
+// least an eighth of some sync group (a smaller node barely moves its group's median: rank
+// evidence and NameWholeNode judge it). Bounds the cost to ~8 comparisons per rank-step.
+std::vector<std::string> NodesToCompare(const RankPlacement& placement);
+
+// The shift of `node` in `stage` over `steps` (a rank's duration minus the median of the
+// present ranks of its group not on the node, per step; the node's deviation is the median
+// over its present ranks). steps = 0 when nothing could be compared.
+NodeShift MeasureNodeShift(const std::vector<const StepInput*>& steps, const StageSchema& schema,
+                           const RankPlacement& placement, const std::string& node, int32_t stage);
+
+// Names a node when the io or compute stage holding most of the verdict's excess shows a
+// compared node's shift there material and strong, with every one of its ranks supported and
+// shifted at least half as much (the largest such shift wins). The cells do not decide: the
+// frontier often charges the ranks that waited for the node. The verdict becomes CLEAR on the
+// node (candidates: its ranks; suspects: its ranks sharing the stage's excess), whatever
+// it was (HEALTHY past the noise gate, a group-wide TIE, CLEAR on one of its ranks). Leaves
+// it alone when a node is already named or nothing qualifies.
+void NameSlowNode(const StageSchema& schema, const RankPlacement& placement,
+                  const std::vector<const StepInput*>& steps, const NodeShiftThresholds& th,
+                  Verdict* v);
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_NODES_NODE_SHIFT_H_
