@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <unordered_map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/accounting/rank_evidence.h"
+#include "daemon/accounting/robust_stats.h"
 
 namespace stagefrontier {
 
@@ -45,6 +48,41 @@ struct Moments {
     return mean / (std::max(std::sqrt(var), 1000.0) / std::sqrt(static_cast<double>(n)));
   }
 };
+
+constexpr double kAbsent = std::numeric_limits<double>::quiet_NaN();
+
+// The recurring test (rank_evidence.h's, for a node): steps where the node's deviation is
+// beyond kOutlierScales robust noise scales above zero (or its median, if higher), against
+// those as far below; and in those steps, the least of its ranks' mean deviations.
+void MeasureRecurrences(const std::vector<double>& node_devs,
+                        const std::vector<std::vector<double>>& step_rank_devs, NodeShift* out) {
+  std::vector<double> sorted = node_devs;
+  const double median = MedianOf(&sorted);
+  for (double& d : sorted) d = std::abs(d - median);
+  const double scale = std::max(kMadToSigma * MedianOf(&sorted), kMinOutlierScaleNs);
+  const double above = std::max(median, 0.0) + kOutlierScales * scale;
+  const double below = std::min(median, 0.0) - kOutlierScales * scale;
+  const size_t ranks = step_rank_devs.empty() ? 0 : step_rank_devs[0].size();
+  std::vector<Moments> rank_in_outliers(ranks);
+  Moments node_in_outliers;
+  for (size_t t = 0; t < node_devs.size(); ++t) {
+    if (node_devs[t] < below) ++out->opposite_steps;
+    if (node_devs[t] <= above) continue;
+    node_in_outliers.Add(node_devs[t]);
+    for (size_t i = 0; i < ranks; ++i) {
+      if (!std::isnan(step_rank_devs[t][i])) rank_in_outliers[i].Add(step_rank_devs[t][i]);
+    }
+  }
+  out->outlier_steps = node_in_outliers.n;
+  if (out->outlier_steps == 0) return;
+  out->outlier_z = (out->outlier_steps - out->opposite_steps) /
+                   std::sqrt(static_cast<double>(out->outlier_steps + out->opposite_steps));
+  out->outlier_mean_ns = node_in_outliers.Mean();
+  out->min_rank_outlier_mean_ns = out->outlier_mean_ns;
+  for (const Moments& m : rank_in_outliers) {
+    out->min_rank_outlier_mean_ns = std::min(out->min_rank_outlier_mean_ns, m.Mean());
+  }
+}
 
 }  // namespace
 
@@ -102,6 +140,8 @@ NodeShift MeasureNodeShift(const std::vector<const StepInput*>& steps, const Sta
   std::map<int32_t, double> group_median;
   std::vector<double> values;
   std::vector<double> devs;
+  std::vector<double> node_devs;                    // per step compared
+  std::vector<std::vector<double>> step_rank_devs;  // per step compared, per rank of `mine`
   const size_t k = static_cast<size_t>(stage);
   for (const StepInput* s : steps) {
     for (const RankStep& rs : s->ranks) {
@@ -119,15 +159,20 @@ NodeShift MeasureNodeShift(const std::vector<const StepInput*>& steps, const Sta
       if (!values.empty()) group_median[group] = MedianOf(&values);
     }
     devs.clear();
+    std::vector<double> rank_devs(mine.size(), kAbsent);
     for (size_t i = 0; i < mine.size(); ++i) {
       const int32_t r = mine[i];
       auto it = group_median.find(GroupOf(p, r));
       if (duration[r] < 0 || it == group_median.end()) continue;
-      const double dev = static_cast<double>(duration[r]) - it->second;
-      rank_moments[i].Add(dev);
-      devs.push_back(dev);
+      rank_devs[i] = static_cast<double>(duration[r]) - it->second;
+      rank_moments[i].Add(rank_devs[i]);
+      devs.push_back(rank_devs[i]);
     }
-    if (!devs.empty()) node_moments.Add(MedianOf(&devs));
+    if (!devs.empty()) {
+      node_devs.push_back(MedianOf(&devs));
+      node_moments.Add(node_devs.back());
+      step_rank_devs.push_back(std::move(rank_devs));
+    }
     for (const RankStep& rs : s->ranks) {
       if (rs.rank >= 0 && static_cast<size_t>(rs.rank) < world) duration[rs.rank] = -1;
     }
@@ -145,6 +190,7 @@ NodeShift MeasureNodeShift(const std::vector<const StepInput*>& steps, const Sta
     out.min_rank_shift_ns = std::min(out.min_rank_shift_ns, m.n > 0 ? m.Mean() : 0.0);
     out.min_rank_z = std::min(out.min_rank_z, m.Z());
   }
+  MeasureRecurrences(node_devs, step_rank_devs, &out);
   return out;
 }
 
@@ -170,9 +216,16 @@ int32_t ChargedWorkStage(const StageSchema& schema, const Verdict& v,
   return best;
 }
 
-bool Qualifies(const NodeShift& s, const NodeShiftThresholds& th, double step_ns) {
+// A persistent shift, or a recurring one; either way every rank of the node takes part.
+bool Persistent(const NodeShift& s, const NodeShiftThresholds& th, double step_ns) {
   return s.steps > 0 && s.shift_ns >= th.material_fraction * step_ns && s.z >= th.z_strong &&
          s.min_rank_z >= th.z_support && 2 * s.min_rank_shift_ns >= s.shift_ns;
+}
+
+bool Recurring(const NodeShift& s, const NodeShiftThresholds& th, double step_ns) {
+  return s.steps > 0 && s.outlier_steps >= kMinOutlierSteps && s.outlier_z >= th.z_support &&
+         s.outlier_mean_ns >= th.material_fraction * step_ns &&
+         2 * s.min_rank_outlier_mean_ns >= s.outlier_mean_ns;
 }
 
 void RewriteForNode(const StageSchema& schema, const NodeShift& s, int64_t stage_excess_ns,
@@ -208,16 +261,22 @@ void RewriteForNode(const StageSchema& schema, const NodeShift& s, int64_t stage
   v->settle.clear();
   v->rank_shift_ns = static_cast<int64_t>(s.shift_ns);
   v->rank_z = s.z;
-  v->explanation = absl::StrFormat(
-      "node %s: all %d of its ranks slow in %s (the node's fault, not one rank's): %.2f ms per "
-      "step longer than the ranks of their sync group on other nodes (%.1f standard errors; "
-      "the least of them %.2f ms); %.0f%% of the window's excess (%.2f ms over %d steps) was "
-      "in that stage",
-      s.node, static_cast<int>(s.ranks.size()), schema.stage(static_cast<size_t>(s.stage)).name,
-      s.shift_ns / 1e6, s.z, s.min_rank_shift_ns / 1e6,
-      v->total_excess_ns > 0 ? 100.0 * static_cast<double>(stage_excess_ns) / v->total_excess_ns
-                             : 0.0,
-      static_cast<double>(v->total_excess_ns) / 1e6, v->flagged_steps);
+  const std::string head = absl::StrFormat(
+      "node %s: all %d of its ranks slow in %s (the node's fault, not one rank's)", s.node,
+      static_cast<int>(s.ranks.size()), schema.stage(static_cast<size_t>(s.stage)).name);
+  const std::string how =
+      s.recurring ? absl::StrFormat(
+                        "in %d of %d steps, %.2f ms longer each time than the ranks of "
+                        "their sync group on other nodes (%d steps the other way; the least "
+                        "of its ranks %.2f ms)",
+                        s.outlier_steps, s.steps, s.outlier_mean_ns / 1e6, s.opposite_steps,
+                        s.min_rank_outlier_mean_ns / 1e6)
+                  : absl::StrFormat(
+                        "%.2f ms per step longer than the ranks of their sync group on "
+                        "other nodes (%.1f standard errors; the least of its ranks %.2f ms)",
+                        s.shift_ns / 1e6, s.z, s.min_rank_shift_ns / 1e6);
+  v->explanation = absl::StrFormat("%s: %s; the window's excess: %.2f ms over %d steps", head, how,
+                                   static_cast<double>(v->total_excess_ns) / 1e6, v->flagged_steps);
 }
 
 }  // namespace
@@ -237,19 +296,25 @@ void NameSlowNode(const StageSchema& schema, const RankPlacement& placement,
   const std::vector<std::string> nodes = NodesToCompare(placement);
   if (nodes.empty()) return;
   std::vector<int64_t> by_stage;
-  const int32_t stage = ChargedWorkStage(schema, *v, &by_stage);
-  if (stage < 0) return;
-  // The frontier's cells may be the waiters' (the stage ends when the node's ranks arrive):
-  // every compared node is measured, the largest qualifying shift named.
+  if (ChargedWorkStage(schema, *v, &by_stage) < 0) return;
+  // Every io or compute stage is measured: the frontier's cells may be the waiters' (the
+  // stage ends when the node's ranks arrive) and in another stage than the node's work. The
+  // largest qualifying shift is named.
   const double step_ns = static_cast<double>(v->exposed_ns) / v->steps;
   NodeShift best;
-  for (const std::string& node : nodes) {
-    NodeShift s = MeasureNodeShift(steps, schema, placement, node, stage);
-    if (Qualifies(s, th, step_ns) && (best.steps == 0 || s.shift_ns > best.shift_ns)) {
-      best = std::move(s);
+  for (size_t k = 0; k < schema.size(); ++k) {
+    const StageKind kind = schema.stage(k).kind;
+    if (kind != StageKind::kIo && kind != StageKind::kCompute) continue;
+    for (const std::string& node : nodes) {
+      NodeShift s = MeasureNodeShift(steps, schema, placement, node, static_cast<int32_t>(k));
+      s.recurring = !Persistent(s, th, step_ns);
+      if ((!s.recurring || Recurring(s, th, step_ns)) &&
+          (best.steps == 0 || s.shift_ns > best.shift_ns)) {
+        best = std::move(s);
+      }
     }
   }
-  if (best.steps > 0) RewriteForNode(schema, best, by_stage[stage], v);
+  if (best.steps > 0) RewriteForNode(schema, best, by_stage[best.stage], v);
 }
 
 }  // namespace stagefrontier

@@ -50,7 +50,20 @@ struct NodeShift {
   double min_rank_shift_ns = 0;  // the least shifted of its ranks
   double min_rank_z = 0;         // the least certain of its ranks
   int32_t steps = 0;
+  // Recurring (1 step in 4 barely moves a mean over noisy steps): the steps where the node's
+  // deviation is beyond kOutlierScales robust noise scales above zero, those as far below,
+  // (above - below) / sqrt(above + below), the node's mean deviation in those steps and the
+  // least of its ranks' there.
+  int32_t outlier_steps = 0;
+  int32_t opposite_steps = 0;
+  double outlier_z = 0;
+  double outlier_mean_ns = 0;
+  double min_rank_outlier_mean_ns = 0;
+  bool recurring = false;  // named by the recurring test (NameSlowNode)
 };
+
+// The noise scale's floor: exact synthetic steps would otherwise make every step an outlier.
+inline constexpr double kMinOutlierScaleNs = 10'000;
 
 // Fewer steps with a comparison than this measure nothing.
 inline constexpr int32_t kMinNodeShiftSteps = 10;
@@ -66,13 +79,14 @@ std::vector<std::string> NodesToCompare(const RankPlacement& placement);
 NodeShift MeasureNodeShift(const std::vector<const StepInput*>& steps, const StageSchema& schema,
                            const RankPlacement& placement, const std::string& node, int32_t stage);
 
-// Names a node when the io or compute stage holding most of the verdict's excess shows a
-// compared node's shift there material and strong, with every one of its ranks supported and
-// shifted at least half as much (the largest such shift wins). The cells do not decide: the
-// frontier often charges the ranks that waited for the node. The verdict becomes CLEAR on the
-// node (candidates: its ranks; suspects: its ranks sharing the stage's excess), whatever
-// it was (HEALTHY past the noise gate, a group-wide TIE, CLEAR on one of its ranks). Leaves
-// it alone when a node is already named or nothing qualifies.
+// Names a node when, in some io or compute stage, a compared node's shift is material and
+// strong with every one of its ranks supported and shifted at least half as much; or it
+// recurs (kMinOutlierSteps or more outlier steps, outlier_z >= z_support, material in those
+// steps, every rank at least half as shifted there). The largest mean shift wins. The cells do
+// not decide: the frontier often charges the ranks that waited for the node, in their stage. The
+// verdict becomes CLEAR on the node (candidates: its ranks; suspects: its ranks sharing the stage's
+// excess), whatever it was (HEALTHY past the noise gate, a group-wide TIE, CLEAR on one of its
+// ranks). Leaves it alone when a node is already named or nothing qualifies.
 void NameSlowNode(const StageSchema& schema, const RankPlacement& placement,
                   const std::vector<const StepInput*>& steps, const NodeShiftThresholds& th,
                   Verdict* v);

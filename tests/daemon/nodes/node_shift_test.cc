@@ -99,6 +99,26 @@ TEST_CASE("an intermittent node-wide fault (1 step in 4) is named") {
   CHECK(v[2].node == "n0");
 }
 
+TEST_CASE("a node-wide fault 1 step in 8 is named by the recurring test") {
+  const std::vector<Verdict> v =
+      Run(Dp(8, "slow:backward:rank=4+5+6+7:magnitude=8ms:every=8:start=40"), Halves(8));
+  REQUIRE(v.size() == 3);
+  INFO(LabelText(v[2]) << ": " << v[2].explanation);
+  CHECK(v[2].node == "n1");
+  CHECK_THAT(v[2].explanation,
+             Catch::StartsWith("node n1: all 4 of its ranks slow in backward") &&
+                 Catch::Contains("in 13 of 100 steps"));
+}
+
+TEST_CASE("one rank's recurring fault on a two-rank node is not the node's") {
+  RankPlacement p;
+  p.rank_nodes = {"n0", "n0", "n1", "n1"};
+  for (const Verdict& v : Run(Dp(4, "slow:data:rank=3:magnitude=10ms:every=4:start=40"), p)) {
+    INFO(LabelText(v) << ": " << v.explanation);
+    CHECK(v.node.empty());
+  }
+}
+
 TEST_CASE("one slow rank on a half-job node stays that rank's") {
   const std::vector<Verdict> v =
       Run(Dp(8, "slow:forward:rank=5:magnitude=5ms:start=40"), Halves(8));
