@@ -1,12 +1,14 @@
 // A synthetic data-parallel trainer: one process per rank, instrumented with the real stub,
 // whose stages take timed sleeps and whose `grad_sync` stage is a real wait at a barrier
-// shared with the other processes. One rank can be slowed in one stage, persistently or
-// every N steps: the ground truth for the demo, the end-to-end tests and the evaluation.
+// shared with the other processes. One rank (or several: RANK as R[+R...]) can be slowed in
+// one stage, persistently or every N steps: the ground truth for the demo, the end-to-end
+// tests and the evaluation.
 // Identity comes from the launcher's environment (RANK, LOCAL_RANK, WORLD_SIZE, ...).
 //
 //   RANK=3 LOCAL_RANK=3 WORLD_SIZE=16 LOCAL_WORLD_SIZE=8 TORCHELASTIC_RUN_ID=demo
 //     synthetic_trainer --steps 300 --barrier /dev/shm/demo.barrier
 //                       --fault data:11:15 --fault-start 50
+//   (--fault forward:8+9+10+11:2 slows ranks 8 to 11 alike, e.g. every rank of one node)
 //
 // With --collective nccl the gradient sync is an ncclAllReduce found through the dynamic
 // linker (a real libnccl, or the tests' fake one over the same barrier), so that the
@@ -18,6 +20,7 @@
 #include <dlfcn.h>
 #include <time.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <memory>
@@ -73,7 +76,8 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--stage-ms", f.stage_ms, "local stage times (grad_sync is the barrier wait)")
       ->capture_default_str();
   app.add_option("--jitter", f.jitter, "relative jitter of every stage")->capture_default_str();
-  app.add_option("--fault", f.fault, "STAGE:RANK:MS slow STAGE on RANK by MS milliseconds");
+  app.add_option("--fault", f.fault,
+                 "STAGE:RANK:MS slow STAGE on RANK by MS milliseconds (RANK: R[+R...], several)");
   app.add_option("--fault-every", f.fault_every, "inject every N steps (1: every step)");
   app.add_option("--fault-start", f.fault_start, "first step with the fault");
   app.add_option("--fault-stop", f.fault_stop, "first step without it again (-1: never stops)");
@@ -112,17 +116,18 @@ bool ParseStageMs(const std::string& stage_ms, std::vector<double>* ms) {
   return true;
 }
 
-// The injected fault: which rank, stage, how much and on which steps.
+// The injected fault: which ranks, stage, how much and on which steps.
 struct Fault {
   std::string stage;
-  int rank = -1;
+  std::vector<int> ranks;
   double ms = 0;
   int every = 1;
   int start = 0;
   int stop = -1;
 
   bool Hits(int r, absl::string_view s, int step) const {
-    return r == rank && s == stage && step >= start && (stop < 0 || step < stop) &&
+    return s == stage && std::find(ranks.begin(), ranks.end(), r) != ranks.end() &&
+           step >= start && (stop < 0 || step < stop) &&
            (every <= 1 || (step - start) % every == 0);
   }
 };
@@ -134,9 +139,21 @@ bool ParseFault(const Flags& f, Fault* fault) {
   fault->stop = f.fault_stop;
   if (f.fault.empty()) return true;
   std::vector<std::string> p = absl::StrSplit(f.fault, ':');
-  if (p.size() != 3 || !absl::SimpleAtoi(p[1], &fault->rank) ||
-      !absl::SimpleAtod(p[2], &fault->ms)) {
-    std::fprintf(stderr, "synthetic_trainer: --fault wants STAGE:RANK:MS, got \"%s\"\n",
+  bool ok = p.size() == 3 && absl::SimpleAtod(p[2], &fault->ms);
+  if (ok) {
+    // RANK is R[+R...]: one rank or several slowed alike.
+    for (absl::string_view r : absl::StrSplit(p[1], '+')) {
+      int rank = -1;
+      if (!absl::SimpleAtoi(r, &rank)) {
+        ok = false;
+        break;
+      }
+      fault->ranks.push_back(rank);
+    }
+  }
+  if (!ok) {
+    std::fprintf(stderr,
+                 "synthetic_trainer: --fault wants STAGE:RANK[+RANK...]:MS, got \"%s\"\n",
                  f.fault.c_str());
     return false;
   }

@@ -2,14 +2,18 @@
 """A pipeline x data-parallel training loop on Gloo (torch.distributed, CPU), hand-instrumented
 through the explicit Python API, for the evaluation and tests/e2e/e2e_torch_pipeline_test.sh.
 
-World = P pipeline stages x D data-parallel replicas (D = WORLD_SIZE / P). Rank r holds
-pipeline stage s = r // D of replica d = r % D; its pipeline neighbours are ranks (s-1)*D + d
-and (s+1)*D + d, and the D ranks of pipeline stage s form its data-parallel group (one
-torch.distributed.new_group per pipeline stage). Each pipeline stage is one WxW linear layer
-+ ReLU (W = --width), the last one ends in a squared-error loss; gradients are written by hand
-(no autograd). A micro-batch's activation is --batch x --width, by default 32x128: Debian's
-torch 1.13 has a generic BLAS (~1.4 ms per 64x256x256 matmul), and 4 ranks on 2 cores ran
-64x256 at ~42 ms/step, 32x128 at ~18 ms/step.
+World = P pipeline stages x D data-parallel replicas (D = WORLD_SIZE / P). With
+--rank-order pp-major (the default) rank r holds pipeline stage s = r // D of replica d = r % D;
+with --rank-order dp-major it holds s = r % P of replica d = r // P, so a contiguous block of
+ranks (one torchrun node of a multi-node run) holds every pipeline stage of some replicas.
+Either way rank(s, d) is the inverse mapping (pp-major: s*D + d; dp-major: d*P + s); a rank's
+pipeline neighbours are rank(s-1, d) and rank(s+1, d), and the D ranks of pipeline stage s,
+rank(s, 0..D-1), form its data-parallel group (one torch.distributed.new_group per pipeline
+stage, created by every rank in the same order). The declared layout says pipeline_stage=s.
+Each pipeline stage is one WxW linear layer + ReLU (W = --width), the last one ends in a
+squared-error loss; gradients are written by hand (no autograd). A micro-batch's activation
+is --batch x --width, by default 32x128: Debian's torch 1.13 has a generic BLAS (~1.4 ms per
+64x256x256 matmul), and 4 ranks on 2 cores ran 64x256 at ~42 ms/step, 32x128 at ~18 ms/step.
 
 Schedule: GPipe (all M micro-batches' forwards, then all their backwards), not 1F1B. The stub
 flags a stage entered twice in one step, so each instrumented stage is one contiguous interval
@@ -36,6 +40,10 @@ needs only its successor's bwd, so every step completes.
 
     torchrun --nproc_per_node 4 tests/eval/workloads/pipeline_loop.py --pipeline-stages 2 \
         --steps 240 --fault fwd:3:8 --fault-start 40
+    # two nodes of 2 ranks, each node one replica (ranks 0,1 / 2,3 hold stages 0,1):
+    torchrun --nnodes 2 --node_rank K --nproc_per_node 2 --master_addr 127.0.0.1 \
+        --master_port 29500 tests/eval/workloads/pipeline_loop.py --pipeline-stages 2 \
+        --rank-order dp-major --steps 240 --fault fwd:2+3:8 --fault-start 40
 """
 import argparse
 import time
@@ -94,6 +102,9 @@ def main():
     ap.add_argument("--stage-work-ms", default="",
                     help="MS[,MS...]: extra sleep per pipeline stage in fwd and again in bwd, "
                          "each step (e.g. 2,4: a structurally unbalanced pipeline)")
+    ap.add_argument("--rank-order", choices=["pp-major", "dp-major"], default="pp-major",
+                    help="pp-major: rank r is pipeline stage r // D of replica r % D; dp-major: "
+                         "stage r % P of replica r // P (a node's ranks hold whole pipelines)")
     ap.add_argument("--no-layout", action="store_true",
                     help="create the Client without layout= (the API before it)")
     add_fault_args(ap, " with STAGE one of data, fwd, bwd, apply")
@@ -106,12 +117,21 @@ def main():
     if not 2 <= p <= 4 or world % p != 0:
         raise SystemExit(f"--pipeline-stages {p}: want 2..4 dividing WORLD_SIZE {world}")
     d_count = world // p
-    s, d = rank // d_count, rank % d_count
-    prev_rank = (s - 1) * d_count + d if s > 0 else None
-    next_rank = (s + 1) * d_count + d if s < p - 1 else None
+    if args.rank_order == "dp-major":
+        s, d = rank % p, rank // p
+
+        def rank_of(stage, replica):
+            return replica * p + stage
+    else:
+        s, d = rank // d_count, rank % d_count
+
+        def rank_of(stage, replica):
+            return stage * d_count + replica
+    prev_rank = rank_of(s - 1, d) if s > 0 else None
+    next_rank = rank_of(s + 1, d) if s < p - 1 else None
     dp_group = None
     for stage in range(p):  # every rank creates every group, in the same order
-        g = dist.new_group(ranks=[stage * d_count + r for r in range(d_count)])
+        g = dist.new_group(ranks=[rank_of(stage, r) for r in range(d_count)])
         if stage == s:
             dp_group = g
     extra_s = stage_work(args.stage_work_ms, p)[s] / 1000
