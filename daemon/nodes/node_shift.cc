@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <unordered_map>
@@ -50,6 +51,59 @@ struct Moments {
 };
 
 constexpr double kAbsent = std::numeric_limits<double>::quiet_NaN();
+
+// One step's stage-k durations by rank. A complete step whose records are in rank order (the
+// aligner's) is read in place, touching only the ranks asked for; any other is spread into
+// `scratch` (world entries, -1 absent) and cleared again when done.
+class StepDurations {
+ public:
+  StepDurations(const StepInput& s, size_t world, size_t k, std::vector<int64_t>* scratch)
+      : s_(s), k_(k), scratch_(scratch) {
+    in_order_ = s.ranks.size() == world;
+    for (size_t i = 0; in_order_ && i < world; i += std::max<size_t>(1, world / 16)) {
+      in_order_ = s.ranks[i].rank == static_cast<int32_t>(i);
+    }
+    if (!in_order_) Spread();
+  }
+  ~StepDurations() {
+    if (in_order_) return;
+    for (const RankStep& rs : s_.ranks) {
+      if (rs.rank >= 0 && static_cast<size_t>(rs.rank) < scratch_->size()) {
+        (*scratch_)[rs.rank] = -1;
+      }
+    }
+  }
+  StepDurations(const StepDurations&) = delete;
+  StepDurations& operator=(const StepDurations&) = delete;
+
+  // -1 when the rank is absent or its record is short.
+  int64_t Of(int32_t r) {
+    if (in_order_) {
+      const RankStep& rs = s_.ranks[r];
+      if (rs.rank == r) return Duration(rs);
+      in_order_ = false;  // sampled as in order, yet not: spread it after all
+      Spread();
+    }
+    return (*scratch_)[r];
+  }
+
+ private:
+  int64_t Duration(const RankStep& rs) const {
+    return rs.boundaries_ns.size() < k_ + 2 ? -1 : rs.boundaries_ns[k_ + 1] - rs.boundaries_ns[k_];
+  }
+  void Spread() {
+    for (const RankStep& rs : s_.ranks) {
+      if (rs.rank >= 0 && static_cast<size_t>(rs.rank) < scratch_->size()) {
+        (*scratch_)[rs.rank] = Duration(rs);
+      }
+    }
+  }
+
+  const StepInput& s_;
+  size_t k_;
+  std::vector<int64_t>* scratch_;
+  bool in_order_ = false;
+};
 
 // The recurring test (rank_evidence.h's, for a node): steps where the node's deviation is
 // beyond kOutlierScales robust noise scales above zero (or its median, if higher), against
@@ -144,17 +198,12 @@ NodeShift MeasureNodeShift(const std::vector<const StepInput*>& steps, const Sta
   std::vector<std::vector<double>> step_rank_devs;  // per step compared, per rank of `mine`
   const size_t k = static_cast<size_t>(stage);
   for (const StepInput* s : steps) {
-    for (const RankStep& rs : s->ranks) {
-      if (rs.rank < 0 || static_cast<size_t>(rs.rank) >= world || rs.boundaries_ns.size() < k + 2) {
-        continue;
-      }
-      duration[rs.rank] = rs.boundaries_ns[k + 1] - rs.boundaries_ns[k];
-    }
+    StepDurations step(*s, world, k, &duration);
     group_median.clear();
     for (const auto& [group, ranks] : peers) {
       values.clear();
       for (int32_t r : ranks) {
-        if (duration[r] >= 0) values.push_back(static_cast<double>(duration[r]));
+        if (const int64_t d = step.Of(r); d >= 0) values.push_back(static_cast<double>(d));
       }
       if (!values.empty()) group_median[group] = MedianOf(&values);
     }
@@ -163,8 +212,9 @@ NodeShift MeasureNodeShift(const std::vector<const StepInput*>& steps, const Sta
     for (size_t i = 0; i < mine.size(); ++i) {
       const int32_t r = mine[i];
       auto it = group_median.find(GroupOf(p, r));
-      if (duration[r] < 0 || it == group_median.end()) continue;
-      rank_devs[i] = static_cast<double>(duration[r]) - it->second;
+      const int64_t d = step.Of(r);
+      if (d < 0 || it == group_median.end()) continue;
+      rank_devs[i] = static_cast<double>(d) - it->second;
       rank_moments[i].Add(rank_devs[i]);
       devs.push_back(rank_devs[i]);
     }
@@ -172,9 +222,6 @@ NodeShift MeasureNodeShift(const std::vector<const StepInput*>& steps, const Sta
       node_devs.push_back(MedianOf(&devs));
       node_moments.Add(node_devs.back());
       step_rank_devs.push_back(std::move(rank_devs));
-    }
-    for (const RankStep& rs : s->ranks) {
-      if (rs.rank >= 0 && static_cast<size_t>(rs.rank) < world) duration[rs.rank] = -1;
     }
   }
   out.steps = node_moments.n;
@@ -214,6 +261,59 @@ int32_t ChargedWorkStage(const StageSchema& schema, const Verdict& v,
     }
   }
   return best;
+}
+
+// Up to `limit` of `nodes`, those whose ranks' mean duration in stage k over the window most
+// exceeds their group's other ranks' (a crude O(rank-steps) pass: the exact per-step
+// comparison costs a median per group and step, too much for thousands of nodes).
+std::vector<std::string> LikeliestNodes(const std::vector<const StepInput*>& steps,
+                                        const RankPlacement& p,
+                                        const std::vector<std::string>& nodes, size_t k,
+                                        size_t limit) {
+  if (nodes.size() <= limit) return nodes;
+  const size_t world = p.rank_nodes.size();
+  std::vector<Moments> per_rank(world);
+  for (const StepInput* s : steps) {
+    for (const RankStep& rs : s->ranks) {
+      if (rs.rank >= 0 && static_cast<size_t>(rs.rank) < world &&
+          rs.boundaries_ns.size() >= k + 2) {
+        per_rank[rs.rank].Add(static_cast<double>(rs.boundaries_ns[k + 1] - rs.boundaries_ns[k]));
+      }
+    }
+  }
+  // Per group, and per (node, group): the sum and count of the ranks' means.
+  std::map<int32_t, std::pair<double, int32_t>> group_sum;
+  std::map<std::pair<std::string, int32_t>, std::pair<double, int32_t>> node_sum;
+  for (size_t r = 0; r < world; ++r) {
+    if (p.rank_nodes[r].empty() || per_rank[r].n == 0) continue;
+    const double m = per_rank[r].Mean();
+    auto& g = group_sum[GroupOf(p, r)];
+    g.first += m;
+    ++g.second;
+    auto& n = node_sum[{p.rank_nodes[r], GroupOf(p, r)}];
+    n.first += m;
+    ++n.second;
+  }
+  std::map<std::string, std::pair<double, int32_t>> shift;  // node -> (sum of gaps, ranks)
+  for (const auto& [key, own] : node_sum) {
+    const auto& g = group_sum[key.second];
+    if (g.second <= own.second) continue;
+    const double peers = (g.first - own.first) / (g.second - own.second);
+    auto& x = shift[key.first];
+    x.first += own.first - own.second * peers;
+    x.second += own.second;
+  }
+  std::vector<std::pair<double, std::string>> ranked;
+  for (const std::string& node : nodes) {
+    auto it = shift.find(node);
+    if (it != shift.end() && it->second.second > 0 && it->second.first > 0) {
+      ranked.emplace_back(it->second.first / it->second.second, node);
+    }
+  }
+  std::sort(ranked.begin(), ranked.end(), std::greater<>());
+  std::vector<std::string> out;
+  for (size_t i = 0; i < ranked.size() && i < limit; ++i) out.push_back(ranked[i].second);
+  return out;
 }
 
 // A persistent shift, or a recurring one; either way every rank of the node takes part.
@@ -305,7 +405,7 @@ void NameSlowNode(const StageSchema& schema, const RankPlacement& placement,
   for (size_t k = 0; k < schema.size(); ++k) {
     const StageKind kind = schema.stage(k).kind;
     if (kind != StageKind::kIo && kind != StageKind::kCompute) continue;
-    for (const std::string& node : nodes) {
+    for (const std::string& node : LikeliestNodes(steps, placement, nodes, k, kMaxNodesMeasured)) {
       NodeShift s = MeasureNodeShift(steps, schema, placement, node, static_cast<int32_t>(k));
       s.recurring = !Persistent(s, th, step_ns);
       if ((!s.recurring || Recurring(s, th, step_ns)) &&

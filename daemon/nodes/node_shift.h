@@ -65,12 +65,17 @@ struct NodeShift {
 // The noise scale's floor: exact synthetic steps would otherwise make every step an outlier.
 inline constexpr double kMinOutlierScaleNs = 10'000;
 
+// Per stage, at most this many of the nodes to compare are measured exactly: those whose ranks'
+// mean duration most exceeds their groups' other ranks' (bounds a window's cost when thousands
+// of nodes qualify, e.g. small role groups).
+inline constexpr size_t kMaxNodesMeasured = 4;
+
 // Fewer steps with a comparison than this measure nothing.
 inline constexpr int32_t kMinNodeShiftSteps = 10;
 
 // The nodes worth this comparison: two or more ranks with peers on other nodes, holding at
 // least an eighth of some sync group (a smaller node barely moves its group's median: rank
-// evidence and NameWholeNode judge it). Bounds the cost to ~8 comparisons per rank-step.
+// evidence and NameWholeNode judge it).
 std::vector<std::string> NodesToCompare(const RankPlacement& placement);
 
 // The shift of `node` in `stage` over `steps` (a rank's duration minus the median of the

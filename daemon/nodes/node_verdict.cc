@@ -34,6 +34,9 @@ void NameWholeNode(const StageSchema& schema, const std::vector<std::string>& ra
   if (v->label == VerdictLabel::kHealthy || v->group_wide || v->suspects.empty()) return;
   const std::vector<int32_t> named = NamedRanks(*v);
   if (named.size() < 2) return;
+  // The cells may be the ranks that waited (a verdict decided on rank evidence names a rank
+  // the frontier barely charged): the node must hold the rank the verdict names first.
+  if (!std::binary_search(named.begin(), named.end(), v->suspects[0].rank)) return;
   for (int32_t r : named) {
     if (r < 0 || static_cast<size_t>(r) >= rank_nodes.size() || rank_nodes[r].empty()) return;
   }

@@ -20,7 +20,8 @@ namespace stagefrontier {
 // The ranks the verdict holds responsible in its top stage: an AMBIGUOUS TIE's candidates, or
 // the heatmap cells in the top suspect's stage with at least an eighth of its excess (each
 // step charges its last rank: equally slow ranks split the steps unevenly). If they are exactly
-// the ranks node N serves (rank_nodes[r]: the node of rank r, "" unknown), sets v->node = N,
+// the ranks node N serves (rank_nodes[r]: the node of rank r, "" unknown) and hold the top
+// suspect's rank (the charged cells can be the ranks that waited for it), sets v->node = N,
 // makes the verdict CLEAR (the node settles the tie) and says so first in the explanation:
 // "node n1: all 4 of its ranks slow in fwd". Leaves the verdict alone otherwise (HEALTHY,
 // group-wide, one rank, ranks of several nodes, or the job's every rank on one node).

@@ -5,6 +5,7 @@
 // a one-node job and a group-wide slowdown are not a node's.
 #include "daemon/nodes/node_shift.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <deque>
 #include <memory>
@@ -201,6 +202,41 @@ TEST_CASE("measuring needs steps: a short window or a rank outside the placement
   CHECK(m.shift_ns == 0);
   CHECK(m.ranks == std::vector<int32_t>{2, 3});
   CHECK(MeasureNodeShift(steps, schema, p, "n1", 99).steps == 0);
+}
+
+}  // namespace
+}  // namespace stagefrontier
+
+namespace stagefrontier {
+namespace {
+
+TEST_CASE("records out of rank order or missing measure the same as in order") {
+  SimConfig c = Dp(8, "slow:forward:rank=4+5+6+7:magnitude=5ms:start=0");
+  TrainingSimulator sim = *TrainingSimulator::Create(c);
+  std::vector<StepInput> in_order;
+  StepInput s;
+  while (sim.Next(&s) && in_order.size() < 50) in_order.push_back(s);
+  std::vector<StepInput> shuffled = in_order;
+  for (StepInput& x : shuffled) std::reverse(x.ranks.begin(), x.ranks.end());
+  std::vector<StepInput> gaps = in_order;
+  for (StepInput& x : gaps) x.ranks.erase(x.ranks.begin() + 1);  // rank 1 absent
+  auto measure = [](const std::vector<StepInput>& steps) {
+    std::vector<const StepInput*> w;
+    for (const StepInput& x : steps) w.push_back(&x);
+    return MeasureNodeShift(w, *StageSchema::Parse("data:io,forward:compute,backward:compute,"
+                                                   "grad_sync:sync,optimizer:compute"),
+                            Halves(8), "n1", 1);
+  };
+  const NodeShift a = measure(in_order);
+  const NodeShift b = measure(shuffled);
+  CHECK(a.steps == 50);
+  CHECK(a.shift_ns > 4e6);
+  CHECK(b.steps == a.steps);
+  CHECK(b.shift_ns == a.shift_ns);
+  CHECK(b.min_rank_z == a.min_rank_z);
+  const NodeShift g = measure(gaps);
+  CHECK(g.steps == 50);
+  CHECK(g.shift_ns > 4e6);
 }
 
 }  // namespace

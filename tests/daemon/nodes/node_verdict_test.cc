@@ -105,5 +105,23 @@ TEST_CASE("anything but exactly one node's ranks is left alone") {
   CHECK(healthy.node.empty());
 }
 
+TEST_CASE("cells of the ranks that waited do not name their node for another node's rank") {
+  // Regression (node eval, seed 20261128, row 27): rank 5 (n1) slow in fwd, decided on rank
+  // evidence; the frontier charged fwd to n0's ranks, which waited for it.
+  Verdict v = Tie({0, 1, 2, 3});
+  v.label = VerdictLabel::kClear;
+  v.reason = AmbiguityReason::kNone;
+  v.candidate_ranks = {5};
+  v.suspects.insert(v.suspects.begin(), {.stage = 1,
+                                         .rank = 5,
+                                         .excess_ns = 1'000'000,
+                                         .share = 0.05,
+                                         .flagged_steps = 4,
+                                         .what_if_saving_ns = 0});
+  NameWholeNode(kSchema, kNodes, &v);
+  CHECK(v.node.empty());
+  CHECK(v.candidate_ranks == std::vector<int32_t>{5});
+}
+
 }  // namespace
 }  // namespace stagefrontier
