@@ -43,6 +43,19 @@ bool MixedSyncRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) {
   return true;
 }
 
+bool P2pNeighbourRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) {
+  if (c.schema.stage(c.top.stage).kind != StageKind::kP2p || v->wait_agreement < 0 ||
+      v->wait_agreement >= 0.5) {
+    return false;
+  }
+  v->label = VerdictLabel::kHealthy;
+  v->reason = AmbiguityReason::kNone;
+  v->candidate_ranks.clear();
+  v->candidate_stages.clear();
+  d->kind = VerdictKind::kP2pNeighbour;
+  return true;
+}
+
 bool CoLeaderTieRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) {
   const std::vector<int32_t>& co = c.rivals.co_leaders;
   if (co.size() < 2) return false;
@@ -117,7 +130,8 @@ bool ClearRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) {
 
 const std::vector<VerdictRule>& ChargedCellRules() {
   static const std::vector<VerdictRule> rules = {
-      MixedSyncRule, CoLeaderTieRule, SplitRule, MarginTieRule, ConcurrentRule, ClearRule,
+      MixedSyncRule, P2pNeighbourRule, CoLeaderTieRule, SplitRule,
+      MarginTieRule, ConcurrentRule,   ClearRule,
   };
   return rules;
 }

@@ -47,6 +47,10 @@ struct ClassifyContext {
 using VerdictRule = bool (*)(const ClassifyContext&, Verdict*, VerdictDecision*);
 
 bool MixedSyncRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
+// A pipeline transfer (kind p2p) takes its neighbour's time as much as its own: charged, yet
+// the last to arrive at the next wait in under half of those steps, it held nobody in its
+// group back (HEALTHY; a neighbour's noise is not a rank's fault).
+bool P2pNeighbourRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
 bool CoLeaderTieRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
 bool SplitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
 bool MarginTieRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);

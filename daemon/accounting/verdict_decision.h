@@ -27,6 +27,7 @@ enum class VerdictKind : uint8_t {
   kSplit,           // AMBIGUOUS SPLIT
   kMarginTie,       // AMBIGUOUS TIE: the top cell leads by less than noise
   kConcurrent,      // AMBIGUOUS CONCURRENT
+  kP2pNeighbour,    // HEALTHY: a pipeline transfer charged, yet never late at the next wait
 };
 
 // The group's exposed step against its baseline (kGroupWide, kGroupSpread).

@@ -103,6 +103,18 @@ void ClearText(const VerdictDecision& d, const StageSchema& schema, Verdict* v) 
   }
 }
 
+void P2pNeighbourText(const VerdictDecision& d, const StageSchema& schema, Verdict* v) {
+  const Suspect& s = v->suspects[0];
+  v->explanation = absl::StrFormat(
+      "excess in a pipeline transfer, not a straggler: \"%s\" on rank %d holds %.0f%% of the "
+      "excess (%s per step over %d steps, charged in %d steps), but it is the last to arrive "
+      "at the next wait in %.0f%% of them: the transfer waited on its pipeline neighbour and "
+      "held nobody in its group back",
+      schema.stage(d.stage).name, d.rank, 100.0 * d.share,
+      FormatMs(s.excess_ns / static_cast<int64_t>(d.window_steps)), d.window_steps, s.flagged_steps,
+      100.0 * v->wait_agreement);
+}
+
 void MixedSyncText(const VerdictDecision& d, const StageSchema& schema, Verdict* v) {
   const std::string& stage = schema.stage(d.stage).name;
   v->explanation = absl::StrCat(
@@ -202,6 +214,8 @@ void RenderVerdictText(const VerdictDecision& d, const StageSchema& schema, Verd
       return MarginTieText(d, schema, v);
     case VerdictKind::kConcurrent:
       return ConcurrentText(d, schema, v);
+    case VerdictKind::kP2pNeighbour:
+      return P2pNeighbourText(d, schema, v);
   }
 }
 

@@ -136,10 +136,31 @@ TEST_CASE("concurrent rule: rarely the sole last arriver, others late too", "[ve
   CHECK(f.verdict.concurrent_ranks == std::vector<int32_t>{2, 0});  // most often late first
 }
 
+TEST_CASE("p2p-neighbour rule: a transfer charged but rarely late at the next wait",
+          "[verdict_steps]") {
+  // Regression (pipeline and node evals): a healthy pipeline's send_act read CLEAR, charged in
+  // 2-8 steps, the last to arrive at the next wait in 0% of them.
+  Fixture f("data:io,send:p2p,sync:sync,opt:compute");
+  f.verdict.wait_agreement = 0.0;
+  CHECK(f.Run(P2pNeighbourRule));
+  CHECK(f.verdict.label == VerdictLabel::kHealthy);
+  CHECK(f.verdict.candidate_ranks.empty());
+  CHECK(f.decision.kind == VerdictKind::kP2pNeighbour);
+  f.verdict.label = VerdictLabel::kAmbiguous;
+  f.verdict.wait_agreement = 0.6;  // it did hold the group back
+  CHECK_FALSE(f.Run(P2pNeighbourRule));
+  f.verdict.wait_agreement = -1;  // no wait evidence
+  CHECK_FALSE(f.Run(P2pNeighbourRule));
+  Fixture compute("data:io,compute:compute,sync:sync,opt:compute");  // not a transfer
+  compute.verdict.wait_agreement = 0.0;
+  CHECK_FALSE(compute.Run(P2pNeighbourRule));
+}
+
 TEST_CASE("rule order: the first rule that claims the window decides", "[verdict_steps]") {
   const std::vector<VerdictRule>& rules = ChargedCellRules();
-  REQUIRE(rules.size() == 6);
+  REQUIRE(rules.size() == 7);
   CHECK(rules.front() == &MixedSyncRule);
+  CHECK(rules[1] == &P2pNeighbourRule);
   CHECK(rules.back() == &ClearRule);
 }
 
