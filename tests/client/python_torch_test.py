@@ -1,6 +1,8 @@
 """stagefrontier.torch on a plain (single-process) PyTorch loop, read back by the real reader:
 the DataLoader, the model's forward, backward and the optimizer become stages; steps end at
 optimizer.step(); the explicit API and the fallback when the stub cannot be used."""
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -212,6 +214,178 @@ class TorchTest(unittest.TestCase):
         # The installed model's modules are named ranges in the capture.
         self.assertIn("nn.Module: Model", names)
         self.assertIn("nn.Module: lin (Linear)", names)
+
+    def test_layout_inferred_from_ddp_group_ranks(self):
+        from stagefrontier.torch.instrument import infer_layout
+
+        def layout(s, p, t=0, ts=1):
+            return {"pipeline_stage": s, "pipeline_stages": p, "tensor_rank": t,
+                    "tensor_size": ts}
+
+        # (DDP group, world, rank) -> layout: contiguous groups are pipeline stages, strided
+        # ones tensor ranks, Megatron's tensor-data-pipeline order both.
+        for ranks, world, rank, want in [
+                ([0, 1], 4, 0, layout(0, 2)), ([2, 3], 4, 3, layout(1, 2)),
+                ([3, 2], 4, 2, layout(1, 2)),  # any order
+                ([0, 2], 4, 2, layout(0, 1, 0, 2)), ([1, 3], 4, 3, layout(0, 1, 1, 2)),
+                ([4, 6], 8, 6, layout(1, 2, 0, 2)), ([5, 7], 8, 5, layout(1, 2, 1, 2)),
+                (list(range(8, 16)), 32, 9, layout(1, 4))]:
+            got, note = infer_layout(ranks, world, rank)
+            self.assertEqual(got, want, (ranks, world, rank, note))
+            self.assertTrue(note.startswith("inferred pipeline_stage="), note)
+        # Nothing declared, with the reason.
+        for ranks, world, rank, why in [
+                ([0, 1, 2, 3], 4, 1, "whole world"),  # plain data parallel
+                ([2], 4, 2, "one rank"),
+                ([0, 1, 3], 4, 0, "not evenly spaced"),
+                ([0, 1, 2], 4, 0, "does not divide world 4"),
+                ([2, 4], 8, 2, "does not start a block of 4"),  # straddles two stages
+                ([0, 1], 4, 2, "rank 2 is not in"),
+                ([0, 4], 4, 0, "not a set of ranks"), ([1, 1], 4, 1, "not a set of ranks")]:
+            got, note = infer_layout(ranks, world, rank)
+            self.assertIsNone(got, (ranks, world, rank))
+            self.assertIn(why, note)
+            self.assertTrue(note.startswith("no layout: "), note)
+
+    def test_layout_given_wins_and_is_parsed_strictly(self):
+        from stagefrontier.torch.instrument import parse_layout
+
+        self.assertEqual(parse_layout("pipeline_stage=1,pipeline_stages=2,tensor_rank=0,"
+                                      "tensor_size=1"),
+                         {"pipeline_stage": 1, "pipeline_stages": 2, "tensor_rank": 0,
+                          "tensor_size": 1})
+        self.assertEqual(parse_layout("tensor_rank=1, tensor_size=2"),
+                         {"pipeline_stage": 0, "pipeline_stages": 1, "tensor_rank": 1,
+                          "tensor_size": 2})
+        for bad in ["", "pipeline_stage", "pipeline_stage=1", "pipeline_stage=-1,pipeline_stages=2",
+                    "pipeline_stages=2,pipeline_stages=2", "stage=1", "pipeline_stages=0",
+                    "pipeline_stages=2,", "pipeline_stages=2;tensor_size=2",
+                    "pipeline_stages=2.0"]:
+            with self.assertRaises(ValueError, msg=bad):
+                parse_layout(bad)
+        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        ident = dict(rank=1, local_rank=1, world_size=4, local_world_size=4, shm_dir=d,
+                     quiet=True)
+        env = os.environ.copy()
+        os.environ["STAGEFRONTIER_HANG_DUMPS"] = "0"
+        try:
+            # From the launcher's environment: the client is created at once, with it.
+            os.environ["STAGEFRONTIER_LAYOUT"] = "pipeline_stage=1,pipeline_stages=2"
+            sf = sft.Instrumentation(job_id="lay1", **ident)
+            self.assertIsNotNone(sf._client)
+            self.assertEqual(sf.client.layout, {"pipeline_stage": 1, "pipeline_stages": 2,
+                                                "tensor_rank": 0, "tensor_size": 1})
+            self.assertIn("STAGEFRONTIER_LAYOUT", sf.layout_note)
+            sf.close()
+            # layout= wins over the environment.
+            sf = sft.Instrumentation(job_id="lay2", layout={"tensor_rank": 1, "tensor_size": 2},
+                                     **ident)
+            self.assertEqual(sf.layout["tensor_size"], 2)
+            sf.close()
+            # A bad value warns and falls back to inference: the client waits for a DDP.
+            os.environ["STAGEFRONTIER_LAYOUT"] = "pipeline_stage=2,pipeline_stages=2"
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                sf = sft.Instrumentation(job_id="lay3", **ident)
+            self.assertIn("STAGEFRONTIER_LAYOUT ignored (pipeline_stage 2 is outside 0..1)",
+                          err.getvalue())
+            self.assertIsNone(sf._client)
+            sf.close()
+            # A layout the stub refuses (4 ranks cannot hold 3 stages): recorded without one.
+            with contextlib.redirect_stderr(err):
+                sf = sft.Instrumentation(job_id="lay4", layout={"pipeline_stage": 0,
+                                                                "pipeline_stages": 3}, **ident)
+            self.assertIsNotNone(sf.client)
+            self.assertIsNone(sf.layout)
+            self.assertIn("refused", sf.layout_note)
+            sf.close()
+            # Inference off: created at once, no layout.
+            del os.environ["STAGEFRONTIER_LAYOUT"]
+            os.environ["STAGEFRONTIER_TORCH_INFER_LAYOUT"] = "0"
+            sf = sft.Instrumentation(job_id="lay5", **ident)
+            self.assertIsNotNone(sf._client)
+            self.assertIsNone(sf.layout)
+            self.assertIn("inference off", sf.layout_note)
+            sf.close()
+        finally:
+            os.environ.clear()
+            os.environ.update(env)
+
+    def test_client_waits_for_the_first_ddp_group(self):
+        # The layout is fixed when the client is created: it waits for the first DDP (whose
+        # group is given here as DDP's process_group would give it), or for the first step.
+        sfi = sys.modules["stagefrontier.torch.instrument"]  # sft.instrument: the function
+        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        ident = dict(local_world_size=4, world_size=4, shm_dir=d, quiet=True)
+        env = os.environ.copy()
+        os.environ["STAGEFRONTIER_HANG_DUMPS"] = "0"  # SIGUSR2 may be taken: only our lines
+        groups = {"a": ([0, 1], 4, 1), "b": ([0, 2], 4, 0), "world": ([0, 1, 2, 3], 4, 1),
+                  "odd": ([0, 1, 3], 4, 1)}
+        real = sfi._ddp_group_ranks
+        sfi._ddp_group_ranks = lambda ddp: groups[ddp]
+        try:
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                sf = sft.Instrumentation(job_id="wait1", rank=1, local_rank=1, **ident)
+                self.assertIsNone(sf._client)
+                sf._on_ddp("a")
+                self.assertEqual(sf.layout, {"pipeline_stage": 0, "pipeline_stages": 2,
+                                             "tensor_rank": 0, "tensor_size": 1})
+                self.assertEqual(sf.client.layout, sf.layout)
+                sf._on_ddp("a")  # the same group again: nothing to say
+                sf._on_ddp("world")  # another group: the first layout stays, said once
+                sf._on_ddp("b")
+            lines = err.getvalue().splitlines()
+            self.assertEqual(len(lines), 2, lines)
+            self.assertIn("rank 1: inferred pipeline_stage=0,pipeline_stages=2,tensor_rank=0,"
+                          "tensor_size=1 from DDP group [0, 1]", lines[0])
+            self.assertIn("another DDP over group [0, 1, 2, 3], not [0, 1]", lines[1])
+            self.assertEqual(sf.layout["pipeline_stages"], 2)
+            sf.begin()
+            sf.end()
+            self.assertEqual(sf.stats()["steps_recorded"], 1)
+            sf.close()
+            # Plain data parallel: no layout, and nothing said.
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                sf = sft.Instrumentation(job_id="wait2", rank=1, local_rank=1, **ident)
+                sf._on_ddp("world")
+            self.assertIsNone(sf.layout)
+            self.assertIn("whole world", sf.layout_note)
+            self.assertNotIn("layout", err.getvalue())
+            sf.close()
+            # A group that tells no layout: said, nothing declared.
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                sf = sft.Instrumentation(job_id="wait3", rank=1, local_rank=1, **ident)
+                sf._on_ddp("odd")
+            self.assertIsNone(sf.layout)
+            self.assertIn("rank 1: no layout: DDP group [0, 1, 3] is not evenly spaced",
+                          err.getvalue())
+            sf.close()
+            # The first step came before any DDP: no layout; a later subgroup DDP is said once.
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                sf = sft.Instrumentation(job_id="wait4", rank=1, local_rank=1, **ident)
+                with sf.stage("data"):
+                    pass
+                self.assertEqual(sf.layout_note,
+                                 "no layout: no DDP process group seen before the first step")
+                sf._on_ddp("a")
+                sf._on_ddp("b")
+            self.assertIsNone(sf.layout)
+            self.assertEqual(err.getvalue().count("built after the first step"), 1, err.getvalue())
+            self.assertEqual(len(err.getvalue().splitlines()), 1, err.getvalue())
+            sf.close()
+            # Never used: no client at all, none created at exit.
+            sf = sft.Instrumentation(job_id="wait5", rank=1, local_rank=1, **ident)
+            sf.close()
+            self.assertIsNone(sf.client)
+            self.assertFalse(os.path.exists(os.path.join(d, "stagefrontier.wait5.seg")))
+        finally:
+            sfi._ddp_group_ranks = real
+            os.environ.clear()
+            os.environ.update(env)
 
     def test_training_goes_on_when_the_stub_cannot_be_used(self):
         sf = sft.Instrumentation(stages=[("bad name!", "io")])  # refused by the schema rules

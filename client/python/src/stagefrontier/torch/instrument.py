@@ -28,6 +28,16 @@ torch.profiler range named "stagefrontier:<stage>", so that a profiler trace red
 same stages (`stagefrontier reduce-trace`, docs/cli.md). It costs a record_function per stage:
 turn it on while profiling.
 
+3D-parallel layout (docs/user-guide.md, "3D-parallel jobs"): inferred from the process group
+the script gives to DDP, whose ranks are this rank's data-parallel replicas (infer_layout: D
+ranks s apart from f, in a world of W, are tensor rank f % s of s in pipeline stage
+f // (s*D) of W // (s*D)). Not inferred: from a DDP over the whole world (data parallel only:
+no layout), from groups not given to DDP, from irregular groups (the rank says why on stderr).
+The client, whose layout is fixed, is thus created at the first DDP, or at the first step if
+that comes first (then without a layout). layout={...} or STAGEFRONTIER_LAYOUT
+("pipeline_stage=1,pipeline_stages=2,tensor_rank=0,tensor_size=1") wins;
+STAGEFRONTIER_TORCH_INFER_LAYOUT=0 turns inference off. `layout_note` says what was done.
+
 Time outside any stage counts toward the stage entered next (docs/link-the-stub.md). The
 communication hook does what DDP's default hook does (average, then all-reduce) and records
 when each bucket was launched. It is off by default: with Debian's torch 1.13 and Gloo, a
@@ -39,6 +49,7 @@ import contextlib
 import functools
 import os
 import sys
+import threading
 import time
 
 DEFAULT_STAGES = [
@@ -56,11 +67,115 @@ def _warn(msg):
     print(f"stagefrontier.torch: {msg}", file=sys.stderr, flush=True)
 
 
+LAYOUT_KEYS = ("pipeline_stage", "pipeline_stages", "tensor_rank", "tensor_size")
+
+
+def check_layout(layout):
+    """A layout dict completed (missing keys: 0, 1, 0, 1) and checked against itself; raises
+    ValueError or TypeError. Whether the sizes divide the world is the stub's to check."""
+    if not isinstance(layout, dict):
+        raise TypeError(f"a layout is a dict with keys {', '.join(LAYOUT_KEYS)}, "
+                        f"not {type(layout).__name__}")
+    out = {"pipeline_stage": 0, "pipeline_stages": 1, "tensor_rank": 0, "tensor_size": 1}
+    for key, value in layout.items():
+        if key not in out:
+            raise ValueError(f"unknown key {key!r} (keys: {', '.join(LAYOUT_KEYS)})")
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{key} must be an int, not {type(value).__name__}")
+        out[key] = value
+    for count, index in (("pipeline_stages", "pipeline_stage"), ("tensor_size", "tensor_rank")):
+        if out[count] < 1:
+            raise ValueError(f"{count} {out[count]} is not at least 1")
+        if not 0 <= out[index] < out[count]:
+            raise ValueError(f"{index} {out[index]} is outside 0..{out[count] - 1}")
+    return out
+
+
+def parse_layout(text):
+    """STAGEFRONTIER_LAYOUT: "pipeline_stage=0,pipeline_stages=2,tensor_rank=0,tensor_size=1"
+    (missing keys: 0, 1, 0, 1). Raises ValueError on anything else."""
+    layout = {}
+    for item in text.split(","):
+        key, eq, value = item.strip().partition("=")
+        if not eq or not value.isdigit() or not value.isascii():
+            raise ValueError(f"{item.strip()!r} is not KEY=NUMBER")
+        if key in layout:
+            raise ValueError(f"{key} given twice")
+        layout[key] = int(value)
+    return check_layout(layout)
+
+
+def infer_layout(group_ranks, world, rank):
+    """This rank's layout from the global ranks of the process group its DDP all-reduces over
+    (its data-parallel replicas): (layout dict or None, a note that says why).
+
+    Ranks are taken as tensor rank fastest, then data-parallel replica, then pipeline stage
+    (Megatron's order): a group of D ranks spaced by s is tensor rank (first % s) of tensor_size
+    s, in pipeline stage first // (s * D) of world // (s * D). Contiguous groups (s = 1) are
+    thus pipeline stages and strided ones tensor ranks; which of the two a role really is
+    cannot be told from the group, only that its ranks are replicas of one another."""
+    ranks = sorted(group_ranks)
+    shown = _ranks_text(ranks)
+    if len(set(ranks)) != len(ranks) or any(r < 0 or r >= world for r in ranks):
+        return None, f"no layout: DDP group {shown} is not a set of ranks of world {world}"
+    if rank not in ranks:
+        return None, f"no layout: rank {rank} is not in its DDP group {shown}"
+    d = len(ranks)
+    if d == world:
+        return None, "no layout: DDP spans the whole world (data parallel only)"
+    if d == 1:
+        return None, (f"no layout: DDP group {shown} has one rank (no data-parallel replica to "
+                      "compare it with)")
+    stride = ranks[1] - ranks[0]
+    if any(b - a != stride for a, b in zip(ranks, ranks[1:])):
+        return None, f"no layout: DDP group {shown} is not evenly spaced"
+    block = stride * d  # the ranks of one pipeline stage
+    if world % block != 0:
+        return None, (f"no layout: DDP group {shown} ({d} ranks {stride} apart) does not divide "
+                      f"world {world}")
+    if ranks[0] % block >= stride:  # the group would straddle two pipeline stages
+        return None, (f"no layout: DDP group {shown} does not start a block of {block} ranks "
+                      "(tensor, then data, then pipeline order)")
+    layout = {"pipeline_stage": ranks[0] // block, "pipeline_stages": world // block,
+              "tensor_rank": ranks[0] % stride, "tensor_size": stride}
+    return layout, f"inferred {_layout_text(layout)} from DDP group {shown}"
+
+
+def _layout_text(layout):
+    return ",".join(f"{k}={layout[k]}" for k in LAYOUT_KEYS if k in layout)
+
+
+def _ranks_text(ranks, most=8):
+    ranks = list(ranks)
+    if len(ranks) <= most:
+        return "[" + ", ".join(map(str, ranks)) + "]"
+    head = ", ".join(map(str, ranks[:most - 2]))
+    return f"[{head}, ..., {ranks[-1]}] ({len(ranks)} ranks)"
+
+
+def _ddp_group_ranks(ddp):
+    """(global ranks of the DDP's process group, world size, this rank)."""
+    import torch.distributed as dist
+
+    pg = getattr(ddp, "process_group", None)
+    world, rank = dist.get_world_size(), dist.get_rank()
+    if pg is None:
+        return list(range(world)), world, rank
+    if hasattr(dist, "get_process_group_ranks"):
+        ranks = dist.get_process_group_ranks(pg)
+    else:  # torch 1.13: global rank -> group rank
+        from torch.distributed import distributed_c10d as c10d
+
+        ranks = c10d._pg_group_ranks[pg].keys()
+    return sorted(int(r) for r in ranks), world, rank
+
+
 class Instrumentation:
     """One per process. `install()` patches PyTorch; the methods are the explicit API."""
 
     def __init__(self, stages=None, extra_stages=(), comm_hook=None, annotate=None,
-                 grad_ready=None, captures=None, **client_kwargs):
+                 grad_ready=None, captures=None, layout=None, infer_layout=None,
+                 **client_kwargs):
         if comm_hook is None:
             comm_hook = os.environ.get("STAGEFRONTIER_TORCH_COMM_HOOK", "0") == "1"
         self.comm_hook = comm_hook
@@ -87,74 +202,202 @@ class Instrumentation:
                 (n, "mixed" if n == "backward" else k) for n, k in DEFAULT_STAGES]
         self.stages = list(stages) + list(extra_stages)
         self.names = {name for name, _ in self.stages}
-        self.client = None
-        try:
-            import stagefrontier
-
-            self.client = stagefrontier.Client(stages=self.stages, **client_kwargs)
-        except Exception as e:  # never stop training for the stub
-            _warn(f"not recording ({e}); training goes on uninstrumented")
-        self.in_step = False
-        self.bucket_launch_ns = []  # this step's all-reduce launches
-        # With the comm hook, each bucket's all-reduce is also reported to the collective probe
-        # ring (docs/probe.md): the same intervals the NCCL probe writes, from Gloo.
-        self.probe = None
-        self._probe_lock = None
-        self._probe_pending = {}  # seq -> launch time, for the resolved-through watermark
-        self._probe_seq = 0
-        if comm_hook and self.client is not None and self.client.enabled:
-            try:
-                import threading
-
-                self.probe = self.client.probe_ring()
-                self._probe_lock = threading.Lock()
-            except Exception as e:  # the probe is evidence: never stop training for it
-                _warn(f"collective intervals not reported ({e})")
-        self._forward_depth = 0
-        self._backward_depth = 0
-        self._models = []  # weak references: the DDP models built and the model installed
-        self._patches = []
         # Profiler captures the coordinator asks for (capture.py). A script that runs its own
         # torch.profiler should turn them off (captures=False, STAGEFRONTIER_CAPTURES=0,
         # `--no-captures`): two profilers cannot run at once, and ours could be the one
         # running when the script starts its own.
         if captures is None:
             captures = os.environ.get("STAGEFRONTIER_CAPTURES", "1") != "0"
-        self.capture = None
-        if captures and self.client is not None and self.client.enabled:
-            from stagefrontier.torch.capture import TraceCapture
-
-            self.capture = TraceCapture(self.client.rank, warn=_warn, job=self.client.job_id,
-                                        answer=self.client.answer_capture,
-                                        modules=self._live_models)
-            self.client.declare_capture_handler()
+        self._captures = captures
+        self._client_kwargs = client_kwargs
+        self.in_step = False
+        self.bucket_launch_ns = []  # this step's all-reduce launches
+        # With the comm hook, each bucket's all-reduce is also reported to the collective probe
+        # ring (docs/probe.md): the same intervals the NCCL probe writes, from Gloo.
+        self._probe = None
+        self._probe_lock = None
+        self._probe_pending = {}  # seq -> launch time, for the resolved-through watermark
+        self._probe_seq = 0
+        self._forward_depth = 0
+        self._backward_depth = 0
+        self._models = []  # weak references: the DDP models built and the model installed
+        self._patches = []
+        self._capture = None
         # Every thread's stack when the coordinator asks at a hang (hang_dump.py);
         # STAGEFRONTIER_HANG_DUMPS=0 turns it off.
-        self.hang_dumps = None
-        if self.client is not None and self.client.enabled:
+        self._hang_dumps = None
+        # The layout is fixed when the stub's client is created. Unless it is given, the client
+        # waits for the script's first DDP, whose process group tells the rank's role, or for
+        # the first step, whichever comes first (_start_client).
+        self._client = None
+        self._pending = False
+        self._pid = os.getpid()  # a forked DataLoader worker must not create a client
+        self._lock = threading.Lock()
+        self.layout = None  # the layout declared, once the client is created
+        self.layout_note = ""
+        self._ddp_group = None  # the first DDP's process group (global ranks)
+        self._group_warned = False
+        if infer_layout is None:
+            infer_layout = os.environ.get("STAGEFRONTIER_TORCH_INFER_LAYOUT", "1") != "0"
+        self._infer = False  # the layout is the first DDP's to tell
+        explicit, source = layout, "layout="
+        if explicit is None and os.environ.get("STAGEFRONTIER_LAYOUT"):
+            explicit, source = os.environ["STAGEFRONTIER_LAYOUT"], "STAGEFRONTIER_LAYOUT"
+        if explicit is not None:
+            try:
+                explicit = (parse_layout(explicit) if isinstance(explicit, str)
+                            else check_layout(explicit))
+            except (TypeError, ValueError) as e:
+                _warn(f"{source} ignored ({e}); " + (
+                    "inferring the layout from the DDP process group" if infer_layout
+                    else "no layout declared"))
+                explicit = None
+        if explicit is not None:
+            self._start_client(explicit, f"{_layout_text(explicit)} (from {source})")
+        elif not infer_layout:
+            self._start_client(None, "no layout: inference off")
+        else:
+            self._infer = True
+            self._pending = True
+            self.layout_note = "not yet known: waiting for the first DDP or step"
+
+    def _start_client(self, layout, note):
+        """Creates the stub's client with `layout` (None: none), and what needs the client."""
+        self._pending = False
+        self.layout_note = note
+        try:
+            import stagefrontier
+
+            try:
+                self._client = stagefrontier.Client(stages=self.stages, layout=layout,
+                                                    **self._client_kwargs)
+            except ValueError as e:
+                if layout is None or "layout" not in str(e):
+                    raise
+                _warn(f"layout {_layout_text(layout)} refused ({e}); no layout declared")
+                self.layout_note = f"no layout: {_layout_text(layout)} refused by the stub ({e})"
+                self._client = stagefrontier.Client(stages=self.stages, **self._client_kwargs)
+        except Exception as e:  # never stop training for the stub
+            _warn(f"not recording ({e}); training goes on uninstrumented")
+            self._client = None
+            self._restore_patches()
+            return None
+        client = self._client
+        self.layout = getattr(client, "layout", layout)
+        if self.comm_hook and client.enabled:
+            try:
+                self._probe = client.probe_ring()
+                self._probe_lock = threading.Lock()
+            except Exception as e:  # the probe is evidence: never stop training for it
+                _warn(f"collective intervals not reported ({e})")
+        if self._captures and client.enabled:
+            from stagefrontier.torch.capture import TraceCapture
+
+            self._capture = TraceCapture(client.rank, warn=_warn, job=client.job_id,
+                                         answer=client.answer_capture,
+                                         modules=self._live_models)
+            client.declare_capture_handler()
+        if client.enabled:
             from stagefrontier.hang_dump import enable_hang_dumps
 
-            self.hang_dumps = enable_hang_dumps(self.client, warn=_warn)
+            self._hang_dumps = enable_hang_dumps(client, warn=_warn)
+        return client
+
+    def _first_use(self, note="no layout: no DDP process group seen before the first step"):
+        """The client, created now (without a layout) if it still waits for a DDP."""
+        if not self._pending or os.getpid() != self._pid:
+            return self._client
+        with self._lock:
+            if self._pending:
+                self._start_client(None, note)
+        return self._client
+
+    @property
+    def client(self):
+        """The stub's client (None: not recording); created now if it waits for a DDP."""
+        return self._first_use("no layout: the client was needed before any DDP was built")
+
+    @client.setter
+    def client(self, value):
+        self._pending = False
+        self._client = value
+
+    @property
+    def probe(self):
+        self._first_use("no layout: the client was needed before any DDP was built")
+        return self._probe
+
+    @property
+    def capture(self):
+        self._first_use("no layout: the client was needed before any DDP was built")
+        return self._capture
+
+    @property
+    def hang_dumps(self):
+        self._first_use("no layout: the client was needed before any DDP was built")
+        return self._hang_dumps
+
+    def _on_ddp(self, ddp):
+        """A DDP was built: its process group tells this rank's role, if the client waits."""
+        try:
+            group = _ddp_group_ranks(ddp)
+        except Exception as e:
+            group = None
+            failure = f"cannot read the DDP process group ({e})"
+        if not self._pending:
+            # The layout is fixed: say once when a later DDP would have told another one.
+            if not self._infer or group is None or self._ddp_group == group[0]:
+                return
+            first = self._ddp_group
+            if first is None:
+                self._ddp_group = group[0]
+                if len(group[0]) < group[1] and not self._group_warned:
+                    self._group_warned = True
+                    _warn(f"rank {group[2]}: DDP over group {_ranks_text(group[0])} built after "
+                          "the first step: no layout declared (set STAGEFRONTIER_LAYOUT)")
+            elif not self._group_warned:
+                self._group_warned = True
+                _warn(f"rank {group[2]}: another DDP over group {_ranks_text(group[0])}, not "
+                      f"{_ranks_text(first)}: the first one's layout stays")
+            return
+        if group is None:
+            layout, note = None, f"no layout: {failure}"
+            _warn(f"could not infer the layout: {failure}")
+        else:
+            ranks, world, rank = group
+            self._ddp_group = ranks
+            layout, note = infer_layout(ranks, world, rank)
+            if layout is not None:
+                _warn(f"rank {rank}: {note}")
+            elif len(ranks) < world:  # a layout was meant, not found
+                _warn(f"rank {rank}: {note}; declare it with STAGEFRONTIER_LAYOUT")
+        if os.getpid() == self._pid:
+            with self._lock:
+                if self._pending:
+                    self._start_client(layout, note)
 
     # ---- explicit API ----------------------------------------------------------------------
     def begin(self):
         """Starts a step if none is open (the hooks call it lazily)."""
-        if self.client is not None and not self.in_step:
+        client = self._client
+        if client is None:
+            client = self._first_use()
+        if client is not None and not self.in_step:
             self.bucket_launch_ns.clear()
-            self.client.begin_step()
+            client.begin_step()
             self.in_step = True
-            if self.capture is not None:
-                wanted = self.client.should_capture_trace()
-                window = self.client.capture_window if wanted else None
-                self.capture.on_step_begin(self.client.current_step, wanted,
-                                           request_first=window[0] if window else None)
+            if self._capture is not None:
+                wanted = client.should_capture_trace()
+                window = client.capture_window if wanted else None
+                self._capture.on_step_begin(client.current_step, wanted,
+                                            request_first=window[0] if window else None)
 
     def end(self):
         """Ends the open step and publishes it."""
-        if self.client is not None and self.in_step:
-            if self.capture is not None:
-                self.capture.on_step_end()
-            self.client.end_step()
+        if self._client is not None and self.in_step:
+            if self._capture is not None:
+                self._capture.on_step_end()
+            self._client.end_step()
             self.in_step = False
 
     def step_boundary(self):
@@ -163,26 +406,26 @@ class Instrumentation:
 
     def annotating(self):
         """True when stages are also profiler ranges: --annotate, or a capture is running."""
-        return self.annotate or (self.capture is not None and self.capture.active)
+        return self.annotate or (self._capture is not None and self._capture.active)
 
     def stage(self, name):
         """A context manager for stage `name` (a no-op when not recording)."""
-        if self.client is None:
+        if self._client is None and self._first_use() is None:
             return contextlib.nullcontext()
         self.begin()
         if self.annotating():
-            return _annotated(self.client.stage(name), name)
-        return self.client.stage(name)
+            return _annotated(self._client.stage(name), name)
+        return self._client.stage(name)
 
     def mark(self, name, t_ns=None):
         """Stage `name` ended now (or at t_ns, a time.monotonic_ns() value)."""
-        if self.client is None:
+        if self._client is None and self._first_use() is None:
             return
         self.begin()
         if t_ns is None:
-            self.client.mark(name)
+            self._client.mark(name)
         else:
-            self.client.mark_at(name, t_ns)
+            self._client.mark_at(name, t_ns)
 
     def staged(self, name):
         """A decorator running the function inside stage `name`."""
@@ -198,14 +441,15 @@ class Instrumentation:
         return wrap
 
     def should_capture_trace(self):
-        return self.client is not None and self.client.should_capture_trace()
+        client = self._first_use()
+        return client is not None and client.should_capture_trace()
 
     def stats(self):
-        if self.client is None:
+        if self._client is None:  # not recording, or no step yet
             return {}
-        out = dict(self.client.stats())
-        if self.capture is not None:
-            out.update(self.capture.summary())
+        out = dict(self._client.stats())
+        if self._capture is not None:
+            out.update(self._capture.summary())
         return out
 
     def close(self):
@@ -214,12 +458,13 @@ class Instrumentation:
         Python may never destroy the client at exit: without close() the next run of this
         local rank would find the slot held by a dead pid and warn that it took it over.
         """
-        if self.capture is not None:
-            self.capture.finish()
-        if self.hang_dumps is not None:
-            self.hang_dumps.close()
-        if self.client is not None:
-            self.client.close()
+        self._pending = False  # a client never created is not created at exit
+        if self._capture is not None:
+            self._capture.finish()
+        if self._hang_dumps is not None:
+            self._hang_dumps.close()
+        if self._client is not None:
+            self._client.close()
 
     def _live_models(self):
         """The models whose modules a capture names (DDP wrappers and the installed model)."""
@@ -247,7 +492,7 @@ class Instrumentation:
         """Patches DataLoader, DDP, backward and the optimizers. Returns self."""
         global _ACTIVE
         _ACTIVE = self
-        if self.client is None:
+        if self._client is None and not self._pending:  # not recording
             return self
         import torch
         import torch.utils.data.dataloader as dl
@@ -287,6 +532,13 @@ class Instrumentation:
         def make_ddp_init(orig):
             def __init__(ddp, *args, **kwargs):
                 orig(ddp, *args, **kwargs)
+                try:
+                    sf._on_ddp(ddp)
+                except Exception as e:  # never stop training for the layout
+                    _warn(f"no layout inferred ({e})")
+                    sf._first_use()
+                if sf._client is None:  # not recording
+                    return
                 sf._remember_model(ddp)
                 if sf.comm_hook:
                     sf._register_comm_hook(ddp)
@@ -364,8 +616,8 @@ class Instrumentation:
             now = time.monotonic_ns()
             sf.grad_ready_ns = now
             sf._grads_ready += 1
-            if sf._grads_ready == sf._grad_params and sf.client is not None:
-                sf.client.show_open("grad_sync", now)
+            if sf._grads_ready == sf._grad_params and sf._client is not None:
+                sf._client.show_open("grad_sync", now)
 
         try:
             accumulators = []
@@ -409,7 +661,7 @@ class Instrumentation:
 
     def _probe_launched(self, launch_ns):
         """A bucket's all-reduce was launched: it holds the probe's watermark until done."""
-        if self.probe is None:
+        if self._probe is None:
             return -1
         with self._probe_lock:
             seq = self._probe_seq
@@ -420,26 +672,29 @@ class Instrumentation:
     def _probe_completed(self, seq, launch_ns, nbytes, end_ns):
         """Reports one Gloo all-reduce (op 0): launched, started (a CPU collective starts at
         its launch) and completed, then advances the watermark past what is done."""
-        if self.probe is None or seq < 0:
+        if self._probe is None or seq < 0:
             return
         try:
             with self._probe_lock:
                 self._probe_pending.pop(seq, None)
-                self.probe.publish(op=0, nbytes=nbytes, call_ns=launch_ns, start_ns=launch_ns,
+                self._probe.publish(op=0, nbytes=nbytes, call_ns=launch_ns, start_ns=launch_ns,
                                    end_ns=end_ns, seq=seq)
                 through = min(self._probe_pending.values(), default=time.monotonic_ns())
-                self.probe.resolved_through(through)
+                self._probe.resolved_through(through)
         except Exception as e:  # never let the probe break the all-reduce's future
             _warn(f"collective interval not reported ({e})")
 
-    def uninstall(self):
+    def _restore_patches(self):
         for owner, attr, original in reversed(self._patches):
             setattr(owner, attr, original)
         self._patches.clear()
+
+    def uninstall(self):
+        self._restore_patches()
         # The SIGUSR2 handler belongs to this instance's client: give it back too.
-        if self.hang_dumps is not None:
-            self.hang_dumps.close()
-            self.hang_dumps = None
+        if self._hang_dumps is not None:
+            self._hang_dumps.close()
+            self._hang_dumps = None
 
 
 def _profiler_range(name):

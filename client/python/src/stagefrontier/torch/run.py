@@ -2,6 +2,10 @@
 
     python -m stagefrontier.torch.run [--comm-hook|--no-comm-hook] [--annotate] [--no-captures] train.py [args...]
     torchrun --nproc_per_node 4 -m stagefrontier.torch.run train.py [args...]
+
+Each rank's 3D-parallel layout is inferred from the process group the script gives to DDP;
+STAGEFRONTIER_LAYOUT="pipeline_stage=1,pipeline_stages=2,tensor_rank=0,tensor_size=1" (set per
+rank) overrides it, STAGEFRONTIER_TORCH_INFER_LAYOUT=0 turns it off (instrument.py).
 """
 import atexit
 import os
