@@ -26,6 +26,8 @@ the run, read as a user would with `sfctl --json suspects --job eval`. A row's "
 injected node, "ranks" the slowed ranks, "verdict_node" what .verdict.node said.
   node_named          verdict_node is the injected node and the label is CLEAR
   node_wrongly_named  verdict_node names the other node
+  mean_points_at, max_points_at  the cheap dashboards' top stage over every step (`sfctl
+                      suspects --window STEPS`): at best the stage, never the node
 Control rows (about a quarter of the faulty rows: one rank slowed alike, on a two-node job):
   top1, top2          as tests/eval/hidden_rank_eval.py judge()
   node_wrongly_named  verdict_node is not empty
@@ -37,9 +39,9 @@ row takes ~7 s, a torchloop or pipeline row 15-20 s.
 
     bazel build //daemon/coordinator:all //daemon/sidecar:all //daemon/sfctl:all \
         //client/examples:synthetic_trainer //client/python:package
-    /usr/bin/python3 tests/eval/node_eval.py --rows 24 --controls 8 --healthy 8 \
-        --seed 20261127 --out out/node_eval/rows.jsonl
-    /usr/bin/python3 tests/eval/node_eval.py --only-print --out out/node_eval/rows.jsonl
+    /usr/bin/python3 tests/eval/node_eval.py --rows 24 --controls 8 --healthy 12 \
+        --seed 20261128 --out docs/data/node_eval_20261128.jsonl --work out/node_eval
+    /usr/bin/python3 tests/eval/node_eval.py --only-print --out docs/data/node_eval_20261128.jsonl
 
 (--bin DIR: binaries and client/python laid out as under bazel-bin, e.g. a copy of them.)
 """
@@ -245,6 +247,11 @@ def run_row(row, work, port, master_port, timeout):
         elif row.get("stage") is not None:
             result.update(node_named=node == row["node"] and v["label"] == "CLEAR",
                           node_wrongly_named=bool(node) and node != row["node"])
+            # The cheap dashboards over every step (the 40 before the fault are their
+            # baseline, as in hidden_rank_eval.py): a stage, never a node.
+            dash = sfctl(port, "suspects", "--job", JOB, "--window", str(row["steps"]))
+            result.update(mean_points_at=dash.get("mean_top_stage", ""),
+                          max_points_at=dash.get("max_top_stage", ""))
         else:
             result.update(healthy=v["label"] == "HEALTHY", node_wrongly_named=bool(node))
     except Exception as e:
@@ -325,6 +332,9 @@ def summarize(results, seed):
                 lines.append(f"  {kind}: {named(rs)}/{len(rs)} (persistent {named(pers)}/"
                              f"{len(pers)}, intermittent {named(inter)}/{len(inter)})")
         lines.append("  labels: " + labels(node_rows))
+        lines.append(f"  dashboards on the same rows (the injected stage, never a node): mean "
+                     f"{sum(r.get('mean_points_at') == r['stage'] for r in node_rows)}/{n}, max "
+                     f"{sum(r.get('max_points_at') == r['stage'] for r in node_rows)}/{n}")
         nodes = collections.Counter(r.get("verdict_node") or "-" for r in node_rows)
         lines.append("  verdict.node: " + ", ".join(f"{k} {v}" for k, v in nodes.most_common()))
     if controls:
@@ -356,8 +366,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=24, help="node-wide fault rows")
     ap.add_argument("--controls", type=int, default=8, help="single-rank fault rows")
-    ap.add_argument("--healthy", type=int, default=8, help="healthy rows")
-    ap.add_argument("--seed", type=int, default=20261127)
+    ap.add_argument("--healthy", type=int, default=12, help="healthy rows")
+    ap.add_argument("--seed", type=int, default=20261128)
     ap.add_argument("--out", default="out/node_eval/rows.jsonl",
                     help="rows, one JSON object a line, written as each row finishes")
     ap.add_argument("--work", default="", help="rows' logs (default: next to --out)")
