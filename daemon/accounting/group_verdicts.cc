@@ -120,6 +120,12 @@ Verdict JobVerdictFromGroups(const Verdict& job, std::span<const Verdict> groups
     if (chosen == nullptr || Weight(g, schema) > Weight(*chosen, schema)) chosen = &g;
   }
   if (chosen == nullptr) {
+    // The groups' evidence totals stay: a step after the groups' (the node shift) judges
+    // whether the window carried excess at all.
+    for (const Verdict& g : groups) {
+      out.total_excess_ns += g.total_excess_ns;
+      out.flagged_steps = std::max(out.flagged_steps, g.flagged_steps);
+    }
     out.label = VerdictLabel::kHealthy;
     out.explanation = absl::StrCat(
         "Every one of the job's ", groups.size(),

@@ -109,15 +109,16 @@ def trainers_for(row, work, port, env, log, steps=STEPS):
                              stdout=log, stderr=log)]
 
 
-def start_daemons(work, port, nodes, logs):
-    """A coordinator on 127.0.0.1:PORT (journal under WORK/data) and NODES sidecars on
-    WORK/shm<n>; returns their processes once the coordinator answers."""
+def start_daemons(work, port, nodes, logs, coordinator_flags=(), settle_s=0.0):
+    """A coordinator on 127.0.0.1:PORT (journal under WORK/data; COORDINATOR_FLAGS added) and
+    NODES sidecars on WORK/shm<n>; returns their processes once the coordinator answers (and
+    SETTLE_S more seconds)."""
     procs = []
     coord = subprocess.Popen([f"{BIN}/daemon/coordinator/stagefrontier-coordinator", "--listen",
                               f"127.0.0.1:{port}", "--metrics-listen", "", "--data-dir",
                               os.path.join(work, "data"), "--no-fsync",
                               # The verdicts alone, as every recorded run of this table was.
-                              "--no-captures"],
+                              "--no-captures", *coordinator_flags],
                              stdout=logs, stderr=logs)
     procs.append(coord)
     for _ in range(100):
@@ -132,6 +133,7 @@ def start_daemons(work, port, nodes, logs):
         procs.append(subprocess.Popen([f"{BIN}/daemon/sidecar/stagefrontier-sidecar",
                                        "--coordinator", f"127.0.0.1:{port}", "--shm-dir", shm,
                                        "--node", f"n{n}"], stdout=logs, stderr=logs))
+    time.sleep(settle_s)
     return procs
 
 

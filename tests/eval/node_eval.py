@@ -94,24 +94,9 @@ def start_daemons(work, port, logs, torch_kind):
     (--step-deadline-ms 10000)."""
     if not torch_kind:
         return hidden_rank_eval.start_daemons(work, port, 2, logs)
-    procs = [subprocess.Popen(
-        [f"{BIN}/daemon/coordinator/stagefrontier-coordinator", "--listen", f"127.0.0.1:{port}",
-         "--metrics-listen", "", "--data-dir", os.path.join(work, "data"), "--no-fsync",
-         "--no-captures", "--step-deadline-ms", "10000"], stdout=logs, stderr=logs)]
-    for _ in range(100):
-        try:
-            sfctl(port, "jobs")
-            break
-        except Exception:
-            time.sleep(0.1)
-    for n in range(2):
-        shm = os.path.join(work, f"shm{n}")
-        os.makedirs(shm, exist_ok=True)
-        procs.append(subprocess.Popen(
-            [f"{BIN}/daemon/sidecar/stagefrontier-sidecar", "--coordinator", f"127.0.0.1:{port}",
-             "--shm-dir", shm, "--node", f"n{n}"], stdout=logs, stderr=logs))
-    time.sleep(0.5)
-    return procs
+    return hidden_rank_eval.start_daemons(work, port, 2, logs,
+                                          coordinator_flags=["--step-deadline-ms", "10000"],
+                                          settle_s=0.5)
 
 
 def fault_flags(row):

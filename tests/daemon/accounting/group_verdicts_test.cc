@@ -69,6 +69,23 @@ TEST_CASE("every group HEALTHY: the job is HEALTHY, whatever the job-wide compar
   CHECK(v.partial_steps == 2);
   CHECK(v.missing_ranks == std::vector<int32_t>{7});
   CHECK_THAT(v.explanation, Catch::Contains("Every one of the job's 2 sync groups is HEALTHY"));
+  CHECK(v.total_excess_ns == 0);
+}
+
+TEST_CASE("every group HEALTHY: the groups' excess totals are kept for the steps after") {
+  // Regression (node eval seed 20261128, run 4, row 2): a node slow across both groups of a
+  // pipeline left each group HEALTHY; the job's verdict said no excess at all, so the node
+  // shift's noise gate never let it be measured.
+  std::vector<Verdict> groups = {Group("pp0", VerdictLabel::kHealthy),
+                                 Group("pp1", VerdictLabel::kHealthy)};
+  groups[0].total_excess_ns = 3'000'000;
+  groups[0].flagged_steps = 40;
+  groups[1].total_excess_ns = 2'000'000;
+  groups[1].flagged_steps = 55;
+  const Verdict v = JobVerdictFromGroups(Job(), groups, Schema());
+  CHECK(v.label == VerdictLabel::kHealthy);
+  CHECK(v.total_excess_ns == 5'000'000);
+  CHECK(v.flagged_steps == 55);
 }
 
 TEST_CASE("the group with a work-stage suspect wins over a larger wait in another group") {
