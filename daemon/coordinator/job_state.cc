@@ -712,11 +712,11 @@ void JobState::NameNodeLocked(const std::vector<std::string>& rank_nodes, Verdic
   if (!layout_groups_.groups.empty()) {
     placement.group_of_rank = GroupOfRank(layout_groups_.groups, world_size_);
   }
-  if (NodesToCompare(placement).empty()) return;  // the common case: no raw steps walked
   std::vector<const StepInput*> window;
-  auto it = std::lower_bound(inputs_.begin(), inputs_.end(), v->first_step,
-                             [](const StepInput& s, int64_t step) { return s.step < step; });
-  for (; it != inputs_.end() && it->step <= v->last_step; ++it) window.push_back(&*it);
+  VisitHeldInputsLocked(v->first_step, v->last_step, [&](const StepInput& s) {
+    window.push_back(&s);
+    return true;
+  });
   const EngineConfig& e = options_.engine;
   NameSlowNode(schema_, placement, window,
                NodeShiftThresholds{.z_strong = e.rank_z_strong,
@@ -1035,6 +1035,11 @@ std::pair<int64_t, uint64_t> JobState::HistoryFootprint() const {
 int64_t JobState::VisitHeldInputs(int64_t from, int64_t to,
                                   absl::FunctionRef<bool(const StepInput&)> visit) const {
   MutexLock lock(&mu_);
+  return VisitHeldInputsLocked(from, to, visit);
+}
+
+int64_t JobState::VisitHeldInputsLocked(int64_t from, int64_t to,
+                                        absl::FunctionRef<bool(const StepInput&)> visit) const {
   auto it = std::lower_bound(inputs_.begin(), inputs_.end(), from,
                              [](const StepInput& s, int64_t v) { return s.step < v; });
   for (; it != inputs_.end() && it->step <= to && visit(*it); ++it) {

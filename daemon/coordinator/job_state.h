@@ -299,6 +299,9 @@ class JobState {
   void UpdateRankGaugesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The node serving each rank ("" while unknown), for the observers.
   std::vector<std::string> RankNodesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t VisitHeldInputsLocked(int64_t from, int64_t to,
+                                absl::FunctionRef<bool(const StepInput&)> visit) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The verdict pipeline's node steps on a job-wide verdict (daemon/nodes): a tie or cells
   // covering one node's ranks (NameWholeNode), else a node slower than its peers on other
   // nodes over the window's held raw steps (NameSlowNode).

@@ -243,24 +243,18 @@ NodeShift MeasureNodeShift(const std::vector<const StepInput*>& steps, const Sta
 
 namespace {
 
-// The io or compute stage holding the most of the verdict's cell excess; -1 if none.
-int32_t ChargedWorkStage(const StageSchema& schema, const Verdict& v,
-                         std::vector<int64_t>* by_stage) {
-  by_stage->assign(schema.size(), 0);
+// The stages a node's own work can be slow in (waits and transfers are others' time).
+bool IsWork(StageKind kind) { return kind == StageKind::kIo || kind == StageKind::kCompute; }
+
+// The verdict's cell excess per stage.
+std::vector<int64_t> StageExcess(const StageSchema& schema, const Verdict& v) {
+  std::vector<int64_t> by_stage(schema.size(), 0);
   for (const ExcessCell& c : v.excess_cells) {
     if (c.stage >= 0 && static_cast<size_t>(c.stage) < schema.size()) {
-      (*by_stage)[c.stage] += c.excess_ns;
+      by_stage[c.stage] += c.excess_ns;
     }
   }
-  int32_t best = -1;
-  for (size_t k = 0; k < schema.size(); ++k) {
-    const StageKind kind = schema.stage(k).kind;
-    if (kind != StageKind::kIo && kind != StageKind::kCompute) continue;
-    if ((*by_stage)[k] > 0 && (best < 0 || (*by_stage)[k] > (*by_stage)[best])) {
-      best = static_cast<int32_t>(k);
-    }
-  }
-  return best;
+  return by_stage;
 }
 
 // Up to `limit` of `nodes`, those whose ranks' mean duration in stage k over the window most
@@ -395,16 +389,19 @@ void NameSlowNode(const StageSchema& schema, const RankPlacement& placement,
   }
   const std::vector<std::string> nodes = NodesToCompare(placement);
   if (nodes.empty()) return;
-  std::vector<int64_t> by_stage;
-  if (ChargedWorkStage(schema, *v, &by_stage) < 0) return;
+  const std::vector<int64_t> by_stage = StageExcess(schema, *v);
+  bool work_charged = false;
+  for (size_t k = 0; k < schema.size(); ++k) {
+    work_charged = work_charged || (IsWork(schema.stage(k).kind) && by_stage[k] > 0);
+  }
+  if (!work_charged) return;
   // Every io or compute stage is measured: the frontier's cells may be the waiters' (the
   // stage ends when the node's ranks arrive) and in another stage than the node's work. The
   // largest qualifying shift is named.
   const double step_ns = static_cast<double>(v->exposed_ns) / v->steps;
   NodeShift best;
   for (size_t k = 0; k < schema.size(); ++k) {
-    const StageKind kind = schema.stage(k).kind;
-    if (kind != StageKind::kIo && kind != StageKind::kCompute) continue;
+    if (!IsWork(schema.stage(k).kind)) continue;
     for (const std::string& node : LikeliestNodes(steps, placement, nodes, k, kMaxNodesMeasured)) {
       NodeShift s = MeasureNodeShift(steps, schema, placement, node, static_cast<int32_t>(k));
       s.recurring = !Persistent(s, th, step_ns);
