@@ -90,6 +90,10 @@ bool StageSchema::IsWait(size_t k) const {
   return stages_[k].kind == StageKind::kSync || stages_[k].kind == StageKind::kMixed;
 }
 
+bool StageSchema::IsWork(size_t k) const {
+  return stages_[k].kind == StageKind::kIo || stages_[k].kind == StageKind::kCompute;
+}
+
 std::optional<size_t> StageSchema::NextWaitStage(size_t k) const {
   for (size_t j = k + 1; j < stages_.size(); ++j) {
     if (IsWait(j)) return j;

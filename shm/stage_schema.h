@@ -58,6 +58,10 @@ class StageSchema {
 
   // True for `sync` and `mixed` stages: the stages in which ranks wait for each other.
   bool IsWait(size_t k) const;
+  // True for `io` and `compute` stages: a rank's own work. Waits and `p2p` transfers last as
+  // long as the others (a receive takes its neighbour's time), so their durations alone never
+  // name the rank.
+  bool IsWork(size_t k) const;
   // The first wait stage strictly after stage k, if any.
   std::optional<size_t> NextWaitStage(size_t k) const;
   // The first wait stage of the step, if any.

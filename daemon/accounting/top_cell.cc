@@ -3,11 +3,11 @@
 namespace stagefrontier {
 namespace {
 
-// A late arrival at a wait is explained by the rank's own slower stage, when it has one.
+// A late arrival at a wait is explained by the rank's own slower work stage, when it has one.
 int OwnSupportedStage(const RankSupport& support, const StageSchema& schema, int m) {
   int best = -1;
   for (int k = 0; k < static_cast<int>(schema.size()); ++k) {
-    if (!schema.IsWait(static_cast<size_t>(k)) && support.Supported(k, m) &&
+    if (schema.IsWork(static_cast<size_t>(k)) && support.Supported(k, m) &&
         (best < 0 || support.at(k, m).shift_ns > support.at(best, m).shift_ns)) {
       best = k;
     }
@@ -21,7 +21,7 @@ int OwnSupportedStage(const RankSupport& support, const StageSchema& schema, int
 int StrongerOwnStage(const RankSupport& support, const StageSchema& schema, int k0, int m) {
   int best = -1;
   for (int k = 0; k < static_cast<int>(schema.size()); ++k) {
-    if (k == k0 || schema.IsWait(static_cast<size_t>(k))) continue;
+    if (k == k0 || !schema.IsWork(static_cast<size_t>(k))) continue;
     const double shift = support.at(k, m).shift_ns;
     if (support.Strong(k, m) && shift > support.at(k0, m).shift_ns &&
         (best < 0 || shift > support.at(best, m).shift_ns)) {
@@ -36,7 +36,7 @@ int StrongerOwnStage(const RankSupport& support, const StageSchema& schema, int 
 CellRef StrongestCell(const RankSupport& support, const StageSchema& schema, int members) {
   CellRef strong;
   for (int k = 0; k < static_cast<int>(schema.size()); ++k) {
-    if (schema.IsWait(static_cast<size_t>(k))) continue;
+    if (!schema.IsWork(static_cast<size_t>(k))) continue;
     for (int m = 0; m < members; ++m) {
       if (support.Strong(k, m) &&
           (!strong.valid() ||
@@ -58,7 +58,7 @@ CarriedCell CarryPriorClear(std::span<const PriorClear> named, int64_t first_ste
     }
   }
   if (prior == nullptr || prior->member < 0 || prior->member >= members ||
-      schema.IsWait(static_cast<size_t>(prior->stage)) ||
+      !schema.IsWork(static_cast<size_t>(prior->stage)) ||
       !support.StillSupported(prior->stage, prior->member)) {
     return {};
   }

@@ -243,9 +243,6 @@ NodeShift MeasureNodeShift(const std::vector<const StepInput*>& steps, const Sta
 
 namespace {
 
-// The stages a node's own work can be slow in (waits and transfers are others' time).
-bool IsWork(StageKind kind) { return kind == StageKind::kIo || kind == StageKind::kCompute; }
-
 // The verdict's cell excess per stage.
 std::vector<int64_t> StageExcess(const StageSchema& schema, const Verdict& v) {
   std::vector<int64_t> by_stage(schema.size(), 0);
@@ -392,7 +389,7 @@ void NameSlowNode(const StageSchema& schema, const RankPlacement& placement,
   const std::vector<int64_t> by_stage = StageExcess(schema, *v);
   bool work_charged = false;
   for (size_t k = 0; k < schema.size(); ++k) {
-    work_charged = work_charged || (IsWork(schema.stage(k).kind) && by_stage[k] > 0);
+    work_charged = work_charged || (schema.IsWork(k) && by_stage[k] > 0);
   }
   if (!work_charged) return;
   // Every io or compute stage is measured: the frontier's cells may be the waiters' (the
@@ -401,7 +398,7 @@ void NameSlowNode(const StageSchema& schema, const RankPlacement& placement,
   const double step_ns = static_cast<double>(v->exposed_ns) / v->steps;
   NodeShift best;
   for (size_t k = 0; k < schema.size(); ++k) {
-    if (!IsWork(schema.stage(k).kind)) continue;
+    if (!schema.IsWork(k)) continue;
     for (const std::string& node : LikeliestNodes(steps, placement, nodes, k, kMaxNodesMeasured)) {
       NodeShift s = MeasureNodeShift(steps, schema, placement, node, static_cast<int32_t>(k));
       s.recurring = !Persistent(s, th, step_ns);

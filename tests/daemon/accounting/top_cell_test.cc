@@ -74,6 +74,28 @@ TEST_CASE("top cell: unsupported, the strongest work cell is named instead", "[v
   CHECK_FALSE(top.carried);
 }
 
+TEST_CASE("top cell: a pipeline transfer's duration never names its rank", "[verdict_steps]") {
+  // Regression (CI, e2e_torch_pipeline_test): a healthy unbalanced pipeline read CLEAR on a
+  // first-stage rank's recv_grad, 6 ms longer than its peer's: the time its downstream
+  // neighbour took, strong as evidence, not the rank's own work.
+  const StageSchema schema = *StageSchema::Parse("data:io,recv_grad:p2p,sync:sync,apply:compute");
+  RankEvidenceTable e(4, kMembers);
+  e.at(1, 1) = Shift(6000, 30);
+  const RankSupport s(e, schema, kThresholds);
+  CHECK_FALSE(StrongestCell(s, schema, kMembers).valid());
+  const TopCellChoice top =
+      ChooseTopCell(OneCell(0, 1), s, schema, StrongestCell(s, schema, kMembers), {});
+  CHECK(top.basis == TopCellBasis::kGroup);
+  // Nor does a late arrival at a wait move to it, nor a prior CLEAR on it carry.
+  e.at(2, 1) = Shift(4000, 8);
+  const RankSupport late_support(e, schema, kThresholds);
+  const TopCellChoice late = ChooseTopCell(OneCell(2, 1), late_support, schema, {}, {});
+  CHECK(late.basis == TopCellBasis::kCharged);
+  CHECK(late.cell.stage == 2);
+  const PriorClear named[1] = {{99, 1, 1}};
+  CHECK_FALSE(CarryPriorClear(named, 100, s, schema, kMembers).cell.valid());
+}
+
 TEST_CASE("top cell: a late arrival at a wait moves to the rank's own stage", "[verdict_steps]") {
   const StageSchema schema = Schema();
   RankEvidenceTable e(4, kMembers);
