@@ -56,6 +56,22 @@ bool P2pNeighbourRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) 
   return true;
 }
 
+bool PipelineWaitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) {
+  if (c.schema.stage(c.top.stage).kind != StageKind::kSync ||
+      v->median_margin_ns >= v->tie_tolerance_ns) {
+    return false;
+  }
+  bool pipeline = false;
+  for (const Stage& s : c.schema.stages()) pipeline = pipeline || s.kind == StageKind::kP2p;
+  if (!pipeline) return false;
+  v->label = VerdictLabel::kHealthy;
+  v->reason = AmbiguityReason::kNone;
+  v->candidate_ranks.clear();
+  v->candidate_stages.clear();
+  d->kind = VerdictKind::kPipelineWait;
+  return true;
+}
+
 bool CoLeaderTieRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) {
   const std::vector<int32_t>& co = c.rivals.co_leaders;
   if (co.size() < 2) return false;
@@ -130,8 +146,8 @@ bool ClearRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) {
 
 const std::vector<VerdictRule>& ChargedCellRules() {
   static const std::vector<VerdictRule> rules = {
-      MixedSyncRule, P2pNeighbourRule, CoLeaderTieRule, SplitRule,
-      MarginTieRule, ConcurrentRule,   ClearRule,
+      MixedSyncRule,    P2pNeighbourRule, CoLeaderTieRule, SplitRule,
+      PipelineWaitRule, MarginTieRule,    ConcurrentRule,  ClearRule,
   };
   return rules;
 }

@@ -28,6 +28,7 @@ enum class VerdictKind : uint8_t {
   kMarginTie,       // AMBIGUOUS TIE: the top cell leads by less than noise
   kConcurrent,      // AMBIGUOUS CONCURRENT
   kP2pNeighbour,    // HEALTHY: a pipeline transfer charged, yet never late at the next wait
+  kPipelineWait,    // HEALTHY: late at a sync stage of a pipeline within noise, no own stage
 };
 
 // The group's exposed step against its baseline (kGroupWide, kGroupSpread).

@@ -115,6 +115,15 @@ void P2pNeighbourText(const VerdictDecision& d, const StageSchema& schema, Verdi
       100.0 * v->wait_agreement);
 }
 
+void PipelineWaitText(const VerdictDecision& d, const StageSchema& schema, Verdict* v) {
+  v->explanation = absl::StrCat(
+      "a pipeline rank's arrival, not a straggler: rank ", d.rank, " reaches \"",
+      schema.stage(d.stage).name, "\" later than its peers by only ", FormatMs(v->median_margin_ns),
+      " (noise ", FormatMs(v->tie_tolerance_ns),
+      ") and none of its own io or compute stages is slower: its arrival follows its pipeline "
+      "neighbours' transfers");
+}
+
 void MixedSyncText(const VerdictDecision& d, const StageSchema& schema, Verdict* v) {
   const std::string& stage = schema.stage(d.stage).name;
   v->explanation = absl::StrCat(
@@ -216,6 +225,8 @@ void RenderVerdictText(const VerdictDecision& d, const StageSchema& schema, Verd
       return ConcurrentText(d, schema, v);
     case VerdictKind::kP2pNeighbour:
       return P2pNeighbourText(d, schema, v);
+    case VerdictKind::kPipelineWait:
+      return PipelineWaitText(d, schema, v);
   }
 }
 

@@ -156,11 +156,36 @@ TEST_CASE("p2p-neighbour rule: a transfer charged but rarely late at the next wa
   CHECK_FALSE(compute.Run(P2pNeighbourRule));
 }
 
+TEST_CASE("pipeline-wait rule: late at a pipeline's sync stage within noise", "[verdict_steps]") {
+  // Regression (pipeline eval, 1000-step healthy runs): a healthy 4x2 pipeline's last stage
+  // read CLEAR on its dp_sync, leading by 0.63 ms with noise 7.16 ms, no own stage slower.
+  Fixture f("data:io,recv:p2p,sync:sync,opt:compute");
+  f.top = {2, 1};
+  f.verdict.median_margin_ns = 630'000;
+  f.verdict.tie_tolerance_ns = 7'160'000;
+  CHECK(f.Run(PipelineWaitRule));
+  CHECK(f.verdict.label == VerdictLabel::kHealthy);
+  CHECK(f.verdict.candidate_ranks.empty());
+  CHECK(f.decision.kind == VerdictKind::kPipelineWait);
+  f.verdict.label = VerdictLabel::kAmbiguous;
+  f.verdict.median_margin_ns = 8'000'000;  // beyond noise: it held its group back
+  CHECK_FALSE(f.Run(PipelineWaitRule));
+  f.verdict.median_margin_ns = 630'000;
+  f.top = {3, 1};  // not a sync stage
+  CHECK_FALSE(f.Run(PipelineWaitRule));
+  Fixture dp("data:io,compute:compute,sync:sync,opt:compute");  // no pipeline transfer
+  dp.top = {2, 1};
+  dp.verdict.median_margin_ns = 630'000;
+  dp.verdict.tie_tolerance_ns = 7'160'000;
+  CHECK_FALSE(dp.Run(PipelineWaitRule));
+}
+
 TEST_CASE("rule order: the first rule that claims the window decides", "[verdict_steps]") {
   const std::vector<VerdictRule>& rules = ChargedCellRules();
-  REQUIRE(rules.size() == 7);
+  REQUIRE(rules.size() == 8);
   CHECK(rules.front() == &MixedSyncRule);
   CHECK(rules[1] == &P2pNeighbourRule);
+  CHECK(rules[4] == &PipelineWaitRule);  // before a margin tie or CLEAR can name the rank
   CHECK(rules.back() == &ClearRule);
 }
 
