@@ -68,13 +68,13 @@ enum SlotState : uint32_t {
   kSlotReleased = 3,  // the owner exited cleanly; unread records stay readable
 };
 
-// StageDesc::kind's largest value (4 p2p, added in place: readers before it refuse the slot's
-// schema as invalid, naming the stage).
-inline constexpr uint8_t kMaxStageKind = 4;
+// StageDesc::kind's largest value (4 p2p and 5 tensor, added in place: readers before them
+// refuse the slot's schema as invalid, naming the stage).
+inline constexpr uint8_t kMaxStageKind = 5;
 
 struct StageDesc {
   char name[kStageNameBytes];  // 0
-  uint8_t kind;                // 40  0 io, 1 compute, 2 sync, 3 mixed, 4 p2p
+  uint8_t kind;                // 40  0 io, 1 compute, 2 sync, 3 mixed, 4 p2p, 5 tensor
   uint8_t reserved[7];         // 41
 };
 static_assert(sizeof(StageDesc) == 48);

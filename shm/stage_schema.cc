@@ -22,18 +22,20 @@ const char* StageKindName(StageKind kind) {
       return "mixed";
     case StageKind::kP2p:
       return "p2p";
+    case StageKind::kTensor:
+      return "tensor";
   }
   return "unknown";
 }
 
 absl::StatusOr<StageKind> ParseStageKind(absl::string_view text) {
   for (StageKind kind : {StageKind::kIo, StageKind::kCompute, StageKind::kSync, StageKind::kMixed,
-                         StageKind::kP2p}) {
+                         StageKind::kP2p, StageKind::kTensor}) {
     if (text == StageKindName(kind)) return kind;
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown stage kind \"",
-                                                 absl::CHexEscape(text.substr(0, 40)),
-                                                 "\" (expected io, compute, sync, mixed or p2p)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown stage kind \"", absl::CHexEscape(text.substr(0, 40)),
+                   "\" (expected io, compute, sync, mixed, p2p or tensor)"));
 }
 
 StageSchema::StageSchema(std::vector<Stage> stages) : stages_(std::move(stages)) {
@@ -92,6 +94,10 @@ bool StageSchema::IsWait(size_t k) const {
 
 bool StageSchema::IsWork(size_t k) const {
   return stages_[k].kind == StageKind::kIo || stages_[k].kind == StageKind::kCompute;
+}
+
+bool StageSchema::WaitsOutsideGroup(size_t k) const {
+  return stages_[k].kind == StageKind::kP2p || stages_[k].kind == StageKind::kTensor;
 }
 
 std::optional<size_t> StageSchema::NextWaitStage(size_t k) const {

@@ -26,9 +26,20 @@ namespace stagefrontier {
 // kP2p: a point-to-point transfer with particular other ranks (a pipeline stage's send or
 // receive): it waits on those ranks, not on the rank's sync group, so it is accounted as the
 // rank's own time, compared with the ranks of the same role, and never read as the group's wait.
-enum class StageKind : uint8_t { kIo = 0, kCompute = 1, kSync = 2, kMixed = 3, kP2p = 4 };
+// kTensor: work interleaved with collectives over the rank's tensor-parallel group (a
+// row- or column-parallel layer's all-reduce): its waits are on the tensor group, not on the
+// rank's sync group (its data-parallel replicas), so it is accounted like kP2p; the tensor
+// group finishes it together, so a slow one among them is named as the group.
+enum class StageKind : uint8_t {
+  kIo = 0,
+  kCompute = 1,
+  kSync = 2,
+  kMixed = 3,
+  kP2p = 4,
+  kTensor = 5
+};
 
-// Returns "io", "compute", "sync", "mixed" or "p2p".
+// Returns "io", "compute", "sync", "mixed", "p2p" or "tensor".
 const char* StageKindName(StageKind kind);
 
 // Parses a kind name; fails with InvalidArgument naming the text otherwise.
@@ -62,6 +73,10 @@ class StageSchema {
   // long as the others (a receive takes its neighbour's time), so their durations alone never
   // name the rank.
   bool IsWork(size_t k) const;
+  // True for `p2p` and `tensor` stages: they wait on ranks outside the rank's sync group (a
+  // pipeline neighbour, the tensor group), so they are neither the group's wait nor the rank's
+  // own work alone.
+  bool WaitsOutsideGroup(size_t k) const;
   // The first wait stage strictly after stage k, if any.
   std::optional<size_t> NextWaitStage(size_t k) const;
   // The first wait stage of the step, if any.

@@ -84,10 +84,10 @@ int sf_client_create(const sf_client_options* o, const sf_stage* stages, size_t 
     std::vector<stagefrontier::Stage> schema;
     for (size_t i = 0; i < stage_count; ++i) {
       if (stages[i].name == nullptr || stages[i].kind < SF_STAGE_IO ||
-          stages[i].kind > SF_STAGE_P2P) {
+          stages[i].kind > SF_STAGE_TENSOR) {
         WriteError(err, err_len,
                    "sf_client_create: stage " + std::to_string(i) +
-                       " has a NULL name or a kind outside SF_STAGE_IO..SF_STAGE_P2P");
+                       " has a NULL name or a kind outside SF_STAGE_IO..SF_STAGE_TENSOR");
         return SF_ERR_INVALID_ARGUMENT;
       }
       schema.push_back({stages[i].name, static_cast<stagefrontier::StageKind>(stages[i].kind)});

@@ -58,7 +58,8 @@ extern "C" {
 #define SF_STAGE_COMPUTE 1
 #define SF_STAGE_SYNC 2
 #define SF_STAGE_MIXED 3
-#define SF_STAGE_P2P 4 /* a pipeline send or receive (docs/user-guide.md "3D-parallel jobs") */
+#define SF_STAGE_P2P 4    /* a pipeline send or receive (docs/user-guide.md "3D-parallel jobs") */
+#define SF_STAGE_TENSOR 5 /* work with collectives over the tensor-parallel group (same) */
 
 typedef struct sf_client sf_client;
 

@@ -360,7 +360,7 @@ PYBIND11_MODULE(_stagefrontier, m) {
           py::arg("shm_dir") = py::none(), py::arg("shm_group") = py::none(),
           py::arg("ring_capacity") = py::none(), py::arg("quiet") = false,
           py::arg("layout") = py::none(),
-          "stages: list of (name, kind), kind one of io, compute, sync, mixed, p2p. Identity "
+          "stages: list of (name, kind), kind one of io, compute, sync, mixed, p2p, tensor. Identity "
           "arguments default to the launcher's environment (RANK, LOCAL_RANK, ...). layout: "
           "None, or this rank's place in a 3D-parallel job, a dict {pipeline_stage, "
           "pipeline_stages, tensor_rank, tensor_size} (missing keys: 0, 1, 0, 1); "

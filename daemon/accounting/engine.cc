@@ -126,7 +126,9 @@ Verdict Engine::JobVerdict(Verdict job, std::span<const Verdict> groups) const {
   std::vector<GroupWork> work;
   work.reserve(groups_.size());
   for (const auto& g : groups_) work.push_back({g->name(), OwnWorkNs(g->window(), config_.schema)});
-  return JobVerdictFromGroups(job, groups, config_.schema, work);
+  Verdict out = JobVerdictFromGroups(job, groups, config_.schema, work);
+  NameTensorGroup(config_.groups, groups, config_.schema, &out);
+  return out;
 }
 
 Verdict Engine::CurrentVerdict() const {

@@ -101,7 +101,8 @@ class GroupAccountant {
   std::vector<int32_t> ToRanks(std::span<const int32_t> members) const;
   int MemberOf(int32_t rank) const { return members_.MemberOf(rank); }
   // Stage k's cross-rank noise scale learns only from steps it was not flagged in (two ranks
-  // present, stage not p2p: see MeasureNoise).
+  // present, stage not p2p: see MeasureNoise). A `tensor` stage does: its gap between two
+  // replicas is a slow tensor group, persistent, never the neighbours' noise.
   bool LearnsSpreadUnflagged(int k) const {
     return matrix_.present_count() == 2 && schema_.stage(k).kind != StageKind::kP2p;
   }

@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "daemon/accounting/suspects.h"
+#include "daemon/accounting/verdict_text.h"
 
 namespace stagefrontier {
 
@@ -28,7 +30,7 @@ std::tuple<bool, bool, int64_t> Weight(const Verdict& v, const StageSchema& sche
   // A wait or a p2p transfer is time spent on other ranks (the group's, or a pipeline
   // neighbour's); io, compute and mixed stages hold the group's own work.
   const std::optional<size_t> k = TopStage(v, schema);
-  const bool work = k && !schema.IsWait(*k) && schema.stage(*k).kind != StageKind::kP2p;
+  const bool work = k && !schema.IsWait(*k) && !schema.WaitsOutsideGroup(*k);
   const int64_t excess = v.suspects.empty() ? v.total_excess_ns : v.suspects[0].excess_ns;
   return {work, !v.group_wide, excess};
 }
@@ -165,6 +167,58 @@ Verdict JobVerdictFromGroups(const Verdict& job, std::span<const Verdict> groups
   }
   if (!out.structural.empty()) absl::StrAppend(&out.explanation, " ", out.structural);
   return out;
+}
+
+void NameTensorGroup(std::span<const std::vector<int32_t>> members, std::span<const Verdict> groups,
+                     const StageSchema& schema, Verdict* job) {
+  if (job->label == VerdictLabel::kHealthy || members.size() != groups.size()) return;
+  int stage = -1;
+  std::ptrdiff_t replica = -1;
+  std::vector<int32_t> ranks;
+  std::vector<Suspect> leads;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const Verdict& v = groups[g];
+    if (v.label == VerdictLabel::kHealthy) continue;
+    const std::optional<size_t> k = TopStage(v, schema);
+    if (!k || schema.stage(*k).kind != StageKind::kTensor) return;
+    const auto it = std::find(members[g].begin(), members[g].end(), v.suspects[0].rank);
+    if (it == members[g].end()) return;
+    const std::ptrdiff_t i = it - members[g].begin();
+    if (!ranks.empty() && (static_cast<int>(*k) != stage || i != replica)) return;
+    stage = static_cast<int>(*k);
+    replica = i;
+    ranks.push_back(v.suspects[0].rank);
+    leads.push_back(v.suspects[0]);
+  }
+  if (ranks.size() < 2) return;
+  std::sort(ranks.begin(), ranks.end());
+  std::stable_sort(leads.begin(), leads.end(),
+                   [](const Suspect& a, const Suspect& b) { return a.excess_ns > b.excess_ns; });
+  // The tensor group's cells lead the suspects, then the deciding group's others.
+  for (const Suspect& s : job->suspects) {
+    if (std::find(ranks.begin(), ranks.end(), s.rank) == ranks.end() || s.stage != stage) {
+      leads.push_back(s);
+    }
+  }
+  leads.resize(std::min(leads.size(), std::max(kMaxSuspects, ranks.size())));
+  job->suspects = std::move(leads);
+  job->label = VerdictLabel::kAmbiguous;
+  job->reason = AmbiguityReason::kTie;
+  job->group_wide = false;
+  job->candidate_ranks = ranks;
+  job->candidate_stages = {stage};
+  const std::string& name = schema.stage(static_cast<size_t>(stage)).name;
+  job->explanation = absl::StrCat(
+      "Tensor group: ranks ", FormatRankList(ranks), " (the same replica at ", ranks.size(),
+      " tensor positions) are slow together in \"", name,
+      "\", a stage whose collectives run over their tensor group: they finish it together, so "
+      "stage marks cannot say which of them (or their link) is slow.");
+  if (!job->structural.empty()) absl::StrAppend(&job->explanation, " ", job->structural);
+  job->settle =
+      absl::StrCat("enable the collective probe for stage \"", name,
+                   "\" (the last to arrive at its collectives is the slow rank), or "
+                   "profile ranks ",
+                   FormatRankList(ranks), " at steps ", absl::StrJoin(job->steps_to_profile, ", "));
 }
 
 }  // namespace stagefrontier

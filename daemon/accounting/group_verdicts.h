@@ -7,8 +7,10 @@
 #ifndef STAGEFRONTIER_DAEMON_ACCOUNTING_GROUP_VERDICTS_H_
 #define STAGEFRONTIER_DAEMON_ACCOUNTING_GROUP_VERDICTS_H_
 
+#include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "daemon/accounting/accounting_window.h"
 #include "daemon/accounting/verdict.h"
@@ -40,6 +42,16 @@ std::string StructuralImbalance(std::span<const GroupWork> groups);
 // The heatmap's cells are every group's. `work` (empty: not judged) sets Verdict::structural.
 Verdict JobVerdictFromGroups(const Verdict& job, std::span<const Verdict> groups,
                              const StageSchema& schema, std::span<const GroupWork> work = {});
+
+// A step after JobVerdictFromGroups. A `tensor` stage ends together on the ranks of one tensor
+// group (their collectives wait for the slowest), so each tensor position's group sees its
+// member of that tensor group slow, and stage marks cannot say which one is. When every group
+// that is not HEALTHY, two or more, has its top suspect in the same `tensor` stage on the same
+// member index (the same data-parallel replica: every role's ranks are ordered alike), the job's
+// verdict names those ranks together, AMBIGUOUS TIE, never one of them. `members[g]` are
+// groups[g]'s ranks, sorted. Leaves `job` alone otherwise.
+void NameTensorGroup(std::span<const std::vector<int32_t>> members, std::span<const Verdict> groups,
+                     const StageSchema& schema, Verdict* job);
 
 }  // namespace stagefrontier
 

@@ -44,7 +44,7 @@ bool MixedSyncRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) {
 }
 
 bool P2pNeighbourRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) {
-  if (c.schema.stage(c.top.stage).kind != StageKind::kP2p || v->wait_agreement < 0 ||
+  if (!c.schema.WaitsOutsideGroup(c.top.stage) || v->wait_agreement < 0 ||
       v->wait_agreement >= 0.5) {
     return false;
   }
@@ -62,7 +62,7 @@ bool PipelineWaitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) 
     return false;
   }
   bool pipeline = false;
-  for (const Stage& s : c.schema.stages()) pipeline = pipeline || s.kind == StageKind::kP2p;
+  for (size_t k = 0; k < c.schema.size(); ++k) pipeline = pipeline || c.schema.WaitsOutsideGroup(k);
   if (!pipeline) return false;
   v->label = VerdictLabel::kHealthy;
   v->reason = AmbiguityReason::kNone;

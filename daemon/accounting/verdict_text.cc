@@ -105,14 +105,15 @@ void ClearText(const VerdictDecision& d, const StageSchema& schema, Verdict* v) 
 
 void P2pNeighbourText(const VerdictDecision& d, const StageSchema& schema, Verdict* v) {
   const Suspect& s = v->suspects[0];
+  const bool tensor = schema.stage(d.stage).kind == StageKind::kTensor;
   v->explanation = absl::StrFormat(
-      "excess in a pipeline transfer, not a straggler: \"%s\" on rank %d holds %.0f%% of the "
-      "excess (%s per step over %d steps, charged in %d steps), but it is the last to arrive "
-      "at the next wait in %.0f%% of them: the transfer waited on its pipeline neighbour and "
-      "held nobody in its group back",
-      schema.stage(d.stage).name, d.rank, 100.0 * d.share,
-      FormatMs(s.excess_ns / static_cast<int64_t>(d.window_steps)), d.window_steps, s.flagged_steps,
-      100.0 * v->wait_agreement);
+      "excess in a %s, not a straggler: \"%s\" on rank %d holds %.0f%% of the excess (%s per "
+      "step over %d steps, charged in %d steps), but it is the last to arrive at the next wait "
+      "in %.0f%% of them: it waited on %s and held nobody in its group back",
+      tensor ? "tensor-group collective" : "pipeline transfer", schema.stage(d.stage).name, d.rank,
+      100.0 * d.share, FormatMs(s.excess_ns / static_cast<int64_t>(d.window_steps)), d.window_steps,
+      s.flagged_steps, 100.0 * v->wait_agreement,
+      tensor ? "its tensor group" : "its pipeline neighbour");
 }
 
 void PipelineWaitText(const VerdictDecision& d, const StageSchema& schema, Verdict* v) {
@@ -120,8 +121,8 @@ void PipelineWaitText(const VerdictDecision& d, const StageSchema& schema, Verdi
       "a pipeline rank's arrival, not a straggler: rank ", d.rank, " reaches \"",
       schema.stage(d.stage).name, "\" later than its peers by only ", FormatMs(v->median_margin_ns),
       " (noise ", FormatMs(v->tie_tolerance_ns),
-      ") and none of its own io or compute stages is slower: its arrival follows its pipeline "
-      "neighbours' transfers");
+      ") and none of its own io or compute stages is slower: its arrival follows the ranks it "
+      "waits on outside its group (pipeline neighbours, its tensor group)");
 }
 
 void MixedSyncText(const VerdictDecision& d, const StageSchema& schema, Verdict* v) {

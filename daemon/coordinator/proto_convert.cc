@@ -18,7 +18,7 @@ absl::StatusOr<StageSchema> SchemaFromProto(
   std::vector<Stage> out;
   out.reserve(stages.size());
   for (const v1::Stage& s : stages) {
-    if (s.kind() < v1::STAGE_KIND_IO || s.kind() > v1::STAGE_KIND_P2P) {
+    if (s.kind() < v1::STAGE_KIND_IO || s.kind() > v1::STAGE_KIND_TENSOR) {
       return absl::InvalidArgumentError(
           absl::StrCat("stage \"", s.name(), "\" has unknown kind ", static_cast<int>(s.kind())));
     }

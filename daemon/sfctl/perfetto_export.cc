@@ -79,6 +79,8 @@ const char* KindName(v1::StageKind kind) {
       return "mixed";
     case v1::STAGE_KIND_P2P:
       return "p2p";
+    case v1::STAGE_KIND_TENSOR:
+      return "tensor";
     default:
       return "unknown";
   }

@@ -207,15 +207,17 @@ int main(void) {
   EXPECT(sf_client_create(NULL, dup, 2, &c, err, sizeof err) == SF_ERR_INVALID_ARGUMENT);
   EXPECT(c == NULL);
   EXPECT(strstr(err, "\"a\"") != NULL);
-  /* A pipeline send or receive is kind p2p (4); 5 is outside the kinds. */
-  const sf_stage p2p[] = {{"recv", SF_STAGE_P2P}, {"sync", SF_STAGE_SYNC}};
-  EXPECT(sf_client_create(NULL, p2p, 2, &c, err, sizeof err) != SF_ERR_INVALID_ARGUMENT);
+  /* A pipeline send or receive is kind p2p (4), a tensor-parallel layer tensor (5); 6 is
+     outside the kinds. */
+  const sf_stage p2p[] = {
+      {"recv", SF_STAGE_P2P}, {"fwd", SF_STAGE_TENSOR}, {"sync", SF_STAGE_SYNC}};
+  EXPECT(sf_client_create(NULL, p2p, 3, &c, err, sizeof err) != SF_ERR_INVALID_ARGUMENT);
   if (c != NULL) {
     sf_client_destroy(c);
     c = NULL;
   }
-  const sf_stage kind5[] = {{"a", 5}};
-  EXPECT(sf_client_create(NULL, kind5, 1, &c, err, sizeof err) == SF_ERR_INVALID_ARGUMENT);
+  const sf_stage kind6[] = {{"a", 6}};
+  EXPECT(sf_client_create(NULL, kind6, 1, &c, err, sizeof err) == SF_ERR_INVALID_ARGUMENT);
   const sf_stage badkind[] = {{"a", 9}};
   EXPECT(sf_client_create(NULL, badkind, 1, &c, err, sizeof err) == SF_ERR_INVALID_ARGUMENT);
   EXPECT(strstr(err, "kind outside") != NULL);

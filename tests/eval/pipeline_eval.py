@@ -15,11 +15,19 @@ bwd). Healthy rows have no fault; half of them are unbalanced (one pipeline stag
 heavier). The verdict is read at the end of the run, as a user would:
 `sfctl --json suspects --job pe<index>` (the current window: the last 100 steps).
 
+With --tp-rows/--tp-healthy, tensor-parallel-like rows follow (tests/eval/workloads/tp_loop.py:
+T tensor ranks x D replicas, (T, D) from (2,2), (2,3), (3,2), (4,2), 3 all-reduces over the
+tensor group in each of fwd and bwd, both kind `tensor`), drawn from seed + 1 so that the
+pipeline rows of a seed stay as they were; the same faults and patterns.
+
 Scores of a faulty row:
   top1   the first suspect is (injected stage, injected rank) and .verdict.sync_group is
          "pp<s>" of the injected rank
+         (tp rows: "pp0.tp<t>", t = rank % T; a fault inside fwd or bwd, the tensor stages,
+         slows its whole tensor group alike, so top1 there is AMBIGUOUS with candidate_ranks
+         exactly that tensor group and the first suspect in the stage on one of its ranks)
   top2   the injected (stage, rank) is among the first two suspects
-  clear  label CLEAR with candidate_ranks == [injected rank]
+  clear  label CLEAR with candidate_ranks == [injected rank] (tp rows, tensor stages: top1)
   dashboards: the mean- and max-over-ranks dashboards' top stage (.mean_top_stage,
          .max_top_stage) of `sfctl suspects --window 240` (all steps: the dashboards need the
          40 healthy steps before the fault as their baseline, as in hidden_rank_eval.py) equal
@@ -49,6 +57,9 @@ import time
 
 BIN = "bazel-bin"
 SHAPES = [(2, 2), (2, 3), (3, 2), (4, 2), (2, 4)]
+# Tensor-parallel-like rows (tests/eval/workloads/tp_loop.py): T tensor ranks x D replicas.
+TP_SHAPES = [(2, 2), (2, 3), (3, 2), (4, 2)]
+TP_TENSOR_STAGES = {"fwd", "bwd"}  # kind tensor in tp_loop.py
 MICRO = [2, 3, 4]
 FAULT_STAGES = ["data", "fwd", "bwd", "apply"]
 FAULT_START = 40
@@ -125,6 +136,12 @@ class Daemons:
 
 
 def workload_flags(row):
+    if row.get("workload") == "tp":
+        flags = ["--tensor-size", str(row["shape"][0]), "--steps", str(row["steps"])]
+        if row.get("stage") is not None:
+            flags += ["--fault", f"{row['stage']}:{row['rank']}:{row['fault_ms']:.3f}",
+                      "--fault-every", str(row["every"]), "--fault-start", str(row["start"])]
+        return flags
     p, d = row["shape"]
     flags = ["--pipeline-stages", str(p), "--micro-batches", str(row["micro"]),
              "--steps", str(row["steps"])]
@@ -147,7 +164,8 @@ def run_torchrun(row, work, daemons, master_port, timeout):
     cmd = ["/usr/bin/python3", "-m", "torch.distributed.run", f"--nproc_per_node={p * d}",
            f"--master_port={master_port}", f"--rdzv_id={row['job']}", "--redirects", "2",
            "--tee", "1", "--log_dir", os.path.join(rowdir, "torchrun"),
-           "tests/eval/workloads/pipeline_loop.py", *workload_flags(row)]
+           f"tests/eval/workloads/{row.get('workload', 'pipeline')}_loop.py",
+           *workload_flags(row)]
     with open(os.path.join(rowdir, "torchrun.log"), "w") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=log, start_new_session=True)
         try:
@@ -158,7 +176,7 @@ def run_torchrun(row, work, daemons, master_port, timeout):
             rc = "timeout"
     with open(os.path.join(rowdir, "torchrun.log")) as f:
         text = f.read()
-    m = re.search(r"pipeline_loop: \d+ steps, ([\d.]+) ms/step", text)
+    m = re.search(r"(?:pipeline|tp)_loop: \d+ steps, ([\d.]+) ms/step", text)
     return rc, (float(m.group(1)) if m else None), text
 
 
@@ -203,11 +221,19 @@ def run_row(row, work, daemons, port, master_port, timeout):
                       frontier_points_at=dash.get("frontier_top_stage", ""))
         if row.get("stage") is not None:
             want = (row["stage"], row["rank"])
-            group = f"pp{row['rank'] // row['shape'][1]}"
+            group, tensor_group = expected_group(row)
+            if tensor_group:  # a fault inside a tensor stage: its tensor group, named together
+                top1 = (v["label"] == "AMBIGUOUS" and
+                        sorted(result["candidate_ranks"]) == tensor_group and bool(top) and
+                        top[0][0] == row["stage"] and top[0][1] in tensor_group)
+                clear = top1
+            else:
+                top1 = bool(top) and top[0] == want and result["sync_group"] == group
+                clear = v["label"] == "CLEAR" and result["candidate_ranks"] == [row["rank"]]
             result.update(
-                top1=bool(top) and top[0] == want and result["sync_group"] == group,
+                top1=top1,
                 top2=want in top[:2],
-                clear=v["label"] == "CLEAR" and result["candidate_ranks"] == [row["rank"]],
+                clear=clear,
                 mean_hit=result["mean_points_at"] == row["stage"],
                 max_hit=result["max_points_at"] == row["stage"],
                 magnitude_pct=round(100 * row["fault_ms"] * 1e6 / healthy, 1) if healthy else None)
@@ -221,6 +247,39 @@ def run_row(row, work, daemons, port, master_port, timeout):
                                           if row.get("stage") is not None else ("healthy",))
                        if k not in result})
     return result
+
+
+def expected_group(row):
+    """(the sync group that should decide, the ranks a tensor-stage fault names together or
+    None). pipeline_loop: pp<s>, s = rank // D. tp_loop: pp0.tp<t>, t = rank % T; a fault in a
+    tensor stage slows its whole tensor group (the replica's T ranks) alike."""
+    if row.get("workload") == "tp":
+        t_size = row["shape"][0]
+        replica = row["rank"] // t_size
+        tensor_group = (list(range(replica * t_size, (replica + 1) * t_size))
+                        if row["stage"] in TP_TENSOR_STAGES else None)
+        return f"pp0.tp{row['rank'] % t_size}", tensor_group
+    return f"pp{row['rank'] // row['shape'][1]}", None
+
+
+def draw_tp(seed, first_index, rows, healthy, steps):
+    """Tensor-parallel-like rows, drawn from their own generator (seed + 1) so that adding them
+    leaves the pipeline rows of a seed as they were."""
+    rng = random.Random(seed + 1)
+    table = []
+    for i in range(rows + healthy):
+        t_size, d = rng.choice(TP_SHAPES)
+        row = dict(index=first_index + i, job=f"pe{first_index + i}", workload="tp",
+                   shape=[t_size, d], micro=0, steps=steps, stage=None, pattern="healthy",
+                   stage_work_ms=None)
+        if i < rows:
+            pattern = rng.choice(["persistent", "intermittent"])
+            row.update(stage=rng.choice(FAULT_STAGES), rank=rng.randrange(t_size * d),
+                       fault_ms=round(rng.uniform(3.0, 10.0), 3), pattern=pattern,
+                       every=rng.randint(3, 6) if pattern == "intermittent" else 1,
+                       start=FAULT_START)
+        table.append(row)
+    return table
 
 
 def draw(seed, rows, healthy, steps):
@@ -277,10 +336,15 @@ def summarize(results, seed):
 
     lines.append(row_line("all", faulty, healthy))
     for p, d in SHAPES:
-        fs = [r for r in faulty if tuple(r["shape"]) == (p, d)]
-        hs = [r for r in healthy if tuple(r["shape"]) == (p, d)]
+        fs = [r for r in faulty if tuple(r["shape"]) == (p, d) and r.get("workload") != "tp"]
+        hs = [r for r in healthy if tuple(r["shape"]) == (p, d) and r.get("workload") != "tp"]
         if fs or hs:
             lines.append(row_line(f"{p}x{d}", fs, hs))
+    for t_size, d in TP_SHAPES:
+        fs = [r for r in faulty if tuple(r["shape"]) == (t_size, d) and r.get("workload") == "tp"]
+        hs = [r for r in healthy if tuple(r["shape"]) == (t_size, d) and r.get("workload") == "tp"]
+        if fs or hs:
+            lines.append(row_line(f"tp{t_size}x{d}", fs, hs))
     for name, sel in (("persist", lambda r: r["pattern"] == "persistent"),
                       ("intermit", lambda r: r["pattern"] == "intermittent"),
                       ("unbal", lambda r: bool(r.get("stage_work_ms"))),
@@ -322,6 +386,9 @@ def main():
     ap.add_argument("--healthy", type=int, default=12, help="healthy rows")
     ap.add_argument("--seed", type=int, default=20261126)
     ap.add_argument("--steps", type=int, default=240)
+    ap.add_argument("--tp-rows", type=int, default=0,
+                    help="faulty tensor-parallel-like rows (tp_loop.py), after the others")
+    ap.add_argument("--tp-healthy", type=int, default=0, help="healthy tensor-parallel-like rows")
     ap.add_argument("--out", default="docs/data/pipeline_eval_20261126.jsonl",
                     help="rows, one JSON object a line, written as each row finishes")
     ap.add_argument("--work", default="out/pipeline_eval", help="daemons' and rows' logs")
@@ -349,7 +416,9 @@ def main():
     results = []
     t_all = time.time()
     try:
-        for row in draw(args.seed, args.rows, args.healthy, args.steps):
+        table = draw(args.seed, args.rows, args.healthy, args.steps)
+        table += draw_tp(args.seed, len(table), args.tp_rows, args.tp_healthy, args.steps)
+        for row in table:
             if only and row["index"] not in only:
                 continue
             t0 = time.time()

@@ -1,6 +1,7 @@
 #include "shm/stage_schema.h"
 
 #include <catch2/catch.hpp>
+#include <vector>
 
 namespace stagefrontier {
 namespace {
@@ -34,7 +35,24 @@ TEST_CASE("p2p stages (pipeline sends and receives) are the rank's own time, not
   CHECK(s->ToString() == "recv_act:p2p,fwd:compute,send_act:p2p,dp_sync:sync,apply:compute");
   CHECK(std::string(StageKindName(StageKind::kP2p)) == "p2p");
   CHECK_THAT(std::string(StageSchema::Parse("x:peer").status().message()),
-             Catch::Contains("(expected io, compute, sync, mixed or p2p)"));
+             Catch::Contains("(expected io, compute, sync, mixed, p2p or tensor)"));
+}
+
+TEST_CASE("tensor stages wait outside the group; only io and compute are own work",
+          "[stage_schema]") {
+  absl::StatusOr<StageSchema> s =
+      StageSchema::Parse("data:io,fwd:tensor,send:p2p,grad:mixed,dp_sync:sync,apply:compute");
+  REQUIRE(s.ok());
+  CHECK(s->stage(1).kind == StageKind::kTensor);
+  CHECK(s->ToString() == "data:io,fwd:tensor,send:p2p,grad:mixed,dp_sync:sync,apply:compute");
+  const std::vector<bool> work = {true, false, false, false, false, true};
+  const std::vector<bool> outside = {false, true, true, false, false, false};
+  const std::vector<bool> wait = {false, false, false, true, true, false};
+  for (size_t k = 0; k < s->size(); ++k) {
+    CHECK(s->IsWork(k) == work[k]);
+    CHECK(s->WaitsOutsideGroup(k) == outside[k]);
+    CHECK(s->IsWait(k) == wait[k]);
+  }
 }
 
 TEST_CASE("schema errors name what is wrong", "[stage_schema]") {

@@ -154,5 +154,62 @@ TEST_CASE("own work counts io and compute stages only, of the least loaded rank"
                                                   "bwd:mixed")) == Approx(4e6));
 }
 
+StageSchema TensorSchema() {
+  return *StageSchema::Parse("data:io,fwd:tensor,bwd:tensor,dp_sync:sync,apply:compute");
+}
+
+TEST_CASE("tensor group: each tensor position names its member of one slow tensor group") {
+  // Regression (tp_loop on Gloo, 2 tensor ranks x 2 replicas, fwd slowed on rank 3): the tensor
+  // group {2, 3} finishes fwd together, so pp0.tp0 sees rank 2 slow and pp0.tp1 rank 3; the
+  // job read CLEAR on whichever group's excess was larger.
+  const StageSchema schema = TensorSchema();
+  const std::vector<std::vector<int32_t>> members = {{0, 2}, {1, 3}};
+  const std::vector<Verdict> groups = {Group("pp0.tp0", VerdictLabel::kClear, 1, 2, 700),
+                                       Group("pp0.tp1", VerdictLabel::kClear, 1, 3, 800)};
+  Verdict job = JobVerdictFromGroups(Job(), groups, schema);
+  REQUIRE(job.label == VerdictLabel::kClear);
+  NameTensorGroup(members, groups, schema, &job);
+  CHECK(job.label == VerdictLabel::kAmbiguous);
+  CHECK(job.reason == AmbiguityReason::kTie);
+  CHECK(job.candidate_ranks == std::vector<int32_t>{2, 3});
+  CHECK(job.candidate_stages == std::vector<int32_t>{1});
+  REQUIRE(job.suspects.size() >= 2);
+  CHECK(job.suspects[0].rank == 3);  // the larger excess first
+  CHECK(job.suspects[1].rank == 2);
+  CHECK_THAT(job.explanation, Catch::Contains("Tensor group: ranks 2, 3"));
+  CHECK_THAT(job.settle, Catch::Contains("collective probe for stage \"fwd\""));
+}
+
+TEST_CASE("tensor group: left alone unless every unhealthy group names the same tensor cell") {
+  const StageSchema schema = TensorSchema();
+  const std::vector<std::vector<int32_t>> members = {{0, 2}, {1, 3}};
+  auto named = [&](const std::vector<Verdict>& groups) {
+    Verdict job = JobVerdictFromGroups(Job(), groups, schema);
+    const Verdict before = job;
+    NameTensorGroup(members, groups, schema, &job);
+    return job.candidate_ranks != before.candidate_ranks || job.label != before.label;
+  };
+  // A fault in the rank's own data stage: its group names it there (the tensor peer waited).
+  CHECK_FALSE(named({Group("pp0.tp0", VerdictLabel::kClear, 1, 2, 700),
+                     Group("pp0.tp1", VerdictLabel::kClear, 0, 3, 800)}));
+  // Different replicas: two faults, not one tensor group.
+  CHECK_FALSE(named({Group("pp0.tp0", VerdictLabel::kClear, 1, 0, 700),
+                     Group("pp0.tp1", VerdictLabel::kClear, 1, 3, 800)}));
+  // Different tensor stages.
+  CHECK_FALSE(named({Group("pp0.tp0", VerdictLabel::kClear, 1, 2, 700),
+                     Group("pp0.tp1", VerdictLabel::kClear, 2, 3, 800)}));
+  // One group alone, the other HEALTHY: nothing to put together.
+  CHECK_FALSE(named({Group("pp0.tp0", VerdictLabel::kHealthy),
+                     Group("pp0.tp1", VerdictLabel::kClear, 1, 3, 800)}));
+  // Not a tensor stage (compute): each group's rank is its own.
+  const StageSchema compute =
+      *StageSchema::Parse("data:io,fwd:compute,bwd:tensor,dp_sync:sync,apply:compute");
+  const std::vector<Verdict> groups = {Group("pp0.tp0", VerdictLabel::kClear, 1, 2, 700),
+                                       Group("pp0.tp1", VerdictLabel::kClear, 1, 3, 800)};
+  Verdict job = JobVerdictFromGroups(Job(), groups, compute);
+  NameTensorGroup(members, groups, compute, &job);
+  CHECK(job.label == VerdictLabel::kClear);
+}
+
 }  // namespace
 }  // namespace stagefrontier

@@ -12,11 +12,12 @@ the activation by its WxW weight and all-reduces the partial result over the ten
 row-parallel linear layer's pattern), in the forward and again in the backward: L all-reduces
 inside small groups in every pass. The stub takes one contiguous interval per stage and step,
 so compute and the tensor group's all-reduces interleave inside fwd and bwd: those stages are
-kind `mixed` (work and waits end together).
+kind `tensor` (work and the tensor group's collectives end together; `mixed` would say they
+wait on the data-parallel group).
 
     data       make the step's batch
-    fwd        L layers: matmul + all-reduce over the tensor group       (mixed)
-    bwd        L layers: matmul + all-reduce over the tensor group       (mixed)
+    fwd        L layers: matmul + all-reduce over the tensor group       (tensor)
+    bwd        L layers: matmul + all-reduce over the tensor group       (tensor)
     dp_sync    all-reduce the weight gradients over the data-parallel group (sync)
     apply      SGD update
 
@@ -34,8 +35,8 @@ from fault_schedule import Fault, add_fault_args
 
 STAGES = [
     ("data", "io"),
-    ("fwd", "mixed"),
-    ("bwd", "mixed"),
+    ("fwd", "tensor"),
+    ("bwd", "tensor"),
     ("dp_sync", "sync"),
     ("apply", "compute"),
 ]
