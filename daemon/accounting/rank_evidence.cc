@@ -170,6 +170,8 @@ bool RankSupport::Supported(int stage, int member) const {
 
 bool RankSupport::SupportedAnywhere(int member) const {
   for (int k = 0; k < table_.stages(); ++k) {
+    // A transfer's or tensor collective's duration is the ranks it waits on outside the group.
+    if (schema_.WaitsOutsideGroup(static_cast<size_t>(k))) continue;
     if (Supported(k, member)) return true;
   }
   return false;

@@ -136,6 +136,23 @@ TEST_CASE("concurrent rule: rarely the sole last arriver, others late too", "[ve
   CHECK(f.verdict.concurrent_ranks == std::vector<int32_t>{2, 0});  // most often late first
 }
 
+TEST_CASE("concurrent rule: a rank late only in a pipeline transfer is not a second delay",
+          "[verdict_steps]") {
+  // Regression (pipeline eval, seed 20261130): 3 of 40 single faults read CONCURRENT, the
+  // other rank "late too" supported only by its own transfers (its neighbours' time).
+  Fixture f("data:io,recv:p2p,sync:sync,opt:compute");
+  f.top = {0, 1};
+  f.verdict.wait_agreement = 0.1;
+  f.evidence.also_late = {{2, 20}};
+  f.evidence_table.at(1, 2) = RankEvidence{.shift_ns = 4000, .z = 8, .steps = 100};
+  CHECK(f.Run(ConcurrentRule));
+  CHECK(f.decision.kind == VerdictKind::kClear);
+  f.evidence_table.at(3, 2) = RankEvidence{.shift_ns = 4000, .z = 8, .steps = 100};  // own work
+  f.verdict.label = VerdictLabel::kAmbiguous;
+  CHECK(f.Run(ConcurrentRule));
+  CHECK(f.decision.kind == VerdictKind::kConcurrent);
+}
+
 TEST_CASE("p2p-neighbour rule: a transfer charged but rarely late at the next wait",
           "[verdict_steps]") {
   // Regression (pipeline and node evals): a healthy pipeline's send_act read CLEAR, charged in
