@@ -164,8 +164,16 @@ bool RankSupport::Evident(int stage, int member, double z_min, double recurring_
 }
 
 bool RankSupport::Supported(int stage, int member) const {
-  return schema_.stage(stage).kind == StageKind::kMixed ||
-         Evident(stage, member, th_.z_support, th_.z_strong);
+  switch (schema_.stage(stage).kind) {
+    case StageKind::kMixed:
+      return true;
+    case StageKind::kP2p:
+      // A transfer lasts as long as its neighbour makes it: never the rank's own evidence (a
+      // last stage's recv_act, long in 5 steps its upstream neighbour hiccupped, read CLEAR).
+      return false;
+    default:
+      return Evident(stage, member, th_.z_support, th_.z_strong);
+  }
 }
 
 bool RankSupport::SupportedAnywhere(int member) const {

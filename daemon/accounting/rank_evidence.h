@@ -96,7 +96,7 @@ class RankSupport {
     return Evident(stage, member, th_.z_strong, th_.z_strong);
   }
   // Enough to keep a charged cell rank-targeted (mixed stages always are: the probe or
-  // MIXED_SYNC decides there).
+  // MIXED_SYNC decides there; p2p stages never are: a transfer is its neighbour's time).
   bool Supported(int stage, int member) const;
   bool SupportedAnywhere(int member) const;
   // Enough to keep a cell an earlier window named CLEAR: supporting evidence, or strong and

@@ -5,6 +5,8 @@
 # 8 ms every step from step 40. Through the real stub, sidecar and coordinator, the top suspect
 # of `sfctl suspects --json` must be (fwd, 3): the slow rank's compute, not the sends, receives
 # and all-reduces of the ranks that wait for it in the pipeline or in its data-parallel group.
+# Then a healthy unbalanced pipeline (HEALTHY, structural) and a tensor-parallel-like job whose
+# slow tensor group is named together.
 set -euo pipefail
 source deploy/demo/pipeline.sh
 sf_torch_env
@@ -68,4 +70,29 @@ echo "healthy unbalanced pipeline: $label; $(jq -r .verdict.structural <<<"$json
 # 3 ms more in fwd and in bwd on pipeline stage 1: said as structural, naming pp1.
 [[ "$(jq -r .verdict.structural <<<"$json")" == "Structural: sync group pp1 "* ]] ||
   sf_fail "the unbalanced pipeline is not said structural: $(jq -r .verdict.explanation <<<"$json")"
+
+# A tensor-parallel-like job (tests/eval/workloads/tp_loop.py: 2 tensor ranks x 2 replicas,
+# fwd and bwd of kind tensor, all-reduces over the tensor group inside them); rank 3's fwd is
+# slowed. Its tensor group (ranks 2, 3, replica 1) finishes fwd together, so the verdict names
+# the two together, never one of them (with kind mixed it named rank 1, of the wrong replica).
+TP=tp
+STAGEFRONTIER_SHM_DIR="$SF_WORK/shm-node0" OMP_NUM_THREADS=1 \
+  /usr/bin/python3 -m torch.distributed.run --nproc_per_node 4 --master_port 29663 \
+  --rdzv_id "$TP" --redirects 2 --tee 1 --log_dir "$SF_WORK/torchrun-logs-tp" \
+  tests/eval/workloads/tp_loop.py --tensor-size 2 --steps 240 \
+  --fault fwd:3:8 --fault-start 40 >"$SF_WORK/torchrun-tp.log" 2>&1 || sf_fail "torchrun (tp)"
+sf_wait_steps "$TP" 240 30 || sf_fail "steps (tp)"
+sf_ctl suspects --job "$TP"
+json=$(sf_ctl --json suspects --job "$TP")
+tp_summary=$(jq -c '{label: .verdict.label, reason: .verdict.reason,
+  candidates: .verdict.candidate_ranks, stages: .verdict.candidate_stages,
+  suspects: [.verdict.suspects[:3][] | {stage, rank}]}' <<<"$json")
+echo "tensor-parallel job: $tp_summary"
+[ "$(jq -r .verdict.label <<<"$json")" = AMBIGUOUS ] || sf_fail "tp: not AMBIGUOUS: $tp_summary"
+[ "$(jq -c .verdict.candidate_ranks <<<"$json")" = "[2,3]" ] ||
+  sf_fail "tp: candidates not the tensor group [2,3]: $tp_summary"
+[ "$(jq -c .verdict.candidate_stages <<<"$json")" = '["fwd"]' ] ||
+  sf_fail "tp: candidate stage not fwd: $tp_summary"
+jq -r .verdict.explanation <<<"$json" | grep -q "^Tensor group: ranks 2, 3" ||
+  sf_fail "tp: the explanation does not name the tensor group: $(jq -r .verdict.explanation <<<"$json")"
 echo PASS

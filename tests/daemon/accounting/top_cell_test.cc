@@ -82,6 +82,7 @@ TEST_CASE("top cell: a pipeline transfer's duration never names its rank", "[ver
   RankEvidenceTable e(4, kMembers);
   e.at(1, 1) = Shift(6000, 30);
   const RankSupport s(e, schema, kThresholds);
+  CHECK_FALSE(s.Supported(1, 1));  // nor does it back a charged cell
   CHECK_FALSE(StrongestCell(s, schema, kMembers).valid());
   const TopCellChoice top =
       ChooseTopCell(OneCell(0, 1), s, schema, StrongestCell(s, schema, kMembers), {});
