@@ -127,7 +127,7 @@ Verdict Engine::JobVerdict(Verdict job, std::span<const Verdict> groups) const {
   work.reserve(groups_.size());
   for (const auto& g : groups_) work.push_back({g->name(), OwnWorkNs(g->window(), config_.schema)});
   Verdict out = JobVerdictFromGroups(job, groups, config_.schema, work);
-  NameTensorGroup(config_.groups, groups, config_.schema, &out);
+  NameTensorGroup(config_.groups, config_.group_pipeline_stages, groups, config_.schema, &out);
   return out;
 }
 

@@ -9,7 +9,8 @@
 //                 .group_names = {},
 //                 .groups_are_roles = false,
 //                 .engine = EngineConfig{},
-//                 .probe_bracket_rules = ""};
+//                 .probe_bracket_rules = "",
+//                 .group_pipeline_stages = {}};
 //   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(job);
 //   absl::Status s = (*engine)->AddStep(step_input);     // InvalidArgument on bad records
 //   JobReport report = (*engine)->Report();
@@ -54,6 +55,9 @@ struct JobConfig {
   // Which stages may contain which collectives (probe_bracketing.h); empty: any collective
   // in any sync or mixed stage.
   std::string probe_bracket_rules;
+  // With roles: each group's pipeline stage (the groups of one pipeline stage are its tensor
+  // positions: a tensor group is one replica's member of each); empty: not known.
+  std::vector<int32_t> group_pipeline_stages;
 };
 
 struct JobReport {

@@ -169,11 +169,14 @@ Verdict JobVerdictFromGroups(const Verdict& job, std::span<const Verdict> groups
   return out;
 }
 
-void NameTensorGroup(std::span<const std::vector<int32_t>> members, std::span<const Verdict> groups,
+void NameTensorGroup(std::span<const std::vector<int32_t>> members,
+                     std::span<const int32_t> pipeline_stages, std::span<const Verdict> groups,
                      const StageSchema& schema, Verdict* job) {
   if (job->label == VerdictLabel::kHealthy || members.size() != groups.size()) return;
+  const bool staged = pipeline_stages.size() == groups.size();
   int stage = -1;
   std::ptrdiff_t replica = -1;
+  int32_t pipeline_stage = -1;
   std::vector<int32_t> ranks;
   std::vector<Suspect> leads;
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -184,11 +187,22 @@ void NameTensorGroup(std::span<const std::vector<int32_t>> members, std::span<co
     const auto it = std::find(members[g].begin(), members[g].end(), v.suspects[0].rank);
     if (it == members[g].end()) return;
     const std::ptrdiff_t i = it - members[g].begin();
-    if (!ranks.empty() && (static_cast<int>(*k) != stage || i != replica)) return;
+    const int32_t s = staged ? pipeline_stages[g] : -1;
+    if (!leads.empty() && (static_cast<int>(*k) != stage || i != replica || s != pipeline_stage)) {
+      return;
+    }
     stage = static_cast<int>(*k);
     replica = i;
-    ranks.push_back(v.suspects[0].rank);
+    pipeline_stage = s;
     leads.push_back(v.suspects[0]);
+  }
+  if (leads.empty()) return;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const bool peer =
+        staged ? pipeline_stages[g] == pipeline_stage : groups[g].label != VerdictLabel::kHealthy;
+    if (peer && replica < static_cast<std::ptrdiff_t>(members[g].size())) {
+      ranks.push_back(members[g][static_cast<size_t>(replica)]);
+    }
   }
   if (ranks.size() < 2) return;
   std::sort(ranks.begin(), ranks.end());

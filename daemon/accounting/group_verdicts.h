@@ -46,11 +46,14 @@ Verdict JobVerdictFromGroups(const Verdict& job, std::span<const Verdict> groups
 // A step after JobVerdictFromGroups. A `tensor` stage ends together on the ranks of one tensor
 // group (their collectives wait for the slowest), so each tensor position's group sees its
 // member of that tensor group slow, and stage marks cannot say which one is. When every group
-// that is not HEALTHY, two or more, has its top suspect in the same `tensor` stage on the same
-// member index (the same data-parallel replica: every role's ranks are ordered alike), the job's
-// verdict names those ranks together, AMBIGUOUS TIE, never one of them. `members[g]` are
-// groups[g]'s ranks, sorted. Leaves `job` alone otherwise.
-void NameTensorGroup(std::span<const std::vector<int32_t>> members, std::span<const Verdict> groups,
+// that is not HEALTHY has its top suspect in the same `tensor` stage on the same member index
+// (the same data-parallel replica: every role's ranks are ordered alike), the job's verdict
+// names that replica's tensor group, AMBIGUOUS TIE, never one rank of it: the member at that
+// index of every group of the same pipeline stage (`pipeline_stages[g]`, groups[g]'s; empty:
+// of the groups that flagged, two or more). `members[g]` are groups[g]'s ranks, sorted.
+// Leaves `job` alone otherwise.
+void NameTensorGroup(std::span<const std::vector<int32_t>> members,
+                     std::span<const int32_t> pipeline_stages, std::span<const Verdict> groups,
                      const StageSchema& schema, Verdict* job);
 
 }  // namespace stagefrontier

@@ -23,6 +23,16 @@ std::vector<std::pair<int32_t, int32_t>> ByCount(const std::map<int32_t, int32_t
   return out;
 }
 
+// A charged top cell that is nobody's fault: HEALTHY, no candidates.
+bool ClaimHealthy(VerdictKind kind, Verdict* v, VerdictDecision* d) {
+  v->label = VerdictLabel::kHealthy;
+  v->reason = AmbiguityReason::kNone;
+  v->candidate_ranks.clear();
+  v->candidate_stages.clear();
+  d->kind = kind;
+  return true;
+}
+
 void AddUnique(std::vector<int32_t>* values, int32_t x) {
   if (std::find(values->begin(), values->end(), x) == values->end()) values->push_back(x);
 }
@@ -48,12 +58,7 @@ bool P2pNeighbourRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) 
       v->wait_agreement >= 0.5) {
     return false;
   }
-  v->label = VerdictLabel::kHealthy;
-  v->reason = AmbiguityReason::kNone;
-  v->candidate_ranks.clear();
-  v->candidate_stages.clear();
-  d->kind = VerdictKind::kP2pNeighbour;
-  return true;
+  return ClaimHealthy(VerdictKind::kP2pNeighbour, v, d);
 }
 
 bool PipelineWaitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) {
@@ -64,12 +69,7 @@ bool PipelineWaitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) 
   bool pipeline = false;
   for (size_t k = 0; k < c.schema.size(); ++k) pipeline = pipeline || c.schema.WaitsOutsideGroup(k);
   if (!pipeline) return false;
-  v->label = VerdictLabel::kHealthy;
-  v->reason = AmbiguityReason::kNone;
-  v->candidate_ranks.clear();
-  v->candidate_stages.clear();
-  d->kind = VerdictKind::kPipelineWait;
-  return true;
+  return ClaimHealthy(VerdictKind::kPipelineWait, v, d);
 }
 
 bool CoLeaderTieRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) {

@@ -19,7 +19,7 @@ absl::StatusOr<JournalNodesStats> ChargeJournal(const std::string& path,
   absl::StatusOr<JournalRun> r = ReadJournalAsRun(path);
   if (!r.ok()) return r.status();
   const RecordedRun& run = r->run;
-  JobConfig job{*run.schema, run.world_size, run.groups, {}, false, EngineConfig{}, ""};
+  JobConfig job{*run.schema, run.world_size, run.groups, {}, false, EngineConfig{}, "", {}};
   job.engine.window_steps = options.window_steps;
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(job);
   if (!engine.ok()) return engine.status();
@@ -34,9 +34,9 @@ absl::StatusOr<JournalNodesStats> ChargeJournal(const std::string& path,
     }
     for (const Verdict& v : (*engine)->TakeClosedVerdicts()) {
       if (v.group != "job") continue;
-      const v1::NodeWindow w = NodeWindowFromVerdict(
-          options.job_name.empty() ? run.job : options.job_name, run.world_size, *run.schema, v,
-          nodes, false, 0);
+      const v1::NodeWindow w =
+          NodeWindowFromVerdict(options.job_name.empty() ? run.job : options.job_name,
+                                run.world_size, *run.schema, v, nodes, false, 0);
       if (ledger->Record(w)) {
         ++stats.windows;
         if (w.charges_size() > 0) ++stats.charging_windows;

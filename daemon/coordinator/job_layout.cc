@@ -100,6 +100,7 @@ absl::StatusOr<LayoutGroups> RoleGroups(std::span<const DeclaredLayout> by_rank)
                             ? absl::StrCat("pp", role.first)
                             : absl::StrCat("pp", role.first, ".tp", role.second));
     out.groups.push_back(std::move(ranks));
+    out.pipeline_stages.push_back(role.first);
   }
   return out;
 }

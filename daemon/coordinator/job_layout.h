@@ -47,7 +47,8 @@ struct LayoutGroups {
   bool pending = false;
   // One per role, in (pipeline stage, tensor rank) order, each sorted; empty: one group.
   std::vector<std::vector<int32_t>> groups;
-  std::vector<std::string> names;  // "pp1", or "pp1.tp0" with tensor parallelism
+  std::vector<std::string> names;        // "pp1", or "pp1.tp0" with tensor parallelism
+  std::vector<int32_t> pipeline_stages;  // each group's pipeline stage
 };
 
 // Whether `a` could sit in the same job as `reference` (both none, or both declared with the

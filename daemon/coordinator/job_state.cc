@@ -277,7 +277,8 @@ JobConfig JobState::EngineJobConfigLocked() const {
                    .group_names = layout_groups_.names,
                    .groups_are_roles = !layout_groups_.groups.empty(),
                    .engine = options_.engine,
-                   .probe_bracket_rules = probe_rules_};
+                   .probe_bracket_rules = probe_rules_,
+                   .group_pipeline_stages = layout_groups_.pipeline_stages};
 }
 
 absl::Status JobState::RebuildEngineLocked() {

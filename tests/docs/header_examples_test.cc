@@ -61,7 +61,8 @@ TEST_CASE("engine.h banner example") {
                 .group_names = {},
                 .groups_are_roles = false,
                 .engine = EngineConfig{},
-                .probe_bracket_rules = ""};
+                .probe_bracket_rules = "",
+                .group_pipeline_stages = {}};
   // clang-format on
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(job);
   absl::Status s = (*engine)->AddStep(step_input);  // InvalidArgument on bad records

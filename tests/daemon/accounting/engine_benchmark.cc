@@ -30,7 +30,7 @@ void RunEngine(benchmark::State& state, bool group_wide, int32_t group_size = 0)
   std::vector<StepInput> steps;
   StepInput s;
   while (sim->Next(&s)) steps.push_back(s);
-  JobConfig job{sim->schema(), ranks, {}, {}, false, EngineConfig{}, ""};
+  JobConfig job{sim->schema(), ranks, {}, {}, false, EngineConfig{}, "", {}};
   if (group_size > 0) {
     for (int32_t first = 0; first < ranks; first += group_size) {
       job.groups.emplace_back();

@@ -11,7 +11,7 @@ namespace {
 
 JobConfig Job(int32_t world) {
   return JobConfig{
-      *StageSchema::Parse("data:io,compute:compute,sync:sync"), world, {}, {}, false, {}, ""};
+      *StageSchema::Parse("data:io,compute:compute,sync:sync"), world, {}, {}, false, {}, "", {}};
 }
 
 RankStep Rank(int32_t r, std::vector<int64_t> b) { return RankStep{r, std::move(b), {}}; }
@@ -131,7 +131,8 @@ StepInput PipelineStep(int64_t step, int32_t slow_rank = -1, int64_t slow_ns = 0
 }
 
 JobConfig Pipeline(bool roles) {
-  JobConfig job{*StageSchema::Parse("data:io,fwd:compute,dp_sync:sync"), 4, {}, {}, false, {}, ""};
+  JobConfig job{
+      *StageSchema::Parse("data:io,fwd:compute,dp_sync:sync"), 4, {}, {}, false, {}, "", {}};
   if (roles) {
     job.groups = {{0, 1}, {2, 3}};
     job.group_names = {"pp0", "pp1"};

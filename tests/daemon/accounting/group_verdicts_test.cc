@@ -168,7 +168,7 @@ TEST_CASE("tensor group: each tensor position names its member of one slow tenso
                                        Group("pp0.tp1", VerdictLabel::kClear, 1, 3, 800)};
   Verdict job = JobVerdictFromGroups(Job(), groups, schema);
   REQUIRE(job.label == VerdictLabel::kClear);
-  NameTensorGroup(members, groups, schema, &job);
+  NameTensorGroup(members, {}, groups, schema, &job);
   CHECK(job.label == VerdictLabel::kAmbiguous);
   CHECK(job.reason == AmbiguityReason::kTie);
   CHECK(job.candidate_ranks == std::vector<int32_t>{2, 3});
@@ -180,13 +180,38 @@ TEST_CASE("tensor group: each tensor position names its member of one slow tenso
   CHECK_THAT(job.settle, Catch::Contains("collective probe for stage \"fwd\""));
 }
 
+TEST_CASE("tensor group: one flagged tensor position names its whole tensor group") {
+  // Regression (pipeline_eval tp rows, seed 20261130 + 1): a 2x3 job's fwd slowed on rank 3
+  // read CLEAR on rank 2 (its tensor peer), the other tensor position's group HEALTHY.
+  // Two pipeline stages x 2 tensor positions x 2 replicas: groups pp0.tp0 {0, 2}, pp0.tp1
+  // {1, 3}, pp1.tp0 {4, 6}, pp1.tp1 {5, 7}.
+  const StageSchema schema = TensorSchema();
+  const std::vector<std::vector<int32_t>> members = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
+  const std::vector<int32_t> stages = {0, 0, 1, 1};
+  const std::vector<Verdict> groups = {
+      Group("pp0.tp0", VerdictLabel::kClear, 1, 2, 700), Group("pp0.tp1", VerdictLabel::kHealthy),
+      Group("pp1.tp0", VerdictLabel::kHealthy), Group("pp1.tp1", VerdictLabel::kHealthy)};
+  Verdict job = JobVerdictFromGroups(Job(), groups, schema);
+  NameTensorGroup(members, stages, groups, schema, &job);
+  CHECK(job.label == VerdictLabel::kAmbiguous);
+  CHECK(job.candidate_ranks == std::vector<int32_t>{2, 3});
+  CHECK(job.suspects[0].rank == 2);
+  // Flagged tensor positions in two pipeline stages: not one tensor group.
+  const std::vector<Verdict> two = {
+      Group("pp0.tp0", VerdictLabel::kClear, 1, 2, 700), Group("pp0.tp1", VerdictLabel::kHealthy),
+      Group("pp1.tp0", VerdictLabel::kClear, 1, 6, 600), Group("pp1.tp1", VerdictLabel::kHealthy)};
+  Verdict other = JobVerdictFromGroups(Job(), two, schema);
+  NameTensorGroup(members, stages, two, schema, &other);
+  CHECK(other.label == VerdictLabel::kClear);
+}
+
 TEST_CASE("tensor group: left alone unless every unhealthy group names the same tensor cell") {
   const StageSchema schema = TensorSchema();
   const std::vector<std::vector<int32_t>> members = {{0, 2}, {1, 3}};
   auto named = [&](const std::vector<Verdict>& groups) {
     Verdict job = JobVerdictFromGroups(Job(), groups, schema);
     const Verdict before = job;
-    NameTensorGroup(members, groups, schema, &job);
+    NameTensorGroup(members, {}, groups, schema, &job);
     return job.candidate_ranks != before.candidate_ranks || job.label != before.label;
   };
   // A fault in the rank's own data stage: its group names it there (the tensor peer waited).
@@ -198,7 +223,7 @@ TEST_CASE("tensor group: left alone unless every unhealthy group names the same 
   // Different tensor stages.
   CHECK_FALSE(named({Group("pp0.tp0", VerdictLabel::kClear, 1, 2, 700),
                      Group("pp0.tp1", VerdictLabel::kClear, 2, 3, 800)}));
-  // One group alone, the other HEALTHY: nothing to put together.
+  // One group alone, the other HEALTHY, no pipeline stages known: nothing to put together.
   CHECK_FALSE(named({Group("pp0.tp0", VerdictLabel::kHealthy),
                      Group("pp0.tp1", VerdictLabel::kClear, 1, 3, 800)}));
   // Not a tensor stage (compute): each group's rank is its own.
@@ -207,7 +232,7 @@ TEST_CASE("tensor group: left alone unless every unhealthy group names the same 
   const std::vector<Verdict> groups = {Group("pp0.tp0", VerdictLabel::kClear, 1, 2, 700),
                                        Group("pp0.tp1", VerdictLabel::kClear, 1, 3, 800)};
   Verdict job = JobVerdictFromGroups(Job(), groups, compute);
-  NameTensorGroup(members, groups, compute, &job);
+  NameTensorGroup(members, {}, groups, compute, &job);
   CHECK(job.label == VerdictLabel::kClear);
 }
 

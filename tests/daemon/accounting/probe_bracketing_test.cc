@@ -43,7 +43,7 @@ TEST_CASE("bracketing rules: defaults, explicit rules, and clear errors") {
   CHECK_THAT(std::string(ProbeBracketing::Create(Ddp(), 4, "all_reduce").status().message()),
              Catch::Contains("is not op:stage|stage"));
   // Rules reach the engine: a bad rule refuses the job config.
-  JobConfig job{Ddp(), 4, {}, {}, false, {}, "all_reduce:nowhere"};
+  JobConfig job{Ddp(), 4, {}, {}, false, {}, "all_reduce:nowhere", {}};
   CHECK_FALSE(Engine::Create(job).ok());
 }
 
@@ -53,7 +53,7 @@ TEST_CASE("honest marks: every simulated collective lies in its stage, no violat
   c.probe = true;
   absl::StatusOr<TrainingSimulator> sim = TrainingSimulator::Create(c);
   REQUIRE(sim.ok());
-  JobConfig job{sim->schema(), 8, {}, {}, false, {}, ""};
+  JobConfig job{sim->schema(), 8, {}, {}, false, {}, "", {}};
   auto engine = *Engine::Create(job);
   StepInput in;
   while (sim->Next(&in)) REQUIRE(engine->AddStep(in).ok());
@@ -67,7 +67,7 @@ TEST_CASE("marks that run ahead of the collective: counted on that stage and ran
   c.steps = 60;
   c.probe = true;
   TrainingSimulator sim = *TrainingSimulator::Create(c);
-  auto engine = *Engine::Create(JobConfig{sim.schema(), 8, {}, {}, false, {}, ""});
+  auto engine = *Engine::Create(JobConfig{sim.schema(), 8, {}, {}, false, {}, "", {}});
   StepInput in;
   while (sim.Next(&in)) {
     // Rank 5 marks grad_sync finished 3 ms before its all-reduce completes.

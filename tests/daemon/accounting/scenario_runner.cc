@@ -13,8 +13,14 @@ ScenarioResult RunScenario(const SimConfig& config, const EngineConfig& engine_c
   if (config.pipeline_stages > 0) {
     for (size_t g = 0; g < config.groups.size(); ++g) names.push_back("pp" + std::to_string(g));
   }
-  JobConfig job{
-      sim->schema(), config.world_size, config.groups, names, !names.empty(), engine_config, ""};
+  JobConfig job{sim->schema(),
+                config.world_size,
+                config.groups,
+                names,
+                !names.empty(),
+                engine_config,
+                "",
+                {}};
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(job);
   REQUIRE(engine.ok());
   ScenarioResult result{JobReport{}, {}, {}, sim->schema()};

@@ -68,7 +68,7 @@ TEST_CASE("a journal's profiled steps are marked captured, and windows say how m
   REQUIRE(info.profiled_steps.size() == 10);
 
   // Accounted as `stagefrontier journal` does (analyze_run.cc): profiled steps left out.
-  JobConfig config{*r->run.schema, kWorld, {}, {}, false, EngineConfig{}, ""};
+  JobConfig config{*r->run.schema, kWorld, {}, {}, false, EngineConfig{}, "", {}};
   config.engine.window_steps = 50;
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(config);
   REQUIRE(engine.ok());

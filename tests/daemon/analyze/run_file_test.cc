@@ -88,7 +88,7 @@ TEST_CASE("malformed input: each error names the line and the field", "[run_file
           "\"data:io,compute:compute,sync:sync\" (line 1)");
     CHECK(Error(Record(0, 1, "[0,10,20,30]", R"([["data","disk"]])")) ==
           "line 1: field \"schema\": unknown stage kind \"disk\" (expected io, compute, sync, "
-          "mixed or p2p)");
+          "mixed, p2p or tensor)");
   }
   SECTION("negative durations") {
     CHECK(Error(ok + Record(1, 1, "[0,10,5,30]")) ==

@@ -28,8 +28,14 @@ std::vector<Verdict> Run(const SimConfig& config, const RankPlacement& placement
   if (config.pipeline_stages > 0) {
     for (size_t g = 0; g < config.groups.size(); ++g) names.push_back("pp" + std::to_string(g));
   }
-  JobConfig job{
-      sim->schema(), config.world_size, config.groups, names, !names.empty(), EngineConfig{}, ""};
+  JobConfig job{sim->schema(),
+                config.world_size,
+                config.groups,
+                names,
+                !names.empty(),
+                EngineConfig{},
+                "",
+                {}};
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(job);
   REQUIRE(engine.ok());
   std::deque<StepInput> kept;
@@ -106,9 +112,8 @@ TEST_CASE("a node-wide fault 1 step in 8 is named by the recurring test") {
   REQUIRE(v.size() == 3);
   INFO(LabelText(v[2]) << ": " << v[2].explanation);
   CHECK(v[2].node == "n1");
-  CHECK_THAT(v[2].explanation,
-             Catch::StartsWith("node n1: all 4 of its ranks slow in backward") &&
-                 Catch::Contains("in 13 of 100 steps"));
+  CHECK_THAT(v[2].explanation, Catch::StartsWith("node n1: all 4 of its ranks slow in backward") &&
+                                   Catch::Contains("in 13 of 100 steps"));
 }
 
 TEST_CASE("one rank's recurring fault on a two-rank node is not the node's") {
@@ -223,8 +228,9 @@ TEST_CASE("records out of rank order or missing measure the same as in order") {
   auto measure = [](const std::vector<StepInput>& steps) {
     std::vector<const StepInput*> w;
     for (const StepInput& x : steps) w.push_back(&x);
-    return MeasureNodeShift(w, *StageSchema::Parse("data:io,forward:compute,backward:compute,"
-                                                   "grad_sync:sync,optimizer:compute"),
+    return MeasureNodeShift(w,
+                            *StageSchema::Parse("data:io,forward:compute,backward:compute,"
+                                                "grad_sync:sync,optimizer:compute"),
                             Halves(8), "n1", 1);
   };
   const NodeShift a = measure(in_order);

@@ -148,7 +148,8 @@ struct Job {
                      .group_names = {},
                      .groups_are_roles = false,
                      .engine = {},
-                     .probe_bracket_rules = ""};
+                     .probe_bracket_rules = "",
+                     .group_pipeline_stages = {}};
     config.engine.window_steps = 10;
     auto e = Engine::Create(config);
     REQUIRE(e.ok());
