@@ -707,7 +707,11 @@ ClosedJobWindow JobState::ClosedWindowLocked(const Verdict& v, const v1::Verdict
 }
 
 void JobState::NameNodeLocked(const std::vector<std::string>& rank_nodes, Verdict* v) const {
-  NameWholeNode(schema_, rank_nodes, v);
+  std::span<const int32_t> deciding;
+  for (size_t g = 0; g < layout_groups_.names.size(); ++g) {
+    if (layout_groups_.names[g] == v->sync_group) deciding = layout_groups_.groups[g];
+  }
+  NameWholeNode(schema_, rank_nodes, v, deciding);
   if (!v->node.empty() || v->steps <= 0) return;
   RankPlacement placement{.rank_nodes = rank_nodes, .group_of_rank = {}};
   if (!layout_groups_.groups.empty()) {

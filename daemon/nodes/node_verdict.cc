@@ -8,7 +8,7 @@ namespace stagefrontier {
 
 namespace {
 
-std::vector<int32_t> NamedRanks(const Verdict& v) {
+std::vector<int32_t> NamedRanks(const Verdict& v, std::span<const int32_t> deciding_group) {
   std::vector<int32_t> ranks;
   if (v.suspects.empty()) return ranks;
   const Suspect& top = v.suspects[0];
@@ -19,6 +19,10 @@ std::vector<int32_t> NamedRanks(const Verdict& v) {
     // charges each step's last rank, so a node's equally slow ranks split its steps unevenly:
     // an eighth of the top cell counts.
     for (const ExcessCell& c : v.excess_cells) {
+      if (!deciding_group.empty() &&
+          !std::binary_search(deciding_group.begin(), deciding_group.end(), c.rank)) {
+        continue;
+      }
       if (c.stage == top.stage && 8 * c.excess_ns >= top.excess_ns) ranks.push_back(c.rank);
     }
   }
@@ -30,9 +34,9 @@ std::vector<int32_t> NamedRanks(const Verdict& v) {
 }  // namespace
 
 void NameWholeNode(const StageSchema& schema, const std::vector<std::string>& rank_nodes,
-                   Verdict* v) {
+                   Verdict* v, std::span<const int32_t> deciding_group) {
   if (v->label == VerdictLabel::kHealthy || v->group_wide || v->suspects.empty()) return;
-  const std::vector<int32_t> named = NamedRanks(*v);
+  const std::vector<int32_t> named = NamedRanks(*v, deciding_group);
   if (named.size() < 2) return;
   // The cells may be the ranks that waited (a verdict decided on rank evidence names a rank
   // the frontier barely charged): the node must hold the rank the verdict names first.

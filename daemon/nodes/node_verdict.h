@@ -9,6 +9,8 @@
 #ifndef STAGEFRONTIER_DAEMON_NODES_NODE_VERDICT_H_
 #define STAGEFRONTIER_DAEMON_NODES_NODE_VERDICT_H_
 
+#include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,8 +27,12 @@ namespace stagefrontier {
 // makes the verdict CLEAR (the node settles the tie) and says so first in the explanation:
 // "node n1: all 4 of its ranks slow in fwd". Leaves the verdict alone otherwise (HEALTHY,
 // group-wide, one rank, ranks of several nodes, or the job's every rank on one node).
+// `deciding_group` (sorted; empty: every rank): in a job of role groups, the ranks of the group
+// whose verdict the job carries. Only its cells count: another role's cells in the same stage
+// measure other work (a single slow pipeline rank's node was named through its pipeline peer's
+// noise in fwd); a node that holds ranks of several roles is the node shift's to name.
 void NameWholeNode(const StageSchema& schema, const std::vector<std::string>& rank_nodes,
-                   Verdict* v);
+                   Verdict* v, std::span<const int32_t> deciding_group = {});
 
 }  // namespace stagefrontier
 

@@ -108,7 +108,9 @@ class Daemons:
              f"127.0.0.1:{self.port}", "--metrics-listen", "", "--data-dir",
              os.path.join(self.work, f"data{self.starts}"), "--no-fsync", "--no-captures",
              # As tests/e2e/e2e_torch_pipeline_test.sh: torchrun's ranks start staggered.
-             "--step-deadline-ms", "10000"], stdout=self.log, stderr=self.log)
+             "--step-deadline-ms", "10000",
+             # Every row is a job on the one sidecar's stream: more than the default 64.
+             "--max-jobs-per-stream", "4096"], stdout=self.log, stderr=self.log)
         self.procs = [coord]
         for _ in range(100):
             try:

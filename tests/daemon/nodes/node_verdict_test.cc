@@ -123,5 +123,25 @@ TEST_CASE("cells of the ranks that waited do not name their node for another nod
   CHECK(v.candidate_ranks == std::vector<int32_t>{5});
 }
 
+TEST_CASE("a role job's node is named from the deciding group's cells only") {
+  // Regression (node eval control row 25, a dp-major 2x2 pipeline): rank 1's fwd alone was
+  // slow (pp1), and pp0's rank 0, the same node, carried a noise cell in fwd over an eighth of
+  // the top: "node n0: all 2 of its ranks slow in fwd".
+  const std::vector<std::string> nodes = {"n0", "n0", "n1", "n1"};
+  Verdict v = Tie({0, 1});
+  v.label = VerdictLabel::kClear;
+  v.reason = AmbiguityReason::kNone;
+  v.candidate_ranks = {1};
+  std::swap(v.suspects[0], v.suspects[1]);  // rank 1 first
+  v.sync_group = "pp1";
+  Verdict all = v;
+  NameWholeNode(kSchema, nodes, &all);
+  CHECK(all.node == "n0");  // without the groups: both cells count
+  const std::vector<int32_t> pp1 = {1, 3};
+  NameWholeNode(kSchema, nodes, &v, pp1);
+  CHECK(v.node.empty());
+  CHECK(v.candidate_ranks == std::vector<int32_t>{1});
+}
+
 }  // namespace
 }  // namespace stagefrontier
