@@ -93,7 +93,8 @@ bool StageSchema::IsWait(size_t k) const {
 }
 
 bool StageSchema::IsWork(size_t k) const {
-  return stages_[k].kind == StageKind::kIo || stages_[k].kind == StageKind::kCompute;
+  return stages_[k].kind == StageKind::kIo || stages_[k].kind == StageKind::kCompute ||
+         stages_[k].kind == StageKind::kTensor;
 }
 
 bool StageSchema::WaitsOutsideGroup(size_t k) const {

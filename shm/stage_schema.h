@@ -69,9 +69,10 @@ class StageSchema {
 
   // True for `sync` and `mixed` stages: the stages in which ranks wait for each other.
   bool IsWait(size_t k) const;
-  // True for `io` and `compute` stages: a rank's own work. Waits and `p2p` transfers last as
-  // long as the others (a receive takes its neighbour's time), so their durations alone never
-  // name the rank.
+  // True for `io`, `compute` and `tensor` stages: a rank's own work (a tensor stage's: its
+  // tensor group's, which the verdict names together). Waits and `p2p` transfers last as long
+  // as the others (a receive takes its neighbour's time), so their durations alone never name
+  // the rank.
   bool IsWork(size_t k) const;
   // True for `p2p` and `tensor` stages: they wait on ranks outside the rank's sync group (a
   // pipeline neighbour, the tensor group), so they are neither the group's wait nor the rank's

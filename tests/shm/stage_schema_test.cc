@@ -38,14 +38,14 @@ TEST_CASE("p2p stages (pipeline sends and receives) are the rank's own time, not
              Catch::Contains("(expected io, compute, sync, mixed, p2p or tensor)"));
 }
 
-TEST_CASE("tensor stages wait outside the group; only io and compute are own work",
+TEST_CASE("tensor stages wait outside the group and are own work; p2p and waits are not",
           "[stage_schema]") {
   absl::StatusOr<StageSchema> s =
       StageSchema::Parse("data:io,fwd:tensor,send:p2p,grad:mixed,dp_sync:sync,apply:compute");
   REQUIRE(s.ok());
   CHECK(s->stage(1).kind == StageKind::kTensor);
   CHECK(s->ToString() == "data:io,fwd:tensor,send:p2p,grad:mixed,dp_sync:sync,apply:compute");
-  const std::vector<bool> work = {true, false, false, false, false, true};
+  const std::vector<bool> work = {true, true, false, false, false, true};
   const std::vector<bool> outside = {false, true, true, false, false, false};
   const std::vector<bool> wait = {false, false, false, true, true, false};
   for (size_t k = 0; k < s->size(); ++k) {
