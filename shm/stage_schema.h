@@ -28,8 +28,9 @@ namespace stagefrontier {
 // rank's own time, compared with the ranks of the same role, and never read as the group's wait.
 // kTensor: work interleaved with collectives over the rank's tensor-parallel group (a
 // row- or column-parallel layer's all-reduce): its waits are on the tensor group, not on the
-// rank's sync group (its data-parallel replicas), so it is accounted like kP2p; the tensor
-// group finishes it together, so a slow one among them is named as the group.
+// rank's sync group (its data-parallel replicas), so it is never the group's wait (as kP2p) but
+// is the tensor group's own work; the tensor group finishes it together, so a slow one among
+// them is named as the group.
 enum class StageKind : uint8_t {
   kIo = 0,
   kCompute = 1,
@@ -75,8 +76,8 @@ class StageSchema {
   // the rank.
   bool IsWork(size_t k) const;
   // True for `p2p` and `tensor` stages: they wait on ranks outside the rank's sync group (a
-  // pipeline neighbour, the tensor group), so they are neither the group's wait nor the rank's
-  // own work alone.
+  // pipeline neighbour, the tensor group), so they are never the group's wait (a `tensor`
+  // stage is still its tensor group's work: IsWork).
   bool WaitsOutsideGroup(size_t k) const;
   // The first wait stage strictly after stage k, if any.
   std::optional<size_t> NextWaitStage(size_t k) const;

@@ -27,8 +27,9 @@ std::optional<size_t> TopStage(const Verdict& v, const StageSchema& schema) {
 
 // Larger is more likely the fault's own group.
 std::tuple<bool, bool, int64_t> Weight(const Verdict& v, const StageSchema& schema) {
-  // A wait or a p2p transfer is time spent on other ranks (the group's, or a pipeline
-  // neighbour's); io, compute and mixed stages hold the group's own work.
+  // A wait, a p2p transfer or a tensor stage is time spent on other ranks (the group's, a
+  // pipeline neighbour's, the tensor group's); io, compute and mixed stages hold the group's
+  // own work.
   const std::optional<size_t> k = TopStage(v, schema);
   const bool work = k && !schema.IsWait(*k) && !schema.WaitsOutsideGroup(*k);
   const int64_t excess = v.suspects.empty() ? v.total_excess_ns : v.suspects[0].excess_ns;
@@ -177,7 +178,6 @@ void NameTensorGroup(std::span<const std::vector<int32_t>> members,
   int stage = -1;
   std::ptrdiff_t replica = -1;
   int32_t pipeline_stage = -1;
-  std::vector<int32_t> ranks;
   std::vector<Suspect> leads;
   for (size_t g = 0; g < groups.size(); ++g) {
     const Verdict& v = groups[g];
@@ -197,6 +197,7 @@ void NameTensorGroup(std::span<const std::vector<int32_t>> members,
     leads.push_back(v.suspects[0]);
   }
   if (leads.empty()) return;
+  std::vector<int32_t> ranks;  // the tensor group: that replica's member of every peer group
   for (size_t g = 0; g < groups.size(); ++g) {
     const bool peer =
         staged ? pipeline_stages[g] == pipeline_stage : groups[g].label != VerdictLabel::kHealthy;

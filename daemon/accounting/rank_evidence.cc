@@ -178,7 +178,8 @@ bool RankSupport::Supported(int stage, int member) const {
 
 bool RankSupport::SupportedAnywhere(int member) const {
   for (int k = 0; k < table_.stages(); ++k) {
-    // A transfer's or tensor collective's duration is the ranks it waits on outside the group.
+    // A transfer's or tensor collective's duration is the ranks it waits on outside the group:
+    // another rank late there is not a second delay beside the top cell.
     if (schema_.WaitsOutsideGroup(static_cast<size_t>(k))) continue;
     if (Supported(k, member)) return true;
   }

@@ -52,8 +52,9 @@ bool MixedSyncRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
 // group back (HEALTHY; a neighbour's noise is not a rank's fault).
 bool P2pNeighbourRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
 // A pipeline rank's arrival at a sync stage follows its neighbours' transfers: a top cell at a
-// sync stage (no io/compute stage of its own rank explains it, or the top cell would have moved
-// there) that leads by less than the tie tolerance, in a schema with p2p stages, is HEALTHY:
+// sync stage (no work stage of its own rank explains it, or the top cell would have moved
+// there) that leads by less than the tie tolerance, in a schema with p2p or tensor stages
+// (StageSchema::WaitsOutsideGroup), is HEALTHY:
 // the neighbours' time, not a straggler (a healthy 4x2 pipeline's last stage read CLEAR on
 // its dp_sync by 0.63 ms, noise 7.16 ms).
 bool PipelineWaitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);

@@ -392,9 +392,9 @@ void NameSlowNode(const StageSchema& schema, const RankPlacement& placement,
     work_charged = work_charged || (schema.IsWork(k) && by_stage[k] > 0);
   }
   if (!work_charged) return;
-  // Every io or compute stage is measured: the frontier's cells may be the waiters' (the
-  // stage ends when the node's ranks arrive) and in another stage than the node's work. The
-  // largest qualifying shift is named.
+  // Every work stage (io, compute, tensor: StageSchema::IsWork) is measured: the frontier's cells
+  // may be the waiters' (the stage ends when the node's ranks arrive) and in another stage than the
+  // node's work. The largest qualifying shift is named.
   const double step_ns = static_cast<double>(v->exposed_ns) / v->steps;
   NodeShift best;
   for (size_t k = 0; k < schema.size(); ++k) {

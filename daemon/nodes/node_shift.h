@@ -84,14 +84,14 @@ std::vector<std::string> NodesToCompare(const RankPlacement& placement);
 NodeShift MeasureNodeShift(const std::vector<const StepInput*>& steps, const StageSchema& schema,
                            const RankPlacement& placement, const std::string& node, int32_t stage);
 
-// Names a node when, in some io or compute stage, a compared node's shift is material and
-// strong with every one of its ranks supported and shifted at least half as much; or it
-// recurs (kMinOutlierSteps or more outlier steps, outlier_z >= z_support, material in those
-// steps, every rank at least half as shifted there). The largest mean shift wins. The cells do
-// not decide: the frontier often charges the ranks that waited for the node, in their stage. The
-// verdict becomes CLEAR on the node (candidates: its ranks; suspects: its ranks sharing the stage's
-// excess), whatever it was (HEALTHY past the noise gate, a group-wide TIE, CLEAR on one of its
-// ranks). Leaves it alone when a node is already named or nothing qualifies.
+// Names a node when, in some work stage (StageSchema::IsWork), a compared node's shift is material
+// and strong with every one of its ranks supported and shifted at least half as much; or it recurs
+// (kMinOutlierSteps or more outlier steps, outlier_z >= z_support, material in those steps, every
+// rank at least half as shifted there). The largest mean shift wins. The cells do not decide: the
+// frontier often charges the ranks that waited for the node, in their stage. The verdict becomes
+// CLEAR on the node (candidates: its ranks; suspects: its ranks sharing the stage's excess),
+// whatever it was (HEALTHY past the noise gate, a group-wide TIE, CLEAR on one of its ranks).
+// Leaves it alone when a node is already named or nothing qualifies.
 void NameSlowNode(const StageSchema& schema, const RankPlacement& placement,
                   const std::vector<const StepInput*>& steps, const NodeShiftThresholds& th,
                   Verdict* v);
