@@ -18,7 +18,10 @@ heavier). The verdict is read at the end of the run, as a user would:
 With --tp-rows/--tp-healthy, tensor-parallel-like rows follow (tests/eval/workloads/tp_loop.py:
 T tensor ranks x D replicas, (T, D) from (2,2), (2,3), (3,2), (4,2), 3 all-reduces over the
 tensor group in each of fwd and bwd, both kind `tensor`), drawn from seed + 1 so that the
-pipeline rows of a seed stay as they were; the same faults and patterns.
+pipeline rows of a seed stay as they were; the same faults and patterns. With
+--1f1b-rows/--1f1b-healthy, pipeline rows on Megatron's 1F1B schedule follow (pipeline_loop.py
+--schedule 1f1b: stages re-entered per micro-batch and summed by the stub), drawn as the
+pipeline rows are, from seed + 2.
 
 Scores of a faulty row:
   top1   the first suspect is (injected stage, injected rank) and .verdict.sync_group is
@@ -147,6 +150,8 @@ def workload_flags(row):
     p, d = row["shape"]
     flags = ["--pipeline-stages", str(p), "--micro-batches", str(row["micro"]),
              "--steps", str(row["steps"])]
+    if row.get("schedule", "gpipe") != "gpipe":
+        flags += ["--schedule", row["schedule"]]
     if row.get("stage_work_ms"):
         flags += ["--stage-work-ms", ",".join(f"{v:g}" for v in row["stage_work_ms"])]
     if row.get("stage") is not None:
@@ -315,8 +320,48 @@ def draw(seed, rows, healthy, steps):
     return table
 
 
+def draw_1f1b(seed, first_index, rows, healthy, steps):
+    """Pipeline rows on the 1F1B schedule: drawn as draw() does, from their own generator
+    (seed + 2), so that adding them leaves the other rows of a seed as they were."""
+    table = draw(seed + 2, rows, healthy, steps)
+    for i, row in enumerate(table):
+        row.update(index=first_index + i, job=f"pe{first_index + i}", schedule="1f1b")
+    return table
+
+
 def pct(k, n):
     return f"{100 * k / n:5.1f}%" if n else "    -"
+
+
+def schedule(row):
+    return row.get("schedule", "gpipe")
+
+
+def effect_lines(results):
+    """What each missed fault did to the job's step: its ms/step against the median of the
+    healthy rows of the same kind (workload, shape, schedule, balanced or not) in these
+    results, beside what the fault would add if nothing absorbed it (fault_ms / every). A
+    sleeping rank frees its core for the others on this oversubscribed machine, so a fault
+    can cost the job less than its length, or nothing measurable."""
+    def kind(r):
+        return (r.get("workload", "pipeline"), tuple(r["shape"]), schedule(r),
+                bool(r.get("stage_work_ms")))
+    base = collections.defaultdict(list)
+    for r in results:
+        if r.get("stage") is None and r.get("ms_per_step"):
+            base[kind(r)].append(r["ms_per_step"])
+    out = []
+    for r in results:
+        if r.get("stage") is None or r.get("top1") or not r.get("ms_per_step"):
+            continue
+        b = base.get(kind(r))
+        measured = (f"{r['ms_per_step'] - statistics.median(b):+.2f} ms/step against "
+                    f"{len(b)} healthy run(s) of its kind" if b else "no healthy run of its kind")
+        out.append(f"  miss row {r['index']}: {r['stage']} rank {r['rank']} "
+                   f"{r['fault_ms']:.1f} ms every {r['every']}: nominal "
+                   f"+{r['fault_ms'] / r['every']:.2f} ms/step, measured {measured}; "
+                   f"read {r.get('label', 'error')} {r.get('reason', '')}".rstrip())
+    return (["misses, the fault's effect on the step:"] + out) if out else []
 
 
 def summarize(results, seed):
@@ -342,6 +387,11 @@ def summarize(results, seed):
         hs = [r for r in healthy if tuple(r["shape"]) == (p, d) and r.get("workload") != "tp"]
         if fs or hs:
             lines.append(row_line(f"{p}x{d}", fs, hs))
+    for sched in ("gpipe", "1f1b"):
+        fs = [r for r in faulty if r.get("workload") != "tp" and schedule(r) == sched]
+        hs = [r for r in healthy if r.get("workload") != "tp" and schedule(r) == sched]
+        if (fs or hs) and any(schedule(r) != "gpipe" for r in results):
+            lines.append(row_line(sched, fs, hs))
     for t_size, d in TP_SHAPES:
         fs = [r for r in faulty if tuple(r["shape"]) == (t_size, d) and r.get("workload") == "tp"]
         hs = [r for r in healthy if tuple(r["shape"]) == (t_size, d) and r.get("workload") == "tp"]
@@ -376,6 +426,7 @@ def summarize(results, seed):
         if windows:
             lines.append(f"healthy runs' closed job windows: "
                          f"{sum(w == 'HEALTHY' for w in windows)}/{len(windows)} HEALTHY")
+    lines += effect_lines(results)
     errors = [r for r in results if "error" in r]
     lines.append(f"error rows: {len(errors)}" +
                  "".join(f"\n  row {r['index']}: {r['error'][:200]}" for r in errors))
@@ -391,6 +442,10 @@ def main():
     ap.add_argument("--tp-rows", type=int, default=0,
                     help="faulty tensor-parallel-like rows (tp_loop.py), after the others")
     ap.add_argument("--tp-healthy", type=int, default=0, help="healthy tensor-parallel-like rows")
+    ap.add_argument("--1f1b-rows", dest="f1b_rows", type=int, default=0,
+                    help="faulty pipeline rows on the 1F1B schedule, after the tp rows")
+    ap.add_argument("--1f1b-healthy", dest="f1b_healthy", type=int, default=0,
+                    help="healthy pipeline rows on the 1F1B schedule")
     ap.add_argument("--out", default="docs/data/pipeline_eval_20261126.jsonl",
                     help="rows, one JSON object a line, written as each row finishes")
     ap.add_argument("--work", default="out/pipeline_eval", help="daemons' and rows' logs")
@@ -420,6 +475,7 @@ def main():
     try:
         table = draw(args.seed, args.rows, args.healthy, args.steps)
         table += draw_tp(args.seed, len(table), args.tp_rows, args.tp_healthy, args.steps)
+        table += draw_1f1b(args.seed, len(table), args.f1b_rows, args.f1b_healthy, args.steps)
         for row in table:
             if only and row["index"] not in only:
                 continue

@@ -92,6 +92,151 @@ def stage_work(spec, p):
     return ms
 
 
+class StepContext:
+    """What one rank's step needs besides its micro-batches."""
+
+    def __init__(self, c, fault, w, s, p, m, prev_rank, next_rank, extra_s, batch, width):
+        self.c, self.fault, self.w, self.s, self.p, self.m = c, fault, w, s, p, m
+        self.prev_rank, self.next_rank, self.extra_s = prev_rank, next_rank, extra_s
+        self.batch, self.width = batch, width
+
+
+def gpipe_step(ctx, xs, targets):
+    """All M forwards, then all M backwards; every stage entered once. Returns the weight's
+    gradient."""
+    c, w, m = ctx.c, ctx.w, ctx.m
+    with c.stage("recv_act"):
+        if ctx.prev_rank is not None:
+            for x in xs:
+                dist.recv(x, src=ctx.prev_rank, tag=ACT_TAG)
+    with c.stage("fwd"):
+        ctx.fault.hit("fwd")
+        if ctx.extra_s:
+            time.sleep(ctx.extra_s)
+        ys = [(x @ w).relu() for x in xs]
+    with c.stage("send_act"):
+        if ctx.next_rank is not None:
+            for y in ys:
+                dist.send(y, dst=ctx.next_rank, tag=ACT_TAG)
+    with c.stage("recv_grad"):
+        if ctx.next_rank is not None:
+            dys = [torch.empty(ctx.batch, ctx.width) for _ in range(m)]
+            for dy in dys:
+                dist.recv(dy, src=ctx.next_rank, tag=GRAD_TAG)
+    with c.stage("bwd"):
+        ctx.fault.hit("bwd")
+        if ctx.next_rank is None:  # d(mean squared error)/dy: compute, so not in recv_grad
+            dys = [(y - t) * (2.0 / y.numel()) for y, t in zip(ys, targets)]
+        if ctx.extra_s:
+            time.sleep(ctx.extra_s)
+        grad_w = torch.zeros_like(w)
+        dxs = []
+        for x, y, dy in zip(xs, ys, dys):
+            dz = dy * (y > 0)
+            grad_w += x.t() @ dz
+            if ctx.prev_rank is not None:
+                dxs.append(dz @ w.t())
+    with c.stage("send_grad"):
+        if ctx.prev_rank is not None:
+            for dx in dxs:
+                dist.send(dx, dst=ctx.prev_rank, tag=GRAD_TAG)
+    return grad_w
+
+
+def exchange(c, send, recv):
+    """Post a send and a receive together (either may be None), then wait for each inside
+    its own stage: (stage, tensor, peer, tag) each. Megatron's send_forward_recv_backward and
+    send_backward_recv_forward: with blocking sends, two neighbours that both send first
+    would wait on each other (Gloo sends when the receiver has posted its receive)."""
+    works = []
+    for op, item in ((dist.isend, send), (dist.irecv, recv)):
+        if item is not None:
+            stage, tensor, peer, tag = item
+            works.append((stage, op(tensor, peer, tag=tag)))
+    for stage, work in works:
+        with c.stage(stage):
+            work.wait()
+
+
+def one_f_one_b_step(ctx, xs, targets):
+    """1F1B (Megatron's non-interleaved schedule): min(P - s - 1, M) warm-up forwards, then
+    one forward and one backward in turn, then the remaining backwards. Stages are entered
+    once per micro-batch; the stub sums them (docs/link-the-stub.md "What a step record
+    says"). The fault and the stage's extra work hit micro-batch 0 (the fault once per step,
+    as in GPipe); the extra work is spread over the M micro-batches. Returns the weight's
+    gradient."""
+    c, w, m = ctx.c, ctx.w, ctx.m
+    prev_rank, next_rank = ctx.prev_rank, ctx.next_rank
+    warmup = min(ctx.p - ctx.s - 1, m)
+    ys, grad_w = [None] * m, torch.zeros_like(w)
+    # A rank at either end never waits on one side: enter those stages once, empty, so that
+    # the record does not say a stage never ran.
+    for stage, absent in (("recv_act", prev_rank is None), ("send_grad", prev_rank is None),
+                          ("send_act", next_rank is None), ("recv_grad", next_rank is None)):
+        if absent:
+            with c.stage(stage):
+                pass
+
+    def recv_act(i):
+        if prev_rank is not None:
+            with c.stage("recv_act"):
+                dist.recv(xs[i], src=prev_rank, tag=ACT_TAG)
+
+    def forward(i):
+        with c.stage("fwd"):
+            if i == 0:
+                ctx.fault.hit("fwd")
+            if ctx.extra_s:
+                time.sleep(ctx.extra_s / m)
+            ys[i] = (xs[i] @ w).relu()
+
+    def backward(j, dy):
+        with c.stage("bwd"):
+            if j == 0:
+                ctx.fault.hit("bwd")
+            if next_rank is None:  # d(mean squared error)/dy: compute, so not in recv_grad
+                dy = (ys[j] - targets[j]) * (2.0 / ys[j].numel())
+            if ctx.extra_s:
+                time.sleep(ctx.extra_s / m)
+            dz = dy * (ys[j] > 0)
+            grad_w.add_(xs[j].t() @ dz)
+            return dz @ w.t() if prev_rank is not None else None
+
+    def grad_buffer():
+        return torch.empty(ctx.batch, ctx.width) if next_rank is not None else None
+
+    for i in range(warmup):
+        recv_act(i)
+        forward(i)
+        if next_rank is not None:
+            with c.stage("send_act"):
+                dist.send(ys[i], dst=next_rank, tag=ACT_TAG)
+    steady = m - warmup
+    if steady:
+        recv_act(warmup)
+    for k in range(steady):
+        i = warmup + k
+        forward(i)
+        dy = grad_buffer()
+        exchange(c, ("send_act", ys[i], next_rank, ACT_TAG) if next_rank is not None else None,
+                 ("recv_grad", dy, next_rank, GRAD_TAG) if next_rank is not None else None)
+        dx = backward(k, dy)
+        last = k == steady - 1
+        exchange(c, ("send_grad", dx, prev_rank, GRAD_TAG) if prev_rank is not None else None,
+                 ("recv_act", xs[i + 1], prev_rank, ACT_TAG)
+                 if prev_rank is not None and not last else None)
+    for j in range(steady, m):
+        dy = grad_buffer()
+        if next_rank is not None:
+            with c.stage("recv_grad"):
+                dist.recv(dy, src=next_rank, tag=GRAD_TAG)
+        dx = backward(j, dy)
+        if prev_rank is not None:
+            with c.stage("send_grad"):
+                dist.send(dx, dst=prev_rank, tag=GRAD_TAG)
+    return grad_w
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=200)
@@ -105,6 +250,9 @@ def main():
     ap.add_argument("--rank-order", choices=["pp-major", "dp-major"], default="pp-major",
                     help="pp-major: rank r is pipeline stage r // D of replica r % D; dp-major: "
                          "stage r % P of replica r // P (a node's ranks hold whole pipelines)")
+    ap.add_argument("--schedule", choices=["gpipe", "1f1b"], default="gpipe",
+                    help="gpipe: all forwards, then all backwards; 1f1b: Megatron's "
+                         "one-forward-one-backward order (stages re-entered per micro-batch)")
     ap.add_argument("--no-layout", action="store_true",
                     help="create the Client without layout= (the API before it)")
     add_fault_args(ap, " with STAGE one of data, fwd, bwd, apply")
@@ -140,6 +288,8 @@ def main():
     c = make_client(s, p, args.no_layout)
     w = torch.randn(width, width, generator=torch.Generator().manual_seed(1000 + s)) / width ** 0.5
     g = torch.Generator().manual_seed(rank)
+    one_step = gpipe_step if args.schedule == "gpipe" else one_f_one_b_step
+    ctx = StepContext(c, fault, w, s, p, m, prev_rank, next_rank, extra_s, batch, width)
     start = time.monotonic()
     for step in range(args.steps):
         c.begin_step(step)
@@ -150,41 +300,7 @@ def main():
                   else torch.empty(batch, width) for _ in range(m)]
             targets = [torch.randn(batch, width, generator=g) for _ in range(m)] \
                 if next_rank is None else None
-        with c.stage("recv_act"):
-            if prev_rank is not None:
-                for x in xs:
-                    dist.recv(x, src=prev_rank, tag=ACT_TAG)
-        with c.stage("fwd"):
-            fault.hit("fwd")
-            if extra_s:
-                time.sleep(extra_s)
-            ys = [(x @ w).relu() for x in xs]
-        with c.stage("send_act"):
-            if next_rank is not None:
-                for y in ys:
-                    dist.send(y, dst=next_rank, tag=ACT_TAG)
-        with c.stage("recv_grad"):
-            if next_rank is not None:
-                dys = [torch.empty(batch, width) for _ in range(m)]
-                for dy in dys:
-                    dist.recv(dy, src=next_rank, tag=GRAD_TAG)
-        with c.stage("bwd"):
-            fault.hit("bwd")
-            if next_rank is None:  # d(mean squared error)/dy: compute, so not in recv_grad
-                dys = [(y - t) * (2.0 / y.numel()) for y, t in zip(ys, targets)]
-            if extra_s:
-                time.sleep(extra_s)
-            grad_w = torch.zeros_like(w)
-            dxs = []
-            for x, y, dy in zip(xs, ys, dys):
-                dz = dy * (y > 0)
-                grad_w += x.t() @ dz
-                if prev_rank is not None:
-                    dxs.append(dz @ w.t())
-        with c.stage("send_grad"):
-            if prev_rank is not None:
-                for dx in dxs:
-                    dist.send(dx, dst=prev_rank, tag=GRAD_TAG)
+        grad_w = one_step(ctx, xs, targets)
         with c.stage("dp_sync"):
             dist.all_reduce(grad_w, group=dp_group)
         with c.stage("apply"):
