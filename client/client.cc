@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "shm/record_limits.h"
 #include "shm/segment_file.h"
+#include "shm/segment_layout_v1.h"
 #include "shm/slot_ownership.h"
 
 namespace stagefrontier {
@@ -68,6 +69,24 @@ absl::StatusOr<RankLayout> ResolveLayout(const RankLayout& l, int32_t world_size
   return out;
 }
 
+// options.layout_source checked against the layout it goes with; 0 gives declared or none.
+absl::StatusOr<uint32_t> ResolveLayoutSource(uint32_t source, const RankLayout& layout) {
+  const bool declared = layout.pipeline_stages != 0;
+  if (source == shm::v1::kLayoutSourceUnset) {
+    return declared ? shm::v1::kLayoutSourceDeclared : shm::v1::kLayoutSourceNone;
+  }
+  if (source > shm::v1::kLayoutSourceMax) {
+    return absl::InvalidArgumentError(absl::StrCat("rank layout: layout_source ", source,
+                                                   " is outside 0..", shm::v1::kLayoutSourceMax));
+  }
+  if (shm::v1::LayoutSourceHasLayout(source) != declared) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank layout: layout_source \"", shm::v1::LayoutSourceName(source), "\" ",
+        declared ? "says none, but a layout is declared" : "needs a layout, and none is declared"));
+  }
+  return source;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(std::vector<Stage> stages,
@@ -89,11 +108,14 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(std::vector<Stage> stages
     if (!identity.ok()) return identity.status();
     absl::StatusOr<RankLayout> layout = ResolveLayout(options.layout, identity->world_size);
     if (!layout.ok()) return layout.status();
+    absl::StatusOr<uint32_t> layout_source = ResolveLayoutSource(options.layout_source, *layout);
+    if (!layout_source.ok()) return layout_source.status();
     static std::once_flag atfork_once;
     std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, &OnForkChild); });
     std::unique_ptr<Client> client(new Client(*std::move(schema), *std::move(identity)));
     client->fork_generation_ = g_fork_generation.load(std::memory_order_relaxed);
     client->layout_ = *layout;
+    client->layout_source_ = *layout_source;
     const char* quiet_env = env("STAGEFRONTIER_QUIET");
     const char* selftest_env = env("STAGEFRONTIER_ALLOW_SELFTEST");
     client->allow_selftest_ =
@@ -153,6 +175,7 @@ void Client::Attach(bool quiet) {
   id.layout.pipeline_stages = static_cast<uint16_t>(layout_.pipeline_stages);
   id.layout.tensor_rank = static_cast<uint16_t>(layout_.tensor_rank);
   id.layout.tensor_size = static_cast<uint16_t>(layout_.tensor_size);
+  id.layout_source = layout_source_;
   for (const Stage& s : schema_.stages()) {
     id.stages.emplace_back(s.name, static_cast<uint8_t>(s.kind));
   }

@@ -114,6 +114,8 @@ class Client {
   // The layout declared, completed (pipeline_stages and tensor_size at least 1), or all zero
   // when none was. Written into the slot at claim; the sidecar declares it to the coordinator.
   const RankLayout& layout() const { return layout_; }
+  // How it came by it, or why none (shm::v1::LayoutSource; never 0 once created).
+  uint32_t layout_source() const { return layout_source_; }
   bool enabled() const { return enabled_; }
   const std::string& disabled_reason() const { return disabled_reason_; }
 
@@ -270,6 +272,7 @@ class Client {
   StageSchema schema_;
   LauncherIdentity identity_;
   RankLayout layout_;  // completed, or all zero: none declared
+  uint32_t layout_source_ = 0;
   StepRecorder recorder_;
   std::unique_ptr<shm::MappedSegment> segment_;
   shm::v1::SlotHeader* slot_ = nullptr;

@@ -53,6 +53,10 @@ struct ClientOptions {
   bool allow_selftest = false;
   // The rank's 3D-parallel layout (no environment variable; default: none declared).
   RankLayout layout;
+  // How the caller came by it, or why it declares none: a shm::v1::LayoutSource value, shown
+  // by `sfctl health` (stagefrontier.torch says what it could not infer). 0: "declared" with
+  // a layout, "none" without.
+  uint32_t layout_source = 0;
 };
 
 struct LauncherIdentity {

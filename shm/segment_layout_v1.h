@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace stagefrontier::shm::v1 {
 
@@ -127,6 +128,53 @@ enum CaptureFailure : uint32_t {
 };
 inline constexpr uint32_t kCaptureFailureMax = kCaptureMissed;
 
+// SlotHeader::layout_source: how the owner came by its rank layout, or why it declared none
+// (stagefrontier.torch infers it; `sfctl health` tells the user what could not be inferred).
+enum LayoutSource : uint32_t {
+  kLayoutSourceUnset = 0,             // not said (a stub that predates the field)
+  kLayoutSourceDeclared = 1,          // the program declared it (layout=, ClientOptions, C)
+  kLayoutSourceNone = 2,              // none declared, no reason given
+  kLayoutSourceEnvironment = 3,       // STAGEFRONTIER_LAYOUT
+  kLayoutSourceInferred = 4,          // stagefrontier.torch, from the rank's DDP process group
+  kLayoutSourceDataParallelOnly = 5,  // none: DDP spans the whole world (one group is right)
+  kLayoutSourceInferenceOff = 6,      // none: STAGEFRONTIER_TORCH_INFER_LAYOUT=0
+  kLayoutSourceNotInferred = 7,       // none: the DDP group is not a regular layout
+  kLayoutSourceNoDdp = 8,             // none: the first step came before any DDP
+  kLayoutSourceRefused = 9,           // none: the stub refused the layout it was given
+};
+inline constexpr uint32_t kLayoutSourceMax = kLayoutSourceRefused;
+
+// The name the sidecar reports (SlotHealth.layout_source); "" for unset, "invalid" past the
+// last known value (the bytes come from the trainer).
+inline constexpr const char* LayoutSourceName(uint32_t source) {
+  constexpr const char* kNames[] = {"",
+                                    "declared",
+                                    "none",
+                                    "environment",
+                                    "inferred",
+                                    "data_parallel_only",
+                                    "inference_off",
+                                    "not_inferred",
+                                    "no_ddp",
+                                    "refused"};
+  return source <= kLayoutSourceMax ? kNames[source] : "invalid";
+}
+
+// LayoutSourceName's inverse: the value whose name is `name`, or kLayoutSourceMax + 1 (a
+// name no sidecar sends: the coordinator shows it as "invalid").
+inline constexpr uint32_t LayoutSourceFromName(std::string_view name) {
+  for (uint32_t s = 0; s <= kLayoutSourceMax; ++s) {
+    if (name == LayoutSourceName(s)) return s;
+  }
+  return kLayoutSourceMax + 1;
+}
+
+// Whether a layout comes with this source (declared, environment, inferred) or not.
+inline constexpr bool LayoutSourceHasLayout(uint32_t source) {
+  return source == kLayoutSourceDeclared || source == kLayoutSourceEnvironment ||
+         source == kLayoutSourceInferred;
+}
+
 // SlotHeader::open_stage values besides 1 + k (stage k is open).
 inline constexpr uint32_t kOpenStageNone = 0;  // nothing published (an older stub, or none yet)
 inline constexpr uint32_t kOpenStageBetweenSteps = 0xFFFFFFFFU;  // the step ended, no new one
@@ -162,7 +210,11 @@ struct alignas(kCacheLine) SlotHeader {
   std::atomic<int64_t> open_step;      // 1632
   std::atomic<int64_t> open_since_ns;  // 1640 when it opened (owner's clock)
   std::atomic<uint32_t> open_stage;    // 1648
-  uint8_t reserved1[12];               // 1652
+  // Layout source extension (bytes v1 reserved as zero; docs/segment-format.md "Layout
+  // source"): how the owner came by its layout, or why it has none (LayoutSource). Written
+  // with the identity at every claim.
+  uint32_t layout_source;  // 1652
+  uint8_t reserved1[8];    // 1656
   // Reader line: written by the sidecar only.
   alignas(kCacheLine) std::atomic<uint64_t> read_cursor;  // 1664 records consumed
   std::atomic<uint32_t> reader_pid;                       // 1672
@@ -201,6 +253,7 @@ static_assert(offsetof(SlotHeader, pipeline_stage) == 56);
 static_assert(offsetof(SlotHeader, pipeline_stages) == 58);
 static_assert(offsetof(SlotHeader, tensor_rank) == 60);
 static_assert(offsetof(SlotHeader, tensor_size) == 62);
+static_assert(offsetof(SlotHeader, layout_source) == 1652);
 static_assert(offsetof(SlotHeader, stages) == 64);
 static_assert(offsetof(SlotHeader, write_cursor) == 1600);
 static_assert(offsetof(SlotHeader, open_seq) == 1624);

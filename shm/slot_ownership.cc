@@ -96,6 +96,10 @@ absl::StatusOr<ClaimResult> ClaimSlot(const SegmentView& view, uint32_t local_ra
         absl::StrCat("rank layout: pipeline stage ", l.pipeline_stage, " of ", l.pipeline_stages,
                      ", tensor rank ", l.tensor_rank, " of ", l.tensor_size, " is inconsistent"));
   }
+  if (identity.layout_source > v1::kLayoutSourceMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank layout: unknown layout source ", identity.layout_source));
+  }
   v1::SlotHeader& slot = view.slot(local_rank);
   const uint32_t me = static_cast<uint32_t>(getpid());
   ClaimResult result;
@@ -144,6 +148,7 @@ absl::StatusOr<ClaimResult> ClaimSlot(const SegmentView& view, uint32_t local_ra
   slot.pipeline_stages = layout.pipeline_stages;
   slot.tensor_rank = layout.tensor_rank;
   slot.tensor_size = layout.tensor_size;
+  slot.layout_source = identity.layout_source;
   for (size_t k = 0; k < v1::kMaxStages; ++k) {
     v1::StageDesc& d = slot.stages[k];
     std::memset(&d, 0, sizeof(d));

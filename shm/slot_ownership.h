@@ -51,6 +51,8 @@ struct SlotIdentity {
   std::vector<std::pair<std::string, uint8_t>> stages;
   // The rank's layout, written at claim; default: none declared.
   SlotLayout layout;
+  // How it came by it, or why none (v1::LayoutSource; 0 unset), written at claim.
+  uint32_t layout_source = 0;
 };
 
 struct ClaimResult {

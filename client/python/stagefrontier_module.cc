@@ -26,6 +26,7 @@
 
 #include "client/client.h"
 #include "client/probe/probe_ring_attach.h"
+#include "shm/segment_layout_v1.h"
 
 namespace py = pybind11;
 using stagefrontier::Client;
@@ -134,6 +135,17 @@ PyMethodDef kMarkDef = {
 // Client(layout=...): None, or a dict of pipeline_stage, pipeline_stages, tensor_rank and
 // tensor_size (missing: 0, 1, 0, 1). Unknown keys raise ValueError, values that are not ints
 // TypeError; the values themselves are checked by Client::Create (ValueError).
+// Client(layout_source=...): a shm::v1::LayoutSource name; "" leaves it to the client.
+uint32_t ParseLayoutSource(const std::string& name) {
+  for (uint32_t s = 1; s <= stagefrontier::shm::v1::kLayoutSourceMax; ++s) {
+    if (name == stagefrontier::shm::v1::LayoutSourceName(s)) return s;
+  }
+  if (name.empty()) return stagefrontier::shm::v1::kLayoutSourceUnset;
+  throw py::value_error("layout_source: unknown \"" + name +
+                        "\" (declared, none, environment, inferred, data_parallel_only, "
+                        "inference_off, not_inferred, no_ddp, refused)");
+}
+
 stagefrontier::RankLayout ParseLayout(const py::object& layout) {
   stagefrontier::RankLayout l;
   if (layout.is_none()) return l;
@@ -186,7 +198,7 @@ std::unique_ptr<PyClient> MakeClient(const std::vector<std::pair<std::string, st
                                      std::optional<std::string> shm_dir,
                                      std::optional<std::string> shm_group,
                                      std::optional<int64_t> ring_capacity, bool quiet,
-                                     const py::object& layout) {
+                                     const py::object& layout, const std::string& layout_source) {
   std::vector<stagefrontier::Stage> schema;
   for (const auto& [name, kind] : stages) {
     absl::StatusOr<stagefrontier::StageKind> k = stagefrontier::ParseStageKind(kind);
@@ -206,6 +218,7 @@ std::unique_ptr<PyClient> MakeClient(const std::vector<std::pair<std::string, st
   if (ring_capacity) o.ring_capacity = *ring_capacity;
   o.quiet = quiet;
   o.layout = ParseLayout(layout);
+  o.layout_source = ParseLayoutSource(layout_source);
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(std::move(schema), o);
   if (!client.ok()) throw py::value_error(std::string(client.status().message()));
   auto out = std::make_unique<PyClient>();
@@ -359,12 +372,16 @@ PYBIND11_MODULE(_stagefrontier, m) {
           py::arg("world_size") = py::none(), py::arg("local_world_size") = py::none(),
           py::arg("shm_dir") = py::none(), py::arg("shm_group") = py::none(),
           py::arg("ring_capacity") = py::none(), py::arg("quiet") = false,
-          py::arg("layout") = py::none(),
-          "stages: list of (name, kind), kind one of io, compute, sync, mixed, p2p, tensor. Identity "
-          "arguments default to the launcher's environment (RANK, LOCAL_RANK, ...). layout: "
+          py::arg("layout") = py::none(), py::arg("layout_source") = "",
+          "stages: list of (name, kind), kind one of io, compute, sync, mixed, p2p, tensor. "
+          "Identity arguments default to the launcher's environment (RANK, LOCAL_RANK, ...). "
+          "layout: "
           "None, or this rank's place in a 3D-parallel job, a dict {pipeline_stage, "
           "pipeline_stages, tensor_rank, tensor_size} (missing keys: 0, 1, 0, 1); "
-          "pipeline_stages * tensor_size must divide the world size.")
+          "pipeline_stages * tensor_size must divide the world size. layout_source: how the "
+          "caller came by the layout, or why none (shown by sfctl health): '' (declared, or "
+          "none), declared, none, environment, inferred, data_parallel_only, inference_off, "
+          "not_inferred, no_ddp, refused.")
       .def(
           "begin_step",
           [](PyClient& c, std::optional<int64_t> step) {
@@ -451,6 +468,12 @@ PYBIND11_MODULE(_stagefrontier, m) {
             return d;
           },
           "The rank layout declared (a dict, missing keys completed), or None.")
+      .def_property_readonly(
+          "layout_source",
+          [](const PyClient& c) {
+            return std::string(stagefrontier::shm::v1::LayoutSourceName(c.client->layout_source()));
+          },
+          "how the layout came (declared, environment, inferred) or why none")
       .def_property_readonly("current_step",
                              [](const PyClient& c) { return c.client->current_step(); })
       .def_property_readonly("schema",

@@ -858,6 +858,9 @@ void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string&
   h.owner = health.owner();
   h.pending = health.pending();
   h.last_error = health.last_error();
+  // A name from the sidecar: kept only if it is one the slot can say.
+  h.layout_source =
+      shm::v1::LayoutSourceName(shm::v1::LayoutSourceFromName(health.layout_source()));
   h.can_capture = health.capture_handler() ? 1 : 0;
   // Every stub exited cleanly: tell the observers once (a capture after the last step is
   // then missed, not in flight forever). A rank that comes back makes it running again.
@@ -1094,6 +1097,7 @@ void JobState::Health(v1::GetHealthReply* out) const {
     p->set_probe_backend(h.probe_backend);
     p->set_probe_intervals(h.probe_intervals);
     p->set_probe_dropped(h.probe_dropped);
+    p->set_layout_source(h.layout_source);
     stall_.FillRank(r, now, p);
   }
   if (const v1::Stall* s = stall_.current()) *out->mutable_stall() = *s;

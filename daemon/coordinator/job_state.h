@@ -217,6 +217,7 @@ class JobState {
     uint64_t clock_backwards = 0, clock_ahead = 0;
     std::string probe_backend;
     uint64_t probe_intervals = 0, probe_dropped = 0;
+    const char* layout_source = "";  // shm::v1::LayoutSourceName's, from the latest health
     std::string owner;
     uint64_t pending = 0;  // records the sidecar has not read from the slot yet
     std::string last_error;

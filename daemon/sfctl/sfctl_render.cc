@@ -1,7 +1,9 @@
 #include "daemon/sfctl/sfctl_render.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -179,6 +181,65 @@ std::string RenderSteps(const v1::GetStepsReply& r) {
   return out;
 }
 
+namespace {
+
+// "0-3, 6, 9-10": ranks, sorted, runs joined.
+std::string RankRuns(std::vector<int32_t> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  std::vector<std::string> runs;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    runs.push_back(j == i ? absl::StrCat(ranks[i]) : absl::StrCat(ranks[i], "-", ranks[j]));
+    i = j + 1;
+  }
+  return absl::StrJoin(runs, ", ");
+}
+
+// What a RankHealth.layout_source says, for the health's "layout:" line.
+const char* LayoutSourceWords(std::string_view source) {
+  if (source == "declared") return "declared by the program";
+  if (source == "none") return "none declared";
+  if (source == "environment") return "declared in STAGEFRONTIER_LAYOUT";
+  if (source == "inferred") return "inferred by stagefrontier.torch from their DDP process group";
+  if (source == "data_parallel_only") {
+    return "none needed: their DDP group is the whole job (data parallel only)";
+  }
+  if (source == "inference_off") return "none: inference off (STAGEFRONTIER_TORCH_INFER_LAYOUT=0)";
+  if (source == "not_inferred") {
+    return "NOT INFERRED: stagefrontier.torch could not read a layout from their DDP process "
+           "group (each rank's stderr says why); declare it with STAGEFRONTIER_LAYOUT";
+  }
+  if (source == "no_ddp") {
+    return "NOT INFERRED: their first step came before any DDP was built; declare it with "
+           "STAGEFRONTIER_LAYOUT";
+  }
+  if (source == "refused") {
+    return "REFUSED: the stub refused the layout it was given (each rank's stderr says why)";
+  }
+  if (source.empty()) return "not said (a stub older than the layout source)";
+  return "invalid (a value the coordinator does not know)";
+}
+
+// "layout: ranks 0-3 inferred ...; ranks 4-7 NOT INFERRED: ...", or "" when no rank said.
+std::string LayoutSourceLine(const v1::GetHealthReply& r) {
+  std::map<std::string, std::vector<int32_t>> by_source;
+  bool said = false;
+  for (const v1::RankHealth& h : r.ranks()) {
+    by_source[h.layout_source()].push_back(h.rank());
+    said = said || !h.layout_source().empty();
+  }
+  if (!said) return "";
+  std::vector<std::string> parts;
+  for (const auto& [source, ranks] : by_source) {
+    parts.push_back(absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", RankRuns(ranks), " ",
+                                 LayoutSourceWords(source)));
+  }
+  return absl::StrCat("layout: ", absl::StrJoin(parts, "; "), "\n");
+}
+
+}  // namespace
+
 std::string RenderHealth(const v1::GetHealthReply& r) {
   std::string out = absl::StrFormat("job %s: %d reporting, %d lagging, %d missing", r.job(),
                                     r.reporting(), r.lagging(), r.missing());
@@ -196,6 +257,7 @@ std::string RenderHealth(const v1::GetHealthReply& r) {
     absl::StrAppend(&out, "sync groups from the declared layout: ", r.sync_groups_size(), ": ",
                     absl::StrJoin(shown, "; "), r.sync_groups_size() > kShown ? "; ..." : "", "\n");
   }
+  absl::StrAppend(&out, LayoutSourceLine(r));
   if (r.detector_conditions().empty()) {
     absl::StrAppend(&out, "detector: healthy (no condition held in the latest window)\n");
   } else {

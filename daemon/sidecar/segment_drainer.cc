@@ -344,6 +344,7 @@ void SegmentDrainer::FillHealth(v1::Health* out, int64_t now_ns) const {
         h->set_selftest_steps_done(slot.selftest_steps_done.load(std::memory_order_relaxed));
       }
       h->set_capture_handler(slot.capture_handler.load(std::memory_order_relaxed) != 0);
+      h->set_layout_source(shm::v1::LayoutSourceName(slot.layout_source));
       // The stub stores "none" first and the state last: a state that changed while the
       // fields were read waits for the next report.
       const uint32_t capture = slot.capture_state.load(std::memory_order_acquire);

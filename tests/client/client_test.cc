@@ -17,6 +17,7 @@
 #include "shm/monotonic_clock.h"
 #include "shm/open_stage.h"
 #include "shm/segment_file.h"
+#include "shm/segment_layout_v1.h"
 #include "shm/segment_reader.h"
 #include "tests/shm/test_support.h"
 
@@ -235,6 +236,42 @@ TEST_CASE("a bad rank layout is an error at creation, naming the field and its v
   CHECK(err(3, 4, 1, 2).empty());
   CHECK(err(7, 8, 0, 0).empty());
   CHECK(err(1, 2, 0, 1).empty());
+}
+
+TEST_CASE("the layout source: derived when not given, checked against the layout") {
+  const std::string dir = MakeTempDir();
+  auto make = [&](uint32_t source, int32_t pipeline_stages) {
+    ClientOptions o = Options(dir);
+    o.world_size = 8;
+    o.layout.pipeline_stages = pipeline_stages;
+    o.layout_source = source;
+    return Client::Create(kStages, o, kNoEnv);
+  };
+  {
+    absl::StatusOr<std::unique_ptr<Client>> c = make(0, 2);
+    REQUIRE(c.ok());
+    CHECK((*c)->layout_source() == shm::v1::kLayoutSourceDeclared);
+  }
+  {
+    absl::StatusOr<std::unique_ptr<Client>> c = make(0, 0);
+    REQUIRE(c.ok());
+    CHECK((*c)->layout_source() == shm::v1::kLayoutSourceNone);
+  }
+  {
+    absl::StatusOr<std::unique_ptr<Client>> c = make(shm::v1::kLayoutSourceNotInferred, 0);
+    REQUIRE(c.ok());
+    CHECK((*c)->layout_source() == shm::v1::kLayoutSourceNotInferred);
+  }
+  {
+    absl::StatusOr<std::unique_ptr<Client>> c = make(shm::v1::kLayoutSourceInferred, 4);
+    REQUIRE(c.ok());
+    CHECK((*c)->layout_source() == shm::v1::kLayoutSourceInferred);
+  }
+  CHECK(make(shm::v1::kLayoutSourceInferred, 0).status().message() ==
+        "rank layout: layout_source \"inferred\" needs a layout, and none is declared");
+  CHECK(make(shm::v1::kLayoutSourceNoDdp, 2).status().message() ==
+        "rank layout: layout_source \"no_ddp\" says none, but a layout is declared");
+  CHECK(make(42, 0).status().message() == "rank layout: layout_source 42 is outside 0..9");
 }
 
 TEST_CASE("a declared rank layout is completed, written into the slot and read back") {

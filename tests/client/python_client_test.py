@@ -121,6 +121,35 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(self.slot_layout(), (0, 0, 0, 0))
         c.close()
 
+    def slot_layout_source(self, local_rank=1):
+        """The slot's layout source: a u32 at slot offset 1652 (segment-format.md)."""
+        with open(os.path.join(self.dir, "stagefrontier.py.seg"), "rb") as f:
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                return struct.unpack_from("<I", m, self.slot_offset(m, local_rank) + 1652)[0]
+
+    def test_layout_source_reaches_the_segment(self):
+        layout = {"pipeline_stages": 2}
+        c = self.client(world_size=4, layout=layout, layout_source="inferred")
+        self.assertEqual(c.layout_source, "inferred")
+        self.assertEqual(self.slot_layout_source(), 4)
+        c.close()
+        c = self.client(world_size=4)  # nothing said, no layout: "none"
+        self.assertEqual(c.layout_source, "none")
+        self.assertEqual(self.slot_layout_source(), 2)
+        c.close()
+        c = self.client(world_size=4, layout=layout)  # nothing said, a layout: "declared"
+        self.assertEqual(c.layout_source, "declared")
+        c.close()
+        c = self.client(world_size=4, layout_source="not_inferred")
+        self.assertEqual(self.slot_layout_source(), 7)
+        c.close()
+        with self.assertRaisesRegex(ValueError, 'layout_source: unknown "guessed"'):
+            self.client(layout_source="guessed")
+        with self.assertRaisesRegex(ValueError, 'layout_source "inferred" needs a layout'):
+            self.client(world_size=4, layout_source="inferred")
+        with self.assertRaisesRegex(ValueError, 'layout_source "no_ddp" says none'):
+            self.client(world_size=4, layout=layout, layout_source="no_ddp")
+
     def test_bad_layouts_raise(self):
         with self.assertRaisesRegex(ValueError, r"unknown key \"pipeline_rank\""):
             self.client(layout={"pipeline_rank": 0})

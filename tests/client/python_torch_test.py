@@ -276,11 +276,13 @@ class TorchTest(unittest.TestCase):
             self.assertEqual(sf.client.layout, {"pipeline_stage": 1, "pipeline_stages": 2,
                                                 "tensor_rank": 0, "tensor_size": 1})
             self.assertIn("STAGEFRONTIER_LAYOUT", sf.layout_note)
+            self.assertEqual(sf.client.layout_source, "environment")
             sf.close()
             # layout= wins over the environment.
             sf = sft.Instrumentation(job_id="lay2", layout={"tensor_rank": 1, "tensor_size": 2},
                                      **ident)
             self.assertEqual(sf.layout["tensor_size"], 2)
+            self.assertEqual(sf.client.layout_source, "declared")
             sf.close()
             # A bad value warns and falls back to inference: the client waits for a DDP.
             os.environ["STAGEFRONTIER_LAYOUT"] = "pipeline_stage=2,pipeline_stages=2"
@@ -298,6 +300,7 @@ class TorchTest(unittest.TestCase):
             self.assertIsNotNone(sf.client)
             self.assertIsNone(sf.layout)
             self.assertIn("refused", sf.layout_note)
+            self.assertEqual(sf.client.layout_source, "refused")
             sf.close()
             # Inference off: created at once, no layout.
             del os.environ["STAGEFRONTIER_LAYOUT"]
@@ -306,6 +309,7 @@ class TorchTest(unittest.TestCase):
             self.assertIsNotNone(sf._client)
             self.assertIsNone(sf.layout)
             self.assertIn("inference off", sf.layout_note)
+            self.assertEqual(sf.client.layout_source, "inference_off")
             sf.close()
         finally:
             os.environ.clear()
@@ -332,6 +336,7 @@ class TorchTest(unittest.TestCase):
                 self.assertEqual(sf.layout, {"pipeline_stage": 0, "pipeline_stages": 2,
                                              "tensor_rank": 0, "tensor_size": 1})
                 self.assertEqual(sf.client.layout, sf.layout)
+                self.assertEqual(sf.client.layout_source, "inferred")
                 sf._on_ddp("a")  # the same group again: nothing to say
                 sf._on_ddp("world")  # another group: the first layout stays, said once
                 sf._on_ddp("b")
@@ -352,6 +357,7 @@ class TorchTest(unittest.TestCase):
                 sf._on_ddp("world")
             self.assertIsNone(sf.layout)
             self.assertIn("whole world", sf.layout_note)
+            self.assertEqual(sf.client.layout_source, "data_parallel_only")
             self.assertNotIn("layout", err.getvalue())
             sf.close()
             # A group that tells no layout: said, nothing declared.
@@ -362,6 +368,7 @@ class TorchTest(unittest.TestCase):
             self.assertIsNone(sf.layout)
             self.assertIn("rank 1: no layout: DDP group [0, 1, 3] is not evenly spaced",
                           err.getvalue())
+            self.assertEqual(sf.client.layout_source, "not_inferred")
             sf.close()
             # The first step came before any DDP: no layout; a later subgroup DDP is said once.
             err = io.StringIO()
@@ -371,6 +378,7 @@ class TorchTest(unittest.TestCase):
                     pass
                 self.assertEqual(sf.layout_note,
                                  "no layout: no DDP process group seen before the first step")
+                self.assertEqual(sf.client.layout_source, "no_ddp")
                 sf._on_ddp("a")
                 sf._on_ddp("b")
             self.assertIsNone(sf.layout)

@@ -2,8 +2,9 @@
 # stagefrontier.torch infers a 3D-parallel layout from the process group a script gives to
 # DDP: 4 Gloo ranks under torchrun and `-m stagefrontier.torch.run`, whose script
 # (torch_subgroup_ddp.py) builds DDP over new_group([0, 1]) or new_group([2, 3]) and declares
-# nothing. Each rank must say what it inferred, and the real coordinator must form the sync
-# groups pp0 (ranks 0, 1) and pp1 (ranks 2, 3) from what the ranks declared.
+# nothing. Each rank must say what it inferred, the real coordinator must form the sync
+# groups pp0 (ranks 0, 1) and pp1 (ranks 2, 3) from what the ranks declared, and sfctl health
+# must say that the layout was inferred.
 set -euo pipefail
 source deploy/demo/pipeline.sh
 sf_torch_env
@@ -36,4 +37,7 @@ groups=$(jq -c '[.sync_groups[] | {name, ranks: [.ranks[] | tonumber]}]' <<<"$js
 echo "sync groups: $groups"
 [ "$groups" = '[{"name":"pp0","ranks":[0,1]},{"name":"pp1","ranks":[2,3]}]' ] ||
   sf_fail "sync groups $groups, not pp0 (0, 1) and pp1 (2, 3): $health"
+# sfctl health says how the ranks came by it (the slots' layout source).
+grep -q "^layout: ranks 0-3 inferred by stagefrontier.torch from their DDP process group$" \
+  <<<"$health" || sf_fail "sfctl health does not say ranks 0-3 inferred their layout: $health"
 echo PASS

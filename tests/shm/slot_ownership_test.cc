@@ -88,6 +88,39 @@ TEST_CASE("a claim writes the rank layout at offset 56, and every claim overwrit
   CHECK(std::vector<uint8_t>(raw + 56, raw + 64) == std::vector<uint8_t>(8, 0));
 }
 
+TEST_CASE("a claim writes the layout source at offset 1652, and every claim overwrites it") {
+  Buffer b(2, 4);
+  SlotIdentity id = Identity();
+  id.layout =
+      SlotLayout{.pipeline_stage = 1, .pipeline_stages = 2, .tensor_rank = 0, .tensor_size = 1};
+  id.layout_source = v1::kLayoutSourceInferred;
+  REQUIRE(ClaimSlot(*b.view, 1, id).ok());
+  const auto* raw = reinterpret_cast<const uint8_t*>(&b.view->slot(1));
+  CHECK(std::vector<uint8_t>(raw + 1652, raw + 1656) == std::vector<uint8_t>{4, 0, 0, 0});
+  ReleaseSlot(b.view->slot(1));
+  REQUIRE(ClaimSlot(*b.view, 1, Identity()).ok());  // says nothing: 0, not the previous one
+  CHECK(b.view->slot(1).layout_source == v1::kLayoutSourceUnset);
+  ReleaseSlot(b.view->slot(1));
+  id.layout_source = v1::kLayoutSourceMax + 1;
+  const absl::Status st = ClaimSlot(*b.view, 1, id).status();
+  CHECK(absl::IsInvalidArgument(st));
+  CHECK(st.message() == "rank layout: unknown layout source 10");
+}
+
+TEST_CASE("layout source names: one per value, and back") {
+  CHECK(std::string(v1::LayoutSourceName(v1::kLayoutSourceUnset)).empty());
+  CHECK(std::string(v1::LayoutSourceName(v1::kLayoutSourceNotInferred)) == "not_inferred");
+  CHECK(std::string(v1::LayoutSourceName(v1::kLayoutSourceMax + 1)) == "invalid");
+  CHECK(std::string(v1::LayoutSourceName(0xFFFFFFFFU)) == "invalid");
+  for (uint32_t s = 0; s <= v1::kLayoutSourceMax; ++s) {
+    CHECK(v1::LayoutSourceFromName(v1::LayoutSourceName(s)) == s);
+  }
+  CHECK(v1::LayoutSourceFromName("invalid") == v1::kLayoutSourceMax + 1);
+  CHECK(v1::LayoutSourceFromName("inferred ") == v1::kLayoutSourceMax + 1);
+  CHECK(v1::LayoutSourceHasLayout(v1::kLayoutSourceEnvironment));
+  CHECK_FALSE(v1::LayoutSourceHasLayout(v1::kLayoutSourceDataParallelOnly));
+}
+
 TEST_CASE("an inconsistent layout is refused at claim") {
   Buffer b(2, 4);
   SlotIdentity id = Identity();

@@ -417,6 +417,32 @@ std::string RankState(const JobState& job, int rank) {
   return h.ranks(rank).state();
 }
 
+// Issue 32: the layout source a sidecar reports reaches GetHealth; a name the coordinator
+// does not know (a hostile or newer sidecar) is shown as "invalid", never passed on.
+TEST_CASE("a rank's layout source travels from its slot health to the job's health") {
+  CoordinatorMetrics metrics;
+  JobOptions o;
+  o.data_dir = TempDir();
+  o.fsync = false;
+  auto created = JobState::Create(Decl(0), o, &metrics);
+  REQUIRE(created.ok());
+  JobState& job = **created;
+  v1::GetHealthReply before;
+  job.Health(&before);
+  CHECK(before.ranks(2).layout_source().empty());  // nothing reported yet
+  v1::SlotHealth h = Slot(2, "alive");
+  h.set_layout_source("not_inferred");
+  job.UpdateStubHealth(h, "n");
+  h = Slot(3, "alive");
+  h.set_layout_source(std::string(5000, 'x'));
+  job.UpdateStubHealth(h, "n");
+  v1::GetHealthReply after;
+  job.Health(&after);
+  CHECK(after.ranks(2).layout_source() == "not_inferred");
+  CHECK(after.ranks(3).layout_source() == "invalid");
+  CHECK(after.ranks(0).layout_source().empty());
+}
+
 // Issue 30, item 10: once every stub released its slot cleanly the job reads "finished".
 TEST_CASE("ranks whose stubs released their slots after reporting are finished, then the job") {
   CoordinatorMetrics metrics;

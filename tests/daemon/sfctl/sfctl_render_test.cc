@@ -86,6 +86,31 @@ TEST_CASE("jobs and health: a finished job and its ranks say finished") {
   CHECK_THAT(text, Catch::Contains("0      finished"));
 }
 
+// Issue 32: sfctl health says what stagefrontier.torch could not infer.
+TEST_CASE("health: the layout line groups ranks by how they came by their layout") {
+  v1::GetHealthReply h;
+  h.set_job("pp");
+  const char* sources[] = {"inferred",     "inferred", "not_inferred", "inferred",
+                           "not_inferred", "no_ddp",   "bogus"};
+  for (int r = 0; r < 7; ++r) {
+    v1::RankHealth* p = h.add_ranks();
+    p->set_rank(r);
+    p->set_state("reporting");
+    p->set_layout_source(sources[r]);
+  }
+  const std::string text = RenderHealth(h);
+  CHECK_THAT(text, Catch::Contains(
+                       "layout: rank 6 invalid (a value the coordinator does not know); "
+                       "ranks 0-1, 3 inferred by stagefrontier.torch from their DDP process "
+                       "group; rank 5 NOT INFERRED: their first step came before any DDP was "
+                       "built; declare it with STAGEFRONTIER_LAYOUT; ranks 2, 4 NOT INFERRED: "
+                       "stagefrontier.torch could not read a layout from their DDP process group "
+                       "(each rank's stderr says why); declare it with STAGEFRONTIER_LAYOUT\n"));
+  // Stubs that say nothing (older ones): no line.
+  for (v1::RankHealth& p : *h.mutable_ranks()) p.clear_layout_source();
+  CHECK_THAT(RenderHealth(h), !Catch::Contains("layout:"));
+}
+
 TEST_CASE("captures: a missed capture says why") {
   v1::ListCapturesReply r;
   r.set_job("run");

@@ -179,6 +179,15 @@ TEST_CASE("drain, read ahead, commit on ack, rewind, control") {
   CHECK(h.slots(0).owner() == "alive");
   CHECK(h.slots(0).capture_state() == 0);  // no answer: the fields stay absent
   CHECK_FALSE(h.slots(0).capture_handler());
+  CHECK(h.slots(0).layout_source().empty());  // the slot says nothing
+  (*seg)->view().slot(1).layout_source = shm::v1::kLayoutSourceNotInferred;
+  h.Clear();
+  drainer.FillHealth(&h);
+  CHECK(h.slots(0).layout_source() == "not_inferred");
+  (*seg)->view().slot(1).layout_source = 77;  // the trainer's bytes: any value
+  h.Clear();
+  drainer.FillHealth(&h);
+  CHECK(h.slots(0).layout_source() == "invalid");
   (*seg)->view().slot(1).capture_handler.store(1);
   h.Clear();
   drainer.FillHealth(&h);

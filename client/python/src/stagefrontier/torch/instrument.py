@@ -141,6 +141,19 @@ def infer_layout(group_ranks, world, rank):
     return layout, f"inferred {_layout_text(layout)} from DDP group {shown}"
 
 
+def _new_client(stages, layout, source, kwargs):
+    """stagefrontier.Client with the layout and its source; a stub built before
+    layout_source existed takes the layout alone (the coordinator then shows no source)."""
+    import stagefrontier
+
+    try:
+        return stagefrontier.Client(stages=stages, layout=layout, layout_source=source, **kwargs)
+    except TypeError as e:
+        if "layout_source" not in str(e):
+            raise
+        return stagefrontier.Client(stages=stages, layout=layout, **kwargs)
+
+
 def _layout_text(layout):
     return ",".join(f"{k}={layout[k]}" for k in LAYOUT_KEYS if k in layout)
 
@@ -253,30 +266,30 @@ class Instrumentation:
                     else "no layout declared"))
                 explicit = None
         if explicit is not None:
-            self._start_client(explicit, f"{_layout_text(explicit)} (from {source})")
+            self._start_client(explicit, f"{_layout_text(explicit)} (from {source})",
+                               "declared" if source == "layout=" else "environment")
         elif not infer_layout:
-            self._start_client(None, "no layout: inference off")
+            self._start_client(None, "no layout: inference off", "inference_off")
         else:
             self._infer = True
             self._pending = True
             self.layout_note = "not yet known: waiting for the first DDP or step"
 
-    def _start_client(self, layout, note):
-        """Creates the stub's client with `layout` (None: none), and what needs the client."""
+    def _start_client(self, layout, note, source):
+        """Creates the stub's client with `layout` (None: none), and what needs the client.
+        `source`: how the layout came, or why none (Client's layout_source: sfctl health shows
+        it, so that what could not be inferred is seen on the coordinator too)."""
         self._pending = False
         self.layout_note = note
         try:
-            import stagefrontier
-
             try:
-                self._client = stagefrontier.Client(stages=self.stages, layout=layout,
-                                                    **self._client_kwargs)
+                self._client = _new_client(self.stages, layout, source, self._client_kwargs)
             except ValueError as e:
                 if layout is None or "layout" not in str(e):
                     raise
                 _warn(f"layout {_layout_text(layout)} refused ({e}); no layout declared")
                 self.layout_note = f"no layout: {_layout_text(layout)} refused by the stub ({e})"
-                self._client = stagefrontier.Client(stages=self.stages, **self._client_kwargs)
+                self._client = _new_client(self.stages, None, "refused", self._client_kwargs)
         except Exception as e:  # never stop training for the stub
             _warn(f"not recording ({e}); training goes on uninstrumented")
             self._client = None
@@ -309,7 +322,7 @@ class Instrumentation:
             return self._client
         with self._lock:
             if self._pending:
-                self._start_client(None, note)
+                self._start_client(None, note, "no_ddp")
         return self._client
 
     @property
@@ -361,12 +374,14 @@ class Instrumentation:
                       f"{_ranks_text(first)}: the first one's layout stays")
             return
         if group is None:
-            layout, note = None, f"no layout: {failure}"
+            layout, note, source = None, f"no layout: {failure}", "not_inferred"
             _warn(f"could not infer the layout: {failure}")
         else:
             ranks, world, rank = group
             self._ddp_group = ranks
             layout, note = infer_layout(ranks, world, rank)
+            source = ("inferred" if layout is not None else
+                      "data_parallel_only" if len(set(ranks)) == world else "not_inferred")
             if layout is not None:
                 _warn(f"rank {rank}: {note}")
             elif len(ranks) < world:  # a layout was meant, not found
@@ -374,7 +389,7 @@ class Instrumentation:
         if os.getpid() == self._pid:
             with self._lock:
                 if self._pending:
-                    self._start_client(layout, note)
+                    self._start_client(layout, note, source)
 
     # ---- explicit API ----------------------------------------------------------------------
     def begin(self):
