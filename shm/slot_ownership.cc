@@ -74,12 +74,10 @@ OwnerHealth JudgeOwner(const v1::SlotHeader& slot, int64_t now_ns, int64_t stale
   return age > stale_after_ns ? OwnerHealth::kSilent : OwnerHealth::kAlive;
 }
 
-absl::StatusOr<ClaimResult> ClaimSlot(const SegmentView& view, uint32_t local_rank,
-                                      const SlotIdentity& identity, int64_t stale_after_ns) {
-  if (local_rank >= view.slot_count()) {
-    return absl::OutOfRangeError(
-        absl::StrCat("local rank ", local_rank, " but segment has ", view.slot_count(), " slots"));
-  }
+namespace {
+
+// The identity's own consistency, checked before the slot is touched.
+absl::Status CheckIdentity(const SlotIdentity& identity) {
   if (identity.stages.empty() || identity.stages.size() > v1::kMaxStages) {
     return absl::InvalidArgumentError(absl::StrCat("a schema has 1 to ", v1::kMaxStages,
                                                    " stages, not ", identity.stages.size()));
@@ -100,6 +98,18 @@ absl::StatusOr<ClaimResult> ClaimSlot(const SegmentView& view, uint32_t local_ra
     return absl::InvalidArgumentError(
         absl::StrCat("rank layout: unknown layout source ", identity.layout_source));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ClaimResult> ClaimSlot(const SegmentView& view, uint32_t local_rank,
+                                      const SlotIdentity& identity, int64_t stale_after_ns) {
+  if (local_rank >= view.slot_count()) {
+    return absl::OutOfRangeError(
+        absl::StrCat("local rank ", local_rank, " but segment has ", view.slot_count(), " slots"));
+  }
+  if (absl::Status st = CheckIdentity(identity); !st.ok()) return st;
   v1::SlotHeader& slot = view.slot(local_rank);
   const uint32_t me = static_cast<uint32_t>(getpid());
   ClaimResult result;

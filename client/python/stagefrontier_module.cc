@@ -357,6 +357,41 @@ void DefineHangDumps(py::class_<PyClient>& cls) {
           "count last returned as `after` and no dump is missed between two calls.");
 }
 
+// The client's read-only state: recording, identity, layout, step, schema.
+void DefineClientState(py::class_<PyClient>& cls) {
+  cls.def_property_readonly("enabled", [](const PyClient& c) { return c.client->enabled(); })
+      .def_property_readonly("disabled_reason",
+                             [](const PyClient& c) { return c.client->disabled_reason(); })
+      .def_property_readonly("rank", [](const PyClient& c) { return c.client->identity().rank; })
+      .def_property_readonly("local_rank",
+                             [](const PyClient& c) { return c.client->identity().local_rank; })
+      .def_property_readonly("job_id",
+                             [](const PyClient& c) { return c.client->identity().job_id; })
+      .def_property_readonly(
+          "layout",
+          [](const PyClient& c) -> std::optional<py::dict> {
+            const stagefrontier::RankLayout& l = c.client->layout();
+            if (l.pipeline_stages == 0) return std::nullopt;
+            py::dict d;
+            d["pipeline_stage"] = l.pipeline_stage;
+            d["pipeline_stages"] = l.pipeline_stages;
+            d["tensor_rank"] = l.tensor_rank;
+            d["tensor_size"] = l.tensor_size;
+            return d;
+          },
+          "The rank layout declared (a dict, missing keys completed), or None.")
+      .def_property_readonly(
+          "layout_source",
+          [](const PyClient& c) {
+            return std::string(stagefrontier::shm::v1::LayoutSourceName(c.client->layout_source()));
+          },
+          "how the layout came (declared, environment, inferred) or why none")
+      .def_property_readonly("current_step",
+                             [](const PyClient& c) { return c.client->current_step(); })
+      .def_property_readonly("schema",
+                             [](const PyClient& c) { return c.client->schema().ToString(); });
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_stagefrontier, m) {
@@ -446,38 +481,8 @@ PYBIND11_MODULE(_stagefrontier, m) {
           },
           py::arg("first_step"), py::arg("state"), py::arg("failure") = "", py::arg("bytes") = 0,
           "Answers the capture request whose window starts at first_step: state running, "
-          "done (bytes: the trace's size) or failed (failure: busy, start, write, missed).")
-      .def_property_readonly("enabled", [](const PyClient& c) { return c.client->enabled(); })
-      .def_property_readonly("disabled_reason",
-                             [](const PyClient& c) { return c.client->disabled_reason(); })
-      .def_property_readonly("rank", [](const PyClient& c) { return c.client->identity().rank; })
-      .def_property_readonly("local_rank",
-                             [](const PyClient& c) { return c.client->identity().local_rank; })
-      .def_property_readonly("job_id",
-                             [](const PyClient& c) { return c.client->identity().job_id; })
-      .def_property_readonly(
-          "layout",
-          [](const PyClient& c) -> std::optional<py::dict> {
-            const stagefrontier::RankLayout& l = c.client->layout();
-            if (l.pipeline_stages == 0) return std::nullopt;
-            py::dict d;
-            d["pipeline_stage"] = l.pipeline_stage;
-            d["pipeline_stages"] = l.pipeline_stages;
-            d["tensor_rank"] = l.tensor_rank;
-            d["tensor_size"] = l.tensor_size;
-            return d;
-          },
-          "The rank layout declared (a dict, missing keys completed), or None.")
-      .def_property_readonly(
-          "layout_source",
-          [](const PyClient& c) {
-            return std::string(stagefrontier::shm::v1::LayoutSourceName(c.client->layout_source()));
-          },
-          "how the layout came (declared, environment, inferred) or why none")
-      .def_property_readonly("current_step",
-                             [](const PyClient& c) { return c.client->current_step(); })
-      .def_property_readonly("schema",
-                             [](const PyClient& c) { return c.client->schema().ToString(); });
+          "done (bytes: the trace's size) or failed (failure: busy, start, write, missed).");
+  DefineClientState(cls);
   DefineProbeRing(m);
   DefineHangDumps(cls);
 

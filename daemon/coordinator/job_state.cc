@@ -12,8 +12,8 @@
 #include "daemon/common/log_safe.h"
 #include "daemon/common/mutex.h"
 #include "daemon/coordinator/proto_convert.h"
+#include "daemon/nodes/node_naming.h"
 #include "daemon/nodes/node_shift.h"
-#include "daemon/nodes/node_verdict.h"
 #include "daemon/wire/packed_steps.h"
 #include "shm/monotonic_clock.h"
 #include "shm/record_limits.h"
@@ -711,25 +711,25 @@ void JobState::NameNodeLocked(const std::vector<std::string>& rank_nodes, Verdic
   for (size_t g = 0; g < layout_groups_.names.size(); ++g) {
     if (layout_groups_.names[g] == v->sync_group) deciding = layout_groups_.groups[g];
   }
-  NameWholeNode(schema_, rank_nodes, v, deciding);
-  if (!v->node.empty() || v->steps <= 0) return;
   RankPlacement placement{.rank_nodes = rank_nodes, .group_of_rank = {}};
   if (!layout_groups_.groups.empty()) {
     placement.group_of_rank = GroupOfRank(layout_groups_.groups, world_size_);
   }
   std::vector<const StepInput*> window;
-  VisitHeldInputsLocked(v->first_step, v->last_step, [&](const StepInput& s) {
-    window.push_back(&s);
-    return true;
-  });
+  if (v->steps > 0) {
+    VisitHeldInputsLocked(v->first_step, v->last_step, [&](const StepInput& s) {
+      window.push_back(&s);
+      return true;
+    });
+  }
   const EngineConfig& e = options_.engine;
-  NameSlowNode(schema_, placement, window,
-               NodeShiftThresholds{.z_strong = e.rank_z_strong,
-                                   .z_support = e.rank_z_support,
-                                   .material_fraction = e.rank_material_fraction,
-                                   .min_flagged_steps = e.min_flagged_steps,
-                                   .healthy_fraction = e.healthy_fraction},
-               v);
+  NameNode(schema_, placement, deciding, window,
+           NodeShiftThresholds{.z_strong = e.rank_z_strong,
+                               .z_support = e.rank_z_support,
+                               .material_fraction = e.rank_material_fraction,
+                               .min_flagged_steps = e.min_flagged_steps,
+                               .healthy_fraction = e.healthy_fraction},
+           v);
 }
 
 std::vector<std::string> JobState::RankNodesLocked() const {

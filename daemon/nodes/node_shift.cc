@@ -118,14 +118,19 @@ void MeasureRecurrences(const std::vector<double>& node_devs,
   const double below = std::min(median, 0.0) - kOutlierScales * scale;
   const size_t ranks = step_rank_devs.empty() ? 0 : step_rank_devs[0].size();
   std::vector<Moments> rank_in_outliers(ranks);
+  std::vector<Moments> rank_elsewhere(ranks);
   Moments node_in_outliers;
   for (size_t t = 0; t < node_devs.size(); ++t) {
     if (node_devs[t] < below) ++out->opposite_steps;
-    if (node_devs[t] <= above) continue;
-    node_in_outliers.Add(node_devs[t]);
+    const bool outlier = node_devs[t] > above;
+    if (outlier) node_in_outliers.Add(node_devs[t]);
     for (size_t i = 0; i < ranks; ++i) {
-      if (!std::isnan(step_rank_devs[t][i])) rank_in_outliers[i].Add(step_rank_devs[t][i]);
+      if (std::isnan(step_rank_devs[t][i])) continue;
+      (outlier ? rank_in_outliers : rank_elsewhere)[i].Add(step_rank_devs[t][i]);
     }
+  }
+  for (const Moments& m : rank_elsewhere) {
+    if (m.n > 0) out->max_rank_other_mean_ns = std::max(out->max_rank_other_mean_ns, m.Mean());
   }
   out->outlier_steps = node_in_outliers.n;
   if (out->outlier_steps == 0) return;
@@ -316,7 +321,8 @@ bool Persistent(const NodeShift& s, const NodeShiftThresholds& th, double step_n
 bool Recurring(const NodeShift& s, const NodeShiftThresholds& th, double step_ns) {
   return s.steps > 0 && s.outlier_steps >= kMinOutlierSteps && s.outlier_z >= th.z_support &&
          s.outlier_mean_ns >= th.material_fraction * step_ns &&
-         2 * s.min_rank_outlier_mean_ns >= s.outlier_mean_ns;
+         2 * s.min_rank_outlier_mean_ns >= s.outlier_mean_ns &&
+         2 * s.max_rank_other_mean_ns < s.outlier_mean_ns;
 }
 
 void RewriteForNode(const StageSchema& schema, const NodeShift& s, int64_t stage_excess_ns,

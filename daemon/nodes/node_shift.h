@@ -59,6 +59,10 @@ struct NodeShift {
   double outlier_z = 0;
   double outlier_mean_ns = 0;
   double min_rank_outlier_mean_ns = 0;
+  // The largest of its ranks' mean deviations in the other steps: a node-wide recurring fault
+  // leaves every rank near its peers there; one rank slow in every step is that rank's fault,
+  // whose steps the node's median joins whenever another rank of the node hiccups.
+  double max_rank_other_mean_ns = 0;
   bool recurring = false;  // named by the recurring test (NameSlowNode)
 };
 

@@ -433,6 +433,13 @@ def summarize(results, seed):
     return "\n".join(lines)
 
 
+def record(out, result):
+    """Prints a finished row and appends it to the rows file (kept as each row ends)."""
+    print(json.dumps(result), flush=True)
+    with open(out, "a") as f:
+        f.write(json.dumps(result) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=40, help="faulty rows")
@@ -484,9 +491,7 @@ def main():
                           args.timeout)
             res["seconds"] = round(time.time() - t0, 1)
             results.append(res)
-            print(json.dumps(res), flush=True)
-            with open(args.out, "a") as f:
-                f.write(json.dumps(res) + "\n")
+            record(args.out, res)
     finally:
         daemons.stop()
     print(f"wall time: {time.time() - t_all:.0f} s for {len(results)} rows")

@@ -135,9 +135,7 @@ def main():
                                 args.master_port + index, args.stage_work_ms)
                     index += 1
                     results.append(r)
-                    print(json.dumps(r), flush=True)
-                    with open(args.out, "a") as f:
-                        f.write(json.dumps(r) + "\n")
+                    pipeline_eval.record(args.out, r)
     finally:
         daemons.stop()
     print(f"wall time: {time.time() - t0:.0f} s for {len(results)} runs")
