@@ -50,10 +50,17 @@ void CollectDeviations(const AccountingWindow& window, const std::vector<size_t>
     if (static_cast<int>(step.accounting.stages.size()) <= k) continue;
     // The frontier kept this step's median duration of the stage over present members.
     const int64_t median = step.accounting.stages[k].median_duration_ns;
+    // With two members present their median is their mean: each deviates by half the gap.
+    // Against the other member alone (the peer a rank is compared with), the gap counts whole,
+    // as in the what-if (PeerDurationNs); the spread doubles alike, so z does not change, but
+    // the shift the text reports and the materiality test see the real gap.
+    int present = 0;
+    for (int m = 0; m < window.members(); ++m) present += window.present(i, m) ? 1 : 0;
+    const int64_t scale = present == 2 ? 2 : 1;
     for (int m = 0; m < window.members(); ++m) {
       if (!window.present(i, m)) continue;
       // Durations are below a day (shm/record_limits.h): exact in a double.
-      const int64_t dev = sign * (window.duration(i, m, k) - median);
+      const int64_t dev = scale * sign * (window.duration(i, m, k) - median);
       d->devs.push_back(dev);
       d->who.push_back(m);
       d->sum[m] += static_cast<double>(dev);

@@ -24,8 +24,9 @@
 namespace stagefrontier {
 
 struct RankEvidence {
-  // The member's mean deviation from the per-step peer median in this stage, minus the
-  // median member's mean deviation (so a group-wide slowdown, or a skewed stage, cancels).
+  // The member's mean deviation from the per-step peer median in this stage (in a step with
+  // two members present, from the other one: the whole gap), minus the median member's mean
+  // deviation (so a group-wide slowdown, or a skewed stage, cancels).
   double shift_ns = 0;
   // shift_ns over its standard error: the pooled spread of per-step deviations around each
   // member's own mean, over sqrt(steps). 0 when the stage has no spread or too few steps.

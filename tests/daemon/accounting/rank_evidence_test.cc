@@ -1,10 +1,12 @@
 #include "daemon/accounting/rank_evidence.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "catch2/catch.hpp"
 #include "daemon/accounting/frontier.h"
+#include "daemon/accounting/robust_stats.h"
 
 namespace stagefrontier {
 namespace {
@@ -35,8 +37,7 @@ AccountingWindow Window(int members, int steps, F durations) {
       matrix.SetMember(m, b);
     }
     for (int k = 0; k < kStages; ++k) {
-      std::sort(by_stage[k].begin(), by_stage[k].end());
-      acc.stages[k].median_duration_ns = by_stage[k][by_stage[k].size() / 2];
+      acc.stages[k].median_duration_ns = MedianInPlace(by_stage[k]);  // as the frontier's
     }
     window.Push(acc, matrix, probe);
   }
@@ -57,6 +58,23 @@ TEST_CASE("a persistent slow member stands out; its peers do not", "[rank_eviden
     if (m != 5) CHECK(t.at(1, m).z < 3);
     CHECK(t.at(0, m).z < 3.5);  // no fault in data
   }
+}
+
+// A two-rank group (a pipeline stage's two replicas, a tensor position's): the median of two
+// is their mean, so each deviated by half the gap and the verdict said "0.47 ms per step
+// slower than its peers" for a rank about 1 ms slower. The gap counts whole; z as before.
+TEST_CASE("in a two-member group the shift is the whole gap to the peer", "[rank_evidence]") {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> noise(0, 300'000);
+  const AccountingWindow w = Window(2, 100, [&](int, int m, int k) {
+    const double base = k == 1 ? 10e6 : 1e6;
+    return static_cast<int64_t>(base + noise(rng) + (k == 1 && m == 1 ? 1'000'000 : 0));
+  });
+  const RankEvidenceTable t = ComputeRankEvidence(w, Schema());
+  CHECK(t.at(1, 1).shift_ns == Approx(1'000'000).margin(150'000));
+  CHECK(t.at(1, 0).shift_ns == Approx(-1'000'000).margin(150'000));
+  // z: the gap over the spread of the difference of two noises (sqrt(2) x 300 us), x sqrt(100).
+  CHECK(t.at(1, 1).z == Approx(1e6 / (std::sqrt(2.0) * 300'000) * 10).epsilon(0.25));
 }
 
 TEST_CASE("a group-wide slowdown cancels: no member stands out", "[rank_evidence]") {
