@@ -221,15 +221,17 @@ const char* LayoutSourceWords(std::string_view source) {
   return "invalid (a value the coordinator does not know)";
 }
 
-// "layout: ranks 0-3 inferred ...; ranks 4-7 NOT INFERRED: ...", or "" when no rank said.
+// "layout: ranks 0-3 inferred ...; ranks 4-7 NOT INFERRED: ...", or "" when there is nothing
+// to tell: no rank said, or a plain job (none declared, or data parallel only, on every rank).
 std::string LayoutSourceLine(const v1::GetHealthReply& r) {
   std::map<std::string, std::vector<int32_t>> by_source;
-  bool said = false;
+  bool worth_saying = false;
   for (const v1::RankHealth& h : r.ranks()) {
-    by_source[h.layout_source()].push_back(h.rank());
-    said = said || !h.layout_source().empty();
+    const std::string& s = h.layout_source();
+    by_source[s].push_back(h.rank());
+    worth_saying = worth_saying || !(s.empty() || s == "none" || s == "data_parallel_only");
   }
-  if (!said) return "";
+  if (!worth_saying) return "";
   std::vector<std::string> parts;
   for (const auto& [source, ranks] : by_source) {
     parts.push_back(absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", RankRuns(ranks), " ",

@@ -106,9 +106,15 @@ TEST_CASE("health: the layout line groups ranks by how they came by their layout
                        "built; declare it with STAGEFRONTIER_LAYOUT; ranks 2, 4 NOT INFERRED: "
                        "stagefrontier.torch could not read a layout from their DDP process group "
                        "(each rank's stderr says why); declare it with STAGEFRONTIER_LAYOUT\n"));
-  // Stubs that say nothing (older ones): no line.
+  // Stubs that say nothing (older ones), and a plain job: no line.
   for (v1::RankHealth& p : *h.mutable_ranks()) p.clear_layout_source();
   CHECK_THAT(RenderHealth(h), !Catch::Contains("layout:"));
+  for (v1::RankHealth& p : *h.mutable_ranks()) p.set_layout_source("none");
+  h.mutable_ranks(3)->set_layout_source("data_parallel_only");
+  CHECK_THAT(RenderHealth(h), !Catch::Contains("layout:"));
+  h.mutable_ranks(3)->set_layout_source("no_ddp");  // one rank with something to say: all shown
+  CHECK_THAT(RenderHealth(h), Catch::Contains("layout: rank 3 NOT INFERRED: their first step") &&
+                                  Catch::Contains("; ranks 0-2, 4-6 none declared\n"));
 }
 
 TEST_CASE("captures: a missed capture says why") {
