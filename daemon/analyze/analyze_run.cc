@@ -15,7 +15,9 @@ namespace stagefrontier {
 int AnalyzeRun(const std::string& command, const std::string& label, const RecordedRun& run,
                bool as_json, int window, const std::string& extra_text,
                const nlohmann::json& extra_json) {
-  JobConfig job{*run.schema, run.world_size, run.groups, {}, false, EngineConfig{}, "", {}};
+  const bool roles = !run.group_names.empty();
+  JobConfig job{*run.schema, run.world_size, run.groups, run.group_names,
+                roles,       EngineConfig{}, "",         run.group_pipeline_stages};
   job.engine.window_steps = window;
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(job);
   if (!engine.ok()) {

@@ -1,17 +1,45 @@
 #include "daemon/analyze/journal_export.h"
 
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/coordinator/job_layout.h"
 #include "daemon/coordinator/proto_convert.h"
 #include "daemon/journal/journal_reader.h"
 #include "daemon/wire/packed_steps.h"
 #include "shm/segment_layout_v1.h"
 
 namespace stagefrontier {
+
+namespace {
+
+// The job's role groups from its ranks' declared layouts, as the coordinator forms them
+// (GroupsFromLayout): a layout that does not fit is said in a note, and the job stays one group.
+void ApplyLayout(const std::map<int32_t, DeclaredLayout>& layouts, JournalRun* out) {
+  RecordedRun& run = out->run;
+  if (layouts.empty() || run.world_size <= 0) return;
+  std::vector<DeclaredLayout> by_rank(static_cast<size_t>(run.world_size));
+  for (const auto& [rank, layout] : layouts) {
+    if (rank >= 0 && rank < run.world_size) by_rank[static_cast<size_t>(rank)] = layout;
+  }
+  absl::StatusOr<LayoutGroups> groups = GroupsFromLayout(by_rank);
+  if (!groups.ok()) {
+    out->notes.push_back(
+        absl::StrCat("layout not applied (one group): ", groups.status().message()));
+    return;
+  }
+  if (groups->pending || groups->groups.empty()) return;
+  run.groups = groups->groups;
+  run.group_names = groups->names;
+  run.group_pipeline_stages = groups->pipeline_stages;
+  out->notes.push_back(absl::StrCat("sync groups from the ranks' layout: ", groups->groups.size()));
+}
+
+}  // namespace
 
 absl::StatusOr<JournalRun> ReadJournalAsRun(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -22,8 +50,17 @@ absl::StatusOr<JournalRun> ReadJournalAsRun(const std::string& path) {
   JournalRun out;
   RecordedRun& run = out.run;
   std::set<std::pair<int32_t, int64_t>> seen;
+  std::map<int32_t, DeclaredLayout> layouts;  // each rank's latest owner's
   const JournalScan scan = ScanJournal(data, [&](const v1::JournalRecord& rec) {
     ++out.journal_records;
+    if (rec.has_owner()) {
+      const v1::RankLayout& l = rec.owner().layout();
+      layouts[rec.owner().rank()] =
+          l.pipeline_stages() > 0 ? DeclaredLayout::Of(l.pipeline_stages(), l.pipeline_stage(),
+                                                       l.tensor_rank(), l.tensor_size())
+                                  : DeclaredLayout::None();
+      return absl::OkStatus();
+    }
     if (rec.has_declared()) {
       if (run.schema.has_value()) return absl::OkStatus();  // a copy
       absl::StatusOr<StageSchema> schema = SchemaFromProto(rec.declared().stages());
@@ -89,6 +126,7 @@ absl::StatusOr<JournalRun> ReadJournalAsRun(const std::string& path) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": the job's declaration (first record) is lost"));
   }
+  ApplyLayout(layouts, &out);
   for (const JournalRegion& r : scan.skipped) {
     out.skipped_bytes += r.bytes;
     out.notes.push_back(absl::StrCat("skipped ", r.bytes, " damaged bytes at offset ", r.offset,

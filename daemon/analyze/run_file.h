@@ -28,6 +28,10 @@ struct RecordedRun {
   std::optional<StageSchema> schema;
   // Sync groups, when records carry "group"; empty otherwise.
   std::vector<std::vector<int32_t>> groups;
+  // A journal's job with a declared layout: the groups are its roles ("pp1", "pp0.tp1"), named,
+  // with each one's pipeline stage (as the coordinator builds them: JobConfig's fields).
+  std::vector<std::string> group_names;
+  std::vector<int32_t> group_pipeline_stages;
   std::map<int64_t, StepInput> steps;  // by step number, ranks in file order
   int64_t records = 0;
 };

@@ -21,8 +21,9 @@ namespace {
 constexpr int kWorld = 4;
 constexpr char kStages[] = "data:io,forward:compute,grad_sync:sync,optimizer:compute";
 
-// A journal of steps [0, 80) whose rank 1 profiled steps 20..29 (marked captured).
-std::string ProfiledJournal() {
+// A journal of steps [0, 80) whose rank 1 profiled steps 20..29 (marked captured). With
+// `pipeline_stages`, every rank's owner declares pipeline stage rank / (kWorld / P) of P.
+std::string ProfiledJournal(int32_t pipeline_stages = 0) {
   char dir[] = "/tmp/sf_journal_export_XXXXXX";
   REQUIRE(mkdtemp(dir) != nullptr);
   v1::RankDeclaration decl;
@@ -40,6 +41,16 @@ std::string ProfiledJournal() {
   o.aligner.deadline_ns = 1'000'000;
   auto job = JobState::Create(decl, o, nullptr);
   REQUIRE(job.ok());
+  for (int r = 0; r < kWorld && pipeline_stages > 0; ++r) {
+    v1::RankDeclaration owner = decl;
+    owner.set_rank(r);
+    owner.set_owner_generation(1);
+    v1::RankLayout* l = owner.mutable_layout();
+    l->set_pipeline_stages(pipeline_stages);
+    l->set_pipeline_stage(r / (kWorld / pipeline_stages));
+    l->set_tensor_size(1);
+    (*job)->NoteOwner(owner, "n");
+  }
   std::mt19937 rng(5);
   std::uniform_int_distribution<int> jitter(-100'000, 100'000);
   for (int r = 0; r < kWorld; ++r) {
@@ -54,6 +65,22 @@ std::string ProfiledJournal() {
   (*job)->CloseDue(1'010'000'000);
   REQUIRE((*job)->Flush().ok());
   return JournalPath(dir, "job-1");
+}
+
+// Issue 32: a journal of a job with a declared layout is accounted offline as the coordinator
+// accounted it, one sync group per role (the tool used to account it as one group).
+TEST_CASE("a journal's ranks' layouts give its role groups offline") {
+  absl::StatusOr<JournalRun> r = ReadJournalAsRun(ProfiledJournal(/*pipeline_stages=*/2));
+  REQUIRE(r.ok());
+  CHECK(r->run.groups == std::vector<std::vector<int32_t>>{{0, 1}, {2, 3}});
+  CHECK(r->run.group_names == std::vector<std::string>{"pp0", "pp1"});
+  CHECK(r->run.group_pipeline_stages == std::vector<int32_t>{0, 1});
+  CHECK_THAT(r->notes.back(), Catch::Equals("sync groups from the ranks' layout: 2"));
+  // Without owners' layouts: one group, as before.
+  absl::StatusOr<JournalRun> plain = ReadJournalAsRun(ProfiledJournal());
+  REQUIRE(plain.ok());
+  CHECK(plain->run.groups.empty());
+  CHECK(plain->run.group_names.empty());
 }
 
 TEST_CASE("a journal's profiled steps are marked captured, and windows say how many they span") {
