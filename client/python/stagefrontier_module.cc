@@ -137,10 +137,8 @@ PyMethodDef kMarkDef = {
 // TypeError; the values themselves are checked by Client::Create (ValueError).
 // Client(layout_source=...): a shm::v1::LayoutSource name; "" leaves it to the client.
 uint32_t ParseLayoutSource(const std::string& name) {
-  for (uint32_t s = 1; s <= stagefrontier::shm::v1::kLayoutSourceMax; ++s) {
-    if (name == stagefrontier::shm::v1::LayoutSourceName(s)) return s;
-  }
-  if (name.empty()) return stagefrontier::shm::v1::kLayoutSourceUnset;
+  const uint32_t s = stagefrontier::shm::v1::LayoutSourceFromName(name);
+  if (s <= stagefrontier::shm::v1::kLayoutSourceMax) return s;
   throw py::value_error("layout_source: unknown \"" + name +
                         "\" (declared, none, environment, inferred, data_parallel_only, "
                         "inference_off, not_inferred, no_ddp, refused)");
@@ -410,8 +408,7 @@ PYBIND11_MODULE(_stagefrontier, m) {
           py::arg("layout") = py::none(), py::arg("layout_source") = "",
           "stages: list of (name, kind), kind one of io, compute, sync, mixed, p2p, tensor. "
           "Identity arguments default to the launcher's environment (RANK, LOCAL_RANK, ...). "
-          "layout: "
-          "None, or this rank's place in a 3D-parallel job, a dict {pipeline_stage, "
+          "layout: None, or this rank's place in a 3D-parallel job, a dict {pipeline_stage, "
           "pipeline_stages, tensor_rank, tensor_size} (missing keys: 0, 1, 0, 1); "
           "pipeline_stages * tensor_size must divide the world size. layout_source: how the "
           "caller came by the layout, or why none (shown by sfctl health): '' (declared, or "

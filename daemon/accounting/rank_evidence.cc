@@ -27,25 +27,30 @@ struct OutlierCounts {
   std::vector<double> excess_sum;
 };
 
-// Steps with peers to compare with: at least two members present.
-std::vector<size_t> UsableSteps(const AccountingWindow& window) {
-  std::vector<size_t> usable;
+// A window step with peers to compare with: at least two members present.
+struct UsableStep {
+  size_t index;
+  int present;
+};
+
+std::vector<UsableStep> UsableSteps(const AccountingWindow& window) {
+  std::vector<UsableStep> usable;
   for (size_t i = 0; i < window.size(); ++i) {
     int present = 0;
     for (int m = 0; m < window.members(); ++m) present += window.present(i, m) ? 1 : 0;
-    if (present >= 2) usable.push_back(i);
+    if (present >= 2) usable.push_back({i, present});
   }
   return usable;
 }
 
-void CollectDeviations(const AccountingWindow& window, const std::vector<size_t>& usable, int k,
+void CollectDeviations(const AccountingWindow& window, const std::vector<UsableStep>& usable, int k,
                        int64_t sign, StageDeviations* d) {
   std::fill(d->sum.begin(), d->sum.end(), 0.0);
   std::fill(d->sum_sq.begin(), d->sum_sq.end(), 0.0);
   std::fill(d->count.begin(), d->count.end(), 0);
   d->devs.clear();
   d->who.clear();
-  for (size_t i : usable) {
+  for (const auto [i, present] : usable) {
     const WindowStep& step = window.at(i);
     if (static_cast<int>(step.accounting.stages.size()) <= k) continue;
     // The frontier kept this step's median duration of the stage over present members.
@@ -54,8 +59,6 @@ void CollectDeviations(const AccountingWindow& window, const std::vector<size_t>
     // Against the other member alone (the peer a rank is compared with), the gap counts whole,
     // as in the what-if (PeerDurationNs); the spread doubles alike, so z does not change, but
     // the shift the text reports and the materiality test see the real gap.
-    int present = 0;
-    for (int m = 0; m < window.members(); ++m) present += window.present(i, m) ? 1 : 0;
     const int64_t scale = present == 2 ? 2 : 1;
     for (int m = 0; m < window.members(); ++m) {
       if (!window.present(i, m)) continue;
@@ -123,7 +126,7 @@ RankEvidenceTable ComputeRankEvidence(const AccountingWindow& window, const Stag
   const int stages = window.stages();
   RankEvidenceTable table(stages, n);
   if (n < 2) return table;
-  const std::vector<size_t> usable = UsableSteps(window);
+  const std::vector<UsableStep> usable = UsableSteps(window);
   StageDeviations d(n);
   OutlierCounts o(n);
   std::vector<double> means;

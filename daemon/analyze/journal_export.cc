@@ -54,11 +54,7 @@ absl::StatusOr<JournalRun> ReadJournalAsRun(const std::string& path) {
   const JournalScan scan = ScanJournal(data, [&](const v1::JournalRecord& rec) {
     ++out.journal_records;
     if (rec.has_owner()) {
-      const v1::RankLayout& l = rec.owner().layout();
-      layouts[rec.owner().rank()] =
-          l.pipeline_stages() > 0 ? DeclaredLayout::Of(l.pipeline_stages(), l.pipeline_stage(),
-                                                       l.tensor_rank(), l.tensor_size())
-                                  : DeclaredLayout::None();
+      layouts[rec.owner().rank()] = LayoutFromProto(rec.owner().layout());
       return absl::OkStatus();
     }
     if (rec.has_declared()) {

@@ -398,11 +398,7 @@ bool JobState::OwnerLocked(const v1::RankOwned& owner) {
   h.process = std::move(process);
   // The process's node: known in replay too, so node verdicts replay as they were told.
   if (!owner.node().empty()) h.node = owner.node().substr(0, 256);
-  const v1::RankLayout& l = owner.layout();
-  NoteLayoutLocked(owner.rank(), l.pipeline_stages() > 0
-                                     ? DeclaredLayout::Of(l.pipeline_stages(), l.pipeline_stage(),
-                                                          l.tensor_rank(), l.tensor_size())
-                                     : DeclaredLayout::None());
+  NoteLayoutLocked(owner.rank(), LayoutFromProto(owner.layout()));
   return true;
 }
 

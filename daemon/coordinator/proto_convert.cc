@@ -27,6 +27,12 @@ absl::StatusOr<StageSchema> SchemaFromProto(
   return StageSchema::Create(std::move(out));
 }
 
+DeclaredLayout LayoutFromProto(const v1::RankLayout& l) {
+  return l.pipeline_stages() > 0 ? DeclaredLayout::Of(l.pipeline_stages(), l.pipeline_stage(),
+                                                      l.tensor_rank(), l.tensor_size())
+                                 : DeclaredLayout::None();
+}
+
 absl::StatusOr<ProbeSpan> SpanFromProto(const v1::CollectiveInterval& c) {
   if (c.op() >= shm::v2::kOpCount) {
     return absl::InvalidArgumentError(absl::StrCat("unknown operation ", c.op()));

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/accounting/engine.h"
+#include "daemon/coordinator/job_layout.h"
 #include "shm/stage_schema.h"
 #include "stagefrontier/v1/ingest.pb.h"
 #include "stagefrontier/v1/query.pb.h"
@@ -18,6 +19,9 @@ namespace stagefrontier {
 [[nodiscard]] absl::StatusOr<StageSchema> SchemaFromProto(
     const google::protobuf::RepeatedPtrField<v1::Stage>& stages);
 void SchemaToProto(const StageSchema& schema, google::protobuf::RepeatedPtrField<v1::Stage>* out);
+
+// A rank's declared layout (RankOwned.layout, RankDeclaration.layout); pipeline_stages 0: none.
+DeclaredLayout LayoutFromProto(const v1::RankLayout& l);
 
 // A collective interval as the engine's probe span (stage left 0: the caller places it).
 // InvalidArgument, saying why, for an unknown operation or times out of order or beyond a
