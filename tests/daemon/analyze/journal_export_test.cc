@@ -22,8 +22,9 @@ constexpr int kWorld = 4;
 constexpr char kStages[] = "data:io,forward:compute,grad_sync:sync,optimizer:compute";
 
 // A journal of steps [0, 80) whose rank 1 profiled steps 20..29 (marked captured). With
-// `pipeline_stages`, every rank's owner declares pipeline stage rank / (kWorld / P) of P.
-std::string ProfiledJournal(int32_t pipeline_stages = 0) {
+// `pipeline_stages`, every rank's owner declares pipeline stage rank / (kWorld / P) of P, but
+// rank 3 says `rank3_stages` stages when that is given (a layout that does not fit).
+std::string ProfiledJournal(int32_t pipeline_stages = 0, int32_t rank3_stages = 0) {
   char dir[] = "/tmp/sf_journal_export_XXXXXX";
   REQUIRE(mkdtemp(dir) != nullptr);
   v1::RankDeclaration decl;
@@ -46,7 +47,7 @@ std::string ProfiledJournal(int32_t pipeline_stages = 0) {
     owner.set_rank(r);
     owner.set_owner_generation(1);
     v1::RankLayout* l = owner.mutable_layout();
-    l->set_pipeline_stages(pipeline_stages);
+    l->set_pipeline_stages(r == 3 && rank3_stages > 0 ? rank3_stages : pipeline_stages);
     l->set_pipeline_stage(r / (kWorld / pipeline_stages));
     l->set_tensor_size(1);
     (*job)->NoteOwner(owner, "n");
@@ -76,6 +77,13 @@ TEST_CASE("a journal's ranks' layouts give its role groups offline") {
   CHECK(r->run.group_names == std::vector<std::string>{"pp0", "pp1"});
   CHECK(r->run.group_pipeline_stages == std::vector<int32_t>{0, 1});
   CHECK_THAT(r->notes.back(), Catch::Equals("sync groups from the ranks' layout: 2"));
+  // Ranks that disagree: one group, and a note that says why.
+  absl::StatusOr<JournalRun> odd = ReadJournalAsRun(ProfiledJournal(2, /*rank3_stages=*/4));
+  REQUIRE(odd.ok());
+  CHECK(odd->run.groups.empty());
+  CHECK(odd->run.group_names.empty());
+  REQUIRE_FALSE(odd->notes.empty());
+  CHECK_THAT(odd->notes.back(), Catch::StartsWith("layout not applied (one group): "));
   // Without owners' layouts: one group, as before.
   absl::StatusOr<JournalRun> plain = ReadJournalAsRun(ProfiledJournal());
   REQUIRE(plain.ok());
