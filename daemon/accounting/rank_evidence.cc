@@ -109,11 +109,11 @@ void FillStage(int k, const StageDeviations& d, const OutlierCounts& o, double c
     if (outliers > 0) e.outlier_excess_ns = o.excess_sum[m] / outliers;
     const int64_t other_steps = all_steps - count;
     if (other_steps > 0 && outliers >= kMinOutlierSteps) {
-      // The others' rate, floored at one outlier in their steps: never a zero rate.
-      const double p =
-          std::min(0.5, std::max<double>(1.0, static_cast<double>(all_outliers - outliers)) /
-                            static_cast<double>(other_steps));
-      e.outlier_z = BinomialTailZ(outliers, count, p);
+      // The others' rate, floored at one outlier in their steps: never a zero variance.
+      const double p = std::max<double>(1.0, static_cast<double>(all_outliers - outliers)) /
+                       static_cast<double>(other_steps);
+      const double expect = p * count;
+      e.outlier_z = (outliers - expect) / std::sqrt(std::max(1e-9, expect * (1 - p)));
     }
     e.z = sd > 0 && count >= 2 ? e.shift_ns * std::sqrt(static_cast<double>(count)) / sd : 0.0;
   }

@@ -34,8 +34,8 @@ struct RankEvidence {
   int32_t steps = 0;  // window steps where the member was present
   // Recurring faults (1 step in 8) barely move a mean over noisy steps but stand far out in
   // the steps they hit: the steps where the member's deviation is beyond kOutlierScales
-  // robust noise scales of the stage's pooled deviations, and how unlikely that count is at
-  // the other members' rate (the exact binomial tail as a one-sided z: BinomialTailZ).
+  // robust noise scales of the stage's pooled deviations, and a one-sided binomial z of that
+  // count against the other members' rate.
   int32_t outlier_steps = 0;
   double outlier_z = 0;
   // The mean deviation beyond the pooled median in those outlier steps: what one recurrence

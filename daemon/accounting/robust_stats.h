@@ -29,14 +29,6 @@ int64_t MadInPlace(std::span<int64_t> values, int64_t median);
 // Returns 0 when either sample is empty.
 double KsDistanceSorted(std::span<const int64_t> a, std::span<const int64_t> b);
 
-// How surprising `count` or more events are in `trials` draws of rate `rate` (in (0, 1)), as
-// the one-sided standard normal z with the same upper tail: the exact binomial tail, since the
-// normal approximation (count - np) / sqrt(np(1-p)) makes a handful of events against an
-// expectation below one read as 8 or more standard errors. Counts at or below the expectation
-// keep that approximation (0 or below); tails beyond the double range read kMaxTailZ.
-inline constexpr double kMaxTailZ = 37.0;
-double BinomialTailZ(int64_t count, int64_t trials, double rate);
-
 // The last `capacity` samples of a series, with robust summaries over them.
 class RollingSamples {
  public:

@@ -40,25 +40,5 @@ TEST_CASE("rolling samples keep the last N", "[robust_stats]") {
   CHECK(w.NoiseScale() == Approx(kMadToSigma * 1.0));
 }
 
-TEST_CASE("binomial tail z is the exact tail, not the normal approximation", "[robust_stats]") {
-  // Reference values: the exact upper tail (Python's math.comb) through NormalDist.inv_cdf.
-  // 5 events in 100 steps at the rate of 1 in 300: the approximation says 8.1 standard errors.
-  CHECK(BinomialTailZ(5, 100, 1.0 / 300) == Approx(4.067).margin(0.01));
-  // 14 in 100 against 3 in 100 (a descheduled rank beside its peer): 6.4 by the approximation.
-  CHECK(BinomialTailZ(14, 100, 0.03) == Approx(4.626).margin(0.01));
-  // Many events: close to the approximation (2.0).
-  CHECK(BinomialTailZ(60, 100, 0.5) == Approx(1.904).margin(0.01));
-  // A recurring fault, 1 step in 6 over 60 steps, against one stray event in 300.
-  CHECK(BinomialTailZ(10, 60, 1.0 / 300) == Approx(7.638).margin(0.01));
-  // Beyond the double range of the tail, and at or below the expectation.
-  CHECK(BinomialTailZ(1000, 1000, 0.001) == kMaxTailZ);
-  CHECK(BinomialTailZ(1, 100, 0.01) == 0);
-  CHECK(BinomialTailZ(0, 100, 0.05) < 0);
-  // Nothing to say: no trials, a rate outside (0, 1).
-  CHECK(BinomialTailZ(3, 0, 0.1) == 0);
-  CHECK(BinomialTailZ(3, 10, 0) == 0);
-  CHECK(BinomialTailZ(3, 10, 1) == 0);
-}
-
 }  // namespace
 }  // namespace stagefrontier
