@@ -12,6 +12,7 @@ place here first.
 """
 
 LAYERS = [
+    ["//base"],
     ["//proto", "//shm"],
     ["//client", "//daemon/common"],
     ["//client/probe", "//daemon/wire"],

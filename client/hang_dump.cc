@@ -225,10 +225,10 @@ void HangDumper::Close() noexcept {
   // First, so that the sidecar stops signalling (a forked child's slot is its parent's).
   if (!forked_child) context_.slot->dump_signal.store(0, std::memory_order_release);
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     stopping_ = true;
   }
-  done_cv_.notify_all();
+  done_cv_.NotifyAll();
   if (thread_ != nullptr) {
     if (forked_child) {
       (void)thread_.release();  // the parent's thread, absent here: never joined
@@ -256,8 +256,10 @@ void HangDumper::Close() noexcept {
 }
 
 HangDumpWait HangDumper::WaitForDump(std::chrono::milliseconds timeout, uint64_t after) {
-  std::unique_lock<std::mutex> l(mu_);
-  done_cv_.wait_for(l, timeout, [&] { return completed_ > after || stopping_; });
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  MutexLock l(&mu_);
+  while (completed_ <= after && !stopping_ && done_cv_.WaitUntil(&mu_, deadline)) {
+  }
   HangDumpWait w;
   w.count = completed_;
   if (completed_ > after) w.capture_id = completed_id_;
@@ -347,11 +349,11 @@ void HangDumper::Handle(const std::string& text, uint64_t truncated) noexcept {
   slot.dump_answered_id.store(id, std::memory_order_release);
   dumps_written_.fetch_add(1, std::memory_order_relaxed);
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     ++completed_;
     completed_id_ = id;
   }
-  done_cv_.notify_all();
+  done_cv_.NotifyAll();
 }
 
 HangDumpRequest HangDumper::RequestFor(uint64_t id) const {

@@ -49,16 +49,16 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "base/mutex.h"
 #include "shm/segment_layout_v1.h"
 
 namespace stagefrontier {
@@ -176,11 +176,11 @@ class HangDumper {
   std::atomic<uint64_t> dumps_unrequested_{0};
   std::atomic<uint64_t> dump_errors_{0};
   std::atomic<bool> error_said_{false};
-  std::mutex mu_;
-  std::condition_variable done_cv_;
-  uint64_t completed_ = 0;     // guarded by mu_: dump files completed
-  uint64_t completed_id_ = 0;  // guarded by mu_: the latest one's capture id
-  bool stopping_ = false;      // guarded by mu_
+  Mutex mu_;
+  CondVar done_cv_;
+  uint64_t completed_ ABSL_GUARDED_BY(mu_) = 0;     // dump files completed
+  uint64_t completed_id_ ABSL_GUARDED_BY(mu_) = 0;  // the latest one's capture id
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // The capture directory rule (stagefrontier.torch's default_directory()):

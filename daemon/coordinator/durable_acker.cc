@@ -4,7 +4,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/common/mutex.h"
+#include "base/mutex.h"
 
 namespace stagefrontier {
 

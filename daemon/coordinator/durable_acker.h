@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "daemon/common/mutex.h"
+#include "base/mutex.h"
 #include "daemon/coordinator/job_state.h"
 #include "daemon/coordinator/sidecar_sessions.h"
 

@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/mutex.h"
 #include "daemon/common/log_safe.h"
-#include "daemon/common/mutex.h"
 #include "daemon/common/refused_stream.h"
 #include "shm/monotonic_clock.h"
 

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
-#include "daemon/common/mutex.h"
+#include "base/mutex.h"
 #include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/coordinator/durable_acker.h"
 #include "daemon/coordinator/ingest_stream.h"

@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/mutex.h"
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/log_safe.h"
-#include "daemon/common/mutex.h"
 #include "grpc/grpc_security_constants.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "shm/monotonic_clock.h"

@@ -26,7 +26,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "daemon/common/mutex.h"
+#include "base/mutex.h"
 #include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/coordinator/durable_acker.h"
 #include "daemon/coordinator/job_registry.h"

@@ -8,8 +8,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/mutex.h"
 #include "daemon/common/log_safe.h"
-#include "daemon/common/mutex.h"
 #include "shm/monotonic_clock.h"
 #include "shm/record_limits.h"
 

@@ -22,7 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "daemon/common/mutex.h"
+#include "base/mutex.h"
 #include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/coordinator/job_state.h"
 #include "daemon/events/verdict_bell.h"

@@ -7,10 +7,10 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "base/mutex.h"
 #include "daemon/accounting/group_members.h"
 #include "daemon/common/duration_format.h"
 #include "daemon/common/log_safe.h"
-#include "daemon/common/mutex.h"
 #include "daemon/coordinator/proto_convert.h"
 #include "daemon/nodes/node_naming.h"
 #include "daemon/nodes/node_shift.h"

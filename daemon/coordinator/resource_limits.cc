@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/common/mutex.h"
+#include "base/mutex.h"
 
 namespace stagefrontier {
 namespace {

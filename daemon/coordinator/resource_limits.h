@@ -16,7 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "daemon/common/mutex.h"
+#include "base/mutex.h"
 
 namespace stagefrontier {
 

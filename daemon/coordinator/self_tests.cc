@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "daemon/common/mutex.h"
+#include "base/mutex.h"
 #include "shm/control_channel.h"
 #include "shm/segment_layout_v1.h"
 

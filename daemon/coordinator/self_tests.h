@@ -25,7 +25,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "daemon/common/mutex.h"
+#include "base/mutex.h"
 #include "stagefrontier/v1/ingest.pb.h"
 #include "stagefrontier/v1/query.pb.h"
 

@@ -20,7 +20,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "daemon/common/mutex.h"
+#include "base/mutex.h"
 #include "daemon/events/control_request_sender.h"
 #include "stagefrontier/v1/ingest.pb.h"
 

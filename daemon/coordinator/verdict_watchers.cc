@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "daemon/common/mutex.h"
+#include "base/mutex.h"
 #include "daemon/common/refused_stream.h"
 
 namespace stagefrontier {

@@ -27,7 +27,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
-#include "daemon/common/mutex.h"
+#include "base/mutex.h"
 #include "daemon/coordinator/job_state.h"
 #include "daemon/events/verdict_bell.h"
 #include "grpcpp/grpcpp.h"

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "daemon/common/mutex.h"
+#include "base/mutex.h"
 
 extern char** environ;
 

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "daemon/common/mutex.h"
+#include "base/mutex.h"
 #include "daemon/nodes/node_ledger.h"
 #include "daemon/nodes/node_name.h"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The package layers (bazel/layers.bzl) hold, run by ./run.sh test:
-#   1. every package under client/, daemon/, proto/ and shm/ takes its visibility from
+#   1. every package under base/, client/, daemon/, proto/ and shm/ takes its visibility from
 #      visible_above() (no package is public to all);
 #   2. the whole tree passes analysis, visibility checked (no dependency points down-to-up);
 #   3. a dependency that points the wrong way fails: //daemon/accounting:wrong_way_dependency
@@ -9,7 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 rc=0
-missing=$(for f in $(find client daemon proto shm -name BUILD.bazel | sort); do
+missing=$(for f in $(find base client daemon proto shm -name BUILD.bazel | sort); do
   grep -q 'default_visibility = visible_above("//'"$(dirname "$f")"'")' "$f" || echo "$f"
 done)
 if [ -z "$missing" ]; then

@@ -12,7 +12,7 @@ base=${SF_THREAD_SAFETY_OUTPUT_BASE:-$HOME/.cache/bazel-thread-safety}
 bazel_tsa() { bazel --output_base="$base" "$@" --config=thread_safety; }
 rc=0
 files=$(grep -rlE 'ABSL_(GUARDED_BY|PT_GUARDED_BY|EXCLUSIVE_LOCKS_REQUIRED|LOCKS_EXCLUDED)' \
-  daemon client shm --include='*.h' --include='*.cc' | sort)
+  base daemon client shm --include='*.h' --include='*.cc' | sort)
 targets=$(for f in $files; do
   bazel query "same_pkg_direct_rdeps(//$(dirname "$f"):$(basename "$f"))" 2>/dev/null
 done | sort -u | tr '\n' ' ')

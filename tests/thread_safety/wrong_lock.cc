@@ -3,7 +3,7 @@
 // stopped checking (a lost flag, a compiler that ignores the attributes, a Mutex that lost its
 // capability attribute) fails CI instead.
 #include "absl/base/thread_annotations.h"
-#include "daemon/common/mutex.h"
+#include "base/mutex.h"
 
 namespace stagefrontier {
 

@@ -1,7 +1,7 @@
-// Mutex, MutexLock and CondVar (daemon/common/mutex.h): a waiter wakes for a notification made
+// Mutex, MutexLock and CondVar (base/mutex.h): a waiter wakes for a notification made
 // under the lock, a deadline without one returns false, and counts made under the lock add up
 // across threads (run under ThreadSanitizer too).
-#include "daemon/common/mutex.h"
+#include "base/mutex.h"
 
 #include <catch2/catch.hpp>
 #include <chrono>

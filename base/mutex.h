@@ -9,8 +9,8 @@
 //   CondVar changed_;
 //   void Add() { MutexLock lock(&mu_); ++count_; changed_.NotifyAll(); }
 //   void WaitForSome() { MutexLock lock(&mu_); while (count_ == 0) changed_.Wait(&mu_); }
-#ifndef STAGEFRONTIER_DAEMON_COMMON_MUTEX_H_
-#define STAGEFRONTIER_DAEMON_COMMON_MUTEX_H_
+#ifndef STAGEFRONTIER_BASE_MUTEX_H_
+#define STAGEFRONTIER_BASE_MUTEX_H_
 
 #include <chrono>
 #include <condition_variable>
@@ -72,4 +72,4 @@ class CondVar {
 
 }  // namespace stagefrontier
 
-#endif  // STAGEFRONTIER_DAEMON_COMMON_MUTEX_H_
+#endif  // STAGEFRONTIER_BASE_MUTEX_H_
