@@ -211,151 +211,187 @@ struct PendingSteps {
   uint32_t count;
 };
 
-absl::Status DecodeColumns(absl::string_view raw, uint32_t stages, int64_t unit,
-                           uint64_t record_count, std::vector<v1::JournalRecord>* records) {
-  std::array<ColumnReader, kColumnCount> col;
-  SF_RETURN_IF_ERROR(archive::SplitColumns(raw, kColumnNames, kFormat, col));
-  if (col[kKinds].left() != record_count) {
-    return Bad(absl::StrCat(col[kKinds].left(), " kinds for ", record_count, " records"));
+// Reads a block's columns back into records, the encoder's steps in reverse: each record by
+// its kind, then every series' durations (stored series by series, after all the heads), then
+// the packed bytes of every RankSteps.
+class ColumnDecoder {
+ public:
+  ColumnDecoder(uint32_t stages, int64_t unit) : stages_(stages), unit_(unit) {}
+
+  absl::Status Decode(absl::string_view raw, uint64_t record_count,
+                      std::vector<v1::JournalRecord>* records) {
+    SF_RETURN_IF_ERROR(archive::SplitColumns(raw, kColumnNames, kFormat, col_));
+    if (col_[kKinds].left() != record_count) {
+      return Bad(absl::StrCat(col_[kKinds].left(), " kinds for ", record_count, " records"));
+    }
+    records->reserve(record_count);
+    for (uint64_t r = 0; r < record_count; ++r) {
+      SF_RETURN_IF_ERROR(DecodeRecord(r, &records->emplace_back()));
+    }
+    std::vector<std::vector<int64_t>> durations;
+    SF_RETURN_IF_ERROR(DecodeDurations(&durations));
+    for (int c = 0; c < kColumnCount; ++c) SF_RETURN_IF_ERROR(col_[c].Done());
+    for (const PendingSteps& p : pending_) {
+      wire::PackedStepsEncoder packed(stages_);
+      for (uint32_t t = 0; t < p.count; ++t) {
+        packed.Add(steps_[p.first + t], &durations[p.series][(p.series_t0 + t) * stages_],
+                   flags_[p.first + t]);
+      }
+      p.out->set_packed(packed.bytes());
+    }
+    return absl::OkStatus();
   }
-  std::vector<std::string> jobs;
-  std::unordered_map<uint64_t, uint32_t> series_index;
-  std::vector<int64_t> series_next;
-  std::vector<size_t> series_steps;
-  std::vector<int64_t> steps;
-  std::vector<uint32_t> flags;
-  std::vector<PendingSteps> pending;
-  int64_t last_closed = 0;
-  int64_t last_rank = 0;
-  records->reserve(record_count);
-  for (uint64_t r = 0; r < record_count; ++r) {
+
+ private:
+  absl::Status DecodeRecord(uint64_t r, v1::JournalRecord* record) {
     absl::string_view kind_byte;
-    SF_RETURN_IF_ERROR(col[kKinds].Bytes(1, &kind_byte));
-    v1::JournalRecord& record = records->emplace_back();
+    SF_RETURN_IF_ERROR(col_[kKinds].Bytes(1, &kind_byte));
     const uint8_t kind = static_cast<uint8_t>(kind_byte[0]);
     uint64_t v = 0;
     if (kind == kWhole) {
       absl::string_view bytes;
-      SF_RETURN_IF_ERROR(col[kWholeRecs].Varint(&v));
-      SF_RETURN_IF_ERROR(col[kWholeRecs].Bytes(v, &bytes));
-      if (!record.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())) ||
-          record.body_case() == v1::JournalRecord::BODY_NOT_SET) {
+      SF_RETURN_IF_ERROR(col_[kWholeRecs].Varint(&v));
+      SF_RETURN_IF_ERROR(col_[kWholeRecs].Bytes(v, &bytes));
+      if (!record->ParseFromArray(bytes.data(), static_cast<int>(bytes.size())) ||
+          record->body_case() == v1::JournalRecord::BODY_NOT_SET) {
         return Bad(absl::StrCat("record ", r, " does not parse as a journal record"));
       }
-      if (record.has_block()) return Bad(absl::StrCat("record ", r, " is a block in a block"));
-    } else if (kind == kClosed) {
-      SF_RETURN_IF_ERROR(col[kClosedCol].Varint(&v));
-      last_closed = static_cast<int64_t>(static_cast<uint64_t>(last_closed) +
-                                         static_cast<uint64_t>(UnZigZag(v)));
-      record.mutable_closed()->set_step(last_closed);
-    } else if (kind == kRanks) {
-      uint64_t groups = 0;
-      SF_RETURN_IF_ERROR(col[kGroups].Varint(&groups));
-      // Every RankSteps takes at least three head bytes.
-      if (groups > col[kHeads].left() / 3) {
-        return Bad(absl::StrCat("record ", r, ": ", groups, " rank-steps"));
+      if (record->has_block()) return Bad(absl::StrCat("record ", r, " is a block in a block"));
+      return absl::OkStatus();
+    }
+    if (kind == kClosed) {
+      SF_RETURN_IF_ERROR(col_[kClosedCol].Varint(&v));
+      last_closed_ = static_cast<int64_t>(static_cast<uint64_t>(last_closed_) +
+                                          static_cast<uint64_t>(UnZigZag(v)));
+      record->mutable_closed()->set_step(last_closed_);
+      return absl::OkStatus();
+    }
+    if (kind != kRanks) return Bad(absl::StrCat("record ", r, ": unknown kind ", int{kind}));
+    uint64_t groups = 0;
+    SF_RETURN_IF_ERROR(col_[kGroups].Varint(&groups));
+    // Every RankSteps takes at least three head bytes.
+    if (groups > col_[kHeads].left() / 3) {
+      return Bad(absl::StrCat("record ", r, ": ", groups, " rank-steps"));
+    }
+    v1::RanksLogged* ranks = record->mutable_ranks();
+    for (uint64_t g = 0; g < groups; ++g) {
+      SF_RETURN_IF_ERROR(DecodeRankSteps(r, ranks->add_steps()));
+    }
+    return absl::OkStatus();
+  }
+
+  // One RankSteps' job, rank, base step and steps; its packed bytes wait for the durations.
+  absl::Status DecodeRankSteps(uint64_t r, v1::RankSteps* rs) {
+    uint64_t v = 0;
+    SF_RETURN_IF_ERROR(col_[kJobs].Varint(&v));
+    if (v > jobs_.size()) return Bad(absl::StrCat("record ", r, ": job index ", v));
+    if (v == jobs_.size()) {
+      uint64_t len = 0;
+      absl::string_view name;
+      SF_RETURN_IF_ERROR(col_[kStrings].Varint(&len));
+      SF_RETURN_IF_ERROR(col_[kStrings].Bytes(len, &name));
+      jobs_.emplace_back(name);
+    }
+    const uint32_t job = static_cast<uint32_t>(v);
+    rs->set_job(jobs_[job]);
+    SF_RETURN_IF_ERROR(col_[kHeads].Varint(&v));
+    const int64_t rank_delta = UnZigZag(v);
+    if (rank_delta > (int64_t{1} << 33) || rank_delta < -(int64_t{1} << 33) ||
+        last_rank_ + rank_delta < INT32_MIN || last_rank_ + rank_delta > INT32_MAX) {
+      return Bad(absl::StrCat("record ", r, ": rank out of range"));
+    }
+    last_rank_ += rank_delta;
+    rs->set_rank(static_cast<int32_t>(last_rank_));
+    auto [it, fresh] = series_index_.try_emplace(SeriesKey(job, rs->rank()),
+                                                 static_cast<uint32_t>(series_next_.size()));
+    if (fresh) {
+      series_next_.push_back(0);
+      series_steps_.push_back(0);
+    }
+    const uint32_t series = it->second;
+    SF_RETURN_IF_ERROR(col_[kHeads].Varint(&v));
+    const int64_t delta = UnZigZag(v);
+    if (delta > shm::kMaxStepNumber || delta < -shm::kMaxStepNumber ||
+        !shm::ValidStepNumber(series_next_[series] + delta)) {
+      return Bad(absl::StrCat("record ", r, ": base step out of range"));
+    }
+    const int64_t base_step = series_next_[series] + delta;
+    uint64_t count = 0;
+    SF_RETURN_IF_ERROR(col_[kHeads].Varint(&count));
+    if (count > wire::kMaxPackedCount || count > col_[kFlags].left()) {
+      return Bad(absl::StrCat("record ", r, ": ", count, " steps"));
+    }
+    rs->set_base_step(base_step);
+    rs->set_count(static_cast<uint32_t>(count));
+    pending_.push_back(
+        {rs, series, steps_.size(), series_steps_[series], static_cast<uint32_t>(count)});
+    int64_t step = base_step;
+    for (uint64_t t = 0; t < count; ++t) {
+      if (t > 0) {
+        SF_RETURN_IF_ERROR(col_[kGaps].Varint(&v));
+        if (v >= static_cast<uint64_t>(shm::kMaxStepNumber - step)) {
+          return Bad(absl::StrCat("record ", r, ": step out of range"));
+        }
+        step += static_cast<int64_t>(v) + 1;
       }
-      v1::RanksLogged* ranks = record.mutable_ranks();
-      for (uint64_t g = 0; g < groups; ++g) {
-        v1::RankSteps* rs = ranks->add_steps();
-        SF_RETURN_IF_ERROR(col[kJobs].Varint(&v));
-        if (v > jobs.size()) return Bad(absl::StrCat("record ", r, ": job index ", v));
-        if (v == jobs.size()) {
-          uint64_t len = 0;
-          absl::string_view name;
-          SF_RETURN_IF_ERROR(col[kStrings].Varint(&len));
-          SF_RETURN_IF_ERROR(col[kStrings].Bytes(len, &name));
-          jobs.emplace_back(name);
-        }
-        const uint32_t job = static_cast<uint32_t>(v);
-        rs->set_job(jobs[job]);
-        SF_RETURN_IF_ERROR(col[kHeads].Varint(&v));
-        const int64_t rank_delta = UnZigZag(v);
-        if (rank_delta > (int64_t{1} << 33) || rank_delta < -(int64_t{1} << 33) ||
-            last_rank + rank_delta < INT32_MIN || last_rank + rank_delta > INT32_MAX) {
-          return Bad(absl::StrCat("record ", r, ": rank out of range"));
-        }
-        last_rank += rank_delta;
-        rs->set_rank(static_cast<int32_t>(last_rank));
-        auto [it, fresh] = series_index.try_emplace(SeriesKey(job, rs->rank()),
-                                                    static_cast<uint32_t>(series_next.size()));
-        if (fresh) {
-          series_next.push_back(0);
-          series_steps.push_back(0);
-        }
-        const uint32_t series = it->second;
-        SF_RETURN_IF_ERROR(col[kHeads].Varint(&v));
-        const int64_t delta = UnZigZag(v);
-        if (delta > shm::kMaxStepNumber || delta < -shm::kMaxStepNumber ||
-            !shm::ValidStepNumber(series_next[series] + delta)) {
-          return Bad(absl::StrCat("record ", r, ": base step out of range"));
-        }
-        const int64_t base_step = series_next[series] + delta;
-        uint64_t count = 0;
-        SF_RETURN_IF_ERROR(col[kHeads].Varint(&count));
-        if (count > wire::kMaxPackedCount || count > col[kFlags].left()) {
-          return Bad(absl::StrCat("record ", r, ": ", count, " steps"));
-        }
-        rs->set_base_step(base_step);
-        rs->set_count(static_cast<uint32_t>(count));
-        pending.push_back(
-            {rs, series, steps.size(), series_steps[series], static_cast<uint32_t>(count)});
-        int64_t step = base_step;
-        for (uint64_t t = 0; t < count; ++t) {
-          if (t > 0) {
-            SF_RETURN_IF_ERROR(col[kGaps].Varint(&v));
-            if (v >= static_cast<uint64_t>(shm::kMaxStepNumber - step)) {
-              return Bad(absl::StrCat("record ", r, ": step out of range"));
-            }
-            step += static_cast<int64_t>(v) + 1;
+      uint64_t f = 0;
+      SF_RETURN_IF_ERROR(col_[kFlags].Varint(&f));
+      if (f > 0xffffffffULL) return Bad(absl::StrCat("record ", r, ": flags out of range"));
+      steps_.push_back(step);
+      flags_.push_back(static_cast<uint32_t>(f));
+    }
+    if (count > 0) series_next_[series] = step + 1;
+    series_steps_[series] += count;
+    return absl::OkStatus();
+  }
+
+  // Every series' durations, stage by stage, each a delta from the series' previous step.
+  absl::Status DecodeDurations(std::vector<std::vector<int64_t>>* durations) {
+    // Every duration takes at least one byte: check before allocating.
+    if (steps_.size() > col_[kDurations].left() / stages_) {
+      return Bad(absl::StrCat(steps_.size(), " steps of ", stages_, " stages in ",
+                              col_[kDurations].left(), " duration bytes"));
+    }
+    durations->assign(series_steps_.size(), {});
+    for (size_t s = 0; s < series_steps_.size(); ++s) {
+      const size_t n = series_steps_[s];
+      std::vector<int64_t>& series = (*durations)[s];
+      series.resize(n * stages_);
+      for (uint32_t k = 0; k < stages_; ++k) {
+        int64_t previous = 0;
+        for (size_t t = 0; t < n; ++t) {
+          uint64_t v = 0;
+          SF_RETURN_IF_ERROR(col_[kDurations].Varint(&v));
+          const int64_t delta = UnZigZag(v);
+          if (delta > shm::kMaxStageNs || delta < -shm::kMaxStageNs ||
+              !shm::ValidStageDuration((previous + delta) * unit_)) {
+            return Bad(absl::StrCat("a duration out of range in series ", s));
           }
-          uint64_t f = 0;
-          SF_RETURN_IF_ERROR(col[kFlags].Varint(&f));
-          if (f > 0xffffffffULL) return Bad(absl::StrCat("record ", r, ": flags out of range"));
-          steps.push_back(step);
-          flags.push_back(static_cast<uint32_t>(f));
+          previous += delta;
+          series[t * stages_ + k] = previous * unit_;
         }
-        if (count > 0) series_next[series] = step + 1;
-        series_steps[series] += count;
-      }
-    } else {
-      return Bad(absl::StrCat("record ", r, ": unknown kind ", int{kind}));
-    }
-  }
-  // Every duration takes at least one byte: check before allocating.
-  if (steps.size() > col[kDurations].left() / stages) {
-    return Bad(absl::StrCat(steps.size(), " steps of ", stages, " stages in ",
-                            col[kDurations].left(), " duration bytes"));
-  }
-  std::vector<std::vector<int64_t>> durations(series_steps.size());
-  for (size_t s = 0; s < series_steps.size(); ++s) {
-    const size_t n = series_steps[s];
-    durations[s].resize(n * stages);
-    for (uint32_t k = 0; k < stages; ++k) {
-      int64_t previous = 0;
-      for (size_t t = 0; t < n; ++t) {
-        uint64_t v = 0;
-        SF_RETURN_IF_ERROR(col[kDurations].Varint(&v));
-        const int64_t delta = UnZigZag(v);
-        if (delta > shm::kMaxStageNs || delta < -shm::kMaxStageNs ||
-            !shm::ValidStageDuration((previous + delta) * unit)) {
-          return Bad(absl::StrCat("a duration out of range in series ", s));
-        }
-        previous += delta;
-        durations[s][t * stages + k] = previous * unit;
       }
     }
+    return absl::OkStatus();
   }
-  for (int c = 0; c < kColumnCount; ++c) SF_RETURN_IF_ERROR(col[c].Done());
-  for (const PendingSteps& p : pending) {
-    wire::PackedStepsEncoder packed(stages);
-    for (uint32_t t = 0; t < p.count; ++t) {
-      packed.Add(steps[p.first + t], &durations[p.series][(p.series_t0 + t) * stages],
-                 flags[p.first + t]);
-    }
-    p.out->set_packed(packed.bytes());
-  }
-  return absl::OkStatus();
+
+  const uint32_t stages_;
+  const int64_t unit_;
+  std::array<ColumnReader, kColumnCount> col_;
+  std::vector<std::string> jobs_;
+  std::unordered_map<uint64_t, uint32_t> series_index_;
+  std::vector<int64_t> series_next_;   // per series: the step after its last one
+  std::vector<size_t> series_steps_;  // per series: steps so far
+  std::vector<int64_t> steps_;        // every RankSteps' steps, in record order
+  std::vector<uint32_t> flags_;
+  std::vector<PendingSteps> pending_;
+  int64_t last_closed_ = 0;
+  int64_t last_rank_ = 0;
+};
+
+absl::Status DecodeColumns(absl::string_view raw, uint32_t stages, int64_t unit,
+                           uint64_t record_count, std::vector<v1::JournalRecord>* records) {
+  return ColumnDecoder(stages, unit).Decode(raw, record_count, records);
 }
 
 }  // namespace

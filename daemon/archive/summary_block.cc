@@ -213,6 +213,150 @@ absl::Status ReadSeries(ColumnReader& col, size_t n, uint32_t stages, bool delta
   return absl::OkStatus();
 }
 
+using FrontierColumns = std::array<ColumnReader, kFrontierColumnCount>;
+using DetailColumns = std::array<ColumnReader, kDetailColumnCount>;
+using StageFields = std::array<std::vector<int64_t>, kFieldCount>;
+
+// Every per-stage field of the n columnar steps, at t * stages + k, as the encoder had them
+// (max and mean are stored against the increment and the max).
+absl::Status ReadStageFields(FrontierColumns& f, DetailColumns& d, size_t n, uint32_t stages,
+                             StageFields* series) {
+  // Every value takes at least one byte: check before allocating.
+  const uint64_t values = static_cast<uint64_t>(n) * stages;
+  for (ColumnReader* c : {&f[kIncrements], &f[kLeaders], &d[kMargins], &d[kBaselines],
+                          &d[kExcess], &d[kMeans], &d[kMaxes]}) {
+    if (c->left() < values) return Bad(absl::StrCat(n, " steps of ", stages, " stages in ",
+                                                    c->left(), " bytes of a stage column"));
+  }
+  StageFields& s = *series;
+  SF_RETURN_IF_ERROR(ReadSeries(f[kIncrements], n, stages, true, &s[kInc]));
+  SF_RETURN_IF_ERROR(ReadSeries(f[kLeaders], n, stages, true, &s[kLeader]));
+  SF_RETURN_IF_ERROR(ReadSeries(d[kMargins], n, stages, true, &s[kMargin]));
+  SF_RETURN_IF_ERROR(ReadSeries(d[kBaselines], n, stages, true, &s[kBaseline]));
+  SF_RETURN_IF_ERROR(ReadSeries(d[kExcess], n, stages, false, &s[kExcessField]));
+  SF_RETURN_IF_ERROR(ReadSeries(d[kMeans], n, stages, true, &s[kMean]));
+  SF_RETURN_IF_ERROR(ReadSeries(d[kMaxes], n, stages, true, &s[kMax]));
+  for (size_t i = 0; i < values; ++i) {
+    s[kMax][i] = Add(s[kMax][i], s[kInc][i]);
+    s[kMean][i] = Add(s[kMean][i], s[kMax][i]);
+  }
+  return absl::OkStatus();
+}
+
+// Summary i's missing ranks: a count, then deltas from the previous one.
+absl::Status ReadMissingRanks(ColumnReader& col, uint64_t i, v1::StepSummary* s) {
+  uint64_t missing = 0;
+  SF_RETURN_IF_ERROR(col.Varint(&missing));
+  if (missing == 0 || missing > col.left()) {
+    return Bad(absl::StrCat("summary ", i, ": ", missing, " missing ranks"));
+  }
+  int64_t rank = -1;
+  for (uint64_t m = 0; m < missing; ++m) {
+    int64_t delta = 0;
+    SF_RETURN_IF_ERROR(col.Signed(&delta));
+    rank = Add(rank, delta);
+    if (rank < std::numeric_limits<int32_t>::min() ||
+        rank > std::numeric_limits<int32_t>::max()) {
+      return Bad(absl::StrCat("summary ", i, ": a missing rank out of range"));
+    }
+    s->add_missing_ranks(static_cast<int32_t>(rank));
+  }
+  return absl::OkStatus();
+}
+
+// Reads the columns of a block's frames back into summaries: the per-stage fields first (they
+// are stored field by field), then each step by its kind.
+class FrameDecoder {
+ public:
+  FrameDecoder(uint32_t stages, FrontierColumns& f) : stages_(stages), f_(f) {}
+
+  absl::Status Decode(absl::string_view kinds, const StageFields& series,
+                      std::vector<v1::StepSummary>* decoded) {
+    decoded->resize(kinds.size());
+    size_t t = 0;  // columnar steps so far: the index into the stage fields
+    for (size_t i = 0; i < kinds.size(); ++i) {
+      v1::StepSummary& s = (*decoded)[i];
+      if (kinds[i] == kWhole) {
+        SF_RETURN_IF_ERROR(DecodeWhole(i, &s));
+      } else {
+        SF_RETURN_IF_ERROR(DecodeColumnar(i, series, t++, &s));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status DecodeWhole(uint64_t i, v1::StepSummary* s) {
+    uint64_t v = 0;
+    absl::string_view bytes;
+    SF_RETURN_IF_ERROR(f_[kWholeSteps].Varint(&v));
+    SF_RETURN_IF_ERROR(f_[kWholeSteps].Bytes(v, &bytes));
+    if (!s->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      return Bad(absl::StrCat("summary ", i, " does not parse as a step summary"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status DecodeColumnar(uint64_t i, const StageFields& series, size_t t,
+                              v1::StepSummary* s) {
+    int64_t gap = 0;
+    SF_RETURN_IF_ERROR(f_[kSteps].Signed(&gap));
+    last_step_ = Add(Add(last_step_, gap), 1);
+    s->set_step(last_step_);
+    uint64_t v = 0;
+    SF_RETURN_IF_ERROR(f_[kFlags].Varint(&v));
+    if (v > 3) return Bad(absl::StrCat("summary ", i, ": flags ", v));
+    s->set_partial((v & 1) != 0);
+    if ((v & 2) != 0) SF_RETURN_IF_ERROR(ReadMissingRanks(f_[kMissing], i, s));
+    SF_RETURN_IF_ERROR(ReadFirstExcess(i, s));
+    int64_t exposed = 0;
+    SF_RETURN_IF_ERROR(f_[kExposed].Signed(&exposed));
+    int64_t sum = 0;
+    for (uint32_t k = 0; k < stages_; ++k) {
+      const size_t at = t * stages_ + k;
+      const int64_t leader = series[kLeader][at];
+      if (leader < std::numeric_limits<int32_t>::min() ||
+          leader > std::numeric_limits<int32_t>::max()) {
+        return Bad(absl::StrCat("summary ", i, ": a leader out of range"));
+      }
+      v1::StageStep* st = s->add_stages();
+      st->set_increment_ns(series[kInc][at]);
+      st->set_leader(static_cast<int32_t>(leader));
+      st->set_margin_ns(series[kMargin][at]);
+      st->set_baseline_ns(series[kBaseline][at]);
+      st->set_excess_ns(Add(series[kExcessField][at], Sub(series[kInc][at], series[kBaseline][at])));
+      st->set_mean_ns(series[kMean][at]);
+      st->set_max_ns(series[kMax][at]);
+      sum = Add(sum, series[kInc][at]);
+    }
+    s->set_exposed_ns(Add(exposed, sum));
+    return absl::OkStatus();
+  }
+
+  // The first stage with excess: 0 for none, an index into the names seen so far, or the next
+  // index with the new name in the names column.
+  absl::Status ReadFirstExcess(uint64_t i, v1::StepSummary* s) {
+    uint64_t v = 0;
+    SF_RETURN_IF_ERROR(f_[kFirstExcess].Varint(&v));
+    if (v > names_.size() + 1) return Bad(absl::StrCat("summary ", i, ": name index ", v));
+    if (v == names_.size() + 1) {
+      uint64_t len = 0;
+      absl::string_view name;
+      SF_RETURN_IF_ERROR(f_[kNames].Varint(&len));
+      SF_RETURN_IF_ERROR(f_[kNames].Bytes(len, &name));
+      if (name.empty()) return Bad(absl::StrCat("summary ", i, ": an empty stage name"));
+      names_.emplace_back(name);
+    }
+    if (v > 0) s->set_first_excess_stage(names_[v - 1]);
+    return absl::OkStatus();
+  }
+
+  const uint32_t stages_;
+  FrontierColumns& f_;
+  std::vector<std::string> names_;
+  int64_t last_step_ = -1;
+};
+
 absl::Status DecodeFrames(const std::string& frontier, const std::string& detail,
                           std::vector<v1::StepSummary>* out) {
   ColumnReader params(frontier, kFormat, "parameters");
@@ -225,11 +369,11 @@ absl::Status DecodeFrames(const std::string& frontier, const std::string& detail
   if (count == 0 || count > kMaxSummaryBlockSteps) {
     return Bad(absl::StrCat(count, " steps (1..", kMaxSummaryBlockSteps, ")"));
   }
-  std::array<ColumnReader, kFrontierColumnCount> f;
+  FrontierColumns f;
   SF_RETURN_IF_ERROR(archive::SplitColumns(
       absl::string_view(frontier).substr(frontier.size() - params.left()), kFrontierNames,
       kFormat, f));
-  std::array<ColumnReader, kDetailColumnCount> d;
+  DetailColumns d;
   SF_RETURN_IF_ERROR(archive::SplitColumns(detail, kDetailNames, kFormat, d));
   if (f[kKinds].left() != count) {
     return Bad(absl::StrCat(f[kKinds].left(), " kinds for ", count, " steps"));
@@ -241,100 +385,11 @@ absl::Status DecodeFrames(const std::string& frontier, const std::string& detail
     if (k != kColumns && k != kWhole) return Bad(absl::StrCat("unknown kind ", int{k}));
     n += k == kColumns;
   }
-  // Every value takes at least one byte: check before allocating.
-  const uint64_t values = static_cast<uint64_t>(n) * stages;
-  for (ColumnReader* c : {&f[kIncrements], &f[kLeaders], &d[kMargins], &d[kBaselines],
-                          &d[kExcess], &d[kMeans], &d[kMaxes]}) {
-    if (c->left() < values) return Bad(absl::StrCat(n, " steps of ", stages, " stages in ",
-                                                    c->left(), " bytes of a stage column"));
-  }
-  std::array<std::vector<int64_t>, kFieldCount> series;
-  SF_RETURN_IF_ERROR(ReadSeries(f[kIncrements], n, stages, true, &series[kInc]));
-  SF_RETURN_IF_ERROR(ReadSeries(f[kLeaders], n, stages, true, &series[kLeader]));
-  SF_RETURN_IF_ERROR(ReadSeries(d[kMargins], n, stages, true, &series[kMargin]));
-  SF_RETURN_IF_ERROR(ReadSeries(d[kBaselines], n, stages, true, &series[kBaseline]));
-  SF_RETURN_IF_ERROR(ReadSeries(d[kExcess], n, stages, false, &series[kExcessField]));
-  SF_RETURN_IF_ERROR(ReadSeries(d[kMeans], n, stages, true, &series[kMean]));
-  SF_RETURN_IF_ERROR(ReadSeries(d[kMaxes], n, stages, true, &series[kMax]));
-  for (size_t i = 0; i < values; ++i) {
-    series[kMax][i] = Add(series[kMax][i], series[kInc][i]);
-    series[kMean][i] = Add(series[kMean][i], series[kMax][i]);
-  }
-  std::vector<v1::StepSummary> decoded(count);
-  std::vector<std::string> names;
-  int64_t last_step = -1;
-  size_t t = 0;
-  for (uint64_t i = 0; i < count; ++i) {
-    v1::StepSummary& s = decoded[i];
-    uint64_t v = 0;
-    if (kinds[i] == kWhole) {
-      absl::string_view bytes;
-      SF_RETURN_IF_ERROR(f[kWholeSteps].Varint(&v));
-      SF_RETURN_IF_ERROR(f[kWholeSteps].Bytes(v, &bytes));
-      if (!s.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-        return Bad(absl::StrCat("summary ", i, " does not parse as a step summary"));
-      }
-      continue;
-    }
-    int64_t gap = 0;
-    SF_RETURN_IF_ERROR(f[kSteps].Signed(&gap));
-    last_step = Add(Add(last_step, gap), 1);
-    s.set_step(last_step);
-    SF_RETURN_IF_ERROR(f[kFlags].Varint(&v));
-    if (v > 3) return Bad(absl::StrCat("summary ", i, ": flags ", v));
-    s.set_partial((v & 1) != 0);
-    if ((v & 2) != 0) {
-      uint64_t missing = 0;
-      SF_RETURN_IF_ERROR(f[kMissing].Varint(&missing));
-      if (missing == 0 || missing > f[kMissing].left()) {
-        return Bad(absl::StrCat("summary ", i, ": ", missing, " missing ranks"));
-      }
-      int64_t rank = -1;
-      for (uint64_t m = 0; m < missing; ++m) {
-        int64_t delta = 0;
-        SF_RETURN_IF_ERROR(f[kMissing].Signed(&delta));
-        rank = Add(rank, delta);
-        if (rank < std::numeric_limits<int32_t>::min() ||
-            rank > std::numeric_limits<int32_t>::max()) {
-          return Bad(absl::StrCat("summary ", i, ": a missing rank out of range"));
-        }
-        s.add_missing_ranks(static_cast<int32_t>(rank));
-      }
-    }
-    SF_RETURN_IF_ERROR(f[kFirstExcess].Varint(&v));
-    if (v > names.size() + 1) return Bad(absl::StrCat("summary ", i, ": name index ", v));
-    if (v == names.size() + 1) {
-      uint64_t len = 0;
-      absl::string_view name;
-      SF_RETURN_IF_ERROR(f[kNames].Varint(&len));
-      SF_RETURN_IF_ERROR(f[kNames].Bytes(len, &name));
-      if (name.empty()) return Bad(absl::StrCat("summary ", i, ": an empty stage name"));
-      names.emplace_back(name);
-    }
-    if (v > 0) s.set_first_excess_stage(names[v - 1]);
-    int64_t exposed = 0;
-    SF_RETURN_IF_ERROR(f[kExposed].Signed(&exposed));
-    int64_t sum = 0;
-    for (uint32_t k = 0; k < stages; ++k) {
-      const size_t at = t * stages + k;
-      const int64_t leader = series[kLeader][at];
-      if (leader < std::numeric_limits<int32_t>::min() ||
-          leader > std::numeric_limits<int32_t>::max()) {
-        return Bad(absl::StrCat("summary ", i, ": a leader out of range"));
-      }
-      v1::StageStep* st = s.add_stages();
-      st->set_increment_ns(series[kInc][at]);
-      st->set_leader(static_cast<int32_t>(leader));
-      st->set_margin_ns(series[kMargin][at]);
-      st->set_baseline_ns(series[kBaseline][at]);
-      st->set_excess_ns(Add(series[kExcessField][at], Sub(series[kInc][at], series[kBaseline][at])));
-      st->set_mean_ns(series[kMean][at]);
-      st->set_max_ns(series[kMax][at]);
-      sum = Add(sum, series[kInc][at]);
-    }
-    s.set_exposed_ns(Add(exposed, sum));
-    ++t;
-  }
+  StageFields series;
+  SF_RETURN_IF_ERROR(ReadStageFields(f, d, n, static_cast<uint32_t>(stages), &series));
+  std::vector<v1::StepSummary> decoded;
+  SF_RETURN_IF_ERROR(
+      FrameDecoder(static_cast<uint32_t>(stages), f).Decode(kinds, series, &decoded));
   for (ColumnReader& c : f) SF_RETURN_IF_ERROR(c.Done());
   for (ColumnReader& c : d) SF_RETURN_IF_ERROR(c.Done());
   for (v1::StepSummary& s : decoded) out->push_back(std::move(s));
