@@ -143,6 +143,8 @@ class Daemons:
 def workload_flags(row):
     if row.get("workload") == "tp":
         flags = ["--tensor-size", str(row["shape"][0]), "--steps", str(row["steps"])]
+        if row.get("kernel_ms"):
+            flags += ["--kernel-ms", f"{row['kernel_ms']:g}"]
         if row.get("stage") is not None:
             flags += ["--fault", f"{row['stage']}:{row['rank']}:{row['fault_ms']:.3f}",
                       "--fault-every", str(row["every"]), "--fault-start", str(row["start"])]
@@ -449,6 +451,9 @@ def main():
     ap.add_argument("--tp-rows", type=int, default=0,
                     help="faulty tensor-parallel-like rows (tp_loop.py), after the others")
     ap.add_argument("--tp-healthy", type=int, default=0, help="healthy tensor-parallel-like rows")
+    ap.add_argument("--tp-kernel-ms", type=float, default=0.0,
+                    help="tp rows: sleeping 'kernel' time per pass (tp_loop.py --kernel-ms), so "
+                         "that the ranks do not share this machine's cores for their compute")
     ap.add_argument("--1f1b-rows", dest="f1b_rows", type=int, default=0,
                     help="faulty pipeline rows on the 1F1B schedule, after the tp rows")
     ap.add_argument("--1f1b-healthy", dest="f1b_healthy", type=int, default=0,
@@ -481,7 +486,10 @@ def main():
     t_all = time.time()
     try:
         table = draw(args.seed, args.rows, args.healthy, args.steps)
-        table += draw_tp(args.seed, len(table), args.tp_rows, args.tp_healthy, args.steps)
+        tp = draw_tp(args.seed, len(table), args.tp_rows, args.tp_healthy, args.steps)
+        for row in tp:
+            row["kernel_ms"] = args.tp_kernel_ms or None
+        table += tp
         table += draw_1f1b(args.seed, len(table), args.f1b_rows, args.f1b_healthy, args.steps)
         for row in table:
             if only and row["index"] not in only:

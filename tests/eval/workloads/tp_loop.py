@@ -49,6 +49,10 @@ def main():
     ap.add_argument("--layers", type=int, default=3, help="L all-reduces per pass")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--width", type=int, default=96)
+    ap.add_argument("--kernel-ms", type=float, default=0.0,
+                    help="a GPU kernel's stand-in: sleep this long per pass (fwd, bwd), spread "
+                         "over the layers' matmuls; the CPU is free meanwhile, as it is while a "
+                         "GPU computes")
     add_fault_args(ap, " with STAGE one of data, fwd, bwd, apply")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -76,6 +80,12 @@ def main():
     gen = torch.Generator().manual_seed(1000 + t)
     ws = [torch.randn(width, width, generator=gen) / width ** 0.5 for _ in range(args.layers)]
     g = torch.Generator().manual_seed(d)  # the replica's data: the same on its tensor ranks
+    per_layer_s = args.kernel_ms / 1000 / args.layers
+
+    def kernel():
+        if per_layer_s > 0:
+            time.sleep(per_layer_s)
+
     start = time.monotonic()
     for step in range(args.steps):
         c.begin_step(step)
@@ -88,6 +98,7 @@ def main():
             acts = [x]
             for w in ws:
                 y = acts[-1] @ w
+                kernel()
                 dist.all_reduce(y, group=tp_group)
                 acts.append((y / t_size).tanh())
         with c.stage("bwd"):
@@ -98,6 +109,7 @@ def main():
                 dz = dy * (1 - a_out * a_out) / t_size
                 grads.append(a_in.t() @ dz)
                 dy = dz @ w.t()
+                kernel()
                 dist.all_reduce(dy, group=tp_group)
         with c.stage("dp_sync"):
             flat = torch.cat([gr.flatten() for gr in grads])
@@ -110,7 +122,8 @@ def main():
     if rank == 0:
         ms = 1000 * (time.monotonic() - start) / max(1, args.steps)
         print(f"tp_loop: {args.steps} steps, {ms:.2f} ms/step "
-              f"({t_size} tensor ranks x {d_count} replicas, {args.layers} layers)", flush=True)
+              f"({t_size} tensor ranks x {d_count} replicas, {args.layers} layers, "
+              f"{args.kernel_ms:g} ms of kernel per pass)", flush=True)
     dist.destroy_process_group()
 
 
