@@ -65,6 +65,13 @@ struct EngineConfig {
   // the same fault, and a user reading the latest window should not see it vanish. Off: every
   // window decides alone.
   bool carry_clear = true;
+  // A cell named on the recurring-fault test alone (rare outlier steps, a mean shift short of
+  // rank_z_strong) must also have held at support level in the window before: an injected or
+  // real intermittent fault shows window after window, while a healthy rank that a busy core
+  // descheduled more than its peers shows in one window (the false alarms of docs/results.md,
+  // "Session 23", each alone; the recorded faults in consecutive windows). A group's first
+  // window has no window before: there the test alone decides. Off: it does everywhere.
+  bool confirm_recurring = true;
   // KS divergence compares each rank with at most this many peers (evenly spread).
   int ks_max_peers = 32;
   // KS divergence is computed for every rank up to this world size, above it only for the

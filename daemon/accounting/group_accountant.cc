@@ -153,11 +153,15 @@ void GroupAccountant::ComputeLag() {
 }
 
 Verdict GroupAccountant::DecideVerdict() const {
-  return VerdictDecider({name_, window_, schema_, config_, members_, named_}).Decide();
+  return VerdictDecider({name_, window_, schema_, config_, members_, named_, held_}).Decide();
 }
 
 Verdict GroupAccountant::CloseWindow() {
-  Verdict v = DecideVerdict();
+  VerdictDecision d;
+  Verdict v =
+      VerdictDecider({name_, window_, schema_, config_, members_, named_, held_}).Decide(&d);
+  held_[0] = std::move(held_[1]);
+  held_[1] = PriorHeld{v.last_step, std::move(d.held)};
   named_[0] = named_[1];
   named_[1] = PriorClear{v.last_step, -1, -1};
   if (v.label == VerdictLabel::kClear && !v.suspects.empty()) {

@@ -135,6 +135,8 @@ class GroupAccountant {
   // The (stage, member) the last two closed windows named CLEAR (-1: none), with the last
   // step of each: a window takes the one that ended before it began.
   PriorClear named_[2];
+  // The cells those windows held at support level (EngineConfig::confirm_recurring).
+  PriorHeld held_[2];
 
   const ProbeBracketing* bracketing_ = nullptr;
   std::vector<int64_t> probe_wait_;  // member-major, this step's (see WindowStep::probe_wait)

@@ -160,6 +160,25 @@ RankEvidenceTable ComputeRankEvidence(const AccountingWindow& window, const Stag
 namespace stagefrontier {
 
 bool RankSupport::Evident(int stage, int member, double z_min, double recurring_z_min) const {
+  return EvidentIn(stage, member, z_min, recurring_z_min, /*confirm=*/true);
+}
+
+bool RankSupport::Held(int stage, int member) const {
+  const RankEvidence& e = table_.at(stage, member);
+  return EvidentIn(stage, member, th_.z_support, th_.z_support, /*confirm=*/false) ||
+         (e.shift_ns > 0 && e.outlier_z >= th_.z_support && e.outlier_excess_ns >= th_.material_ns);
+}
+
+bool RankSupport::Confirmed(int stage, int member) const {
+  if (confirmed_ == nullptr) return true;
+  for (const CellRef& c : *confirmed_) {
+    if (c.stage == stage && c.member == member) return true;
+  }
+  return false;
+}
+
+bool RankSupport::EvidentIn(int stage, int member, double z_min, double recurring_z_min,
+                            bool confirm) const {
   const RankEvidence& e = table_.at(stage, member);
   // A few isolated spikes (fewer than kMinOutlierSteps) are not a slow rank: its shift must
   // stay material without them.
@@ -168,9 +187,11 @@ bool RankSupport::Evident(int stage, int member, double z_min, double recurring_
                             : 0.0;
   if (std::max(e.z, e.outlier_z) >= z_min && e.shift_ns - spikes >= th_.material_ns) return true;
   // A recurring fault: its rare steps dilute the mean test, so its strength is the outlier
-  // test's, with the mean shift at least at the support level.
+  // test's, with the mean shift at least at the support level; below rank_z_strong the cell
+  // must also have held in the window before (EngineConfig::confirm_recurring).
   return e.z >= th_.z_support && e.shift_ns > 0 && e.outlier_z >= recurring_z_min &&
-         e.outlier_excess_ns >= th_.material_ns;
+         e.outlier_excess_ns >= th_.material_ns &&
+         (!confirm || e.z >= th_.z_strong || Confirmed(stage, member));
 }
 
 bool RankSupport::Supported(int stage, int member) const {

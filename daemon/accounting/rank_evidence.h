@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "daemon/accounting/accounting_window.h"
+#include "daemon/accounting/cell_ref.h"
 #include "shm/stage_schema.h"
 
 namespace stagefrontier {
@@ -84,9 +85,11 @@ struct SupportThresholds {
 
 class RankSupport {
  public:
+  // `confirmed`: the cells the window before held (Held), which the recurring-fault test then
+  // requires (EngineConfig::confirm_recurring); null: no such requirement.
   RankSupport(const RankEvidenceTable& table, const StageSchema& schema,
-              SupportThresholds thresholds)
-      : table_(table), schema_(schema), th_(thresholds) {}
+              SupportThresholds thresholds, const std::vector<CellRef>* confirmed = nullptr)
+      : table_(table), schema_(schema), th_(thresholds), confirmed_(confirmed) {}
 
   const RankEvidence& at(int stage, int member) const { return table_.at(stage, member); }
   // z_min standard errors and a material shift, isolated spikes taken out; or a recurring
@@ -103,11 +106,19 @@ class RankSupport {
   // Enough to keep a cell an earlier window named CLEAR: supporting evidence, or strong and
   // material recurrences whatever the mean-shift z (a spike elsewhere can hold that down).
   bool StillSupported(int stage, int member) const;
+  // What this window passes on for the next one to confirm a recurring fault with: evident at
+  // support level whatever the window before held, or material recurrences at support level
+  // whatever the mean-shift z (a fault that started late in the window barely moves its mean).
+  bool Held(int stage, int member) const;
 
  private:
+  bool EvidentIn(int stage, int member, double z_min, double recurring_z_min, bool confirm) const;
+  bool Confirmed(int stage, int member) const;
+
   const RankEvidenceTable& table_;
   const StageSchema& schema_;
   SupportThresholds th_;
+  const std::vector<CellRef>* confirmed_;
 };
 
 }  // namespace stagefrontier

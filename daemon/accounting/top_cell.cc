@@ -48,6 +48,17 @@ CellRef StrongestCell(const RankSupport& support, const StageSchema& schema, int
   return strong;
 }
 
+const std::vector<CellRef>* PriorHeldCells(std::span<const PriorHeld> held, int64_t first_step) {
+  const PriorHeld* prior = nullptr;
+  for (const PriorHeld& h : held) {
+    if (h.last_step >= 0 && h.last_step < first_step &&
+        (prior == nullptr || h.last_step > prior->last_step)) {
+      prior = &h;
+    }
+  }
+  return prior == nullptr ? nullptr : &prior->cells;
+}
+
 CarriedCell CarryPriorClear(std::span<const PriorClear> named, int64_t first_step,
                             const RankSupport& support, const StageSchema& schema, int members) {
   const PriorClear* prior = nullptr;

@@ -12,18 +12,14 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
+#include "daemon/accounting/cell_ref.h"
 #include "daemon/accounting/excess_table.h"
 #include "daemon/accounting/rank_evidence.h"
 #include "shm/stage_schema.h"
 
 namespace stagefrontier {
-
-struct CellRef {
-  int stage = -1;
-  int member = -1;
-  bool valid() const { return stage >= 0; }
-};
 
 // A cell a closed window named CLEAR (stage -1: it named none), with its last step.
 struct PriorClear {
@@ -31,6 +27,17 @@ struct PriorClear {
   int stage = -1;
   int member = -1;
 };
+
+// The work cells a closed window held at support level (RankSupport::Held), with its last
+// step: what a later window's recurring-fault test asks for (EngineConfig::confirm_recurring).
+struct PriorHeld {
+  int64_t last_step = -1;
+  std::vector<CellRef> cells;
+};
+
+// The cells of the latest PriorHeld that ended before `first_step`; null when no window did:
+// a group's first window has nothing to confirm with, and the test alone decides there.
+const std::vector<CellRef>* PriorHeldCells(std::span<const PriorHeld> held, int64_t first_step);
 
 struct CarriedCell {
   CellRef cell;

@@ -31,6 +31,16 @@ void NoteEvidence(const RankSupport& support, CellRef cell, Verdict* v) {
   v->rank_z = support.at(cell.stage, cell.member).z;
 }
 
+void NoteHeld(const RankSupport& support, const StageSchema& schema, int members,
+              VerdictDecision* d) {
+  for (int k = 0; k < static_cast<int>(schema.size()); ++k) {
+    if (!schema.IsWork(static_cast<size_t>(k))) continue;
+    for (int m = 0; m < members; ++m) {
+      if (support.Held(k, m)) d->held.push_back({k, m});
+    }
+  }
+}
+
 void NoteTopCell(const ExcessTable& t, const GroupMembers& members, CellRef cell,
                  VerdictDecision* d) {
   d->stage = cell.stage;
@@ -76,9 +86,12 @@ void VerdictDecider::DecideTopCell(const ExcessTable& t, Verdict* v, VerdictDeci
   std::vector<int64_t> exposed;
   for (size_t i = 0; i < window.size(); ++i) exposed.push_back(window.at(i).accounting.exposed_ns);
   const double step_ns = static_cast<double>(MedianInPlace(exposed));
-  const RankSupport support(evidence_table, in_.schema,
-                            {in_.config.rank_z_support, in_.config.rank_z_strong,
-                             in_.config.rank_material_fraction * step_ns});
+  const RankSupport support(
+      evidence_table, in_.schema,
+      {in_.config.rank_z_support, in_.config.rank_z_strong,
+       in_.config.rank_material_fraction * step_ns},
+      in_.config.confirm_recurring ? PriorHeldCells(in_.prior_held, v->first_step) : nullptr);
+  NoteHeld(support, in_.schema, t.members, d);
   CellRef strong = StrongestCell(support, in_.schema, t.members);
   CarriedCell carried;
   if (in_.config.carry_clear && !strong.valid()) {

@@ -11,7 +11,7 @@
 //   8. RenderVerdictText     verdict_text.h       the explanation and settle hint, from 1-7
 //
 //   GroupMembers members(ranks, wait_groups);
-//   VerdictDecider decider({"job", window, schema, config, members, prior_clears});
+//   VerdictDecider decider({"job", window, schema, config, members, prior_clears, prior_held});
 //   Verdict v = decider.Decide();
 //
 // A new verdict kind (a pipeline's structural imbalance) is one new rule in
@@ -45,6 +45,8 @@ struct VerdictInputs {
   const GroupMembers& members;
   // Cells earlier windows named CLEAR (EngineConfig::carry_clear).
   std::span<const PriorClear> prior_clears;
+  // Cells earlier windows held (EngineConfig::confirm_recurring).
+  std::span<const PriorHeld> prior_held;
 };
 
 class VerdictDecider {

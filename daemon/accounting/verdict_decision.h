@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "daemon/accounting/cell_ref.h"
+
 namespace stagefrontier {
 
 // One per rule; a new verdict kind adds one here, its rule and its words.
@@ -71,6 +73,8 @@ struct VerdictDecision {
   GroupShift group;
   ProbeSettlement probe;
   std::vector<SplitPart> split;  // the top cell first
+  // The work cells held at support level (RankSupport::Held): for the next window.
+  std::vector<CellRef> held;
 };
 
 }  // namespace stagefrontier

@@ -18,7 +18,7 @@ TEST_CASE("decider: an empty window has no verdict yet", "[verdict_steps]") {
   const std::string group = "job";
   VerdictDecision d;
   const Verdict v =
-      VerdictDecider({group, b.window(), b.schema(), EngineConfig{}, members, {}}).Decide(&d);
+      VerdictDecider({group, b.window(), b.schema(), EngineConfig{}, members, {}, {}}).Decide(&d);
   CHECK(v.group == "job");
   CHECK(v.label == VerdictLabel::kHealthy);
   CHECK(d.kind == VerdictKind::kNoSteps);
@@ -35,7 +35,7 @@ TEST_CASE("decider: a window with little excess is HEALTHY at the gate", "[verdi
   const std::string group = "job";
   VerdictDecision d;
   const Verdict v =
-      VerdictDecider({group, b.window(), b.schema(), EngineConfig{}, members, {}}).Decide(&d);
+      VerdictDecider({group, b.window(), b.schema(), EngineConfig{}, members, {}, {}}).Decide(&d);
   CHECK(d.kind == VerdictKind::kWithinNoise);
   CHECK(v.flagged_steps == 2);
   CHECK(v.steps == 10);
@@ -66,7 +66,7 @@ TEST_CASE("decider: a persistent data stall on one rank is CLEAR", "[verdict_ste
   const std::string group = "job";
   VerdictDecision d;
   const Verdict v =
-      VerdictDecider({group, b.window(), b.schema(), EngineConfig{}, members, {}}).Decide(&d);
+      VerdictDecider({group, b.window(), b.schema(), EngineConfig{}, members, {}, {}}).Decide(&d);
   INFO(v.explanation);
   CHECK(d.kind == VerdictKind::kClear);
   CHECK(LabelText(v) == "CLEAR");

@@ -1,0 +1,19 @@
+// One (stage, member) cell of a group's stage x member tables: the excess table, the rank
+// evidence, the cells a verdict names.
+//
+//   CellRef top{/*stage=*/2, /*member=*/5};
+//   if (top.valid()) { ... }
+#ifndef STAGEFRONTIER_DAEMON_ACCOUNTING_CELL_REF_H_
+#define STAGEFRONTIER_DAEMON_ACCOUNTING_CELL_REF_H_
+
+namespace stagefrontier {
+
+struct CellRef {
+  int stage = -1;
+  int member = -1;
+  bool valid() const { return stage >= 0; }
+};
+
+}  // namespace stagefrontier
+
+#endif  // STAGEFRONTIER_DAEMON_ACCOUNTING_CELL_REF_H_
