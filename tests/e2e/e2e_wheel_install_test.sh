@@ -49,7 +49,9 @@ shown=$("$venv/bin/pip" show stagefrontier)  # not piped into grep -q: SIGPIPE +
 # Regression (issue 30, items 1-3): torch 1.13's torchrun on Python 3.11 died on its own default
 # --redirects 0; a run without --rdzv_id is job "none" without a word. The launcher, with
 # torchrun's defaults: the workers run, and the missing id is warned about.
-printf 'import os\nprint("worker", os.environ["RANK"], os.environ["TORCHELASTIC_RUN_ID"])\n' \
+# One write() per worker: print() writes its words apart when unbuffered, and the two workers'
+# lines interleaved ("workerworker 10 nonenone", a CI failure of 2026-11-27).
+printf 'import os\nos.write(1, ("worker %%s %%s\\n" %% (os.environ["RANK"], os.environ["TORCHELASTIC_RUN_ID"])).encode())\n' \
   >"$SF_WORK/hello.py"
 STAGEFRONTIER_SHM_DIR="$SF_WORK" "$venv/bin/stagefrontier-torchrun" --nproc_per_node 2 \
   --master_port 29652 "$SF_WORK/hello.py" >"$SF_WORK/hello.log" 2>&1 \
