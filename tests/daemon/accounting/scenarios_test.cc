@@ -227,6 +227,36 @@ TEST_CASE("row 7, carried: a named recurring fault stays named when a spike else
   CHECK(LabelText(each.window_verdicts[1]) != "CLEAR");
 }
 
+TEST_CASE("row 7, confirmed: recurrences short of a strong mean shift need the window before",
+          "[scenario]") {
+  // Two ranks, 3 ms 1 step in 12 from step 100: the recurrences stand out and are material,
+  // the mean shift stays short of rank_z_strong. A descheduled healthy rank looks like this in
+  // one window; a fault stays. Named from the window after the one it began in
+  // (confirm_recurring).
+  SimConfig c = Ddp(2);
+  c.steps = 300;
+  c.faults.push_back(MustFault("slow:optimizer:rank=1:magnitude=3ms:every=12:start=100"));
+  const ScenarioResult r = RunScenario(c);
+  REQUIRE(r.window_verdicts.size() == 3);
+  for (const Verdict& v : r.window_verdicts) {
+    INFO("window " << v.first_step << ".." << v.last_step << ": z " << v.rank_z << ", "
+                    << v.explanation);
+    CHECK(v.rank_z < EngineConfig{}.rank_z_strong);
+  }
+  CHECK(LabelText(r.window_verdicts[0]) == "HEALTHY");
+  INFO(r.window_verdicts[1].explanation);
+  CHECK(LabelText(r.window_verdicts[1]) != "CLEAR");
+  INFO(r.window_verdicts[2].explanation);
+  CHECK(LabelText(r.window_verdicts[2]) == "CLEAR");
+  REQUIRE_FALSE(r.window_verdicts[2].suspects.empty());
+  CHECK(r.window_verdicts[2].suspects[0].rank == 1);
+  // Without the rule the window it began in names it already.
+  EngineConfig alone;
+  alone.confirm_recurring = false;
+  const ScenarioResult each = RunScenario(c, alone);
+  CHECK(LabelText(each.window_verdicts[1]) == "CLEAR");
+}
+
 TEST_CASE("row 7, carried: nothing carries into a window without the named rank's evidence",
           "[scenario]") {
   // The stall stops with the first window: the next one is HEALTHY, not carried.
