@@ -152,14 +152,15 @@ void GroupAccountant::ComputeLag() {
   }
 }
 
-Verdict GroupAccountant::DecideVerdict() const {
-  return VerdictDecider({name_, window_, schema_, config_, members_, named_, held_}).Decide();
+VerdictDecider GroupAccountant::Decider() const {
+  return VerdictDecider({name_, window_, schema_, config_, members_, named_, held_});
 }
+
+Verdict GroupAccountant::DecideVerdict() const { return Decider().Decide(); }
 
 Verdict GroupAccountant::CloseWindow() {
   VerdictDecision d;
-  Verdict v =
-      VerdictDecider({name_, window_, schema_, config_, members_, named_, held_}).Decide(&d);
+  Verdict v = Decider().Decide(&d);
   held_[0] = std::move(held_[1]);
   held_[1] = PriorHeld{v.last_step, std::move(d.held)};
   named_[0] = named_[1];

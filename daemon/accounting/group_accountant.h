@@ -32,6 +32,8 @@
 
 namespace stagefrontier {
 
+class VerdictDecider;
+
 class GroupAccountant {
  public:
   // `ranks` are the group's ranks; member i of every step is ranks[i]. The config must have
@@ -65,6 +67,9 @@ class GroupAccountant {
   void set_bracketing(const ProbeBracketing* bracketing) { bracketing_ = bracketing; }
 
  private:
+  // The current window's decider, with what earlier windows named and held.
+  VerdictDecider Decider() const;
+
   // An excess counts when above the step's floor and excess_z noise scales.
   struct StepThresholds {
     int64_t min_excess = 0;

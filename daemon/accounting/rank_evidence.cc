@@ -163,10 +163,13 @@ bool RankSupport::Evident(int stage, int member, double z_min, double recurring_
   return EvidentIn(stage, member, z_min, recurring_z_min, /*confirm=*/true);
 }
 
+bool RankSupport::Recurs(const RankEvidence& e, double outlier_z_min) const {
+  return e.shift_ns > 0 && e.outlier_z >= outlier_z_min && e.outlier_excess_ns >= th_.material_ns;
+}
+
 bool RankSupport::Held(int stage, int member) const {
-  const RankEvidence& e = table_.at(stage, member);
   return EvidentIn(stage, member, th_.z_support, th_.z_support, /*confirm=*/false) ||
-         (e.shift_ns > 0 && e.outlier_z >= th_.z_support && e.outlier_excess_ns >= th_.material_ns);
+         Recurs(table_.at(stage, member), th_.z_support);
 }
 
 bool RankSupport::Confirmed(int stage, int member) const {
@@ -189,8 +192,7 @@ bool RankSupport::EvidentIn(int stage, int member, double z_min, double recurrin
   // A recurring fault: its rare steps dilute the mean test, so its strength is the outlier
   // test's, with the mean shift at least at the support level; below rank_z_strong the cell
   // must also have held in the window before (EngineConfig::confirm_recurring).
-  return e.z >= th_.z_support && e.shift_ns > 0 && e.outlier_z >= recurring_z_min &&
-         e.outlier_excess_ns >= th_.material_ns &&
+  return e.z >= th_.z_support && Recurs(e, recurring_z_min) &&
          (!confirm || e.z >= th_.z_strong || Confirmed(stage, member));
 }
 
@@ -218,9 +220,8 @@ bool RankSupport::SupportedAnywhere(int member) const {
 }
 
 bool RankSupport::StillSupported(int stage, int member) const {
-  const RankEvidence& e = table_.at(stage, member);
   return Evident(stage, member, th_.z_support, th_.z_support) ||
-         (e.shift_ns > 0 && e.outlier_z >= th_.z_strong && e.outlier_excess_ns >= th_.material_ns);
+         Recurs(table_.at(stage, member), th_.z_strong);
 }
 
 }  // namespace stagefrontier

@@ -113,6 +113,8 @@ class RankSupport {
 
  private:
   bool EvidentIn(int stage, int member, double z_min, double recurring_z_min, bool confirm) const;
+  // Material recurrences that stand out at `outlier_z_min`, whatever the mean-shift z.
+  bool Recurs(const RankEvidence& e, double outlier_z_min) const;
   bool Confirmed(int stage, int member) const;
 
   const RankEvidenceTable& table_;
