@@ -181,94 +181,109 @@ grpc::Status QueryService::Control(grpc::ServerContext* context, const v1::Contr
   reply->set_request_id(id);
   switch (request->action_case()) {
     case v1::ControlCommand::kPause:
-    case v1::ControlCommand::kResume: {
-      const bool pause = request->action_case() == v1::ControlCommand::kPause;
-      job->SetPaused(pause);
-      if (absl::Status s = job->Flush(); !s.ok()) return ToGrpcStatus(s);
-      v1::ControlRequest c = job->JobControl();
-      c.set_request_id(id);
-      const int reached = sessions_->Send(c);
-      reply->set_message(absl::StrCat(pause ? "paused" : "resumed", " recording on job ",
-                                      job->name(), "; told ", reached, " sidecar(s)"));
-      return grpc::Status::OK;
-    }
-    case v1::ControlCommand::kSampleEvery: {
-      job->SetSampleEvery(request->sample_every());
-      v1::ControlRequest c = job->JobControl();
-      c.set_request_id(id);
-      const int reached = sessions_->Send(c);
-      reply->set_message(absl::StrCat("stubs of job ", job->name(), " record one step in ",
-                                      std::max<uint32_t>(1, request->sample_every()), "; told ",
-                                      reached, " sidecar(s)"));
-      return grpc::Status::OK;
-    }
-    case v1::ControlCommand::kConfig: {
-      if (absl::Status s = job->ApplyConfig(request->config()); !s.ok()) return ToGrpcStatus(s);
-      if (absl::Status s = job->Flush(); !s.ok()) return ToGrpcStatus(s);
-      const v1::ConfigChange& c = request->config();
-      reply->set_message(StallLimitOnly(c)
-                             ? absl::StrCat("job ", job->name(), ": stall limit ",
-                                            c.stall_after_ms() > 0
-                                                ? absl::StrCat(c.stall_after_ms(), " ms")
-                                                : "back to the default")
-                             : absl::StrCat("job ", job->name(),
-                                            ": new thresholds apply from the next step (the engine "
-                                            "restarts its window and warm-up)"));
-      return grpc::Status::OK;
-    }
-    case v1::ControlCommand::kTrace: {
-      const v1::TraceRequest& t = request->trace();
-      if (t.rank() < 0 || t.rank() >= job->world_size()) {
-        return grpc::Status(
-            grpc::INVALID_ARGUMENT,
-            absl::StrCat("rank ", t.rank(), " is outside world size ", job->world_size()));
-      }
-      if (t.last_step() < t.first_step() || t.first_step() < 0 ||
-          t.last_step() - t.first_step() >= 10'000) {
-        return grpc::Status(grpc::INVALID_ARGUMENT,
-                            absl::StrCat("trace steps [", t.first_step(), ", ", t.last_step(),
-                                         "] must be a range of at most 10000 steps"));
-      }
-      v1::ControlRequest c = job->JobControl();
-      c.set_request_id(id);
-      c.set_rank(t.rank());
-      c.set_trace_first_step(t.first_step());
-      c.set_trace_last_step(t.last_step());
-      c.set_sets(shm::kControlSetsTrace);
-      if (sessions_->Send(c) == 0) return NoSidecar(*job, t.rank());
-      reply->set_message(absl::StrCat("asked rank ", t.rank(), " for a detailed trace of steps ",
-                                      t.first_step(), "..", t.last_step()));
-      return grpc::Status::OK;
-    }
+    case v1::ControlCommand::kResume:
+      return SetRecording(job.get(), request->action_case() == v1::ControlCommand::kPause, id,
+                          reply);
+    case v1::ControlCommand::kSampleEvery:
+      return SetSampling(job.get(), request->sample_every(), id, reply);
+    case v1::ControlCommand::kConfig:
+      return ChangeConfig(job.get(), request->config(), reply);
+    case v1::ControlCommand::kTrace:
+      return AskTrace(*job, request->trace(), id, reply);
     case v1::ControlCommand::kSelftest:
       return StartSelfTest(*job, request->selftest(), id, reply);
-    case v1::ControlCommand::kCapture: {
-      if (captures_ == nullptr) {
-        return grpc::Status(grpc::UNIMPLEMENTED, "this coordinator has no capture policy");
-      }
-      const v1::CaptureCommand& c = request->capture();
-      const std::vector<int32_t> ranks(c.ranks().begin(), c.ranks().end());
-      const int32_t steps = c.steps() == 0
-                                ? captures_->default_steps()
-                                : static_cast<int32_t>(std::min<uint32_t>(c.steps(), 1000));
-      absl::StatusOr<CaptureDecision> d =
-          captures_->Manual(job->id(), ranks, steps, job->world_size(), job->NewestStep(),
-                            job->JobControl(), shm::MonotonicNowNs());
-      if (!d.ok()) return ToGrpcStatus(d.status());
-      reply->set_request_id(d->id);
-      std::vector<int32_t> asked = d->ranks();
-      std::sort(asked.begin(), asked.end());
-      reply->set_message(absl::StrCat(
-          "capture ", d->id, " of job ", job->name(), ": ranks ", absl::StrJoin(asked, ", "),
-          ", steps ", d->first_step, "..", d->first_step + d->steps - 1,
-          d->stage.empty() ? ""
-                           : absl::StrCat("; report: rank ", d->suspects[0], "'s ", d->stage,
-                                          " against the others")));
-      return grpc::Status::OK;
-    }
+    case v1::ControlCommand::kCapture:
+      return AskCapture(*job, request->capture(), reply);
     default:
       return grpc::Status(grpc::INVALID_ARGUMENT, "no control action given");
   }
+}
+
+grpc::Status QueryService::SetRecording(JobState* job, bool pause, uint64_t id,
+                                        v1::ControlReply* reply) {
+  job->SetPaused(pause);
+  if (absl::Status s = job->Flush(); !s.ok()) return ToGrpcStatus(s);
+  v1::ControlRequest c = job->JobControl();
+  c.set_request_id(id);
+  const int reached = sessions_->Send(c);
+  reply->set_message(absl::StrCat(pause ? "paused" : "resumed", " recording on job ", job->name(),
+                                  "; told ", reached, " sidecar(s)"));
+  return grpc::Status::OK;
+}
+
+grpc::Status QueryService::SetSampling(JobState* job, uint32_t every, uint64_t id,
+                                       v1::ControlReply* reply) {
+  job->SetSampleEvery(every);
+  v1::ControlRequest c = job->JobControl();
+  c.set_request_id(id);
+  const int reached = sessions_->Send(c);
+  reply->set_message(absl::StrCat("stubs of job ", job->name(), " record one step in ",
+                                  std::max<uint32_t>(1, every), "; told ", reached, " sidecar(s)"));
+  return grpc::Status::OK;
+}
+
+grpc::Status QueryService::ChangeConfig(JobState* job, const v1::ConfigChange& c,
+                                        v1::ControlReply* reply) {
+  if (absl::Status s = job->ApplyConfig(c); !s.ok()) return ToGrpcStatus(s);
+  if (absl::Status s = job->Flush(); !s.ok()) return ToGrpcStatus(s);
+  reply->set_message(StallLimitOnly(c)
+                         ? absl::StrCat("job ", job->name(), ": stall limit ",
+                                        c.stall_after_ms() > 0
+                                            ? absl::StrCat(c.stall_after_ms(), " ms")
+                                            : "back to the default")
+                         : absl::StrCat("job ", job->name(),
+                                        ": new thresholds apply from the next step (the engine "
+                                        "restarts its window and warm-up)"));
+  return grpc::Status::OK;
+}
+
+grpc::Status QueryService::AskTrace(const JobState& job, const v1::TraceRequest& t, uint64_t id,
+                                    v1::ControlReply* reply) {
+  if (t.rank() < 0 || t.rank() >= job.world_size()) {
+    return grpc::Status(
+        grpc::INVALID_ARGUMENT,
+        absl::StrCat("rank ", t.rank(), " is outside world size ", job.world_size()));
+  }
+  if (t.last_step() < t.first_step() || t.first_step() < 0 ||
+      t.last_step() - t.first_step() >= 10'000) {
+    return grpc::Status(grpc::INVALID_ARGUMENT,
+                        absl::StrCat("trace steps [", t.first_step(), ", ", t.last_step(),
+                                     "] must be a range of at most 10000 steps"));
+  }
+  v1::ControlRequest c = job.JobControl();
+  c.set_request_id(id);
+  c.set_rank(t.rank());
+  c.set_trace_first_step(t.first_step());
+  c.set_trace_last_step(t.last_step());
+  c.set_sets(shm::kControlSetsTrace);
+  if (sessions_->Send(c) == 0) return NoSidecar(job, t.rank());
+  reply->set_message(absl::StrCat("asked rank ", t.rank(), " for a detailed trace of steps ",
+                                  t.first_step(), "..", t.last_step()));
+  return grpc::Status::OK;
+}
+
+grpc::Status QueryService::AskCapture(const JobState& job, const v1::CaptureCommand& c,
+                                      v1::ControlReply* reply) {
+  if (captures_ == nullptr) {
+    return grpc::Status(grpc::UNIMPLEMENTED, "this coordinator has no capture policy");
+  }
+  const std::vector<int32_t> ranks(c.ranks().begin(), c.ranks().end());
+  const int32_t steps = c.steps() == 0 ? captures_->default_steps()
+                                       : static_cast<int32_t>(std::min<uint32_t>(c.steps(), 1000));
+  absl::StatusOr<CaptureDecision> d =
+      captures_->Manual(job.id(), ranks, steps, job.world_size(), job.NewestStep(),
+                        job.JobControl(), shm::MonotonicNowNs());
+  if (!d.ok()) return ToGrpcStatus(d.status());
+  reply->set_request_id(d->id);
+  std::vector<int32_t> asked = d->ranks();
+  std::sort(asked.begin(), asked.end());
+  reply->set_message(absl::StrCat(
+      "capture ", d->id, " of job ", job.name(), ": ranks ", absl::StrJoin(asked, ", "), ", steps ",
+      d->first_step, "..", d->first_step + d->steps - 1,
+      d->stage.empty() ? ""
+                       : absl::StrCat("; report: rank ", d->suspects[0], "'s ", d->stage,
+                                      " against the others")));
+  return grpc::Status::OK;
 }
 
 grpc::Status QueryService::StartSelfTest(const JobState& job, const v1::SelfTestCommand& command,

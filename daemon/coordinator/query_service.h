@@ -96,6 +96,14 @@ class QueryService final : public v1::Query::WithCallbackMethod_WatchVerdicts<
   size_t live_watches() const { return watchers_.live(); }
 
  private:
+  // Control's actions, one each.
+  grpc::Status SetRecording(JobState* job, bool pause, uint64_t id, v1::ControlReply* reply);
+  grpc::Status SetSampling(JobState* job, uint32_t every, uint64_t id, v1::ControlReply* reply);
+  grpc::Status ChangeConfig(JobState* job, const v1::ConfigChange& change, v1::ControlReply* reply);
+  grpc::Status AskTrace(const JobState& job, const v1::TraceRequest& trace, uint64_t id,
+                        v1::ControlReply* reply);
+  grpc::Status AskCapture(const JobState& job, const v1::CaptureCommand& capture,
+                          v1::ControlReply* reply);
   grpc::Status StartSelfTest(const JobState& job, const v1::SelfTestCommand& command, uint64_t id,
                              v1::ControlReply* reply);
   // OK when the call's token may do `need` on `job` ("": on no one job); UNAUTHENTICATED
