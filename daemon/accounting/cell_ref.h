@@ -12,6 +12,13 @@ struct CellRef {
   int stage = -1;
   int member = -1;
   bool valid() const { return stage >= 0; }
+  bool operator==(const CellRef&) const = default;
+};
+
+// A cell with its mean-shift z in one window (RankEvidence::z).
+struct CellZ {
+  CellRef cell;
+  double z = 0;
 };
 
 }  // namespace stagefrontier

@@ -72,6 +72,13 @@ struct EngineConfig {
   // "Session 23", each alone; the recorded faults in consecutive windows). A group's first
   // window has no window before: there the test alone decides. Off: it does everywhere.
   bool confirm_recurring = true;
+  // A charged cell whose rank evidence is supported, though the frontier charged a noisier,
+  // unsupported cell more, names the rank when the window before held the same cell too (a
+  // tensor-parallel job's intermittent fault in bwd: its tensor group's fwd all-reduces vary by
+  // more than the fault's mean cost, so the frontier's top cell is noise while the faulty cell
+  // stands at z 3-4 window after window; docs/results.md, "Session 24"). Off: without support
+  // on the top cell or strong evidence elsewhere, the excess is the group's.
+  bool confirm_supported = true;
   // KS divergence compares each rank with at most this many peers (evenly spread).
   int ks_max_peers = 32;
   // KS divergence is computed for every rank up to this world size, above it only for the

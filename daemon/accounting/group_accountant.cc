@@ -162,7 +162,7 @@ Verdict GroupAccountant::CloseWindow() {
   VerdictDecision d;
   Verdict v = Decider().Decide(&d);
   held_[0] = std::move(held_[1]);
-  held_[1] = PriorHeld{v.last_step, std::move(d.held)};
+  held_[1] = PriorHeld{v.last_step, std::move(d.held), std::move(d.leaning)};
   named_[0] = named_[1];
   named_[1] = PriorClear{v.last_step, -1, -1};
   if (v.label == VerdictLabel::kClear && !v.suspects.empty()) {

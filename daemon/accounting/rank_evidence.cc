@@ -167,6 +167,20 @@ bool RankSupport::Recurs(const RankEvidence& e, double outlier_z_min) const {
   return e.shift_ns > 0 && e.outlier_z >= outlier_z_min && e.outlier_excess_ns >= th_.material_ns;
 }
 
+double RankSupport::ShiftWithoutSpikes(const RankEvidence& e) const {
+  // A few isolated spikes (fewer than kMinOutlierSteps) are not a slow rank: its shift must
+  // stay material without them.
+  const double spikes = e.outlier_steps < kMinOutlierSteps && e.steps > 0
+                            ? e.outlier_steps * e.outlier_excess_ns / e.steps
+                            : 0.0;
+  return e.shift_ns - spikes;
+}
+
+bool RankSupport::Leans(int stage, int member) const {
+  const RankEvidence& e = table_.at(stage, member);
+  return e.z >= kLeanZ && ShiftWithoutSpikes(e) >= th_.material_ns;
+}
+
 bool RankSupport::Held(int stage, int member) const {
   return EvidentIn(stage, member, th_.z_support, th_.z_support, /*confirm=*/false) ||
          Recurs(table_.at(stage, member), th_.z_support);
@@ -183,12 +197,9 @@ bool RankSupport::Confirmed(int stage, int member) const {
 bool RankSupport::EvidentIn(int stage, int member, double z_min, double recurring_z_min,
                             bool confirm) const {
   const RankEvidence& e = table_.at(stage, member);
-  // A few isolated spikes (fewer than kMinOutlierSteps) are not a slow rank: its shift must
-  // stay material without them.
-  const double spikes = e.outlier_steps < kMinOutlierSteps && e.steps > 0
-                            ? e.outlier_steps * e.outlier_excess_ns / e.steps
-                            : 0.0;
-  if (std::max(e.z, e.outlier_z) >= z_min && e.shift_ns - spikes >= th_.material_ns) return true;
+  if (std::max(e.z, e.outlier_z) >= z_min && ShiftWithoutSpikes(e) >= th_.material_ns) {
+    return true;
+  }
   // A recurring fault: its rare steps dilute the mean test, so its strength is the outlier
   // test's, with the mean shift at least at the support level; below rank_z_strong the cell
   // must also have held in the window before (EngineConfig::confirm_recurring).

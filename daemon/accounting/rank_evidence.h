@@ -48,6 +48,8 @@ inline constexpr double kOutlierScales = 5.0;
 // Fewer outlier steps than this give no outlier_z: a binomial z over two or three rare events
 // is not evidence.
 inline constexpr int32_t kMinOutlierSteps = 5;
+// A window's mean-shift z that a persisting shift must reach in each of two windows.
+inline constexpr double kLeanZ = 2.0;
 
 class RankEvidenceTable {
  public:
@@ -110,9 +112,16 @@ class RankSupport {
   // support level whatever the window before held, or material recurrences at support level
   // whatever the mean-shift z (a fault that started late in the window barely moves its mean).
   bool Held(int stage, int member) const;
+  // A material mean shift (isolated spikes taken out) at kLeanZ standard errors: short of
+  // support alone, what a shift that persists over two windows shows in each
+  // (ConfirmedChargedCell).
+  bool Leans(int stage, int member) const;
+  const SupportThresholds& thresholds() const { return th_; }
 
  private:
   bool EvidentIn(int stage, int member, double z_min, double recurring_z_min, bool confirm) const;
+  // The mean shift without a few isolated spikes (fewer than kMinOutlierSteps).
+  double ShiftWithoutSpikes(const RankEvidence& e) const;
   // Material recurrences that stand out at `outlier_z_min`, whatever the mean-shift z.
   bool Recurs(const RankEvidence& e, double outlier_z_min) const;
   bool Confirmed(int stage, int member) const;

@@ -1,5 +1,8 @@
 #include "daemon/accounting/top_cell.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace stagefrontier {
 namespace {
 
@@ -48,7 +51,7 @@ CellRef StrongestCell(const RankSupport& support, const StageSchema& schema, int
   return strong;
 }
 
-const std::vector<CellRef>* PriorHeldCells(std::span<const PriorHeld> held, int64_t first_step) {
+const PriorHeld* PriorWindow(std::span<const PriorHeld> held, int64_t first_step) {
   const PriorHeld* prior = nullptr;
   for (const PriorHeld& h : held) {
     if (h.last_step >= 0 && h.last_step < first_step &&
@@ -56,6 +59,11 @@ const std::vector<CellRef>* PriorHeldCells(std::span<const PriorHeld> held, int6
       prior = &h;
     }
   }
+  return prior;
+}
+
+const std::vector<CellRef>* PriorHeldCells(std::span<const PriorHeld> held, int64_t first_step) {
+  const PriorHeld* prior = PriorWindow(held, first_step);
   return prior == nullptr ? nullptr : &prior->cells;
 }
 
@@ -76,12 +84,58 @@ CarriedCell CarryPriorClear(std::span<const PriorClear> named, int64_t first_ste
   return {{prior->stage, prior->member}, prior->last_step};
 }
 
+bool ConfirmedByPrior(const RankSupport& support, CellRef cell, const PriorHeld& prior) {
+  const auto [k, m] = cell;
+  if (support.Supported(k, m) &&
+      std::find(prior.cells.begin(), prior.cells.end(), cell) != prior.cells.end()) {
+    return true;
+  }
+  if (!support.Leans(k, m)) return false;
+  for (const CellZ& before : prior.leaning) {
+    if (before.cell == cell) {
+      return (support.at(k, m).z + before.z) / std::sqrt(2.0) >= kPersistZ;
+    }
+  }
+  return false;
+}
+
+CellRef ConfirmedChargedCell(const ExcessTable& table, const RankSupport& support,
+                             const StageSchema& schema, const PriorHeld* prior, double min_share) {
+  if (prior == nullptr) return {};
+  for (const size_t c : table.order) {
+    if (table.Share(c) < min_share) break;
+    const int k0 = table.StageOf(c);
+    const int m = table.MemberOf(c);
+    if (schema.IsWork(static_cast<size_t>(k0))) {
+      if (ConfirmedByPrior(support, {k0, m}, *prior)) return {k0, m};
+      continue;
+    }
+    if (!schema.IsWait(static_cast<size_t>(k0))) continue;
+    // A late arrival: the rank's own confirmed stage with the largest shift.
+    CellRef own;
+    for (int k = 0; k < static_cast<int>(schema.size()); ++k) {
+      if (schema.IsWork(static_cast<size_t>(k)) && ConfirmedByPrior(support, {k, m}, *prior) &&
+          (!own.valid() || support.at(k, m).shift_ns > support.at(own.stage, m).shift_ns)) {
+        own = {k, m};
+      }
+    }
+    if (own.valid()) return own;
+  }
+  return {};
+}
+
 TopCellChoice ChooseTopCell(const ExcessTable& table, const RankSupport& support,
-                            const StageSchema& schema, CellRef strong, const CarriedCell& carried) {
+                            const StageSchema& schema, CellRef strong, const CarriedCell& carried,
+                            CellRef confirmed) {
   TopCellChoice out;
   const size_t top = table.order.front();
   out.cell = {table.StageOf(top), table.MemberOf(top)};
   if (!support.Supported(out.cell.stage, out.cell.member)) {
+    if (!strong.valid() && confirmed.valid()) {
+      out.cell = confirmed;
+      out.confirmed = true;
+      return out;
+    }
     if (!strong.valid()) {
       out.basis = TopCellBasis::kGroup;
       return out;

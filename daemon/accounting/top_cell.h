@@ -1,8 +1,10 @@
 // Verdict step 4: which (stage, member) the verdict is about. The largest excess cell, unless
 // the rank evidence says otherwise: a charged cell without support gives way to a strongly
 // evident one (or, with carry_clear, to the cell the previous window named CLEAR while it
-// stays supported) or, failing both, to the group; a supported late arrival at a wait moves
-// to the same rank's own slower stage; a charged work stage to a stronger one of that rank.
+// stays supported; or, with confirm_supported, to a charged cell the window before confirms)
+// or, failing all, to the group; a supported late arrival at a
+// wait moves to the same rank's own slower stage; a charged work stage to a stronger one of
+// that rank.
 //
 //   CellRef strong = StrongestCell(support, schema, members);
 //   TopCellChoice top = ChooseTopCell(table, support, schema, strong, CarriedCell{});
@@ -33,10 +35,14 @@ struct PriorClear {
 struct PriorHeld {
   int64_t last_step = -1;
   std::vector<CellRef> cells;
+  // The work cells whose mean shift leaned (RankSupport::Leans), with their z.
+  std::vector<CellZ> leaning;
 };
 
-// The cells of the latest PriorHeld that ended before `first_step`; null when no window did:
-// a group's first window has nothing to confirm with, and the test alone decides there.
+// The latest PriorHeld that ended before `first_step`; null when no window did: a group's
+// first window has nothing to confirm with, and the test alone decides there.
+const PriorHeld* PriorWindow(std::span<const PriorHeld> held, int64_t first_step);
+// Its cells, or null.
 const std::vector<CellRef>* PriorHeldCells(std::span<const PriorHeld> held, int64_t first_step);
 
 struct CarriedCell {
@@ -55,6 +61,8 @@ struct TopCellChoice {
   CellRef cell;  // kGroup: the largest cell, for the evidence words
   bool carried = false;
   int64_t carried_from = -1;
+  // kCharged on a charged cell the window before confirms (ConfirmedChargedCell).
+  bool confirmed = false;
 };
 
 // The work-stage cell with the largest shift among the strongly evident ones.
@@ -64,9 +72,32 @@ CellRef StrongestCell(const RankSupport& support, const StageSchema& schema, int
 CarriedCell CarryPriorClear(std::span<const PriorClear> named, int64_t first_step,
                             const RankSupport& support, const StageSchema& schema, int members);
 
-// `strong` is StrongestCell's, or the carried cell when there is none.
+// A lesser charged cell must hold this share of the window's excess to be named on
+// confirmation (ConfirmedChargedCell): below it, a cell is one of the many that noise charges.
+inline constexpr double kConfirmedMinShare = 0.1;
+
+// What a mean shift that leans in two consecutive windows must reach combined, (z + z_before)
+// / sqrt 2 (their steps are disjoint): above rank_z_support, because a healthy tensor-parallel
+// run's cell leaned at 2.58 then 2.22 (3.39 combined; docs/results.md, "Session 24"): steps
+// of one run are not independent draws (a rank descheduled stays slow for a while), so the
+// normal reading of a z overstates, and more so over two windows.
+inline constexpr double kPersistZ = 3.5;
+
+// A work cell the window before confirms: supported here and held there, or a mean shift
+// that leans in both windows (RankSupport::Leans) at kPersistZ combined.
+bool ConfirmedByPrior(const RankSupport& support, CellRef cell, const PriorHeld& prior);
+
+// The largest charged cell holding at least `min_share` of the excess that the window before
+// confirms (a late arrival at a wait: its rank's own confirmed work stage with the largest
+// shift); invalid when none is, or there was no window before.
+CellRef ConfirmedChargedCell(const ExcessTable& table, const RankSupport& support,
+                             const StageSchema& schema, const PriorHeld* prior, double min_share);
+
+// `strong` is StrongestCell's, or the carried cell when there is none; `confirmed` is
+// ConfirmedChargedCell's, taken when the top cell is unsupported and `strong` is invalid.
 TopCellChoice ChooseTopCell(const ExcessTable& table, const RankSupport& support,
-                            const StageSchema& schema, CellRef strong, const CarriedCell& carried);
+                            const StageSchema& schema, CellRef strong, const CarriedCell& carried,
+                            CellRef confirmed = {});
 
 }  // namespace stagefrontier
 

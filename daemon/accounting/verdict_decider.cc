@@ -37,6 +37,7 @@ void NoteHeld(const RankSupport& support, const StageSchema& schema, int members
     if (!schema.IsWork(static_cast<size_t>(k))) continue;
     for (int m = 0; m < members; ++m) {
       if (support.Held(k, m)) d->held.push_back({k, m});
+      if (support.Leans(k, m)) d->leaning.push_back({{k, m}, support.at(k, m).z});
     }
   }
 }
@@ -86,11 +87,12 @@ void VerdictDecider::DecideTopCell(const ExcessTable& t, Verdict* v, VerdictDeci
   std::vector<int64_t> exposed;
   for (size_t i = 0; i < window.size(); ++i) exposed.push_back(window.at(i).accounting.exposed_ns);
   const double step_ns = static_cast<double>(MedianInPlace(exposed));
+  const PriorHeld* prior = PriorWindow(in_.prior_held, v->first_step);
   const RankSupport support(
       evidence_table, in_.schema,
       {in_.config.rank_z_support, in_.config.rank_z_strong,
        in_.config.rank_material_fraction * step_ns},
-      in_.config.confirm_recurring ? PriorHeldCells(in_.prior_held, v->first_step) : nullptr);
+      in_.config.confirm_recurring && prior != nullptr ? &prior->cells : nullptr);
   NoteHeld(support, in_.schema, t.members, d);
   CellRef strong = StrongestCell(support, in_.schema, t.members);
   CarriedCell carried;
@@ -98,20 +100,46 @@ void VerdictDecider::DecideTopCell(const ExcessTable& t, Verdict* v, VerdictDeci
     carried = CarryPriorClear(in_.prior_clears, v->first_step, support, in_.schema, t.members);
     strong = carried.cell;
   }
-  const TopCellChoice top = ChooseTopCell(t, support, in_.schema, strong, carried);
-  const size_t cell = t.Index(top.cell.stage, top.cell.member);
-  if (cell != t.order.front()) {
-    PromoteSuspect(&v->suspects, SuspectOf(t, in_.members, cell, what_if));
-  }
-  NoteEvidence(support, top.cell, v);
-  NoteTopCell(t, in_.members, top.cell, d);
+  const CellRef confirmed =
+      in_.config.confirm_supported
+          ? ConfirmedChargedCell(t, support, in_.schema, prior, kConfirmedMinShare)
+          : CellRef{};
+  const TopCellChoice top = ChooseTopCell(t, support, in_.schema, strong, carried, confirmed);
+  d->confirmed = top.confirmed;
+  const auto name_top = [&](CellRef c) {
+    const size_t cell = t.Index(c.stage, c.member);
+    if (cell != t.order.front()) {
+      PromoteSuspect(&v->suspects, SuspectOf(t, in_.members, cell, what_if));
+    }
+    NoteEvidence(support, c, v);
+    NoteTopCell(t, in_.members, c, d);
+  };
+  name_top(top.cell);
   switch (top.basis) {
     case TopCellBasis::kGroup:
       return ClassifyGroupExcess(window, in_.config, in_.members, t, &exposed, step_ns, v, d);
     case TopCellBasis::kEvidence:
       return ClassifyByEvidence(window, in_.members, top, v, d);
     case TopCellBasis::kCharged:
-      return ClassifyCharged(t, support, top.cell, v, d);
+      ClassifyCharged(t, support, top.cell, v, d);
+      break;
+  }
+  // The charged cell waited on ranks outside the group (a transfer, a tensor collective), so
+  // the window would read HEALTHY; but a strongly evident work cell is a straggler whatever
+  // the frontier charged: a persistent fault its baseline has absorbed leaves little excess
+  // while the rank's own durations stay far from its peers' (docs/results.md, "Session 24").
+  if (v->label == VerdictLabel::kHealthy && strong.valid() && !(strong == top.cell) &&
+      (d->kind == VerdictKind::kP2pNeighbour || d->kind == VerdictKind::kPipelineWait)) {
+    const TopCellChoice by_evidence{TopCellBasis::kEvidence, strong, carried.cell.valid(),
+                                    carried.from, false};
+    v->reason = AmbiguityReason::kNone;
+    v->settle.clear();
+    v->median_margin_ns = 0;
+    v->tie_tolerance_ns = 0;
+    v->wait_agreement = -1;
+    d->confirmed = false;
+    name_top(strong);
+    ClassifyByEvidence(window, in_.members, by_evidence, v, d);
   }
 }
 

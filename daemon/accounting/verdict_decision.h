@@ -70,11 +70,15 @@ struct VerdictDecision {
   // kStrongEvidence on a cell an earlier window named.
   bool carried = false;
   int64_t carried_from = -1;
+  // The top cell is a charged one the window before confirms (EngineConfig::confirm_supported).
+  bool confirmed = false;
   GroupShift group;
   ProbeSettlement probe;
   std::vector<SplitPart> split;  // the top cell first
   // The work cells held at support level (RankSupport::Held): for the next window.
   std::vector<CellRef> held;
+  // The work cells whose mean shift leaned (RankSupport::Leans), with their z: for the next.
+  std::vector<CellZ> leaning;
 };
 
 }  // namespace stagefrontier

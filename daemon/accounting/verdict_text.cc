@@ -184,20 +184,7 @@ void ConcurrentText(const VerdictDecision& d, const StageSchema& schema, Verdict
                            ProfileHint(*v, both));
 }
 
-}  // namespace
-
-std::string FormatMs(int64_t ns) {
-  return absl::StrFormat("%.2f ms", static_cast<double>(ns) / 1e6);
-}
-
-std::string FormatRankList(const std::vector<int32_t>& ranks, size_t limit) {
-  std::vector<int32_t> shown(ranks.begin(), ranks.begin() + std::min(limit, ranks.size()));
-  std::string out = absl::StrJoin(shown, ", ");
-  if (ranks.size() > limit) absl::StrAppend(&out, " and ", ranks.size() - limit, " more");
-  return out;
-}
-
-void RenderVerdictText(const VerdictDecision& d, const StageSchema& schema, Verdict* v) {
+void RenderKindText(const VerdictDecision& d, const StageSchema& schema, Verdict* v) {
   switch (d.kind) {
     case VerdictKind::kNoSteps:
       v->explanation = "no steps accounted yet";
@@ -228,6 +215,33 @@ void RenderVerdictText(const VerdictDecision& d, const StageSchema& schema, Verd
       return P2pNeighbourText(d, schema, v);
     case VerdictKind::kPipelineWait:
       return PipelineWaitText(d, schema, v);
+  }
+}
+
+}  // namespace
+
+std::string FormatMs(int64_t ns) {
+  return absl::StrFormat("%.2f ms", static_cast<double>(ns) / 1e6);
+}
+
+std::string FormatRankList(const std::vector<int32_t>& ranks, size_t limit) {
+  std::vector<int32_t> shown(ranks.begin(), ranks.begin() + std::min(limit, ranks.size()));
+  std::string out = absl::StrJoin(shown, ", ");
+  if (ranks.size() > limit) absl::StrAppend(&out, " and ", ranks.size() - limit, " more");
+  return out;
+}
+
+void RenderVerdictText(const VerdictDecision& d, const StageSchema& schema, Verdict* v) {
+  RenderKindText(d, schema, v);
+  if (d.confirmed && v->label != VerdictLabel::kHealthy) {
+    absl::StrAppend(
+        &v->explanation,
+        absl::StrFormat("; named on the evidence of this window and the one "
+                        "before (the largest charged cell has no support of its "
+                        "own): \"%s\" on rank %d is %s per step slower than its "
+                        "peers (%.1f standard errors) here and was slower in the "
+                        "window before too",
+                        schema.stage(d.stage).name, d.rank, FormatMs(v->rank_shift_ns), v->rank_z));
   }
 }
 

@@ -3,6 +3,8 @@
 #include "daemon/accounting/top_cell.h"
 
 #include <catch2/catch.hpp>
+#include <initializer_list>
+#include <tuple>
 
 #include "daemon/accounting/suspects.h"
 
@@ -147,6 +149,89 @@ TEST_CASE("carry-over: the latest prior CLEAR before the window, if still suppor
   CHECK(top.carried_from == 199);
 }
 
+// A table of several cells: (stage, member, excess), listed largest first.
+ExcessTable Cells(std::initializer_list<std::tuple<int, int, double>> cells) {
+  ExcessTable t = OneCell(0, 0, 0);
+  t.order.clear();
+  t.total = 0;
+  for (const auto& [stage, member, excess] : cells) {
+    t.cell[t.Index(stage, member)] = excess;
+    t.total += excess;
+    t.order.push_back(t.Index(stage, member));
+  }
+  return t;
+}
+
+TEST_CASE("confirmed: a lesser charged cell, supported here and held before, is named",
+          "[verdict_steps]") {
+  // A tensor-parallel job's intermittent bwd fault: the frontier charges the noisier compute
+  // stage of another member most, while the faulty cell stands at z 3.4, window after window.
+  const StageSchema schema = Schema();
+  RankEvidenceTable e(4, kMembers);
+  e.at(1, 1) = Shift(2000, 3.4);
+  const RankSupport s(e, schema, kThresholds);
+  const ExcessTable t = Cells({{1, 0, 4000}, {1, 1, 2000}, {0, 2, 1000}});
+  const PriorHeld before{99, {{1, 1}}, {}};
+  const CellRef confirmed = ConfirmedChargedCell(t, s, schema, &before, 0.1);
+  CHECK(confirmed == CellRef{1, 1});
+  const TopCellChoice top = ChooseTopCell(t, s, schema, {}, {}, confirmed);
+  CHECK(top.basis == TopCellBasis::kCharged);
+  CHECK(top.confirmed);
+  CHECK(top.cell == CellRef{1, 1});
+  // Strong evidence elsewhere goes first.
+  CHECK(ChooseTopCell(t, s, schema, CellRef{3, 2}, {}, confirmed).cell == CellRef{3, 2});
+
+  // Not held in the window before, or no window before, or too small a share: the group's.
+  const PriorHeld other{99, {{1, 2}}, {}};
+  CHECK_FALSE(ConfirmedChargedCell(t, s, schema, &other, 0.1).valid());
+  CHECK_FALSE(ConfirmedChargedCell(t, s, schema, nullptr, 0.1).valid());
+  CHECK_FALSE(ConfirmedChargedCell(t, s, schema, &before, 0.3).valid());
+  CHECK(ChooseTopCell(t, s, schema, {}, {}, {}).basis == TopCellBasis::kGroup);
+}
+
+TEST_CASE("confirmed: a shift that leans in two windows, at kPersistZ combined",
+          "[verdict_steps]") {
+  const StageSchema schema = Schema();
+  RankEvidenceTable e(4, kMembers);
+  e.at(1, 1) = Shift(2000, 2.9);  // short of support (3) here
+  const RankSupport s(e, schema, kThresholds);
+  CHECK(s.Leans(1, 1));
+  CHECK_FALSE(s.Supported(1, 1));
+  const ExcessTable t = Cells({{1, 1, 4000}, {0, 2, 1000}});
+  // (2.9 + 2.2) / sqrt 2 = 3.61: confirmed, although the top cell itself is unsupported.
+  const PriorHeld leaned{99, {}, {{{1, 1}, 2.2}}};
+  CHECK(ConfirmedChargedCell(t, s, schema, &leaned, 0.1) == CellRef{1, 1});
+  // (2.9 + 2.0) / sqrt 2 = 3.46: not (a healthy run's cell reached 3.39).
+  const PriorHeld weaker{99, {}, {{{1, 1}, 2.0}}};
+  CHECK_FALSE(ConfirmedChargedCell(t, s, schema, &weaker, 0.1).valid());
+  // Another cell leaned before: not this one.
+  const PriorHeld elsewhere{99, {}, {{{1, 2}, 4.0}}};
+  CHECK_FALSE(ConfirmedChargedCell(t, s, schema, &elsewhere, 0.1).valid());
+  // Under kLeanZ here, or immaterial: not, whatever the window before.
+  RankEvidenceTable low(4, kMembers);
+  low.at(1, 1) = Shift(2000, 1.9);
+  const RankSupport ls(low, schema, kThresholds);
+  const PriorHeld strong_before{99, {{1, 1}}, {{{1, 1}, 6.0}}};
+  CHECK_FALSE(ConfirmedChargedCell(t, ls, schema, &strong_before, 0.1).valid());
+  RankEvidenceTable small(4, kMembers);
+  small.at(1, 1) = Shift(900, 2.9);  // material is 1000
+  const RankSupport ss(small, schema, kThresholds);
+  CHECK_FALSE(ConfirmedChargedCell(t, ss, schema, &strong_before, 0.1).valid());
+}
+
+TEST_CASE("confirmed: a late arrival at a wait names the rank's own confirmed stage",
+          "[verdict_steps]") {
+  const StageSchema schema = Schema();
+  RankEvidenceTable e(4, kMembers);
+  e.at(3, 1) = Shift(2000, 3.4);  // optimizer, the rank's own stage
+  e.at(0, 1) = Shift(1500, 3.2);  // data, confirmed too but a smaller shift
+  const RankSupport s(e, schema, kThresholds);
+  // compute on member 0 most (unsupported), then member 1 late at the sync.
+  const ExcessTable t = Cells({{1, 0, 4000}, {2, 1, 2500}});
+  const PriorHeld before{99, {{3, 1}, {0, 1}}, {}};
+  CHECK(ConfirmedChargedCell(t, s, schema, &before, 0.1) == CellRef{3, 1});
+}
+
 TEST_CASE("suspects: promote moves a listed cell first, inserts an unlisted one",
           "[verdict_steps]") {
   std::vector<Suspect> s;
@@ -169,8 +254,8 @@ TEST_CASE("prior held cells: the latest window that ended before this one began"
   const std::vector<PriorHeld> none;
   CHECK(PriorHeldCells(none, 100) == nullptr);  // a group's first window
   std::vector<PriorHeld> held(2);
-  held[0] = PriorHeld{99, {{1, 2}}};
-  held[1] = PriorHeld{199, {{3, 4}}};
+  held[0] = PriorHeld{99, {{1, 2}}, {}};
+  held[1] = PriorHeld{199, {{3, 4}}, {}};
   const std::vector<CellRef>* cells = PriorHeldCells(held, 200);
   REQUIRE(cells != nullptr);
   CHECK((*cells)[0].stage == 3);

@@ -75,5 +75,45 @@ TEST_CASE("decider: a persistent data stall on one rank is CLEAR", "[verdict_ste
   CHECK(v.explanation.rfind("\"data\" on rank 3 holds 100% of the excess", 0) == 0);
 }
 
+TEST_CASE("decider: a strong straggler is named where the charged cell waited on others",
+          "[verdict_steps]") {
+  // Regression (docs/results.md, "Session 24"): a tensor-parallel job's persistent fwd fault
+  // (9 ms a step on replica 0) read HEALTHY once the frontier's baseline had absorbed it: the
+  // little excess left was charged to the other replica's bwd, a tensor stage that waited on
+  // its tensor group (no one was held back by it), while fwd on rank 0 stood 17 standard
+  // errors above its peer.
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> noise(0, 200'000);
+  WindowBuilder b(2, "data:io,fwd:tensor,bwd:tensor,dp_sync:sync,apply:compute");
+  for (int i = 0; i < 50; ++i) {
+    std::vector<int64_t> d(10);
+    for (int m = 0; m < 2; ++m) {
+      d[m * 5 + 0] = static_cast<int64_t>(kMs + noise(rng));
+      d[m * 5 + 1] = static_cast<int64_t>(10 * kMs + noise(rng)) + (m == 0 ? 9 * kMs : 0);
+      d[m * 5 + 2] = static_cast<int64_t>(10 * kMs + noise(rng)) + (m == 1 ? 2 * kMs : 0);
+      d[m * 5 + 4] = static_cast<int64_t>(kMs / 2 + noise(rng) / 10);
+    }
+    // Both leave dp_sync together: rank 0 arrives last, rank 1 waits.
+    const int64_t end = std::max(d[0] + d[1] + d[2], d[5] + d[6] + d[7]) + kMs;
+    for (int m = 0; m < 2; ++m) d[m * 5 + 3] = end - d[m * 5] - d[m * 5 + 1] - d[m * 5 + 2];
+    b.Step([&](int m, int k) { return d[m * 5 + k]; },
+           i % 10 == 0 ? std::vector{Charge(2, {1}, 2 * kMs)} : std::vector<Attribution>{});
+  }
+  const GroupMembers members({0, 1}, {});
+  const std::string group = "pp0.tp0";
+  VerdictDecision d;
+  const Verdict v =
+      VerdictDecider({group, b.window(), b.schema(), EngineConfig{}, members, {}, {}}).Decide(&d);
+  INFO(v.explanation);
+  CHECK(d.kind == VerdictKind::kStrongEvidence);
+  CHECK(LabelText(v) == "CLEAR");
+  CHECK(v.candidate_ranks == std::vector<int32_t>{0});
+  CHECK(v.candidate_stages == std::vector<int>{1});
+  REQUIRE_FALSE(v.suspects.empty());
+  CHECK(v.suspects[0].stage == 1);
+  CHECK(v.suspects[0].rank == 0);
+  CHECK(v.explanation.rfind("\"fwd\" on rank 0 takes", 0) == 0);
+}
+
 }  // namespace
 }  // namespace stagefrontier::testing
