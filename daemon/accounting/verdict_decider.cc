@@ -94,27 +94,10 @@ void VerdictDecider::DecideTopCell(const ExcessTable& t, Verdict* v, VerdictDeci
        in_.config.rank_material_fraction * step_ns},
       in_.config.confirm_recurring && prior != nullptr ? &prior->cells : nullptr);
   NoteHeld(support, in_.schema, t.members, d);
-  CellRef strong = StrongestCell(support, in_.schema, t.members);
-  CarriedCell carried;
-  if (in_.config.carry_clear && !strong.valid()) {
-    carried = CarryPriorClear(in_.prior_clears, v->first_step, support, in_.schema, t.members);
-    strong = carried.cell;
-  }
-  const CellRef confirmed =
-      in_.config.confirm_supported
-          ? ConfirmedChargedCell(t, support, in_.schema, prior, kConfirmedMinShare)
-          : CellRef{};
-  const TopCellChoice top = ChooseTopCell(t, support, in_.schema, strong, carried, confirmed);
+  const TopCells cells = ChooseCells(t, support, prior, v->first_step);
+  const TopCellChoice& top = cells.top;
   d->confirmed = top.confirmed;
-  const auto name_top = [&](CellRef c) {
-    const size_t cell = t.Index(c.stage, c.member);
-    if (cell != t.order.front()) {
-      PromoteSuspect(&v->suspects, SuspectOf(t, in_.members, cell, what_if));
-    }
-    NoteEvidence(support, c, v);
-    NoteTopCell(t, in_.members, c, d);
-  };
-  name_top(top.cell);
+  NameTop(t, support, what_if, top.cell, v, d);
   switch (top.basis) {
     case TopCellBasis::kGroup:
       return ClassifyGroupExcess(window, in_.config, in_.members, t, &exposed, step_ns, v, d);
@@ -128,19 +111,53 @@ void VerdictDecider::DecideTopCell(const ExcessTable& t, Verdict* v, VerdictDeci
   // the window would read HEALTHY; but a strongly evident work cell is a straggler whatever
   // the frontier charged: a persistent fault its baseline has absorbed leaves little excess
   // while the rank's own durations stay far from its peers' (docs/results.md, "Session 24").
-  if (v->label == VerdictLabel::kHealthy && strong.valid() && !(strong == top.cell) &&
-      (d->kind == VerdictKind::kP2pNeighbour || d->kind == VerdictKind::kPipelineWait)) {
-    const TopCellChoice by_evidence{TopCellBasis::kEvidence, strong, carried.cell.valid(),
-                                    carried.from, false};
+  const bool waited =
+      d->kind == VerdictKind::kP2pNeighbour || d->kind == VerdictKind::kPipelineWait;
+  if (v->label == VerdictLabel::kHealthy && waited && cells.by_evidence.cell.valid() &&
+      !(cells.by_evidence.cell == top.cell)) {
     v->reason = AmbiguityReason::kNone;
     v->settle.clear();
     v->median_margin_ns = 0;
     v->tie_tolerance_ns = 0;
     v->wait_agreement = -1;
     d->confirmed = false;
-    name_top(strong);
-    ClassifyByEvidence(window, in_.members, by_evidence, v, d);
+    NameTop(t, support, what_if, cells.by_evidence.cell, v, d);
+    ClassifyByEvidence(window, in_.members, cells.by_evidence, v, d);
   }
+}
+
+VerdictDecider::TopCells VerdictDecider::ChooseCells(const ExcessTable& t,
+                                                     const RankSupport& support,
+                                                     const PriorHeld* prior,
+                                                     int64_t first_step) const {
+  CellRef strong = StrongestCell(support, in_.schema, t.members);
+  CarriedCell carried;
+  if (in_.config.carry_clear && !strong.valid()) {
+    carried = CarryPriorClear(in_.prior_clears, first_step, support, in_.schema, t.members);
+    strong = carried.cell;
+  }
+  const CellRef confirmed =
+      in_.config.confirm_supported
+          ? ConfirmedChargedCell(t, support, in_.schema, prior, kConfirmedMinShare)
+          : CellRef{};
+  TopCells out;
+  out.top = ChooseTopCell(t, support, in_.schema, strong, carried, confirmed);
+  out.by_evidence.basis = TopCellBasis::kEvidence;
+  out.by_evidence.cell = strong;
+  out.by_evidence.carried = carried.cell.valid();
+  out.by_evidence.carried_from = carried.from;
+  return out;
+}
+
+void VerdictDecider::NameTop(const ExcessTable& t, const RankSupport& support,
+                             const WhatIfFn& what_if, CellRef c, Verdict* v,
+                             VerdictDecision* d) const {
+  const size_t cell = t.Index(c.stage, c.member);
+  if (cell != t.order.front()) {
+    PromoteSuspect(&v->suspects, SuspectOf(t, in_.members, cell, what_if));
+  }
+  NoteEvidence(support, c, v);
+  NoteTopCell(t, in_.members, c, d);
 }
 
 void VerdictDecider::ClassifyCharged(const ExcessTable& t, const RankSupport& support, CellRef top,

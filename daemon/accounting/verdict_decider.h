@@ -22,6 +22,7 @@
 #ifndef STAGEFRONTIER_DAEMON_ACCOUNTING_VERDICT_DECIDER_H_
 #define STAGEFRONTIER_DAEMON_ACCOUNTING_VERDICT_DECIDER_H_
 
+#include <cstdint>
 #include <span>
 #include <string_view>
 
@@ -30,6 +31,7 @@
 #include "daemon/accounting/excess_table.h"
 #include "daemon/accounting/group_members.h"
 #include "daemon/accounting/rank_evidence.h"
+#include "daemon/accounting/suspects.h"
 #include "daemon/accounting/top_cell.h"
 #include "daemon/accounting/verdict.h"
 #include "daemon/accounting/verdict_decision.h"
@@ -59,8 +61,20 @@ class VerdictDecider {
   Verdict Decide(VerdictDecision* decision) const;
 
  private:
+  // Step 5's choice, and the strongly evident (or carried) cell a window that would read
+  // HEALTHY on a waiting cell gives way to (cell invalid: none).
+  struct TopCells {
+    TopCellChoice top;
+    TopCellChoice by_evidence;
+  };
+
   // Steps 3-7 once the window carries excess beyond noise.
   void DecideTopCell(const ExcessTable& t, Verdict* v, VerdictDecision* d) const;
+  TopCells ChooseCells(const ExcessTable& t, const RankSupport& support, const PriorHeld* prior,
+                       int64_t first_step) const;
+  // Makes `c` the verdict's top cell: first suspect, its evidence, the decision's cell.
+  void NameTop(const ExcessTable& t, const RankSupport& support, const WhatIfFn& what_if, CellRef c,
+               Verdict* v, VerdictDecision* d) const;
   void ClassifyCharged(const ExcessTable& t, const RankSupport& support, CellRef top, Verdict* v,
                        VerdictDecision* d) const;
 
