@@ -116,7 +116,6 @@ class RankSupport {
   // support alone, what a shift that persists over two windows shows in each
   // (ConfirmedChargedCell).
   bool Leans(int stage, int member) const;
-  const SupportThresholds& thresholds() const { return th_; }
 
  private:
   bool EvidentIn(int stage, int member, double z_min, double recurring_z_min, bool confirm) const;

@@ -62,11 +62,6 @@ const PriorHeld* PriorWindow(std::span<const PriorHeld> held, int64_t first_step
   return prior;
 }
 
-const std::vector<CellRef>* PriorHeldCells(std::span<const PriorHeld> held, int64_t first_step) {
-  const PriorHeld* prior = PriorWindow(held, first_step);
-  return prior == nullptr ? nullptr : &prior->cells;
-}
-
 CarriedCell CarryPriorClear(std::span<const PriorClear> named, int64_t first_step,
                             const RankSupport& support, const StageSchema& schema, int members) {
   const PriorClear* prior = nullptr;

@@ -42,8 +42,6 @@ struct PriorHeld {
 // The latest PriorHeld that ended before `first_step`; null when no window did: a group's
 // first window has nothing to confirm with, and the test alone decides there.
 const PriorHeld* PriorWindow(std::span<const PriorHeld> held, int64_t first_step);
-// Its cells, or null.
-const std::vector<CellRef>* PriorHeldCells(std::span<const PriorHeld> held, int64_t first_step);
 
 struct CarriedCell {
   CellRef cell;

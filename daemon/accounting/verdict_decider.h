@@ -5,7 +5,7 @@
 //   2. WithinNoise           healthy_gate.h       HEALTHY when too little excess
 //   3. TopSuspects           suspects.h           the largest cells, with their what-if
 //   4. RankSupport           rank_evidence.h      per-cell evidence predicates
-//   5. ChooseTopCell         top_cell.h           strong evidence, carry-over, own stage
+//   5. ChooseTopCell         top_cell.h           strong, carried, confirmed, own stage
 //   6. GatherTopCellEvidence top_cell_evidence.h  margins, next-wait agreement, rivals
 //   7. Classify*             verdict_classifier.h CLEAR / AMBIGUOUS reason / group-wide / HEALTHY
 //   8. RenderVerdictText     verdict_text.h       the explanation and settle hint, from 1-7

@@ -249,24 +249,24 @@ TEST_CASE("suspects: promote moves a listed cell first, inserts an unlisted one"
   CHECK(s[0].rank == 1);
 }
 
-TEST_CASE("prior held cells: the latest window that ended before this one began",
-          "[verdict_steps]") {
+TEST_CASE("prior window: the latest that ended before this one began", "[verdict_steps]") {
   const std::vector<PriorHeld> none;
-  CHECK(PriorHeldCells(none, 100) == nullptr);  // a group's first window
+  CHECK(PriorWindow(none, 100) == nullptr);  // a group's first window
   std::vector<PriorHeld> held(2);
   held[0] = PriorHeld{99, {{1, 2}}, {}};
-  held[1] = PriorHeld{199, {{3, 4}}, {}};
-  const std::vector<CellRef>* cells = PriorHeldCells(held, 200);
-  REQUIRE(cells != nullptr);
-  CHECK((*cells)[0].stage == 3);
+  held[1] = PriorHeld{199, {{3, 4}}, {{{3, 4}, 2.5}}};
+  const PriorHeld* prior = PriorWindow(held, 200);
+  REQUIRE(prior != nullptr);
+  CHECK(prior->cells[0].stage == 3);
+  CHECK(prior->leaning[0].z == 2.5);
   // A live window that began inside the last closed one takes the one before.
-  cells = PriorHeldCells(held, 150);
-  REQUIRE(cells != nullptr);
-  CHECK((*cells)[0].stage == 1);
-  CHECK(PriorHeldCells(held, 50) == nullptr);
+  prior = PriorWindow(held, 150);
+  REQUIRE(prior != nullptr);
+  CHECK(prior->cells[0].stage == 1);
+  CHECK(PriorWindow(held, 50) == nullptr);
   // A slot never filled (last_step -1) is no window.
   held[0] = PriorHeld{};
-  CHECK(PriorHeldCells(held, 150) == nullptr);
+  CHECK(PriorWindow(held, 150) == nullptr);
 }
 
 }  // namespace
