@@ -72,12 +72,13 @@ struct EngineConfig {
   // "Session 23", each alone; the recorded faults in consecutive windows). A group's first
   // window has no window before: there the test alone decides. Off: it does everywhere.
   bool confirm_recurring = true;
-  // A charged cell whose rank evidence is supported, though the frontier charged a noisier,
-  // unsupported cell more, names the rank when the window before held the same cell too (a
-  // tensor-parallel job's intermittent fault in bwd: its tensor group's fwd all-reduces vary by
-  // more than the fault's mean cost, so the frontier's top cell is noise while the faulty cell
-  // stands at z 3-4 window after window; docs/results.md, "Session 24"). Off: without support
-  // on the top cell or strong evidence elsewhere, the excess is the group's.
+  // When the largest charged cell is unsupported and nothing is strong, a charged cell the
+  // window before confirms names the rank: supported here and held there, or a mean shift
+  // that leans (material, z >= 2) in both windows at kPersistZ combined (top_cell.h). The case:
+  // a tensor-parallel job's intermittent bwd fault, whose tensor group's all-reduces vary by
+  // more than the fault's mean cost, so the frontier's largest cell is noise while the faulty
+  // cell stands at z 2.5-3.5 window after window (docs/results.md, "Session 24"). Off: the
+  // excess is the group's.
   bool confirm_supported = true;
   // KS divergence compares each rank with at most this many peers (evenly spread).
   int ks_max_peers = 32;

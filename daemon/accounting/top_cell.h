@@ -2,9 +2,8 @@
 // the rank evidence says otherwise: a charged cell without support gives way to a strongly
 // evident one (or, with carry_clear, to the cell the previous window named CLEAR while it
 // stays supported; or, with confirm_supported, to a charged cell the window before confirms)
-// or, failing all, to the group; a supported late arrival at a
-// wait moves to the same rank's own slower stage; a charged work stage to a stronger one of
-// that rank.
+// or, failing all, to the group; a supported late arrival at a wait moves to the same rank's
+// own slower stage; a charged work stage to a stronger one of that rank.
 //
 //   CellRef strong = StrongestCell(support, schema, members);
 //   TopCellChoice top = ChooseTopCell(table, support, schema, strong, CarriedCell{});

@@ -77,6 +77,35 @@ TEST_CASE("text: a CLEAR carried from an earlier window says so", "[verdict_step
         "named in the window ending at step 99 and still supported here");
 }
 
+TEST_CASE("text: a cell named on two windows' evidence says so", "[verdict_steps]") {
+  Verdict v;
+  v.label = VerdictLabel::kClear;
+  v.suspects = {Suspect{.stage = 1, .rank = 3, .excess_ns = 60'000'000, .flagged_steps = 9}};
+  v.median_margin_ns = 8'000'000;
+  v.tie_tolerance_ns = 4'000'000;
+  v.rank_shift_ns = 1'400'000;
+  v.rank_z = 2.9;
+  VerdictDecision d;
+  d.kind = VerdictKind::kClear;
+  d.window_steps = 100;
+  d.stage = 1;
+  d.rank = 3;
+  d.share = 0.3;
+  d.confirmed = true;
+  RenderVerdictText(d, Schema(), &v);
+  CHECK(v.explanation ==
+        "\"forward\" on rank 3 holds 30% of the excess (0.60 ms per step over 100 steps, charged "
+        "in 9 steps); it stands out by a median 8.00 ms (noise 4.00 ms); named on the evidence "
+        "of this window and the one before (the largest charged cell has no support of its "
+        "own): \"forward\" on rank 3 is 1.40 ms per step slower than its peers (2.9 standard "
+        "errors) here and was slower in the window before too");
+  // A window that ends HEALTHY says nothing of it.
+  v.label = VerdictLabel::kHealthy;
+  d.kind = VerdictKind::kP2pNeighbour;
+  RenderVerdictText(d, Schema(), &v);
+  CHECK(v.explanation.find("window before") == std::string::npos);
+}
+
 TEST_CASE("text: rank lists are cut at 12", "[verdict_steps]") {
   std::vector<int32_t> ranks;
   for (int32_t r = 0; r < 15; ++r) ranks.push_back(r);
