@@ -6,6 +6,9 @@
 #ifndef STAGEFRONTIER_DAEMON_ACCOUNTING_CELL_REF_H_
 #define STAGEFRONTIER_DAEMON_ACCOUNTING_CELL_REF_H_
 
+#include <algorithm>
+#include <span>
+
 namespace stagefrontier {
 
 struct CellRef {
@@ -14,6 +17,10 @@ struct CellRef {
   bool valid() const { return stage >= 0; }
   bool operator==(const CellRef&) const = default;
 };
+
+inline bool Contains(std::span<const CellRef> cells, CellRef cell) {
+  return std::find(cells.begin(), cells.end(), cell) != cells.end();
+}
 
 // A cell with its mean-shift z in one window (RankEvidence::z).
 struct CellZ {

@@ -187,11 +187,7 @@ bool RankSupport::Held(int stage, int member) const {
 }
 
 bool RankSupport::Confirmed(int stage, int member) const {
-  if (confirmed_ == nullptr) return true;
-  for (const CellRef& c : *confirmed_) {
-    if (c.stage == stage && c.member == member) return true;
-  }
-  return false;
+  return confirmed_ == nullptr || Contains(*confirmed_, {stage, member});
 }
 
 bool RankSupport::EvidentIn(int stage, int member, double z_min, double recurring_z_min,

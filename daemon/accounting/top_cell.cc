@@ -1,16 +1,16 @@
 #include "daemon/accounting/top_cell.h"
 
-#include <algorithm>
 #include <cmath>
 
 namespace stagefrontier {
 namespace {
 
-// A late arrival at a wait is explained by the rank's own slower work stage, when it has one.
-int OwnSupportedStage(const RankSupport& support, const StageSchema& schema, int m) {
+// The work stage of member m with the largest shift among those `pick` accepts; -1 if none.
+template <typename Pick>
+int LargestShiftStage(const RankSupport& support, const StageSchema& schema, int m, Pick pick) {
   int best = -1;
   for (int k = 0; k < static_cast<int>(schema.size()); ++k) {
-    if (schema.IsWork(static_cast<size_t>(k)) && support.Supported(k, m) &&
+    if (schema.IsWork(static_cast<size_t>(k)) && pick(k) &&
         (best < 0 || support.at(k, m).shift_ns > support.at(best, m).shift_ns)) {
       best = k;
     }
@@ -18,20 +18,32 @@ int OwnSupportedStage(const RankSupport& support, const StageSchema& schema, int
   return best;
 }
 
+// A late arrival at a wait is explained by the rank's own slower work stage, when it has one.
+int OwnSupportedStage(const RankSupport& support, const StageSchema& schema, int m) {
+  return LargestShiftStage(support, schema, m, [&](int k) { return support.Supported(k, m); });
+}
+
 // The rank's own durations say where its time went: another stage strongly slower on the
 // same rank, by more than the charged one, is where to look (the frontier charges where the
 // lateness surfaced: a slow optimizer step shows at the next forward's first wait).
 int StrongerOwnStage(const RankSupport& support, const StageSchema& schema, int k0, int m) {
-  int best = -1;
-  for (int k = 0; k < static_cast<int>(schema.size()); ++k) {
-    if (k == k0 || !schema.IsWork(static_cast<size_t>(k))) continue;
-    const double shift = support.at(k, m).shift_ns;
-    if (support.Strong(k, m) && shift > support.at(k0, m).shift_ns &&
-        (best < 0 || shift > support.at(best, m).shift_ns)) {
-      best = k;
+  const double charged = support.at(k0, m).shift_ns;
+  return LargestShiftStage(support, schema, m, [&](int k) {
+    return k != k0 && support.Strong(k, m) && support.at(k, m).shift_ns > charged;
+  });
+}
+
+// The entry `usable` accepts whose window ended last before `first_step`; null if none.
+template <typename T, typename Usable>
+const T* LatestBefore(std::span<const T> entries, int64_t first_step, Usable usable) {
+  const T* latest = nullptr;
+  for (const T& e : entries) {
+    if (usable(e) && e.last_step < first_step &&
+        (latest == nullptr || e.last_step > latest->last_step)) {
+      latest = &e;
     }
   }
-  return best;
+  return latest;
 }
 
 }  // namespace
@@ -52,25 +64,13 @@ CellRef StrongestCell(const RankSupport& support, const StageSchema& schema, int
 }
 
 const PriorHeld* PriorWindow(std::span<const PriorHeld> held, int64_t first_step) {
-  const PriorHeld* prior = nullptr;
-  for (const PriorHeld& h : held) {
-    if (h.last_step >= 0 && h.last_step < first_step &&
-        (prior == nullptr || h.last_step > prior->last_step)) {
-      prior = &h;
-    }
-  }
-  return prior;
+  return LatestBefore(held, first_step, [](const PriorHeld& h) { return h.last_step >= 0; });
 }
 
 CarriedCell CarryPriorClear(std::span<const PriorClear> named, int64_t first_step,
                             const RankSupport& support, const StageSchema& schema, int members) {
-  const PriorClear* prior = nullptr;
-  for (const PriorClear& c : named) {
-    if (c.stage >= 0 && c.last_step < first_step &&
-        (prior == nullptr || c.last_step > prior->last_step)) {
-      prior = &c;
-    }
-  }
+  const PriorClear* prior =
+      LatestBefore(named, first_step, [](const PriorClear& c) { return c.stage >= 0; });
   if (prior == nullptr || prior->member < 0 || prior->member >= members ||
       !schema.IsWork(static_cast<size_t>(prior->stage)) ||
       !support.StillSupported(prior->stage, prior->member)) {
@@ -81,10 +81,7 @@ CarriedCell CarryPriorClear(std::span<const PriorClear> named, int64_t first_ste
 
 bool ConfirmedByPrior(const RankSupport& support, CellRef cell, const PriorHeld& prior) {
   const auto [k, m] = cell;
-  if (support.Supported(k, m) &&
-      std::find(prior.cells.begin(), prior.cells.end(), cell) != prior.cells.end()) {
-    return true;
-  }
+  if (support.Supported(k, m) && Contains(prior.cells, cell)) return true;
   if (!support.Leans(k, m)) return false;
   for (const CellZ& before : prior.leaning) {
     if (before.cell == cell) {
@@ -107,14 +104,10 @@ CellRef ConfirmedChargedCell(const ExcessTable& table, const RankSupport& suppor
     }
     if (!schema.IsWait(static_cast<size_t>(k0))) continue;
     // A late arrival: the rank's own confirmed stage with the largest shift.
-    CellRef own;
-    for (int k = 0; k < static_cast<int>(schema.size()); ++k) {
-      if (schema.IsWork(static_cast<size_t>(k)) && ConfirmedByPrior(support, {k, m}, *prior) &&
-          (!own.valid() || support.at(k, m).shift_ns > support.at(own.stage, m).shift_ns)) {
-        own = {k, m};
-      }
-    }
-    if (own.valid()) return own;
+    const int own = LargestShiftStage(support, schema, m, [&](int k) {
+      return ConfirmedByPrior(support, {k, m}, *prior);
+    });
+    if (own >= 0) return {own, m};
   }
   return {};
 }
