@@ -24,10 +24,12 @@ class RecordBlockBuilder {
  public:
   using Emit = absl::FunctionRef<void(v1::JournalRecord)>;
 
-  // With `verify`, each block is decoded right after it is built and compared with its records
-  // (serialized bytes; exact blocks only): a block that would not give them back is an error.
-  RecordBlockBuilder(const RecordBlockOptions& options, uint32_t block_steps, bool verify = false)
-      : options_(options), block_steps_(block_steps), verify_(verify) {}
+  // With `verify_every` N > 0, the first block and every Nth after it is decoded right after
+  // it is built and compared with its records (serialized bytes; exact blocks only): a block
+  // that would not give them back is an error. 0 checks none.
+  RecordBlockBuilder(const RecordBlockOptions& options, uint32_t block_steps,
+                     uint32_t verify_every = 0)
+      : options_(options), block_steps_(block_steps), verify_every_(verify_every) {}
 
   // Adds `record` (never itself a block); passes each block it completes to `emit` (a record
   // whose body is the block). Fails as EncodeRecordBlock, or with Internal when verification
@@ -39,20 +41,24 @@ class RecordBlockBuilder {
   [[nodiscard]] absl::Status Finish(Emit emit);
 
   uint64_t blocks() const { return blocks_; }
+  uint64_t verified_blocks() const { return verified_; }
   const RecordBlockStats& totals() const { return totals_; }
 
  private:
   RecordBlockOptions options_;
   uint32_t block_steps_;
-  bool verify_;
+  uint32_t verify_every_;
   std::vector<v1::JournalRecord> pending_;
   uint64_t pending_closed_ = 0;
   uint64_t pending_bytes_ = 0;
   uint64_t blocks_ = 0;
+  uint64_t verified_ = 0;
   RecordBlockStats totals_;
 
   // Counts the record just added to pending_; ends the block when it is due.
   absl::Status Added(Emit emit);
+  // Internal unless `block` decodes to pending_, record by record.
+  absl::Status Verify(const std::string& block) const;
 };
 
 }  // namespace stagefrontier

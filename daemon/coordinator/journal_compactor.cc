@@ -81,7 +81,7 @@ absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& job_journal, ui
   }
   uint64_t written = was.compacted_end;
   RecordBlockBuilder builder({.stage_count = stage_count, .zstd_level = options.zstd_level},
-                             options.block_steps, /*verify=*/true);
+                             options.block_steps, options.verify_every);
   std::string frames, payload;
   auto emit = [&](v1::JournalRecord block) {
     payload.clear();

@@ -24,6 +24,9 @@ struct JournalCompactorOptions {
   uint64_t max_region_bytes = 256ULL << 20;  // at most this many of them per compaction
   uint32_t block_steps = 100;                // a block ends after this many closed steps
   int zstd_level = 3;
+  // Decode and compare the first block and every Nth after it (RecordBlockBuilder): checking
+  // all cost about a quarter of building them (tests/bench:record_block_builder_benchmark).
+  uint32_t verify_every = 8;
 };
 
 struct JournalCompaction {
@@ -38,8 +41,9 @@ struct JournalCompaction {
 // Compacts the plain records of `journal` written so far (from the end of its compacted
 // prefix, at most max_region_bytes of them) when at least min_plain_bytes are there: builds a
 // new file beside the journal (a hidden `.<job>.journal.compacting-…`, removed at the next
-// start if a crash leaves it) holding the compacted prefix, then the new blocks, each checked
-// to decode to its records, and hands it to RecordLog::ReplacePrefix. Returns records == 0
+// start if a crash leaves it) holding the compacted prefix, then the new blocks (the first and
+// every verify_every-th checked to decode to its records), and hands it to
+// RecordLog::ReplacePrefix. Returns records == 0
 // when nothing was due. Fails, leaving the journal as it was, with the errno-derived status of
 // a failed call, DataLoss for a region that does not scan as intact frames, or as
 // EncodeRecordBlock and ReplacePrefix.
