@@ -113,6 +113,43 @@ absl::Status CaptureStore::AdmitLocked(const v1::CaptureChunk& chunk, const std:
   return absl::OkStatus();
 }
 
+absl::Status CaptureStore::CheckChunkLocked(const v1::CaptureChunk& chunk,
+                                            const std::optional<CaptureFileName>& name,
+                                            bool asked) {
+  if (!shm::ValidJobId(chunk.job())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("capture chunk: job \"", chunk.job().substr(0, 80),
+                     "\" is not a job id (1-63 of [A-Za-z0-9_.-], not starting with '.')"));
+  }
+  if (!name) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("capture chunk: file name \"", chunk.file_name().substr(0, 80),
+                     "\" is not trace_rank<R>_step<F>.json, stacks_rank<R>_capture<ID>.txt or "
+                     "flightrec_rank<R>_capture<ID>.json"));
+  }
+  const std::string what = absl::StrCat("capture ", chunk.file_name(), " of job ", chunk.job());
+  if (!asked) {
+    ++counters_.refused_not_asked;
+    return absl::PermissionDeniedError(absl::StrCat(what,
+                                                    ": this coordinator asked no capture of rank ",
+                                                    name->rank, " from step ", name->first_step));
+  }
+  if (chunk.file_bytes() > options_.max_file_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, " is ", chunk.file_bytes(), " bytes, over the coordinator's limit of ",
+                     options_.max_file_bytes, " (--capture-max-mb)"));
+  }
+  if (chunk.raw_bytes() > options_.max_chunk_bytes ||
+      (chunk.raw_bytes() == 0 && chunk.file_bytes() != 0) || chunk.offset() > chunk.file_bytes() ||
+      chunk.raw_bytes() > chunk.file_bytes() - chunk.offset()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": a chunk of ", chunk.raw_bytes(), " bytes at offset ", chunk.offset(),
+                     " does not fit a file of ", chunk.file_bytes(), " bytes (chunks hold 1..",
+                     options_.max_chunk_bytes, " bytes)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::CaptureChunkAck> CaptureStore::Accept(const v1::CaptureChunk& chunk) {
   StoredCapture done;
   v1::CaptureChunkAck ack;
@@ -126,38 +163,8 @@ absl::StatusOr<v1::CaptureChunkAck> CaptureStore::Accept(const v1::CaptureChunk&
       ++counters_.refused;
       return s;
     };
-    if (!shm::ValidJobId(chunk.job())) {
-      return refuse(absl::InvalidArgumentError(
-          absl::StrCat("capture chunk: job \"", chunk.job().substr(0, 80),
-                       "\" is not a job id (1-63 of [A-Za-z0-9_.-], not starting with '.')")));
-    }
-    if (!name) {
-      return refuse(absl::InvalidArgumentError(
-          absl::StrCat("capture chunk: file name \"", chunk.file_name().substr(0, 80),
-                       "\" is not trace_rank<R>_step<F>.json, stacks_rank<R>_capture<ID>.txt or "
-                       "flightrec_rank<R>_capture<ID>.json")));
-    }
+    if (absl::Status s = CheckChunkLocked(chunk, name, asked); !s.ok()) return refuse(s);
     const std::string what = absl::StrCat("capture ", chunk.file_name(), " of job ", chunk.job());
-    if (!asked) {
-      ++counters_.refused_not_asked;
-      return refuse(absl::PermissionDeniedError(
-          absl::StrCat(what, ": this coordinator asked no capture of rank ", name->rank,
-                       " from step ", name->first_step)));
-    }
-    if (chunk.file_bytes() > options_.max_file_bytes) {
-      return refuse(absl::ResourceExhaustedError(
-          absl::StrCat(what, " is ", chunk.file_bytes(), " bytes, over the coordinator's limit of ",
-                       options_.max_file_bytes, " (--capture-max-mb)")));
-    }
-    if (chunk.raw_bytes() > options_.max_chunk_bytes ||
-        (chunk.raw_bytes() == 0 && chunk.file_bytes() != 0) ||
-        chunk.offset() > chunk.file_bytes() ||
-        chunk.raw_bytes() > chunk.file_bytes() - chunk.offset()) {
-      return refuse(absl::InvalidArgumentError(
-          absl::StrCat(what, ": a chunk of ", chunk.raw_bytes(), " bytes at offset ",
-                       chunk.offset(), " does not fit a file of ", chunk.file_bytes(),
-                       " bytes (chunks hold 1..", options_.max_chunk_bytes, " bytes)")));
-    }
     const std::string dir = absl::StrCat(options_.root, "/", chunk.job());
     const std::string path = absl::StrCat(dir, "/", chunk.file_name());
     const std::string part = path + ".part";

@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -123,6 +124,10 @@ class CaptureStore {
   // job's beyond the store's. Returns whether the bounds now hold.
   bool EnforceRetentionLocked(const std::string& job, const std::string& keep,
                               uint64_t extra_bytes);
+  // Whether `chunk` may be taken at all: its job id and file name (`name`, parsed), whether
+  // this coordinator asked for it, and its sizes. OK or why not.
+  absl::Status CheckChunkLocked(const v1::CaptureChunk& chunk,
+                                const std::optional<CaptureFileName>& name, bool asked);
   // Admits a new upload of `chunk` (its first chunk): caps and reservations. OK or why not.
   absl::Status AdmitLocked(const v1::CaptureChunk& chunk, const std::string& what);
 

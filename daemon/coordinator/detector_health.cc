@@ -90,45 +90,50 @@ void DetectorHealth::AddStep(const StepInput& input, bool partial) {
   }
 }
 
-const std::vector<DetectorCondition>& DetectorHealth::CloseWindow(
-    const std::vector<RankRecordCounters>& ranks, int64_t steps_accounted) {
-  current_.clear();
+DetectorHealth::CounterGrowth DetectorHealth::CheckCounters(
+    const std::vector<RankRecordCounters>& ranks) {
   at_window_start_.resize(ranks.size());
-  // Clocks and lost records: the growth of each rank's counters during the window.
-  std::vector<std::string> backwards, ahead, dropped;
+  CounterGrowth out;
   for (size_t r = 0; r < ranks.size(); ++r) {
     const RankRecordCounters& now = ranks[r];
     const RankRecordCounters& then = at_window_start_[r];
     // Counters restart with a new stub owner: growth is measured from the lower value.
     const auto grew = [](uint64_t a, uint64_t b) { return b > a ? b - a : 0; };
     if (const uint64_t n = grew(then.clock_backwards, now.clock_backwards); n > 0) {
-      backwards.push_back(absl::StrCat("rank ", r, " (", n, ")"));
+      out.backwards.push_back(absl::StrCat("rank ", r, " (", n, ")"));
     }
     if (const uint64_t n = grew(then.clock_ahead, now.clock_ahead); n > 0) {
-      ahead.push_back(absl::StrCat("rank ", r, " (", n, ")"));
+      out.ahead.push_back(absl::StrCat("rank ", r, " (", n, ")"));
     }
     const uint64_t lost = grew(then.dropped, now.dropped);
     const uint64_t kept = grew(then.accepted, now.accepted);
     if (lost > 0 && static_cast<double>(lost) >
                         options_.max_dropped_fraction * static_cast<double>(lost + kept)) {
-      dropped.push_back(absl::StrFormat("rank %d (%d of %d)", r, lost, lost + kept));
+      out.dropped.push_back(absl::StrFormat("rank %d (%d of %d)", r, lost, lost + kept));
     }
   }
   at_window_start_ = ranks;
-  if (!backwards.empty()) {
-    current_.push_back(
-        {"clock_backwards",
-         absl::StrCat("records whose time went backwards from ", absl::StrJoin(backwards, ", "),
-                      ": stage marks must come from CLOCK_MONOTONIC in order "
-                      "(MarkAt with another clock?); their durations are wrong")});
+  return out;
+}
+
+void DetectorHealth::AddClockConditions(const CounterGrowth& growth) {
+  if (!growth.backwards.empty()) {
+    current_.push_back({"clock_backwards",
+                        absl::StrCat("records whose time went backwards from ",
+                                     absl::StrJoin(growth.backwards, ", "),
+                                     ": stage marks must come from CLOCK_MONOTONIC in order "
+                                     "(MarkAt with another clock?); their durations are wrong")});
   }
-  if (!ahead.empty()) {
+  if (!growth.ahead.empty()) {
     current_.push_back({"clock_jump", absl::StrCat("records ending in the future of the node's "
                                                    "monotonic clock from ",
-                                                   absl::StrJoin(ahead, ", "),
+                                                   absl::StrJoin(growth.ahead, ", "),
                                                    ": the stub's clock is not the node's "
                                                    "CLOCK_MONOTONIC, or it jumped")});
   }
+}
+
+void DetectorHealth::AddZeroStageCondition() {
   std::vector<std::string> zero;
   for (size_t k = 0; k < schema_.size(); ++k) {
     if (steps_ > 0 && static_cast<double>(stage_lasted_steps_[k]) <=
@@ -136,14 +141,16 @@ const std::vector<DetectorCondition>& DetectorHealth::CloseWindow(
       zero.push_back(schema_.stage(k).name);
     }
   }
-  if (!zero.empty()) {
-    current_.push_back(
-        {"stage_always_zero",
-         absl::StrCat("stage(s) ", absl::StrJoin(zero, ", "), " lasted under ",
-                      options_.zero_stage_ns / 1000, " us on every rank in (nearly) all ", steps_,
-                      " steps of the window: declared but never marked (or marked empty), so "
-                      "time that belongs to them is charged to their neighbours")});
-  }
+  if (zero.empty()) return;
+  current_.push_back(
+      {"stage_always_zero",
+       absl::StrCat("stage(s) ", absl::StrJoin(zero, ", "), " lasted under ",
+                    options_.zero_stage_ns / 1000, " us on every rank in (nearly) all ", steps_,
+                    " steps of the window: declared but never marked (or marked empty), so "
+                    "time that belongs to them is charged to their neighbours")});
+}
+
+void DetectorHealth::AddSyncNeverWaitsConditions() {
   const int64_t step = MedianInPlace(step_ns_);
   for (size_t i = 0; i < sync_stages_.size(); ++i) {
     if (static_cast<int64_t>(arrival_skew_ns_[i].size()) < options_.min_complete_steps) continue;
@@ -162,6 +169,9 @@ const std::vector<DetectorCondition>& DetectorHealth::CloseWindow(
                         "mark the stage where the wait happens)")});
     }
   }
+}
+
+void DetectorHealth::AddWindowConditions(int64_t steps_accounted, const CounterGrowth& growth) {
   if (steps_accounted < options_.warmup_steps || complete_steps_ < options_.min_complete_steps) {
     current_.push_back(
         {"too_few_steps",
@@ -170,12 +180,12 @@ const std::vector<DetectorCondition>& DetectorHealth::CloseWindow(
                       " complete in this window (at least ", options_.min_complete_steps,
                       " needed): the verdict has too little to compare")});
   }
-  if (!dropped.empty()) {
+  if (!growth.dropped.empty()) {
     current_.push_back(
         {"records_dropped",
          absl::StrCat("ranks that lost more than ",
                       static_cast<int>(options_.max_dropped_fraction * 100),
-                      "% of their records in the window: ", absl::StrJoin(dropped, ", "),
+                      "% of their records in the window: ", absl::StrJoin(growth.dropped, ", "),
                       " (ring full: the sidecar fell behind or is not running; "
                       "sfctl health shows the counters)")});
   }
@@ -187,13 +197,27 @@ const std::vector<DetectorCondition>& DetectorHealth::CloseWindow(
                                      "other; fix the layout each rank declares "
                                      "(docs/user-guide.md \"3D-parallel jobs\")")});
   }
-  // The next window starts empty.
+}
+
+void DetectorHealth::StartWindow() {
   steps_ = 0;
   complete_steps_ = 0;
   std::fill(stage_lasted_steps_.begin(), stage_lasted_steps_.end(), 0);
   step_ns_.clear();
   for (auto& v : arrival_skew_ns_) v.clear();
   for (auto& v : sync_spread_ns_) v.clear();
+}
+
+const std::vector<DetectorCondition>& DetectorHealth::CloseWindow(
+    const std::vector<RankRecordCounters>& ranks, int64_t steps_accounted) {
+  current_.clear();
+  // Clocks and lost records: the growth of each rank's counters during the window.
+  const CounterGrowth growth = CheckCounters(ranks);
+  AddClockConditions(growth);
+  AddZeroStageCondition();
+  AddSyncNeverWaitsConditions();
+  AddWindowConditions(steps_accounted, growth);
+  StartWindow();
   return current_;
 }
 

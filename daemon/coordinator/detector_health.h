@@ -115,6 +115,18 @@ class DetectorHealth {
   std::vector<int64_t> arrive_min_, arrive_max_, dur_min_, dur_max_;
   std::vector<RankRecordCounters> at_window_start_;
   std::vector<DetectorCondition> current_;
+
+  // The ranks whose counters grew during the window, in the words of the conditions.
+  struct CounterGrowth {
+    std::vector<std::string> backwards, ahead, dropped;
+  };
+  // CloseWindow's steps, in the order the conditions are listed.
+  CounterGrowth CheckCounters(const std::vector<RankRecordCounters>& ranks);
+  void AddClockConditions(const CounterGrowth& growth);
+  void AddZeroStageCondition();
+  void AddSyncNeverWaitsConditions();
+  void AddWindowConditions(int64_t steps_accounted, const CounterGrowth& growth);
+  void StartWindow();  // the next window starts empty
 };
 
 }  // namespace stagefrontier

@@ -160,29 +160,64 @@ int ListSelfTests(v1::Query::Stub& stub, const std::string& token, const SelfTes
 
 }  // namespace
 
-int RunSelfTest(v1::Query::Stub& stub, const std::string& token, const SelfTestOptions& o,
-                std::ostream& out) {
-  const std::string header = SelfTestHeader();
-  if (o.list) return ListSelfTests(stub, token, o, out);
-  if (o.cancel_id != 0) {
-    v1::ControlReply reply;
-    if (grpc::Status s = SendCancel(stub, token, o, o.cancel_id, &reply); !s.ok()) {
-      return Failed(s);
+namespace {
+
+// The sweep's probes: the stages and ranks asked for, or the job's non-sync stages on its first,
+// middle and last ranks.
+void SweepTargets(const v1::JobInfo& job, const SelfTestOptions& o,
+                  std::vector<std::string>* stages, std::vector<int32_t>* ranks) {
+  *stages = o.stages;
+  if (stages->empty()) {
+    for (const v1::Stage& s : job.stages()) {
+      if (s.kind() != v1::STAGE_KIND_SYNC) stages->push_back(s.name());
     }
-    out << reply.message() << "\n";
-    return kFound;
   }
-  // Interrupted while a probe runs: the probe is cancelled before sfctl exits.
-  std::signal(SIGINT, OnInterrupt);
-  std::signal(SIGTERM, OnInterrupt);
-  if (!o.sweep) {
-    v1::SelfTestReport report;
-    const int rc = RunProbe(stub, token, o, o.rank, o.stage, o.lead_steps, out, &report);
-    if (report.id() == 0) return rc;
-    out << (o.json ? ProtoToJson(report) + "\n" : header + RenderSelfTest(report));
-    return rc;
+  *ranks = o.ranks;
+  if (ranks->empty()) {
+    const int32_t w = job.world_size();
+    *ranks = {0, w / 2, w - 1};
+    std::sort(ranks->begin(), ranks->end());
+    ranks->erase(std::unique(ranks->begin(), ranks->end()), ranks->end());
   }
-  // The sweep: the job's shape first.
+}
+
+struct FalseAlarms {
+  int clean = 0;                    // windows of the sweep that hold no delayed step
+  std::vector<std::string> alarms;  // the rank-targeted verdicts among them
+};
+
+FalseAlarms CountFalseAlarms(v1::Query::Stub& stub, const std::string& token,
+                             const SelfTestOptions& o,
+                             const std::vector<v1::SelfTestReport>& reports, uint32_t lead) {
+  FalseAlarms out;
+  if (reports.empty()) return out;
+  const int64_t span_first = reports.front().first_step() - lead;
+  const int64_t span_last = reports.back().last_step();
+  v1::WatchVerdictsRequest wreq;
+  wreq.set_job(o.job);
+  auto ctx = Context(token, 2);
+  auto reader = stub.WatchVerdicts(ctx.get(), wreq);
+  v1::VerdictEvent ev;
+  while (reader->Read(&ev)) {
+    const v1::Verdict& v = ev.verdict();
+    if (v.first_step() < span_first || v.last_step() > span_last) continue;
+    const bool injected = std::any_of(reports.begin(), reports.end(), [&](const auto& r) {
+      return v.first_step() <= r.last_step() && r.first_step() <= v.last_step();
+    });
+    if (injected) continue;
+    ++out.clean;
+    if (RankTargeted(v)) {
+      out.alarms.push_back(absl::StrCat(v.label(), v.reason().empty() ? "" : " ", v.reason(),
+                                        " (steps ", v.first_step(), "..", v.last_step(), ")"));
+    }
+  }
+  (void)reader->Finish();  // ends with DEADLINE_EXCEEDED once the held verdicts are read
+  return out;
+}
+
+// Probes every (stage, rank) of the job in turn, then counts the false alarms between them.
+int RunSweep(v1::Query::Stub& stub, const std::string& token, const SelfTestOptions& o,
+             std::ostream& out) {
   v1::ListJobsReply jobs;
   if (grpc::Status s = stub.ListJobs(Context(token, o.call_timeout_s).get(), {}, &jobs); !s.ok()) {
     return Failed(s);
@@ -193,20 +228,10 @@ int RunSelfTest(v1::Query::Stub& stub, const std::string& token, const SelfTestO
     std::cerr << "sfctl: no job \"" << o.job << "\" on this coordinator\n";
     return kNotRun;
   }
-  std::vector<std::string> stages = o.stages;
-  if (stages.empty()) {
-    for (const v1::Stage& s : job->stages()) {
-      if (s.kind() != v1::STAGE_KIND_SYNC) stages.push_back(s.name());
-    }
-  }
-  std::vector<int32_t> ranks = o.ranks;
-  if (ranks.empty()) {
-    const int32_t w = job->world_size();
-    ranks = {0, w / 2, w - 1};
-    std::sort(ranks.begin(), ranks.end());
-    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  }
-  if (!o.json) out << header;
+  std::vector<std::string> stages;
+  std::vector<int32_t> ranks;
+  SweepTargets(*job, o, &stages, &ranks);
+  if (!o.json) out << SelfTestHeader();
   // A whole delay-free window between probes, so that false alarms can be counted.
   const uint32_t lead = o.lead_steps > 0 ? o.lead_steps : job->window_steps() + 20;
   std::vector<v1::SelfTestReport> reports;
@@ -226,32 +251,7 @@ int RunSelfTest(v1::Query::Stub& stub, const std::string& token, const SelfTestO
       reports.push_back(std::move(r));
     }
   }
-  // False alarms: rank-targeted verdicts in windows of the sweep that hold no delayed step.
-  int clean = 0;
-  std::vector<std::string> alarms;
-  if (!reports.empty()) {
-    const int64_t span_first = reports.front().first_step() - lead;
-    const int64_t span_last = reports.back().last_step();
-    v1::WatchVerdictsRequest wreq;
-    wreq.set_job(o.job);
-    auto ctx = Context(token, 2);
-    auto reader = stub.WatchVerdicts(ctx.get(), wreq);
-    v1::VerdictEvent ev;
-    while (reader->Read(&ev)) {
-      const v1::Verdict& v = ev.verdict();
-      if (v.first_step() < span_first || v.last_step() > span_last) continue;
-      const bool injected = std::any_of(reports.begin(), reports.end(), [&](const auto& r) {
-        return v.first_step() <= r.last_step() && r.first_step() <= v.last_step();
-      });
-      if (injected) continue;
-      ++clean;
-      if (RankTargeted(v)) {
-        alarms.push_back(absl::StrCat(v.label(), v.reason().empty() ? "" : " ", v.reason(),
-                                      " (steps ", v.first_step(), "..", v.last_step(), ")"));
-      }
-    }
-    (void)reader->Finish();  // ends with DEADLINE_EXCEEDED once the held verdicts are read
-  }
+  const FalseAlarms fa = CountFalseAlarms(stub, token, o, reports, lead);
   const int probes = static_cast<int>(stages.size() * ranks.size());
   if (o.json) {
     v1::GetSelfTestsReply all;
@@ -263,10 +263,34 @@ int RunSelfTest(v1::Query::Stub& stub, const std::string& token, const SelfTestO
       "self-test sweep of job %s: detected %d of %d probes (%.0f%%)%s; false alarms: %d of %d "
       "windows without a delay%s\n",
       o.job, found, probes, probes > 0 ? 100.0 * found / probes : 0.0,
-      not_run > 0 ? absl::StrCat(", ", not_run, " could not run") : "", alarms.size(), clean,
-      alarms.empty() ? "" : absl::StrCat(" (", absl::StrJoin(alarms, "; "), ")"));
+      not_run > 0 ? absl::StrCat(", ", not_run, " could not run") : "", fa.alarms.size(), fa.clean,
+      fa.alarms.empty() ? "" : absl::StrCat(" (", absl::StrJoin(fa.alarms, "; "), ")"));
   if (not_run > 0) return kNotRun;
-  return found == probes && alarms.empty() ? kFound : kMissed;
+  return found == probes && fa.alarms.empty() ? kFound : kMissed;
+}
+
+}  // namespace
+
+int RunSelfTest(v1::Query::Stub& stub, const std::string& token, const SelfTestOptions& o,
+                std::ostream& out) {
+  if (o.list) return ListSelfTests(stub, token, o, out);
+  if (o.cancel_id != 0) {
+    v1::ControlReply reply;
+    if (grpc::Status s = SendCancel(stub, token, o, o.cancel_id, &reply); !s.ok()) {
+      return Failed(s);
+    }
+    out << reply.message() << "\n";
+    return kFound;
+  }
+  // Interrupted while a probe runs: the probe is cancelled before sfctl exits.
+  std::signal(SIGINT, OnInterrupt);
+  std::signal(SIGTERM, OnInterrupt);
+  if (o.sweep) return RunSweep(stub, token, o, out);
+  v1::SelfTestReport report;
+  const int rc = RunProbe(stub, token, o, o.rank, o.stage, o.lead_steps, out, &report);
+  if (report.id() == 0) return rc;
+  out << (o.json ? ProtoToJson(report) + "\n" : SelfTestHeader() + RenderSelfTest(report));
+  return rc;
 }
 
 namespace {

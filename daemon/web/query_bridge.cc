@@ -127,6 +127,112 @@ absl::StatusOr<int32_t> Int32(const Params& p, const std::string& name, int32_t 
   return static_cast<int32_t>(*v);
 }
 
+HttpReply Bad(const absl::Status& s) { return Error(400, "INVALID_ARGUMENT", s.message()); }
+
+// One function per path below: each reads its parameters and makes its call.
+using Stub = v1::Query::Stub;
+
+HttpReply Nodes(Stub& stub, grpc::ClientContext& ctx, const Params& p) {
+  v1::ListNodesRequest req;
+  absl::StatusOr<std::string> node_class = p.Text("class", false);
+  absl::StatusOr<int32_t> limit = Int32(p, "limit", 0);
+  if (!node_class.ok()) return Bad(node_class.status());
+  if (!limit.ok()) return Bad(limit.status());
+  req.set_node_class(*node_class);
+  req.set_limit(*limit);
+  v1::ListNodesReply reply;
+  return Json(stub.ListNodes(&ctx, req, &reply), reply);
+}
+
+HttpReply Suspects(Stub& stub, grpc::ClientContext& ctx, const Params& p, const std::string& job) {
+  v1::GetSuspectsRequest req;
+  absl::StatusOr<int32_t> window = Int32(p, "window", 0);
+  if (!window.ok()) return Bad(window.status());
+  req.set_job(job);
+  req.set_window(*window);
+  v1::SuspectsReply reply;
+  return Json(stub.GetSuspects(&ctx, req, &reply), reply);
+}
+
+HttpReply Steps(Stub& stub, grpc::ClientContext& ctx, const Params& p, const std::string& job) {
+  v1::GetStepsRequest req;
+  absl::StatusOr<int64_t> from = p.Int("from", 0);
+  absl::StatusOr<int64_t> to = p.Int("to", INT64_MAX);
+  absl::StatusOr<int32_t> limit = Int32(p, "limit", 0);
+  for (const absl::Status& s : {from.status(), to.status(), limit.status()}) {
+    if (!s.ok()) return Bad(s);
+  }
+  req.set_job(job);
+  req.set_from_step(*from);
+  req.set_to_step(*to);
+  req.set_limit(*limit);
+  v1::GetStepsReply reply;
+  return Json(stub.GetSteps(&ctx, req, &reply), reply);
+}
+
+HttpReply Health(Stub& stub, grpc::ClientContext& ctx, const Params&, const std::string& job) {
+  v1::GetHealthRequest req;
+  req.set_job(job);
+  v1::GetHealthReply reply;
+  return Json(stub.GetHealth(&ctx, req, &reply), reply);
+}
+
+HttpReply Captures(Stub& stub, grpc::ClientContext& ctx, const Params&, const std::string& job) {
+  v1::ListCapturesRequest req;
+  req.set_job(job);
+  v1::ListCapturesReply reply;
+  return Json(stub.ListCaptures(&ctx, req, &reply), reply);
+}
+
+HttpReply CaptureReport(Stub& stub, grpc::ClientContext& ctx, const Params& p,
+                        const std::string& job) {
+  v1::GetCaptureReportRequest req;
+  absl::StatusOr<int64_t> capture = p.Int("capture", -1);
+  if (!capture.ok()) return Bad(capture.status());
+  if (*capture < 0) return Bad(absl::InvalidArgumentError("parameter capture missing"));
+  req.set_job(job);
+  req.set_capture(static_cast<uint64_t>(*capture));
+  v1::GetCaptureReportReply reply;
+  return Json(stub.GetCaptureReport(&ctx, req, &reply), reply);
+}
+
+// The held verdicts after `after`, newest kMaxVerdicts.
+HttpReply Verdicts(Stub& stub, grpc::ClientContext& ctx, const Params& p, const std::string& job) {
+  v1::WatchVerdictsRequest req;
+  absl::StatusOr<int64_t> after = p.Int("after", 0);
+  if (!after.ok()) return Bad(after.status());
+  req.set_job(job);
+  req.set_after_seq(*after);
+  req.set_held_only(true);
+  std::unique_ptr<grpc::ClientReader<v1::VerdictEvent>> reader = stub.WatchVerdicts(&ctx, req);
+  std::deque<std::string> events;
+  v1::VerdictEvent e;
+  while (reader->Read(&e)) {
+    events.push_back(ProtoToJson(e));
+    if (events.size() > kMaxVerdicts) events.pop_front();
+  }
+  const grpc::Status s = reader->Finish();
+  if (!s.ok()) return FromStatus(s);
+  HttpReply r;
+  r.body = absl::StrCat("{\"verdicts\":[", absl::StrJoin(events, ","), "]}");
+  return r;
+}
+
+using JobRoute = HttpReply (*)(Stub&, grpc::ClientContext&, const Params&, const std::string&);
+
+// The paths about one job (the job parameter required).
+JobRoute JobRouteFor(absl::string_view path) {
+  static constexpr std::pair<absl::string_view, JobRoute> kRoutes[] = {
+      {"/api/suspects", Suspects}, {"/api/verdicts", Verdicts},
+      {"/api/steps", Steps},       {"/api/health", Health},
+      {"/api/captures", Captures}, {"/api/capture_report", CaptureReport},
+  };
+  for (const auto& [p, route] : kRoutes) {
+    if (p == path) return route;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 QueryBridge::QueryBridge(std::shared_ptr<grpc::ChannelInterface> channel,
@@ -143,99 +249,18 @@ HttpReply QueryBridge::Get(absl::string_view path, absl::string_view query,
   if (absl::ConsumePrefix(&authorization, "Bearer ")) {
     AttachToken(&ctx, std::string(absl::StripAsciiWhitespace(authorization)));
   }
-  const auto bad = [](const absl::Status& s) {
-    return Error(400, "INVALID_ARGUMENT", s.message());
-  };
-  absl::StatusOr<std::string> job = p.Text("job", /*required=*/true);
-
   if (path == "/api/jobs") {
     v1::ListJobsReply reply;
     return Json(stub_->ListJobs(&ctx, v1::ListJobsRequest(), &reply), reply);
   }
-  if (path == "/api/nodes") {
-    v1::ListNodesRequest req;
-    absl::StatusOr<std::string> node_class = p.Text("class", false);
-    absl::StatusOr<int32_t> limit = Int32(p, "limit", 0);
-    if (!node_class.ok()) return bad(node_class.status());
-    if (!limit.ok()) return bad(limit.status());
-    req.set_node_class(*node_class);
-    req.set_limit(*limit);
-    v1::ListNodesReply reply;
-    return Json(stub_->ListNodes(&ctx, req, &reply), reply);
-  }
-  // Every other path is about one job.
-  const bool known = path == "/api/suspects" || path == "/api/verdicts" || path == "/api/steps" ||
-                     path == "/api/health" || path == "/api/captures" ||
-                     path == "/api/capture_report";
-  if (!known) {
+  if (path == "/api/nodes") return Nodes(*stub_, ctx, p);
+  const JobRoute route = JobRouteFor(path);
+  if (route == nullptr) {
     return Error(404, "NOT_FOUND", absl::StrCat("no such API path: ", path.substr(0, 100)));
   }
-  if (!job.ok()) return bad(job.status());
-  if (path == "/api/suspects") {
-    v1::GetSuspectsRequest req;
-    absl::StatusOr<int32_t> window = Int32(p, "window", 0);
-    if (!window.ok()) return bad(window.status());
-    req.set_job(*job);
-    req.set_window(*window);
-    v1::SuspectsReply reply;
-    return Json(stub_->GetSuspects(&ctx, req, &reply), reply);
-  }
-  if (path == "/api/steps") {
-    v1::GetStepsRequest req;
-    absl::StatusOr<int64_t> from = p.Int("from", 0);
-    absl::StatusOr<int64_t> to = p.Int("to", INT64_MAX);
-    absl::StatusOr<int32_t> limit = Int32(p, "limit", 0);
-    for (const absl::Status& s : {from.status(), to.status(), limit.status()}) {
-      if (!s.ok()) return bad(s);
-    }
-    req.set_job(*job);
-    req.set_from_step(*from);
-    req.set_to_step(*to);
-    req.set_limit(*limit);
-    v1::GetStepsReply reply;
-    return Json(stub_->GetSteps(&ctx, req, &reply), reply);
-  }
-  if (path == "/api/health") {
-    v1::GetHealthRequest req;
-    req.set_job(*job);
-    v1::GetHealthReply reply;
-    return Json(stub_->GetHealth(&ctx, req, &reply), reply);
-  }
-  if (path == "/api/captures") {
-    v1::ListCapturesRequest req;
-    req.set_job(*job);
-    v1::ListCapturesReply reply;
-    return Json(stub_->ListCaptures(&ctx, req, &reply), reply);
-  }
-  if (path == "/api/capture_report") {
-    v1::GetCaptureReportRequest req;
-    absl::StatusOr<int64_t> capture = p.Int("capture", -1);
-    if (!capture.ok()) return bad(capture.status());
-    if (*capture < 0) return bad(absl::InvalidArgumentError("parameter capture missing"));
-    req.set_job(*job);
-    req.set_capture(static_cast<uint64_t>(*capture));
-    v1::GetCaptureReportReply reply;
-    return Json(stub_->GetCaptureReport(&ctx, req, &reply), reply);
-  }
-  // /api/verdicts: the held verdicts after `after`, newest kMaxVerdicts.
-  v1::WatchVerdictsRequest req;
-  absl::StatusOr<int64_t> after = p.Int("after", 0);
-  if (!after.ok()) return bad(after.status());
-  req.set_job(*job);
-  req.set_after_seq(*after);
-  req.set_held_only(true);
-  std::unique_ptr<grpc::ClientReader<v1::VerdictEvent>> reader = stub_->WatchVerdicts(&ctx, req);
-  std::deque<std::string> events;
-  v1::VerdictEvent e;
-  while (reader->Read(&e)) {
-    events.push_back(ProtoToJson(e));
-    if (events.size() > kMaxVerdicts) events.pop_front();
-  }
-  const grpc::Status s = reader->Finish();
-  if (!s.ok()) return FromStatus(s);
-  HttpReply r;
-  r.body = absl::StrCat("{\"verdicts\":[", absl::StrJoin(events, ","), "]}");
-  return r;
+  absl::StatusOr<std::string> job = p.Text("job", /*required=*/true);
+  if (!job.ok()) return Bad(job.status());
+  return route(*stub_, ctx, p, *job);
 }
 
 }  // namespace stagefrontier
