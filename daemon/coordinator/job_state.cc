@@ -814,7 +814,21 @@ JobState::RankCounts JobState::CountRanksLocked() const {
 }
 
 const char* JobState::JobConditionLocked() const {
-  return world_size_ > 0 && CountRanksLocked().finished == world_size_ ? "finished" : "running";
+  return AllRanksFinishedLocked() ? "finished" : "running";
+}
+
+bool JobState::AllRanksFinishedLocked() const {
+  if (world_size_ <= 0) return false;
+  if (all_finished_) return true;
+  for (int32_t i = 0; i < world_size_; ++i) {
+    const int32_t r = (unfinished_hint_ + i) % world_size_;
+    if (std::string_view(ConditionLocked(r)) != "finished") {
+      unfinished_hint_ = r;
+      return false;
+    }
+  }
+  all_finished_ = true;
+  return true;
 }
 
 int32_t JobState::ProfiledLeftOutLocked(int64_t first, int64_t last) const {
@@ -858,6 +872,11 @@ void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string&
   h.layout_source =
       shm::v1::LayoutSourceName(shm::v1::LayoutSourceFromName(health.layout_source()));
   h.can_capture = health.capture_handler() ? 1 : 0;
+  if (std::string_view(ConditionLocked(health.rank())) != "finished") {
+    // Owner and pending change only here: a rank back from finished is seen here first.
+    all_finished_ = false;
+    unfinished_hint_ = health.rank();
+  }
   // Every stub exited cleanly: tell the observers once (a capture after the last step is
   // then missed, not in flight forever). A rank that comes back makes it running again.
   const bool finished = std::string_view(JobConditionLocked()) == "finished";

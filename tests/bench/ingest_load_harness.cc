@@ -19,6 +19,9 @@
 // settings: daemon/sidecar/batch_hold.h): each rank of a node finishes step s at
 // start + (s + 1) / --step-rate plus 0-2 ms of skew, and the node sends what its ranks finished
 // when its BatchHold says so; verdicts are then also timed from the window's last step's end.
+// With it, each node also sends its ranks' health every --health-every-ms (1000, the sidecar's
+// default; 0: none), as a sidecar does: each rank's counters and open stage, nodes spread over
+// the period.
 // --coordinator-arg ARG (repeatable) passes ARG on to the coordinator, for A/B runs of a flag.
 //
 //   bazel build -c opt //tests/bench:ingest_load_harness
@@ -85,6 +88,7 @@ struct Options {
   double step_rate = 0;  // steps/s per node; 0: as fast as acks allow
   int window = 100;
   bool sidecar_batching = false;  // the sidecar's own batching instead of steps_per_batch
+  int health_every_ms = 1000;     // with sidecar_batching: the sidecar's health period
   bool fsync = false;
   int port = 17491;
   std::string data_dir;                       // default: a temporary directory on /tmp
@@ -237,6 +241,14 @@ class NodeStream final
   // As a sidecar with default settings: notes each step its ranks finished, sends what they
   // finished when the node's BatchHold says so (and the in-flight bound allows).
   void PumpAsSidecarLocked(int64_t now_ns, int64_t send_start_ns) {
+    const int64_t health_ns = static_cast<int64_t>(o_.health_every_ms) * 1'000'000;
+    if (health_ns > 0 && next_health_ns_ == 0) {
+      next_health_ns_ = send_start_ns + static_cast<int64_t>(node_ % 997) * health_ns / 997;
+    }
+    if (health_ns > 0 && now_ns >= next_health_ns_) {
+      QueueLocked(HealthMessage(now_ns), now_ns);
+      next_health_ns_ += health_ns;
+    }
     int64_t next_end = INT64_MAX;
     for (int r = 0; r < o_.ranks_per_node; ++r) {
       int64_t& done = done_[static_cast<size_t>(r)];
@@ -283,7 +295,31 @@ class NodeStream final
     if (oldest_ns_ != 0) {
       next = next_ - acked_ < o_.in_flight ? std::min(next, oldest_ns_ + hold_.HoldNs()) : now_ns;
     }
+    if (health_ns > 0 && batches_ == INT_MAX) next = std::min(next, next_health_ns_);
     next_due_ns_.store(next, std::memory_order_relaxed);
+  }
+
+  // Each rank's health as the sidecar sends it (segment_drainer.cc FillHealth): counters and
+  // the open stage of the step after the last one it finished.
+  v1::SidecarMessage HealthMessage(int64_t now_ns) const {
+    v1::SidecarMessage m;
+    for (int r = 0; r < o_.ranks_per_node; ++r) {
+      v1::SlotHealth* h = m.mutable_health()->add_slots();
+      const int64_t done = done_[static_cast<size_t>(r)];
+      h->set_job(kJob);
+      h->set_rank(node_ * o_.ranks_per_node + r);
+      h->set_local_rank(r);
+      h->set_owner_pid(static_cast<uint32_t>(10000 + r));
+      h->set_owner("alive");
+      h->set_records_read(static_cast<uint64_t>(done + 1));
+      h->set_probe_backend("");
+      h->set_open_known(true);
+      h->set_open_step(done + 1);
+      h->set_open_stage("data");
+      h->set_open_age_ns(now_ns % 1'000'000);
+      h->set_layout_source("none");
+    }
+    return m;
   }
 
   void Queue(v1::SidecarMessage m) {
@@ -368,6 +404,7 @@ class NodeStream final
   std::deque<v1::SidecarMessage> out_;
   std::map<uint64_t, int64_t> sent_at_;
   std::atomic<int64_t> next_due_ns_{0};
+  int64_t next_health_ns_ = 0;  // with sidecar batching: when the node's next health goes
   bool writing_ = false;
   bool opened_ = false;
   bool declare_sent_ = false;
@@ -442,7 +479,7 @@ int Usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s COORDINATOR_BIN [--nodes N] [--ranks-per-node N] [--procs N] "
                "[--steps N] [--steps-per-batch N | --sidecar-batching] [--in-flight N] "
-               "[--step-rate STEPS_PER_S] "
+               "[--step-rate STEPS_PER_S] [--health-every-ms N] "
                "[--window N] [--fsync] [--port P] [--data-dir DIR] [--coordinator-arg ARG]...\n",
                argv0);
   return 2;
@@ -483,6 +520,8 @@ int main(int argc, char** argv) {
       o.step_rate = std::atof(v);
     else if (k == "--window")
       o.window = std::atoi(v);
+    else if (k == "--health-every-ms")
+      o.health_every_ms = std::atoi(v);
     else if (k == "--port")
       o.port = std::atoi(v);
     else if (k == "--data-dir")
@@ -561,14 +600,17 @@ int main(int argc, char** argv) {
   const int held = shared->opened.load();
   std::printf(
       "ingest_load_harness: %d nodes x %d ranks = %d ranks, %d client processes, "
-      "%d steps in batches of %s, in flight %d, rate %s, window %d, fsync %s\n",
+      "%d steps in batches of %s, in flight %d, rate %s, window %d, fsync %s%s\n",
       o.nodes, o.ranks_per_node, o.nodes * o.ranks_per_node, o.procs, o.steps,
       o.sidecar_batching ? "the sidecar's own batching (default settings)"
                          : std::to_string(o.steps_per_batch).c_str(),
       o.in_flight,
       o.step_rate > 0 ? (std::to_string(o.step_rate) + " steps/s per node").c_str()
                       : "as fast as acks allow",
-      o.window, o.fsync ? "on" : "off");
+      o.window, o.fsync ? "on" : "off",
+      o.sidecar_batching && o.health_every_ms > 0
+          ? (", health every " + std::to_string(o.health_every_ms) + " ms").c_str()
+          : "");
   std::printf(
       "streams held: %d of %d opened in %.1f s (failed %d); coordinator RSS %.1f MB -> "
       "%.1f MB: %.1f KB per idle stream\n",
