@@ -9,12 +9,14 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/analyze/run_file.h"
 #include "daemon/sim/training_simulator.h"
 
-int main(int argc, char** argv) {
-  using namespace stagefrontier;
-  CLI::App app{"Simulate synchronized data-parallel training and write per-rank stage timestamps"};
+namespace stagefrontier {
+namespace {
+
+struct SimFlags {
   int32_t ranks = 16;
   int64_t steps = 300;
   uint64_t seed = 1;
@@ -26,95 +28,121 @@ int main(int argc, char** argv) {
   std::string job = "sim";
   std::string out_path;
   std::string truth_path;
-  app.add_option("--ranks", ranks, "World size")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--steps", steps, "Steps to simulate")
+};
+
+void AddFlags(CLI::App& app, SimFlags* f) {
+  app.add_option("--ranks", f->ranks, "World size")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--steps", f->steps, "Steps to simulate")
       ->check(CLI::Range(int64_t{1}, int64_t{10'000'000}));
-  app.add_option("--seed", seed, "Random seed (runs are reproducible)");
-  app.add_option("--schema", preset,
+  app.add_option("--seed", f->seed, "Random seed (runs are reproducible)");
+  app.add_option("--schema", f->preset,
                  "ddp: data,forward,backward,grad_sync(sync),optimizer; mixed: backward overlaps "
                  "the all-reduce")
       ->check(CLI::IsMember({"ddp", "mixed"}));
-  app.add_option("--fault", faults,
+  app.add_option("--fault", f->faults,
                  "slow:STAGE:rank=R[+R]:magnitude=40ms[:every=N|:ramp=N][:start=N][:end=N], "
                  "collective:STAGE:magnitude=5ms[...], stop:rank=R[:start=N]; repeatable");
-  app.add_option("--groups", groups, "Split the ranks into N contiguous sync groups")
+  app.add_option("--groups", f->groups, "Split the ranks into N contiguous sync groups")
       ->check(CLI::PositiveNumber);
-  app.add_flag("--clock-skew", skew,
+  app.add_flag("--clock-skew", f->skew,
                "Give every rank a clock offset of up to 6 h and up to 100 ppm drift");
-  app.add_flag("--probe", probe, "Report collective probe spans inside mixed stages");
-  app.add_option("--job", job, "Job id written into every record");
-  app.add_option("--out", out_path, "Output file (default: standard output)");
-  app.add_option("--truth", truth_path, "Write the injected faults (ground truth) as JSON here");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 1;
-  }
+  app.add_flag("--probe", f->probe, "Report collective probe spans inside mixed stages");
+  app.add_option("--job", f->job, "Job id written into every record");
+  app.add_option("--out", f->out_path, "Output file (default: standard output)");
+  app.add_option("--truth", f->truth_path, "Write the injected faults (ground truth) as JSON here");
+}
+
+absl::StatusOr<SimConfig> ConfigFrom(const SimFlags& f) {
   SimConfig config =
-      preset == "mixed" ? SimConfig::MixedBackward(ranks) : SimConfig::DataParallel(ranks);
-  config.steps = steps;
-  config.seed = seed;
-  config.clock_skew = skew;
-  config.probe = probe;
-  if (groups > ranks) {
-    std::cerr << "stagefrontier-sim: --groups " << groups << " is more than --ranks " << ranks
-              << "\n";
-    return 2;
+      f.preset == "mixed" ? SimConfig::MixedBackward(f.ranks) : SimConfig::DataParallel(f.ranks);
+  config.steps = f.steps;
+  config.seed = f.seed;
+  config.clock_skew = f.skew;
+  config.probe = f.probe;
+  if (f.groups > f.ranks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--groups ", f.groups, " is more than --ranks ", f.ranks));
   }
-  if (groups > 1) config.groups = ContiguousGroups(ranks, groups);
-  for (const std::string& f : faults) {
-    absl::StatusOr<Fault> fault = ParseFault(f);
-    if (!fault.ok()) {
-      std::cerr << "stagefrontier-sim: " << fault.status().message() << "\n";
-      return 2;
-    }
+  if (f.groups > 1) config.groups = ContiguousGroups(f.ranks, f.groups);
+  for (const std::string& text : f.faults) {
+    absl::StatusOr<Fault> fault = ParseFault(text);
+    if (!fault.ok()) return fault.status();
     config.faults.push_back(*fault);
   }
-  absl::StatusOr<TrainingSimulator> sim = TrainingSimulator::Create(config);
-  if (!sim.ok()) {
-    std::cerr << "stagefrontier-sim: " << sim.status().message() << "\n";
-    return 2;
-  }
-  std::ofstream file;
-  if (!out_path.empty()) {
-    file.open(out_path);
-    if (!file) {
-      std::cerr << "stagefrontier-sim: cannot write " << out_path << "\n";
-      return 2;
-    }
-  }
-  std::ostream& out = out_path.empty() ? std::cout : file;
-  std::vector<int32_t> group_of(ranks, -1);
-  if (groups > 1) {
+  return config;
+}
+
+// Every rank's record of every step, in the run format.
+void WriteRun(TrainingSimulator& sim, const SimFlags& f, const SimConfig& config,
+              std::ostream& out) {
+  std::vector<int32_t> group_of(f.ranks, -1);
+  if (f.groups > 1) {
     for (size_t g = 0; g < config.groups.size(); ++g) {
       for (int32_t r : config.groups[g]) group_of[r] = static_cast<int32_t>(g);
     }
   }
   StepInput step;
-  while (sim->Next(&step)) {
+  while (sim.Next(&step)) {
     for (const RankStep& r : step.ranks) {
-      out << FormatRunRecord(job, ranks, sim->schema(), step.step, r, group_of[r.rank]) << "\n";
+      out << FormatRunRecord(f.job, f.ranks, sim.schema(), step.step, r, group_of[r.rank]) << "\n";
     }
   }
   out.flush();
+}
+
+bool WriteTruth(const TrainingSimulator& sim, const SimFlags& f) {
+  nlohmann::ordered_json truth;
+  truth["job"] = f.job;
+  truth["faults"] = f.faults;
+  nlohmann::ordered_json cells = nlohmann::ordered_json::array();
+  for (auto [stage, rank] : sim.FaultCells())
+    cells.push_back({{"stage", sim.schema().stage(stage).name}, {"rank", rank}});
+  truth["slow_cells"] = cells;
+  std::ofstream t(f.truth_path);
+  t << truth.dump(2) << "\n";
+  return static_cast<bool>(t);
+}
+
+}  // namespace
+}  // namespace stagefrontier
+
+int main(int argc, char** argv) {
+  using namespace stagefrontier;
+  CLI::App app{"Simulate synchronized data-parallel training and write per-rank stage timestamps"};
+  SimFlags f;
+  AddFlags(app, &f);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 1;
+  }
+  absl::StatusOr<SimConfig> config = ConfigFrom(f);
+  if (!config.ok()) {
+    std::cerr << "stagefrontier-sim: " << config.status().message() << "\n";
+    return 2;
+  }
+  absl::StatusOr<TrainingSimulator> sim = TrainingSimulator::Create(*config);
+  if (!sim.ok()) {
+    std::cerr << "stagefrontier-sim: " << sim.status().message() << "\n";
+    return 2;
+  }
+  std::ofstream file;
+  if (!f.out_path.empty()) {
+    file.open(f.out_path);
+    if (!file) {
+      std::cerr << "stagefrontier-sim: cannot write " << f.out_path << "\n";
+      return 2;
+    }
+  }
+  std::ostream& out = f.out_path.empty() ? std::cout : file;
+  WriteRun(*sim, f, *config, out);
   if (!out) {
     std::cerr << "stagefrontier-sim: write failed\n";
     return 2;
   }
-  if (!truth_path.empty()) {
-    nlohmann::ordered_json truth;
-    truth["job"] = job;
-    truth["faults"] = faults;
-    nlohmann::ordered_json cells = nlohmann::ordered_json::array();
-    for (auto [stage, rank] : sim->FaultCells())
-      cells.push_back({{"stage", sim->schema().stage(stage).name}, {"rank", rank}});
-    truth["slow_cells"] = cells;
-    std::ofstream t(truth_path);
-    t << truth.dump(2) << "\n";
-    if (!t) {
-      std::cerr << "stagefrontier-sim: cannot write " << truth_path << "\n";
-      return 2;
-    }
+  if (!f.truth_path.empty() && !WriteTruth(*sim, f)) {
+    std::cerr << "stagefrontier-sim: cannot write " << f.truth_path << "\n";
+    return 2;
   }
   return 0;
 }
