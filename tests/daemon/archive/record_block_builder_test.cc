@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <random>
 
-#include "daemon/wire/rank_steps.h"
+#include "tests/daemon/archive/step_records.h"
 
 namespace stagefrontier {
 namespace {
@@ -13,23 +13,9 @@ constexpr uint32_t kStages = 3;
 // Steps [0, steps) of 4 ranks, one batch record and one closed record per step.
 std::vector<v1::JournalRecord> Journal(int64_t steps) {
   std::mt19937_64 rng(11);
-  std::normal_distribution<double> jitter(0, 20'000);
   std::vector<v1::JournalRecord> out;
   for (int64_t s = 0; s < steps; ++s) {
-    v1::JournalRecord batch;
-    for (int rank = 0; rank < 4; ++rank) {
-      wire::PackedStepsEncoder enc(kStages);
-      int64_t d[kStages];
-      for (uint32_t k = 0; k < kStages; ++k) {
-        d[k] = 3'000'000 * (k + 1) + static_cast<int64_t>(jitter(rng));
-      }
-      enc.Add(s, d, 0);
-      *batch.mutable_ranks()->add_steps() = wire::MakeRankSteps("job", rank, enc);
-    }
-    out.push_back(std::move(batch));
-    v1::JournalRecord closed;
-    closed.mutable_closed()->set_step(s);
-    out.push_back(std::move(closed));
+    for (v1::JournalRecord& r : NodeStepRecords(s, kStages, 4, rng)) out.push_back(std::move(r));
   }
   return out;
 }

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <thread>
 
-#include "daemon/wire/rank_steps.h"
+#include "tests/daemon/archive/step_records.h"
 
 namespace stagefrontier {
 namespace {
@@ -33,19 +33,7 @@ v1::JournalRecord Declared() {
 
 // Step `step` of ranks 0..3 as one node's batch, then its close.
 std::vector<v1::JournalRecord> Step(int64_t step, std::mt19937_64& rng) {
-  std::vector<v1::JournalRecord> out(2);
-  std::normal_distribution<double> jitter(0, 20'000);
-  for (int rank = 0; rank < 4; ++rank) {
-    wire::PackedStepsEncoder enc(kStages);
-    int64_t d[kStages];
-    for (uint32_t k = 0; k < kStages; ++k) {
-      d[k] = 3'000'000 * (k + 1) + static_cast<int64_t>(jitter(rng));
-    }
-    enc.Add(step, d, 0);
-    *out[0].mutable_ranks()->add_steps() = wire::MakeRankSteps("job", rank, enc);
-  }
-  out[1].mutable_closed()->set_step(step);
-  return out;
+  return NodeStepRecords(step, kStages, 4, rng);
 }
 
 // Every record the journal at `path` replays, serialized.
