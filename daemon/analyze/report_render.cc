@@ -16,7 +16,8 @@ std::string StageName(const StageSchema& schema, int32_t k) {
   return k >= 0 && static_cast<size_t>(k) < schema.size() ? schema.stage(k).name : "-";
 }
 
-void RenderGroup(const StageSchema& schema, const GroupReport& g, std::string* out) {
+// The verdict, its explanation and what would settle it.
+void RenderVerdictLines(const StageSchema& schema, const GroupReport& g, std::string* out) {
   const Verdict& v = g.verdict;
   absl::StrAppend(out, "VERDICT  ", LabelText(v), v.group_wide ? " (group-wide)" : "", "   steps ",
                   v.first_step, "..", v.last_step, " (", v.steps, " steps, ", v.flagged_steps,
@@ -30,7 +31,10 @@ void RenderGroup(const StageSchema& schema, const GroupReport& g, std::string* o
     absl::StrAppend(out, "  ranks not reporting: ", absl::StrJoin(v.missing_ranks, ", "), " (",
                     v.partial_steps, " partial steps)\n");
   }
+}
 
+// The frontier waterfall: per stage, its mean increment, baseline, excess and leaders.
+void RenderWaterfall(const StageSchema& schema, const GroupReport& g, std::string* out) {
   absl::StrAppend(out, "\nFrontier waterfall (ms per step, mean over the window)\n");
   absl::StrAppend(out,
                   absl::StrFormat("  %-14s %-8s %9s %9s %9s  %-26s %s\n", "stage", "kind", "dF",
@@ -52,7 +56,11 @@ void RenderGroup(const StageSchema& schema, const GroupReport& g, std::string* o
   }
   absl::StrAppend(out, absl::StrFormat("  %-14s %-8s %9s   (exposed step time E = sum of dF)\n",
                                        "exposed", "", FormatMsNumber(total)));
+}
 
+// The suspects with their share, excess and what-if saving.
+void RenderSuspects(const StageSchema& schema, const GroupReport& g, std::string* out) {
+  const Verdict& v = g.verdict;
   absl::StrAppend(out, "\nSuspects\n");
   if (v.suspects.empty()) {
     absl::StrAppend(out, "  none: no excess above noise\n");
@@ -70,7 +78,10 @@ void RenderGroup(const StageSchema& schema, const GroupReport& g, std::string* o
                    s.flagged_steps, FormatMsNumber(static_cast<double>(s.what_if_saving_ns))));
     }
   }
+}
 
+// What the mean and max dashboards would show beside the frontier.
+void RenderDashboards(const StageSchema& schema, const GroupReport& g, std::string* out) {
   absl::StrAppend(out,
                   "\nWhat the cheap dashboards would show (ms per step; change vs their own "
                   "healthy baseline)\n");
@@ -95,7 +106,10 @@ void RenderGroup(const StageSchema& schema, const GroupReport& g, std::string* o
                       ? " (the max dashboard counts waits twice)"
                       : "",
                   "\n");
+}
 
+// Rank divergence and 3-sigma outliers.
+void RenderCorroboration(const StageSchema& schema, const GroupReport& g, std::string* out) {
   absl::StrAppend(out, "\nCorroboration (KAIR)\n  rank divergence, mean KS distance from peers:");
   for (size_t i = 0; i < g.divergence.size() && i < 5; ++i) {
     absl::StrAppend(out,
@@ -111,6 +125,14 @@ void RenderGroup(const StageSchema& schema, const GroupReport& g, std::string* o
                                     g.outliers[i].rank, 100 * g.outliers[i].fraction));
   }
   absl::StrAppend(out, "\n");
+}
+
+void RenderGroup(const StageSchema& schema, const GroupReport& g, std::string* out) {
+  RenderVerdictLines(schema, g, out);
+  RenderWaterfall(schema, g, out);
+  RenderSuspects(schema, g, out);
+  RenderDashboards(schema, g, out);
+  RenderCorroboration(schema, g, out);
 }
 
 nlohmann::ordered_json VerdictJson(const StageSchema& schema, const Verdict& v) {
