@@ -97,8 +97,8 @@ void SegmentReader::RefreshSchema(uint32_t local_rank, SlotState& st) {
   st.schema_failed = false;
 }
 
-bool SegmentReader::Decode(uint32_t local_rank, SlotState& st, uint64_t cursor) {
-  const v1::StepRecord& rec = view_.record(local_rank, cursor);
+std::optional<uint32_t> SegmentReader::CheckHeader(uint32_t local_rank, SlotState& st,
+                                                   const v1::StepRecord& rec, uint64_t cursor) {
   const uint64_t seq = rec.seq.load(std::memory_order_relaxed);
   if (seq != 2 * cursor + 2) {
     if (seq == 2 * cursor + 1) {
@@ -109,52 +109,31 @@ bool SegmentReader::Decode(uint32_t local_rank, SlotState& st, uint64_t cursor) 
            absl::StrCat("record ", cursor, " has sequence ", seq, ", expected ", 2 * cursor + 2,
                         " (overwritten or corrupt)"));
     }
-    return false;
+    return std::nullopt;
   }
   if (!st.schema_ok) {
     Fail(local_rank, st, &st.invalid,
          absl::StrCat("record ", cursor, " arrived in a slot without a valid schema"));
-    return false;
+    return std::nullopt;
   }
   if (rec.schema_hash != st.schema_hash) {
     Fail(local_rank, st, &st.invalid,
          absl::StrCat("record ", cursor, " was written under another schema (by owner generation ",
                       rec.generation, ", before the slot's current owner)"));
-    return false;
+    return std::nullopt;
   }
   const uint32_t count = rec.stage_count;
   if (count != st.stages.size()) {
     Fail(local_rank, st, &st.invalid,
          absl::StrCat("record ", cursor, " has ", count, " stages, the schema has ",
                       st.stages.size()));
-    return false;
+    return std::nullopt;
   }
-  const int64_t step = rec.step;
-  // Copied out first: the writer (or anyone with write access) may change the record under us.
-  scratch_.boundaries_ns.assign(rec.boundaries_ns, rec.boundaries_ns + count + 1);
-  const int64_t end_ns = rec.end_ns;
-  uint32_t bad_stage = 0;
-  if (const RecordProblem p =
-          CheckStepRecord(step, scratch_.boundaries_ns.data(), count, end_ns, &bad_stage);
-      p != RecordProblem::kNone) {
-    const bool stage_problem =
-        p == RecordProblem::kStageBackwards || p == RecordProblem::kStageTooLong;
-    if (p == RecordProblem::kStageBackwards || p == RecordProblem::kEndBeforeLastStage) {
-      ++st.clock_backwards;
-    }
-    Fail(local_rank, st, &st.invalid,
-         absl::StrCat(
-             "record ", cursor, " (step ", step, "): ", RecordProblemText(p),
-             stage_problem ? absl::StrCat(" (stage \"", st.stages[bad_stage].first, "\")") : ""));
-    return false;
-  }
-  if (rec.generation != st.step_generation) {
-    st.step_generation = rec.generation;
-    st.have_step = false;  // a new owner may restart its step numbering (elastic restart)
-    st.have_previous = false;
-    st.last_end_ns = -1;
-  }
-  // Clock checks: counted, and the record still goes on (its durations are valid).
+  return count;
+}
+
+void SegmentReader::CheckClocks(uint32_t local_rank, SlotState& st, int64_t step, int64_t end_ns) {
+  // Counted, and the record still goes on (its durations are valid).
   if (st.last_end_ns >= 0 && scratch_.boundaries_ns[0] < st.last_end_ns) {
     Fail(local_rank, st, &st.clock_backwards,
          absl::StrCat("step ", step, " starts ", st.last_end_ns - scratch_.boundaries_ns[0],
@@ -167,6 +146,9 @@ bool SegmentReader::Decode(uint32_t local_rank, SlotState& st, uint64_t cursor) 
                       "CLOCK_MONOTONIC, or its clock jumped"));
   }
   st.last_end_ns = std::max(st.last_end_ns, end_ns);
+}
+
+bool SegmentReader::AdvanceStep(uint32_t local_rank, SlotState& st, int64_t step) {
   if (st.have_step && step <= st.last_step) {
     if (!st.have_previous || step <= st.previous_step) {
       Fail(local_rank, st, &st.invalid,
@@ -189,10 +171,46 @@ bool SegmentReader::Decode(uint32_t local_rank, SlotState& st, uint64_t cursor) 
   st.previous_step = st.last_step;
   st.have_step = true;
   st.last_step = step;
+  return true;
+}
+
+bool SegmentReader::Decode(uint32_t local_rank, SlotState& st, uint64_t cursor) {
+  const v1::StepRecord& rec = view_.record(local_rank, cursor);
+  // Each field of the record is read once: the writer (or anyone with write access) may change
+  // it under us, so the count checked is the count used.
+  const std::optional<uint32_t> count = CheckHeader(local_rank, st, rec, cursor);
+  if (!count) return false;
+  const int64_t step = rec.step;
+  scratch_.boundaries_ns.assign(rec.boundaries_ns, rec.boundaries_ns + *count + 1);
+  const int64_t end_ns = rec.end_ns;
+  uint32_t bad_stage = 0;
+  if (const RecordProblem p =
+          CheckStepRecord(step, scratch_.boundaries_ns.data(), *count, end_ns, &bad_stage);
+      p != RecordProblem::kNone) {
+    const bool stage_problem =
+        p == RecordProblem::kStageBackwards || p == RecordProblem::kStageTooLong;
+    if (p == RecordProblem::kStageBackwards || p == RecordProblem::kEndBeforeLastStage) {
+      ++st.clock_backwards;
+    }
+    Fail(local_rank, st, &st.invalid,
+         absl::StrCat(
+             "record ", cursor, " (step ", step, "): ", RecordProblemText(p),
+             stage_problem ? absl::StrCat(" (stage \"", st.stages[bad_stage].first, "\")") : ""));
+    return false;
+  }
+  const uint32_t generation = rec.generation;
+  if (generation != st.step_generation) {
+    st.step_generation = generation;
+    st.have_step = false;  // a new owner may restart its step numbering (elastic restart)
+    st.have_previous = false;
+    st.last_end_ns = -1;
+  }
+  CheckClocks(local_rank, st, step, end_ns);
+  if (!AdvanceStep(local_rank, st, step)) return false;
   const v1::SlotHeader& slot = view_.slot(local_rank);
   scratch_.local_rank = local_rank;
   scratch_.rank = slot.rank;
-  scratch_.generation = rec.generation;
+  scratch_.generation = generation;
   scratch_.step = step;
   scratch_.end_ns = end_ns;
   scratch_.flags = rec.flags;

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -151,6 +152,15 @@ class SegmentReader {
   void Fail(uint32_t local_rank, SlotState& st, uint64_t* counter, std::string message);
   // Validates record `cursor` of a slot into scratch_; returns false (counted) if it fails.
   bool Decode(uint32_t local_rank, SlotState& st, uint64_t cursor);
+  // Decode's steps. The record's sequence, schema and stage count: the count, or nothing
+  // (counted and said) when the record cannot be used.
+  std::optional<uint32_t> CheckHeader(uint32_t local_rank, SlotState& st, const v1::StepRecord& rec,
+                                      uint64_t cursor);
+  // Clocks that went backwards or ahead: counted, the record still goes on.
+  void CheckClocks(uint32_t local_rank, SlotState& st, int64_t step, int64_t end_ns);
+  // The rank's step numbering: gaps counted, one odd step number resynchronized; false for a
+  // duplicated or out-of-order step.
+  bool AdvanceStep(uint32_t local_rank, SlotState& st, int64_t step);
 
   SegmentView view_;
   ReaderOptions options_;

@@ -58,7 +58,7 @@ absl::Status ValidateProbeCapacity(uint32_t probe_ring_capacity) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<SegmentView> SegmentView::Open(void* base, size_t size) {
+absl::StatusOr<uint32_t> SegmentView::CheckIdentity(const void* base, size_t size) {
   const char* bytes = static_cast<const char*>(base);
   if (base == nullptr || reinterpret_cast<uintptr_t>(base) % 8 != 0) {
     return absl::InvalidArgumentError("segment bytes must be 8-byte aligned");
@@ -89,15 +89,10 @@ absl::StatusOr<SegmentView> SegmentView::Open(void* base, size_t size) {
     return absl::DataLossError(
         absl::StrCat("segment is ", size, " bytes, shorter than its 4096-byte header: truncated"));
   }
-  auto* header = static_cast<v1::SegmentHeader*>(base);
-  if (header->init_complete.load(std::memory_order_acquire) != v1::kInitComplete) {
-    return absl::FailedPreconditionError(
-        "segment initialization is not complete (its creator crashed or is still writing)");
-  }
-  // Every geometry field is copied out once and judged on the copy: the bytes may change
-  // while we look at them.
-  SegmentView view(header, static_cast<char*>(base));
-  view.version_ = version;
+  return version;
+}
+
+absl::Status SegmentView::ReadGeometry(const char* bytes) {
   const uint32_t header_bytes = Load<uint32_t>(bytes + offsetof(v1::SegmentHeader, header_bytes));
   const uint64_t slots_offset = Load<uint64_t>(bytes + offsetof(v1::SegmentHeader, slots_offset));
   if (header_bytes != v1::kHeaderBytes || slots_offset != v1::kHeaderBytes) {
@@ -111,46 +106,65 @@ absl::StatusOr<SegmentView> SegmentView::Open(void* base, size_t size) {
     return absl::DataLossError(absl::StrCat("segment record size ", record_bytes, " / max stages ",
                                             max_stages, " differ from layout v1's 320 / 32"));
   }
-  std::memcpy(view.job_id_, bytes + offsetof(v1::SegmentHeader, job_id), sizeof(view.job_id_));
-  const size_t job_len = strnlen(view.job_id_, sizeof(view.job_id_));
-  if (job_len == sizeof(view.job_id_)) {
+  std::memcpy(job_id_, bytes + offsetof(v1::SegmentHeader, job_id), sizeof(job_id_));
+  const size_t job_len = strnlen(job_id_, sizeof(job_id_));
+  if (job_len == sizeof(job_id_)) {
     return absl::DataLossError("segment job id is not NUL-terminated");
   }
-  view.slot_count_ = Load<uint32_t>(bytes + offsetof(v1::SegmentHeader, slot_count));
-  view.ring_capacity_ = Load<uint32_t>(bytes + offsetof(v1::SegmentHeader, ring_capacity));
-  if (absl::Status s = ValidateGeometry(std::string(view.job_id_, job_len), view.slot_count_,
-                                        view.ring_capacity_);
+  slot_count_ = Load<uint32_t>(bytes + offsetof(v1::SegmentHeader, slot_count));
+  ring_capacity_ = Load<uint32_t>(bytes + offsetof(v1::SegmentHeader, ring_capacity));
+  if (absl::Status s = ValidateGeometry(std::string(job_id_, job_len), slot_count_, ring_capacity_);
       !s.ok()) {
     return absl::DataLossError(absl::StrCat("segment header is corrupt: ", s.message()));
   }
-  view.slot_bytes_ = Load<uint64_t>(bytes + offsetof(v1::SegmentHeader, slot_bytes));
-  if (view.slot_bytes_ != v1::SlotBytes(view.ring_capacity_)) {
-    return absl::DataLossError(absl::StrCat("segment slot size ", view.slot_bytes_,
-                                            " does not match its ring capacity ",
-                                            view.ring_capacity_));
+  slot_bytes_ = Load<uint64_t>(bytes + offsetof(v1::SegmentHeader, slot_bytes));
+  if (slot_bytes_ != v1::SlotBytes(ring_capacity_)) {
+    return absl::DataLossError(absl::StrCat("segment slot size ", slot_bytes_,
+                                            " does not match its ring capacity ", ring_capacity_));
   }
+  return absl::OkStatus();
+}
+
+absl::Status SegmentView::ReadProbeGeometry(const char* bytes, uint64_t* expected) {
+  const char* g = bytes + v2::kProbeGeometryOffset;
+  const uint32_t cap = Load<uint32_t>(g + offsetof(v2::ProbeGeometry, probe_ring_capacity));
+  if (cap == 0 || !ValidateProbeCapacity(cap).ok()) {
+    return absl::DataLossError(absl::StrCat("segment probe ring capacity ", cap,
+                                            " is not a power of two in ", v2::kMinProbeRingCapacity,
+                                            "..", v2::kMaxProbeRingCapacity));
+  }
+  const uint32_t probe_record_bytes =
+      Load<uint32_t>(g + offsetof(v2::ProbeGeometry, probe_record_bytes));
+  probe_slot_bytes_ = Load<uint64_t>(g + offsetof(v2::ProbeGeometry, probe_slot_bytes));
+  probe_offset_ = Load<uint64_t>(g + offsetof(v2::ProbeGeometry, probe_offset));
+  if (probe_record_bytes != sizeof(v2::ProbeRecord) ||
+      probe_slot_bytes_ != v2::ProbeSlotBytes(cap) || probe_offset_ != *expected) {
+    return absl::DataLossError(absl::StrCat(
+        "segment probe geometry (offset ", probe_offset_, ", record ", probe_record_bytes,
+        " bytes, slot ", probe_slot_bytes_, " bytes) differs from layout v2's for capacity ", cap));
+  }
+  probe_ring_capacity_ = cap;
+  *expected = v2::SegmentBytes(slot_count_, ring_capacity_, cap);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SegmentView> SegmentView::Open(void* base, size_t size) {
+  const absl::StatusOr<uint32_t> version = CheckIdentity(base, size);
+  if (!version.ok()) return version.status();
+  auto* header = static_cast<v1::SegmentHeader*>(base);
+  if (header->init_complete.load(std::memory_order_acquire) != v1::kInitComplete) {
+    return absl::FailedPreconditionError(
+        "segment initialization is not complete (its creator crashed or is still writing)");
+  }
+  // Every geometry field is copied out once and judged on the copy: the bytes may change
+  // while we look at them.
+  const char* bytes = static_cast<const char*>(base);
+  SegmentView view(header, static_cast<char*>(base));
+  view.version_ = *version;
+  if (absl::Status s = view.ReadGeometry(bytes); !s.ok()) return s;
   uint64_t expected = v1::SegmentBytes(view.slot_count_, view.ring_capacity_);
-  if (version == v2::kLayoutVersion) {
-    const char* g = bytes + v2::kProbeGeometryOffset;
-    const uint32_t cap = Load<uint32_t>(g + offsetof(v2::ProbeGeometry, probe_ring_capacity));
-    if (cap == 0 || !ValidateProbeCapacity(cap).ok()) {
-      return absl::DataLossError(
-          absl::StrCat("segment probe ring capacity ", cap, " is not a power of two in ",
-                       v2::kMinProbeRingCapacity, "..", v2::kMaxProbeRingCapacity));
-    }
-    const uint32_t probe_record_bytes =
-        Load<uint32_t>(g + offsetof(v2::ProbeGeometry, probe_record_bytes));
-    view.probe_slot_bytes_ = Load<uint64_t>(g + offsetof(v2::ProbeGeometry, probe_slot_bytes));
-    view.probe_offset_ = Load<uint64_t>(g + offsetof(v2::ProbeGeometry, probe_offset));
-    if (probe_record_bytes != sizeof(v2::ProbeRecord) ||
-        view.probe_slot_bytes_ != v2::ProbeSlotBytes(cap) || view.probe_offset_ != expected) {
-      return absl::DataLossError(
-          absl::StrCat("segment probe geometry (offset ", view.probe_offset_, ", record ",
-                       probe_record_bytes, " bytes, slot ", view.probe_slot_bytes_,
-                       " bytes) differs from layout v2's for capacity ", cap));
-    }
-    view.probe_ring_capacity_ = cap;
-    expected = v2::SegmentBytes(view.slot_count_, view.ring_capacity_, cap);
+  if (*version == v2::kLayoutVersion) {
+    if (absl::Status s = view.ReadProbeGeometry(bytes, &expected); !s.ok()) return s;
   }
   view.total_bytes_ = Load<uint64_t>(bytes + offsetof(v1::SegmentHeader, total_bytes));
   if (view.total_bytes_ != expected) {

@@ -75,6 +75,13 @@ class SegmentView {
 
  private:
   SegmentView(v1::SegmentHeader* header, char* base) : header_(header), base_(base) {}
+  // Open's steps. Alignment, magic, a known layout version and room for the header: the
+  // version.
+  static absl::StatusOr<uint32_t> CheckIdentity(const void* base, size_t size);
+  // The header's v1 geometry, each field copied out once, into this view.
+  absl::Status ReadGeometry(const char* bytes);
+  // Layout v2's probe rings; `expected` (the segment's size so far) grows by them.
+  absl::Status ReadProbeGeometry(const char* bytes, uint64_t* expected);
   v1::SegmentHeader* header_;
   char* base_;
   // Copied from the header once (see the comment at the top).
