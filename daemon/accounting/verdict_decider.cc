@@ -111,10 +111,19 @@ void VerdictDecider::DecideTopCell(const ExcessTable& t, Verdict* v, VerdictDeci
   // the window would read HEALTHY; but a strongly evident work cell is a straggler whatever
   // the frontier charged: a persistent fault its baseline has absorbed leaves little excess
   // while the rank's own durations stay far from its peers' (docs/results.md, "Session 24").
+  // The charged cell itself counts when it is a tensor stage whose mean shift is strong in this
+  // window (not carried, not a few outlier steps): its rank is slower than its role peers step
+  // after step there, its tensor group's doing (NameTensorGroup widens the verdict to that
+  // group), not a wait on another group; a transfer's duration never is.
   const bool waited =
       d->kind == VerdictKind::kP2pNeighbour || d->kind == VerdictKind::kPipelineWait;
-  if (v->label == VerdictLabel::kHealthy && waited && cells.by_evidence.cell.valid() &&
-      !(cells.by_evidence.cell == top.cell)) {
+  const CellRef strong = cells.by_evidence.cell;
+  const bool strong_tensor_top =
+      strong == top.cell && !cells.by_evidence.carried &&
+      in_.schema.stage(static_cast<size_t>(strong.stage)).kind == StageKind::kTensor &&
+      support.at(strong.stage, strong.member).z >= in_.config.rank_z_strong;
+  if (v->label == VerdictLabel::kHealthy && waited && strong.valid() &&
+      (!(strong == top.cell) || strong_tensor_top)) {
     v->reason = AmbiguityReason::kNone;
     v->settle.clear();
     v->median_margin_ns = 0;

@@ -115,5 +115,41 @@ TEST_CASE("decider: a strong straggler is named where the charged cell waited on
   CHECK(v.explanation.rfind("\"fwd\" on rank 0 takes", 0) == 0);
 }
 
+TEST_CASE("decider: a strong straggler in the tensor stage the frontier charged is named",
+          "[verdict_steps]") {
+  // Regression (docs/results.md, "Session 25"): a 2x2 tensor-parallel job, rank 0's bwd 7 ms
+  // slow every step, read HEALTHY in steps 300-399: the little excess left after the baseline
+  // absorbed the fault was charged to (bwd, rank 0) itself in steps where its replica peer
+  // arrived last at dp_sync, so the cell "waited on its tensor group", while bwd on rank 0
+  // stood 20 standard errors above its peer.
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> noise(0, 200'000);
+  WindowBuilder b(2, "data:io,fwd:tensor,bwd:tensor,dp_sync:sync,apply:compute");
+  for (int i = 0; i < 50; ++i) {
+    const bool charged = i % 10 == 0;
+    std::vector<int64_t> d(10);
+    for (int m = 0; m < 2; ++m) {
+      d[m * 5 + 0] = static_cast<int64_t>(kMs + noise(rng)) + (charged && m == 1 ? 9 * kMs : 0);
+      d[m * 5 + 1] = static_cast<int64_t>(10 * kMs + noise(rng));
+      d[m * 5 + 2] = static_cast<int64_t>(10 * kMs + noise(rng)) + (m == 0 ? 7 * kMs : 0);
+      d[m * 5 + 4] = static_cast<int64_t>(kMs / 2 + noise(rng) / 10);
+    }
+    const int64_t end = std::max(d[0] + d[1] + d[2], d[5] + d[6] + d[7]) + kMs;
+    for (int m = 0; m < 2; ++m) d[m * 5 + 3] = end - d[m * 5] - d[m * 5 + 1] - d[m * 5 + 2];
+    b.Step([&](int m, int k) { return d[m * 5 + k]; },
+           charged ? std::vector{Charge(2, {0}, 2 * kMs)} : std::vector<Attribution>{});
+  }
+  const GroupMembers members({0, 1}, {});
+  VerdictDecision d;
+  const Verdict v =
+      VerdictDecider({"pp0.tp0", b.window(), b.schema(), EngineConfig{}, members, {}, {}})
+          .Decide(&d);
+  INFO(v.explanation);
+  CHECK(d.kind == VerdictKind::kStrongEvidence);
+  CHECK(LabelText(v) == "CLEAR");
+  CHECK(v.candidate_ranks == std::vector<int32_t>{0});
+  CHECK(v.candidate_stages == std::vector<int>{2});
+}
+
 }  // namespace
 }  // namespace stagefrontier::testing
