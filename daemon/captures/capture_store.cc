@@ -114,8 +114,8 @@ absl::Status CaptureStore::AdmitLocked(const v1::CaptureChunk& chunk, const std:
 }
 
 absl::Status CaptureStore::CheckChunkLocked(const v1::CaptureChunk& chunk,
-                                            const std::optional<CaptureFileName>& name,
-                                            bool asked) {
+                                            const std::optional<CaptureFileName>& name, bool asked,
+                                            std::string* what_out) {
   if (!shm::ValidJobId(chunk.job())) {
     return absl::InvalidArgumentError(
         absl::StrCat("capture chunk: job \"", chunk.job().substr(0, 80),
@@ -127,7 +127,8 @@ absl::Status CaptureStore::CheckChunkLocked(const v1::CaptureChunk& chunk,
                      "\" is not trace_rank<R>_step<F>.json, stacks_rank<R>_capture<ID>.txt or "
                      "flightrec_rank<R>_capture<ID>.json"));
   }
-  const std::string what = absl::StrCat("capture ", chunk.file_name(), " of job ", chunk.job());
+  std::string& what = *what_out;
+  what = absl::StrCat("capture ", chunk.file_name(), " of job ", chunk.job());
   if (!asked) {
     ++counters_.refused_not_asked;
     return absl::PermissionDeniedError(absl::StrCat(what,
@@ -163,8 +164,8 @@ absl::StatusOr<v1::CaptureChunkAck> CaptureStore::Accept(const v1::CaptureChunk&
       ++counters_.refused;
       return s;
     };
-    if (absl::Status s = CheckChunkLocked(chunk, name, asked); !s.ok()) return refuse(s);
-    const std::string what = absl::StrCat("capture ", chunk.file_name(), " of job ", chunk.job());
+    std::string what;  // "capture FILE of job JOB", once the two are known to be valid
+    if (absl::Status s = CheckChunkLocked(chunk, name, asked, &what); !s.ok()) return refuse(s);
     const std::string dir = absl::StrCat(options_.root, "/", chunk.job());
     const std::string path = absl::StrCat(dir, "/", chunk.file_name());
     const std::string part = path + ".part";

@@ -125,9 +125,11 @@ class CaptureStore {
   bool EnforceRetentionLocked(const std::string& job, const std::string& keep,
                               uint64_t extra_bytes);
   // Whether `chunk` may be taken at all: its job id and file name (`name`, parsed), whether
-  // this coordinator asked for it, and its sizes. OK or why not.
+  // this coordinator asked for it, and its sizes. OK or why not; once the job id and file name
+  // are valid, `what` names the capture for the messages.
   absl::Status CheckChunkLocked(const v1::CaptureChunk& chunk,
-                                const std::optional<CaptureFileName>& name, bool asked);
+                                const std::optional<CaptureFileName>& name, bool asked,
+                                std::string* what);
   // Admits a new upload of `chunk` (its first chunk): caps and reservations. OK or why not.
   absl::Status AdmitLocked(const v1::CaptureChunk& chunk, const std::string& what);
 

@@ -158,10 +158,6 @@ int ListSelfTests(v1::Query::Stub& stub, const std::string& token, const SelfTes
   return kFound;
 }
 
-}  // namespace
-
-namespace {
-
 // The sweep's probes: the stages and ranks asked for, or the job's non-sync stages on its first,
 // middle and last ranks.
 void SweepTargets(const v1::JobInfo& job, const SelfTestOptions& o,

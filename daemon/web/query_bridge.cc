@@ -242,7 +242,7 @@ QueryBridge::QueryBridge(std::shared_ptr<grpc::ChannelInterface> channel,
 HttpReply QueryBridge::Get(absl::string_view path, absl::string_view query,
                            absl::string_view authorization) const {
   absl::StatusOr<std::map<std::string, std::string>> parsed = ParseQueryString(query);
-  if (!parsed.ok()) return Error(400, "INVALID_ARGUMENT", parsed.status().message());
+  if (!parsed.ok()) return Bad(parsed.status());
   const Params p(std::move(*parsed));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + deadline_);

@@ -312,7 +312,6 @@ class NodeStream final
       h->set_owner_pid(static_cast<uint32_t>(10000 + r));
       h->set_owner("alive");
       h->set_records_read(static_cast<uint64_t>(done + 1));
-      h->set_probe_backend("");
       h->set_open_known(true);
       h->set_open_step(done + 1);
       h->set_open_stage("data");

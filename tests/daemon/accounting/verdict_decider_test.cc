@@ -3,6 +3,7 @@
 #include "daemon/accounting/verdict_decider.h"
 
 #include <catch2/catch.hpp>
+#include <functional>
 #include <random>
 
 #include "tests/daemon/accounting/window_fixture.h"
@@ -75,35 +76,51 @@ TEST_CASE("decider: a persistent data stall on one rank is CLEAR", "[verdict_ste
   CHECK(v.explanation.rfind("\"data\" on rank 3 holds 100% of the excess", 0) == 0);
 }
 
+// One tensor position's group of a tensor-parallel job: its two members (one per replica)
+// over 50 steps of data, fwd and bwd (tensor stages), dp_sync and apply, with 0.2 ms of noise;
+// `extra(i, m, k)` adds to member m's stage k in step i, and every 10th step charges `charge`.
+// Both members leave dp_sync together: the later arrival waits less.
+Verdict DecideTensorPair(uint64_t seed, const std::function<int64_t(int, int, int)>& extra,
+                         const Attribution& charge, VerdictDecision* d) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> noise(0, 200'000);
+  WindowBuilder b(2, "data:io,fwd:tensor,bwd:tensor,dp_sync:sync,apply:compute");
+  for (int i = 0; i < 50; ++i) {
+    std::vector<int64_t> dur(10);
+    for (int m = 0; m < 2; ++m) {
+      int64_t* x = &dur[m * 5];
+      x[0] = static_cast<int64_t>(kMs + noise(rng)) + extra(i, m, 0);
+      x[1] = static_cast<int64_t>(10 * kMs + noise(rng)) + extra(i, m, 1);
+      x[2] = static_cast<int64_t>(10 * kMs + noise(rng)) + extra(i, m, 2);
+      x[4] = static_cast<int64_t>(kMs / 2 + noise(rng) / 10);
+    }
+    const int64_t end = std::max(dur[0] + dur[1] + dur[2], dur[5] + dur[6] + dur[7]) + kMs;
+    for (int m = 0; m < 2; ++m) {
+      dur[m * 5 + 3] = end - dur[m * 5] - dur[m * 5 + 1] - dur[m * 5 + 2];
+    }
+    b.Step([&](int m, int k) { return dur[m * 5 + k]; },
+           i % 10 == 0 ? std::vector{charge} : std::vector<Attribution>{});
+  }
+  const GroupMembers members({0, 1}, {});
+  return VerdictDecider({"pp0.tp0", b.window(), b.schema(), EngineConfig{}, members, {}, {}})
+      .Decide(d);
+}
+
 TEST_CASE("decider: a strong straggler is named where the charged cell waited on others",
           "[verdict_steps]") {
   // Regression (docs/results.md, "Session 24"): a tensor-parallel job's persistent fwd fault
   // (9 ms a step on replica 0) read HEALTHY once the frontier's baseline had absorbed it: the
   // little excess left was charged to the other replica's bwd, a tensor stage that waited on
   // its tensor group (no one was held back by it), while fwd on rank 0 stood 17 standard
-  // errors above its peer.
-  std::mt19937_64 rng(5);
-  std::normal_distribution<double> noise(0, 200'000);
-  WindowBuilder b(2, "data:io,fwd:tensor,bwd:tensor,dp_sync:sync,apply:compute");
-  for (int i = 0; i < 50; ++i) {
-    std::vector<int64_t> d(10);
-    for (int m = 0; m < 2; ++m) {
-      d[m * 5 + 0] = static_cast<int64_t>(kMs + noise(rng));
-      d[m * 5 + 1] = static_cast<int64_t>(10 * kMs + noise(rng)) + (m == 0 ? 9 * kMs : 0);
-      d[m * 5 + 2] = static_cast<int64_t>(10 * kMs + noise(rng)) + (m == 1 ? 2 * kMs : 0);
-      d[m * 5 + 4] = static_cast<int64_t>(kMs / 2 + noise(rng) / 10);
-    }
-    // Both leave dp_sync together: rank 0 arrives last, rank 1 waits.
-    const int64_t end = std::max(d[0] + d[1] + d[2], d[5] + d[6] + d[7]) + kMs;
-    for (int m = 0; m < 2; ++m) d[m * 5 + 3] = end - d[m * 5] - d[m * 5 + 1] - d[m * 5 + 2];
-    b.Step([&](int m, int k) { return d[m * 5 + k]; },
-           i % 10 == 0 ? std::vector{Charge(2, {1}, 2 * kMs)} : std::vector<Attribution>{});
-  }
-  const GroupMembers members({0, 1}, {});
-  const std::string group = "pp0.tp0";
+  // errors above its peer. Rank 0 arrives last at dp_sync, rank 1 waits.
   VerdictDecision d;
-  const Verdict v =
-      VerdictDecider({group, b.window(), b.schema(), EngineConfig{}, members, {}, {}}).Decide(&d);
+  const Verdict v = DecideTensorPair(
+      5,
+      [](int, int m, int k) -> int64_t {
+        if (k == 1 && m == 0) return 9 * kMs;
+        return k == 2 && m == 1 ? 2 * kMs : 0;
+      },
+      Charge(2, {1}, 2 * kMs), &d);
   INFO(v.explanation);
   CHECK(d.kind == VerdictKind::kStrongEvidence);
   CHECK(LabelText(v) == "CLEAR");
@@ -120,30 +137,17 @@ TEST_CASE("decider: a strong straggler in the tensor stage the frontier charged 
   // Regression (docs/results.md, "Session 25"): a 2x2 tensor-parallel job, rank 0's bwd 7 ms
   // slow every step, read HEALTHY in steps 300-399: the little excess left after the baseline
   // absorbed the fault was charged to (bwd, rank 0) itself in steps where its replica peer
-  // arrived last at dp_sync, so the cell "waited on its tensor group", while bwd on rank 0
-  // stood 20 standard errors above its peer.
-  std::mt19937_64 rng(7);
-  std::normal_distribution<double> noise(0, 200'000);
-  WindowBuilder b(2, "data:io,fwd:tensor,bwd:tensor,dp_sync:sync,apply:compute");
-  for (int i = 0; i < 50; ++i) {
-    const bool charged = i % 10 == 0;
-    std::vector<int64_t> d(10);
-    for (int m = 0; m < 2; ++m) {
-      d[m * 5 + 0] = static_cast<int64_t>(kMs + noise(rng)) + (charged && m == 1 ? 9 * kMs : 0);
-      d[m * 5 + 1] = static_cast<int64_t>(10 * kMs + noise(rng));
-      d[m * 5 + 2] = static_cast<int64_t>(10 * kMs + noise(rng)) + (m == 0 ? 7 * kMs : 0);
-      d[m * 5 + 4] = static_cast<int64_t>(kMs / 2 + noise(rng) / 10);
-    }
-    const int64_t end = std::max(d[0] + d[1] + d[2], d[5] + d[6] + d[7]) + kMs;
-    for (int m = 0; m < 2; ++m) d[m * 5 + 3] = end - d[m * 5] - d[m * 5 + 1] - d[m * 5 + 2];
-    b.Step([&](int m, int k) { return d[m * 5 + k]; },
-           charged ? std::vector{Charge(2, {0}, 2 * kMs)} : std::vector<Attribution>{});
-  }
-  const GroupMembers members({0, 1}, {});
+  // arrived last at dp_sync (here: a 9 ms data stall of rank 1 in the charged steps), so the
+  // cell "waited on its tensor group", while bwd on rank 0 stood 20 standard errors above its
+  // peer.
   VerdictDecision d;
-  const Verdict v =
-      VerdictDecider({"pp0.tp0", b.window(), b.schema(), EngineConfig{}, members, {}, {}})
-          .Decide(&d);
+  const Verdict v = DecideTensorPair(
+      7,
+      [](int i, int m, int k) -> int64_t {
+        if (k == 0 && m == 1 && i % 10 == 0) return 9 * kMs;
+        return k == 2 && m == 0 ? 7 * kMs : 0;
+      },
+      Charge(2, {0}, 2 * kMs), &d);
   INFO(v.explanation);
   CHECK(d.kind == VerdictKind::kStrongEvidence);
   CHECK(LabelText(v) == "CLEAR");
