@@ -223,6 +223,22 @@ TEST_CASE("capture store: bad chunks get specific errors and a count") {
   CHECK(ack->next_offset() == 10000);
 }
 
+TEST_CASE("capture store: a huge file name or job id is refused with a short message") {
+  const std::string root = TempDir();
+  CaptureStore store({.root = root});
+  REQUIRE(store.Open().ok());
+  const std::string whole = Payload(1000);
+  const std::string huge(1 << 20, 'a');
+  for (v1::CaptureChunk c : {MakeChunk(huge + ".json", whole, 0, 1000),
+                             MakeChunk("trace_rank0_step1.json", whole, 0, 1000, huge)}) {
+    const absl::Status s = store.Accept(c).status();
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(s.message().size() < 300);
+  }
+  CHECK(store.counters().refused == 2);
+  CHECK(store.Files("").empty());
+}
+
 TEST_CASE("capture store: retention drops the oldest files by count and bytes") {
   const std::string root = TempDir();
   CaptureStore store({.root = root, .max_total_bytes = 25000, .max_files = 3});
