@@ -113,6 +113,9 @@ void CoordinatorMetrics::RegisterProcessCounters() {
   ingest_batches_ =
       &Counters(r, "stagefrontier_ingest_batches_total", "Step batches received from sidecars")
            .Add({});
+  ingest_health_reports_ = &Counters(r, "stagefrontier_ingest_health_reports_total",
+                                     "Slot health reports received from sidecars")
+                                .Add({});
   unauthenticated_ = &Counters(r, "stagefrontier_unauthenticated_requests_total",
                                "Requests refused for a missing or wrong token")
                           .Add({});

@@ -70,6 +70,7 @@ class CoordinatorMetrics {
 
   prometheus::Gauge& sidecar_streams() { return *sidecar_streams_; }
   prometheus::Counter& ingest_batches() { return *ingest_batches_; }
+  prometheus::Counter& ingest_health_reports() { return *ingest_health_reports_; }
   // Streams ended by the coordinator for bad input, by status code: UNAUTHENTICATED,
   // FAILED_PRECONDITION, INVALID_ARGUMENT, UNAVAILABLE; any other code counts as INTERNAL.
   prometheus::Counter& stream_errors(absl::StatusCode code);
@@ -129,6 +130,7 @@ class CoordinatorMetrics {
   prometheus::Gauge* memory_budget_;
   prometheus::Gauge* sidecar_streams_;
   prometheus::Counter* ingest_batches_;
+  prometheus::Counter* ingest_health_reports_;
   prometheus::Counter* unauthenticated_;
   prometheus::Counter* journal_truncated_bytes_;
   prometheus::Counter* journals_set_aside_;

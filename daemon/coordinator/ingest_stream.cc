@@ -132,6 +132,10 @@ bool IngestStream::CheckHelloDeadline(int64_t now_ns) {
 void IngestStream::OnCancel() { End(grpc::CANCELLED, "cancelled"); }
 
 void IngestStream::OnDone() {
+  // Every operation is done: declared_ is ours. Ranks this stream last reported are lost now.
+  for (const auto& [key, d] : declared_) {
+    if (d.job != nullptr) d.job->SidecarStreamEnded(key.second, id_);
+  }
   if (session_ != nullptr) {
     deps_.sessions->Remove(session_);  // waits for a Send in progress
     deps_.metrics->sidecar_streams().Decrement();
@@ -265,7 +269,7 @@ bool IngestStream::OnDeclaration(const v1::RankDeclaration& d, v1::BatchAck* ack
   (*job)->NoteOwner(d, node_);
   declared_[key] = {*job, absl::OkStatus(), nullptr, d};
   if (auto early = early_health_.find(key); early != early_health_.end()) {
-    (*job)->UpdateStubHealth(early->second, node_);
+    (*job)->UpdateStubHealth(early->second, node_, id_);
     early_health_.erase(early);
   }
   if (deps_.sessions->Bind(session_, d.job(), d.rank())) {
@@ -291,7 +295,7 @@ std::optional<absl::StatusOr<IngestCounts>> IngestStream::FollowNewRun(Declared&
   }
   if (!next.ok()) return next.status();
   d.job = *next;
-  return d.job->Ingest(rs, node_, now);
+  return d.job->Ingest(rs, node_, now, id_);
 }
 
 bool IngestStream::OnBatch(const v1::StepBatch& batch) {
@@ -324,7 +328,7 @@ bool IngestStream::OnBatch(const v1::StepBatch& batch) {
       }
       continue;
     }
-    absl::StatusOr<IngestCounts> c = it->second.job->Ingest(rs, node_, now);
+    absl::StatusOr<IngestCounts> c = it->second.job->Ingest(rs, node_, now, id_);
     if (c.ok() && c->new_run) {
       std::optional<absl::StatusOr<IngestCounts>> next = FollowNewRun(it->second, rs, *c, now);
       if (!next) return false;
@@ -364,6 +368,7 @@ bool IngestStream::OnBatch(const v1::StepBatch& batch) {
 }
 
 void IngestStream::OnHealth(const v1::Health& health) {
+  deps_.metrics->ingest_health_reports().Increment();
   for (const v1::SlotHealth& h : health.slots()) {
     auto job = deps_.jobs->Find(h.job());
     if (job == nullptr) {
@@ -375,7 +380,7 @@ void IngestStream::OnHealth(const v1::Health& health) {
       }
       continue;
     }
-    job->UpdateStubHealth(h, node_);
+    job->UpdateStubHealth(h, node_, id_);
     if (deps_.self_tests != nullptr) deps_.self_tests->OnStubAnswer(h.job(), h);
     if (deps_.capture_answers != nullptr && h.capture_state() != 0) {
       deps_.capture_answers->OnCaptureAnswer(h.job(), h);

@@ -519,8 +519,9 @@ absl::StatusOr<IngestCounts> JobState::AlignLocked(const v1::RankSteps& rs, cons
 }
 
 absl::StatusOr<IngestCounts> JobState::Ingest(const v1::RankSteps& rs, const std::string& node,
-                                              int64_t now_ns) {
+                                              int64_t now_ns, uint64_t stream) {
   MutexLock lock(&mu_);
+  stall_.NoteAlive(rs.rank(), now_ns, stream);
   if (rs.rank() >= 0 && rs.rank() < world_size_ && ranks_[rs.rank()].restarted) {
     RankHealthState& h = ranks_[rs.rank()];
     const int64_t first = rs.base_step();  // packed steps start at base_step (packed_steps.h)
@@ -846,10 +847,16 @@ void JobState::UpdateRankGaugesLocked() const {
   if (m_.ranks_finished != nullptr) m_.ranks_finished->Set(n.finished);
 }
 
-void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string& node) {
+void JobState::SidecarStreamEnded(int32_t rank, uint64_t stream) {
+  MutexLock lock(&mu_);
+  stall_.SourceGone(rank, stream);
+}
+
+void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string& node,
+                                uint64_t stream) {
   MutexLock lock(&mu_);
   if (health.rank() < 0 || health.rank() >= world_size_) return;
-  stall_.NotePosition(health.rank(), health, node, shm::MonotonicNowNs());
+  stall_.NotePosition(health.rank(), health, node, shm::MonotonicNowNs(), stream);
   RankHealthState& h = ranks_[health.rank()];
   h.node = node;
   // Stub counters only grow within one owner; a new owner restarts them.

@@ -136,11 +136,16 @@ class JobState {
   void NoteOwner(const v1::RankDeclaration& declaration, const std::string& node);
 
   // Decodes, journals and aligns one RankSteps. InvalidArgument for malformed packed bytes,
-  // OutOfRange for a bad rank; nothing is kept then, nor when it reports new_run.
+  // OutOfRange for a bad rank; nothing is kept then, nor when it reports new_run. `stream`
+  // names the sidecar stream it came by (0: none), whose steps say that sidecar is alive.
   [[nodiscard]] absl::StatusOr<IngestCounts> Ingest(const v1::RankSteps& steps,
-                                                    const std::string& node, int64_t now_ns);
-  // Per-slot counters a sidecar reported for one of this job's ranks.
-  void UpdateStubHealth(const v1::SlotHealth& health, const std::string& node);
+                                                    const std::string& node, int64_t now_ns,
+                                                    uint64_t stream = 0);
+  // Per-slot counters a sidecar reported for one of this job's ranks, by `stream` (0: none).
+  void UpdateStubHealth(const v1::SlotHealth& health, const std::string& node, uint64_t stream = 0);
+  // Sidecar stream `stream` ended: the rank is lost to the stall watch at once if that stream
+  // was the last to report it (a killed sidecar is not silent for seconds first).
+  void SidecarStreamEnded(int32_t rank, uint64_t stream);
 
   // Decides whether the job is stalled at `now_ns` (monotonic), without waiting for a window
   // (stall_watch.h): a stall that begins, changes or ends is journaled, kept with the verdicts

@@ -16,9 +16,24 @@ constexpr int64_t kMaxAgeNs = 86'400'000'000'000;  // a day
 StallWatch::StallWatch(const StageSchema* schema, int32_t world_size, StallOptions options)
     : schema_(schema), options_(options), positions_(static_cast<size_t>(world_size)) {}
 
-void StallWatch::NotePosition(int32_t rank, const v1::SlotHealth& health, const std::string& node,
-                              int64_t now_ns) {
+void StallWatch::NoteAlive(int32_t rank, int64_t now_ns, uint64_t source) {
   if (rank < 0 || static_cast<size_t>(rank) >= positions_.size()) return;
+  Position& p = positions_[static_cast<size_t>(rank)];
+  p.alive_ns = now_ns;
+  p.source = source;
+  p.source_gone = false;
+}
+
+void StallWatch::SourceGone(int32_t rank, uint64_t source) {
+  if (rank < 0 || static_cast<size_t>(rank) >= positions_.size()) return;
+  Position& p = positions_[static_cast<size_t>(rank)];
+  if (p.source == source) p.source_gone = true;
+}
+
+void StallWatch::NotePosition(int32_t rank, const v1::SlotHealth& health, const std::string& node,
+                              int64_t now_ns, uint64_t source) {
+  if (rank < 0 || static_cast<size_t>(rank) >= positions_.size()) return;
+  NoteAlive(rank, now_ns, source);
   Position& p = positions_[static_cast<size_t>(rank)];
   p.node = node;
   // A dead owner whose open stage is not reported: keep the last one seen, and its age.
@@ -155,7 +170,8 @@ std::optional<v1::Stall> StallWatch::Check(int64_t now_ns, int64_t newest_step,
       a.stage = p.stage;
       a.open_ns = OpenNs(p, now_ns);
       a.node = p.node;
-      a.sidecar_lost = p.seen_ns != 0 && now_ns - p.seen_ns > options_.silent_ns;
+      a.sidecar_lost =
+          p.seen_ns != 0 && (p.source_gone || now_ns - p.alive_ns > options_.silent_ns);
       if (r < liveness.size()) {
         a.finished = liveness[r].finished;
         a.process_gone = liveness[r].process_gone;

@@ -5,7 +5,9 @@
 // holds it under its lock.
 //
 //   StallWatch watch(&schema, world_size, options);
-//   watch.NotePosition(rank, slot_health, "node-a", now_ns);      // each sidecar health
+//   watch.NotePosition(rank, slot_health, "node-a", now_ns, id);  // each sidecar health
+//   watch.NoteAlive(rank, now_ns, id);                            // each batch of the rank's
+//   watch.SourceGone(rank, id);                                   // the sidecar's stream ended
 //   watch.NoteStepTime(exposed_ns);                               // each closed step
 //   if (auto e = watch.Check(now_ns, newest_step, ranks, paused, wall_ns)) journal(*e), tell(*e);
 #ifndef STAGEFRONTIER_DAEMON_COORDINATOR_STALL_WATCH_H_
@@ -32,9 +34,11 @@ struct StallOptions {
   int64_t fixed_ns = 0;
   // A group-wide pause (every rank in the same non-sync stage) alarms only past this.
   int64_t pause_alarm_ns = 300'000'000'000;
-  // A rank whose sidecar has not reported for this long is lost, not stuck (health comes every
-  // second): shorter than the stall floor, so that a dead sidecar's stale positions never read
-  // as a hang.
+  // A rank whose sidecar has sent nothing for this long is lost, not stuck: shorter than the
+  // stall floor, so that a dead sidecar's stale positions never read as a hang. A live sidecar
+  // sends something at least every 2.5 s (a batch, or health after 2.5 s of silence), and
+  // health every second while a rank of its node has a stage open past 1 s (a stall forming); a
+  // sidecar whose stream ended is lost at once (SourceGone).
   int64_t silent_ns = 3'000'000'000;
 };
 
@@ -48,8 +52,14 @@ class StallWatch {
  public:
   StallWatch(const StageSchema* schema, int32_t world_size, StallOptions options);
 
+  // `source` names the sidecar stream that reported (0: unknown); a position reported by a
+  // stream that then ended is lost (SourceGone) until a stream reports the rank again.
   void NotePosition(int32_t rank, const v1::SlotHealth& health, const std::string& node,
-                    int64_t now_ns);
+                    int64_t now_ns, uint64_t source = 0);
+  // The rank's sidecar sent something else (its steps): alive, its position unchanged.
+  void NoteAlive(int32_t rank, int64_t now_ns, uint64_t source = 0);
+  // Stream `source` ended: the rank is lost now if that stream was the last to report it.
+  void SourceGone(int32_t rank, uint64_t source);
   void NoteStepTime(int64_t exposed_ns);
   void set_fixed_ns(int64_t ns) { options_.fixed_ns = ns; }
   int64_t LimitNs() const;
@@ -79,6 +89,9 @@ class StallWatch {
     int32_t stage = -1;
     int64_t age_ns = 0;   // as reported
     int64_t seen_ns = 0;  // when (monotonic, this process); 0: never
+    int64_t alive_ns = 0;  // the sidecar's latest message about the rank (health or steps)
+    uint64_t source = 0;   // the stream that sent it
+    bool source_gone = false;
     std::string node;
   };
   int64_t OpenNs(const Position& p, int64_t now_ns) const;

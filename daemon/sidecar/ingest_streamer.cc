@@ -14,6 +14,10 @@
 namespace stagefrontier {
 namespace {
 
+int64_t Ns(std::chrono::milliseconds d) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+}
+
 int64_t Ns(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
@@ -148,7 +152,10 @@ void IngestStreamer::ReadReplies(Connection& c) {
 
 void IngestStreamer::SendLoop(Connection& c) {
   c.next_rescan = Clock::now();
-  c.next_health = Clock::now() + options_.health_every;
+  c.health = HealthCadence({.stalled_every_ns = Ns(options_.health_every),
+                            .quiet_after_ns = Ns(options_.health_quiet),
+                            .max_gap_ns = 2 * Ns(options_.health_quiet)});
+  c.health.Start(Ns(c.next_rescan));
   c.poll = options_.poll_min;
   while (HandleInbox(c)) {
     const auto now = Clock::now();
@@ -161,8 +168,8 @@ void IngestStreamer::SendLoop(Connection& c) {
     bool open_passed = false;
     if (options_.open_stage_report.count() > 0 && now >= c.next_open_check) {
       c.next_open_check = now + options_.open_stage_check;
-      open_passed = drainer_->OpenStagesPassed(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(options_.open_stage_report).count());
+      open_passed =
+          drainer_->OpenStagesPassed(Ns(options_.open_stage_report), 0, &c.stage_open_long);
     }
     // Before such a report what was drained goes out, so that the coordinator has every step the
     // ranks finished when it reads where they are now.
@@ -172,7 +179,8 @@ void IngestStreamer::SendLoop(Connection& c) {
     }
     // A stub's capture answer goes out at once: the next request's answer replaces it in the
     // slot, possibly before the regular report.
-    if ((now >= c.next_health || open_passed || drainer_->CaptureAnswersChanged()) &&
+    if ((c.health.Due(Ns(now), c.stage_open_long) || open_passed ||
+         drainer_->CaptureAnswersChanged()) &&
         !SendHealth(c, now)) {
       break;
     }
@@ -247,7 +255,7 @@ bool IngestStreamer::OnControl(Connection& c, const v1::ControlRequest& request)
 bool IngestStreamer::SendHealth(Connection& c, Clock::time_point now) {
   v1::SidecarMessage h;
   drainer_->FillHealth(h.mutable_health());
-  c.next_health = now + options_.health_every;
+  c.health.Sent(Ns(now), /*health=*/true);
   return h.health().slots_size() == 0 || c.stream->Write(h);
 }
 
@@ -293,6 +301,7 @@ bool IngestStreamer::SendPendingIfDue(Connection& c, Clock::time_point now, bool
   // window's steps already written ("cannot capture" on a capable rank).
   if (c.pending.batch().declarations_size() > 0 && !SendHealth(c, now)) return false;
   if (!c.stream->Write(c.pending)) return false;
+  c.health.Sent(Ns(now), /*health=*/false);
   ++counters_.batches_sent;
   counters_.records_sent += c.pending_n;
   c.unacked += c.pending_n;

@@ -32,6 +32,7 @@
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/log_throttle.h"
 #include "daemon/sidecar/batch_hold.h"
+#include "daemon/sidecar/health_cadence.h"
 #include "daemon/sidecar/segment_drainer.h"
 #include "stagefrontier/v1/ingest.grpc.pb.h"
 
@@ -56,7 +57,11 @@ struct StreamerOptions {
   std::chrono::milliseconds batch_delay = kAutoBatching;
   BatchHoldOptions batch_hold;
   std::chrono::milliseconds rescan_every{1000};
+  // Slot health (health_cadence.h): every health_every while a rank's open stage is older than
+  // open_stage_report (a stall forming: the coordinator reads where the ranks are); otherwise
+  // after health_quiet with nothing sent (a batch counts), and at least every 2 x health_quiet.
   std::chrono::milliseconds health_every{1000};
+  std::chrono::milliseconds health_quiet{2500};
   // Health goes out at once, outside the period, when a rank's open stage becomes older than
   // this (once per open stage; checked every open_stage_check): the coordinator names a hung
   // rank sooner. 0: never.
@@ -114,7 +119,8 @@ class IngestStreamer {
     size_t unacked = 0;
     uint64_t seq = 0;
     Clock::time_point next_rescan;
-    Clock::time_point next_health;
+    HealthCadence health;
+    bool stage_open_long = false;  // as of the last open-stage check
     Clock::time_point next_open_check;
     std::chrono::milliseconds poll{0};
     Clock::time_point stop_deadline{};
@@ -140,8 +146,7 @@ class IngestStreamer {
   void WarnRefused(const v1::Rejection& r);
   // Applies a control request and answers it; false when the answer could not be written.
   bool OnControl(Connection& c, const v1::ControlRequest& request);
-  // Every slot's health, now; the next regular report is one interval later. False when the
-  // stream broke.
+  // Every slot's health, now. False when the stream broke.
   bool SendHealth(Connection& c, Clock::time_point now);
   // Drains what fits into the pending batch; returns the records drained.
   size_t DrainIntoPending(Connection& c, Clock::time_point now);

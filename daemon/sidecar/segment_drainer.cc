@@ -368,7 +368,8 @@ void SegmentDrainer::FillHealth(v1::Health* out, int64_t now_ns) const {
   }
 }
 
-bool SegmentDrainer::OpenStagesPassed(int64_t threshold_ns, int64_t now_ns) {
+bool SegmentDrainer::OpenStagesPassed(int64_t threshold_ns, int64_t now_ns, bool* open_long) {
+  if (open_long != nullptr) *open_long = false;
   if (threshold_ns <= 0) return false;
   const int64_t now = now_ns != 0 ? now_ns : shm::MonotonicNowNs();
   bool passed = false;
@@ -380,6 +381,7 @@ bool SegmentDrainer::OpenStagesPassed(int64_t threshold_ns, int64_t now_ns) {
       shm::OpenStage o;
       if (!shm::ReadOpenStage(slot, &o, /*attempts=*/4) || !o.known()) continue;
       if (shm::HeartbeatAgeNs(now, o.since_ns) < threshold_ns) continue;
+      if (open_long != nullptr) *open_long = true;
       const std::pair<uint64_t, uint64_t> key{slot.generation.load(std::memory_order_relaxed),
                                               o.seq};
       if (seg->open_passed[i] == key) continue;

@@ -85,8 +85,10 @@ class SegmentDrainer {
   void FillHealth(v1::Health* out, int64_t now_ns = 0) const;
   // True if some active slot's open stage (or "between steps") became older than
   // `threshold_ns` since the last call: each open stage counts once. The streamer then sends
-  // health at once. A few loads per slot, no system call.
-  bool OpenStagesPassed(int64_t threshold_ns, int64_t now_ns = 0);
+  // health at once. `open_long` (optional) says whether any active slot's open stage is older
+  // than `threshold_ns` now, new or not (health_cadence.h: a stall may be forming). A few loads
+  // per slot, no system call.
+  bool OpenStagesPassed(int64_t threshold_ns, int64_t now_ns = 0, bool* open_long = nullptr);
   // True if a stub's capture answer or handler changed since the last call: the streamer then
   // sends a health report now, since a stub answers a capture, then the next one, in the same
   // slot, possibly within one regular report's interval, and a new trainer's handler should

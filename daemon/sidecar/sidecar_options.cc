@@ -50,8 +50,16 @@ std::optional<int> ParseSidecarOptions(int argc, char** argv, SidecarOptions* op
   int health_every_ms = 1000;
   app.add_option("--health-every-ms", health_every_ms,
                  "how often each slot's health (with each rank's open stage) goes to the "
-                 "coordinator (also sent at once when ranks first appear, when a capture answer "
-                 "changes and when an open stage passes --open-stage-report-ms)")
+                 "coordinator while a rank's stage has been open past --open-stage-report-ms (a "
+                 "stall forming); also sent at once when ranks first appear, when a capture answer "
+                 "changes and when an open stage passes --open-stage-report-ms")
+      ->check(CLI::Range(100, 600000))
+      ->capture_default_str();
+  int health_quiet_ms = 2500;
+  app.add_option("--health-quiet-ms", health_quiet_ms,
+                 "otherwise, health after this long with nothing sent to the coordinator (a batch "
+                 "counts), and at least every twice this; keep it under the coordinator's 3 s "
+                 "sidecar silence limit")
       ->check(CLI::Range(100, 600000))
       ->capture_default_str();
   int open_stage_report_ms = 1000;
@@ -72,6 +80,7 @@ std::optional<int> ParseSidecarOptions(int argc, char** argv, SidecarOptions* op
   so.poll_max = std::chrono::milliseconds(poll_max_ms);
   if (batch_delay_ms >= 0) so.batch_delay = std::chrono::milliseconds(batch_delay_ms);
   so.health_every = std::chrono::milliseconds(health_every_ms);
+  so.health_quiet = std::chrono::milliseconds(health_quiet_ms);
   so.open_stage_report = std::chrono::milliseconds(open_stage_report_ms);
   return std::nullopt;
 }

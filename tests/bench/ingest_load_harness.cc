@@ -19,9 +19,11 @@
 // settings: daemon/sidecar/batch_hold.h): each rank of a node finishes step s at
 // start + (s + 1) / --step-rate plus 0-2 ms of skew, and the node sends what its ranks finished
 // when its BatchHold says so; verdicts are then also timed from the window's last step's end.
-// With it, each node also sends its ranks' health every --health-every-ms (1000, the sidecar's
-// default; 0: none), as a sidecar does: each rank's counters and open stage, nodes spread over
-// the period.
+// With it, each node also sends its ranks' health as a sidecar with default settings does
+// (daemon/sidecar/health_cadence.h: once when it starts, then after 2.5 s with nothing sent, a
+// batch counting; these ranks never keep a stage open past 1 s): each rank's counters and open
+// stage, nodes' starts spread over 2.5 s. --health-every-ms N sends it every N ms instead (the
+// sidecar's cadence before session 26 was every 1000 ms), 0 never.
 // --coordinator-arg ARG (repeatable) passes ARG on to the coordinator, for A/B runs of a flag.
 //
 //   bazel build -c opt //tests/bench:ingest_load_harness
@@ -58,6 +60,7 @@
 
 #include "daemon/common/descriptor_limit.h"
 #include "daemon/sidecar/batch_hold.h"
+#include "daemon/sidecar/health_cadence.h"
 #include "daemon/wire/packed_steps.h"
 #include "grpcpp/grpcpp.h"
 #include "shm/monotonic_clock.h"
@@ -88,7 +91,7 @@ struct Options {
   double step_rate = 0;  // steps/s per node; 0: as fast as acks allow
   int window = 100;
   bool sidecar_batching = false;  // the sidecar's own batching instead of steps_per_batch
-  int health_every_ms = 1000;     // with sidecar_batching: the sidecar's health period
+  int health_every_ms = -1;       // with sidecar_batching: -1 the sidecar's cadence, N every N ms
   bool fsync = false;
   int port = 17491;
   std::string data_dir;                       // default: a temporary directory on /tmp
@@ -106,6 +109,7 @@ struct Shared {
   std::atomic<int64_t> late;                // ... as late (for steps already closed)
   std::atomic<int64_t> rejected;            // rank-steps in rejections
   std::atomic<int64_t> batches;             // step batches acknowledged
+  std::atomic<int64_t> health;              // health messages queued (sidecar batching)
   std::atomic<int64_t> send_start_ns;       // when step 0 starts (set before phase 2)
   std::atomic<int64_t> sent_ns[kMaxSteps];  // latest hand-off of step s by any node
 };
@@ -242,12 +246,22 @@ class NodeStream final
   // finished when the node's BatchHold says so (and the in-flight bound allows).
   void PumpAsSidecarLocked(int64_t now_ns, int64_t send_start_ns) {
     const int64_t health_ns = static_cast<int64_t>(o_.health_every_ms) * 1'000'000;
+    const bool cadence = o_.health_every_ms < 0;
+    if (cadence && !cadence_started_) {
+      cadence_.Start(send_start_ns + static_cast<int64_t>(node_ % 997) * 2'500'000'000 / 997);
+      cadence_started_ = true;
+    }
     if (health_ns > 0 && next_health_ns_ == 0) {
       next_health_ns_ = send_start_ns + static_cast<int64_t>(node_ % 997) * health_ns / 997;
     }
-    if (health_ns > 0 && now_ns >= next_health_ns_) {
+    if (cadence ? cadence_.Due(now_ns, false) : health_ns > 0 && now_ns >= next_health_ns_) {
       QueueLocked(HealthMessage(now_ns), now_ns);
-      next_health_ns_ += health_ns;
+      shared_->health.fetch_add(1, std::memory_order_relaxed);
+      if (cadence) {
+        cadence_.Sent(now_ns, /*health=*/true);
+      } else {
+        next_health_ns_ += health_ns;
+      }
     }
     int64_t next_end = INT64_MAX;
     for (int r = 0; r < o_.ranks_per_node; ++r) {
@@ -280,6 +294,7 @@ class NodeStream final
       }
       QueueLocked(std::move(m), now_ns);
       hold_.Sent(now_ns);
+      cadence_.Sent(now_ns, /*health=*/false);
       oldest_ns_ = 0;
       ++next_;
       if (all_done) batches_ = next_;  // the last batch: finished once it is acknowledged
@@ -296,6 +311,7 @@ class NodeStream final
       next = next_ - acked_ < o_.in_flight ? std::min(next, oldest_ns_ + hold_.HoldNs()) : now_ns;
     }
     if (health_ns > 0 && batches_ == INT_MAX) next = std::min(next, next_health_ns_);
+    if (cadence && batches_ == INT_MAX) next = std::min(next, cadence_.NextNs(false));
     next_due_ns_.store(next, std::memory_order_relaxed);
   }
 
@@ -404,6 +420,8 @@ class NodeStream final
   std::map<uint64_t, int64_t> sent_at_;
   std::atomic<int64_t> next_due_ns_{0};
   int64_t next_health_ns_ = 0;  // with sidecar batching: when the node's next health goes
+  HealthCadence cadence_;       // with sidecar batching and --health-every-ms unset
+  bool cadence_started_ = false;
   bool writing_ = false;
   bool opened_ = false;
   bool declare_sent_ = false;
@@ -607,9 +625,10 @@ int main(int argc, char** argv) {
       o.step_rate > 0 ? (std::to_string(o.step_rate) + " steps/s per node").c_str()
                       : "as fast as acks allow",
       o.window, o.fsync ? "on" : "off",
-      o.sidecar_batching && o.health_every_ms > 0
-          ? (", health every " + std::to_string(o.health_every_ms) + " ms").c_str()
-          : "");
+      !o.sidecar_batching || o.health_every_ms == 0 ? ""
+      : o.health_every_ms < 0
+          ? ", health as the sidecar's (2.5 s after the node's last message)"
+          : (", health every " + std::to_string(o.health_every_ms) + " ms").c_str());
   std::printf(
       "streams held: %d of %d opened in %.1f s (failed %d); coordinator RSS %.1f MB -> "
       "%.1f MB: %.1f KB per idle stream\n",
@@ -695,6 +714,10 @@ int main(int argc, char** argv) {
       send_s, static_cast<long long>(accepted), static_cast<long long>(shared->late.load()),
       static_cast<long long>(shared->rejected.load()),
       static_cast<long long>(shared->batches.load()), accepted / send_s / 1e6);
+  if (o.sidecar_batching) {
+    std::printf("health messages: %lld (%.0f a second)\n",
+                static_cast<long long>(shared->health.load()), shared->health.load() / send_s);
+  }
   std::printf(
       "coordinator CPU %.2f s (%.0f%% of one core): %.3f M rank-steps per coordinator "
       "CPU-second\n",

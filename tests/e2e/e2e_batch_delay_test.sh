@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The sidecar's batching on real processes: with default settings (batch_hold.h) records go out
 # several steps per message (far fewer batches than steps reach the coordinator), and nothing is
-# lost or late for it: every step is accounted complete and the verdicts come. A sidecar stopped
-# while it holds records (--batch-delay-ms 10000) sends them before it exits.
+# lost or late for it: every step is accounted complete and the verdicts come. Health rides
+# along far less often than once a second (health_cadence.h: the batches are the sidecar's sign
+# of life). A sidecar stopped while it holds records (--batch-delay-ms 10000) sends them before
+# it exits.
 set -euo pipefail
 source deploy/demo/pipeline.sh
 sf_init "${TEST_TMPDIR:-$(mktemp -d)}/batchdelay" .
@@ -25,6 +27,23 @@ echo "120 steps of 4 ranks arrived in $batches batches"
 label=$(sf_ctl --json suspects --job bd | jq -r '.verdict.label // empty')
 [ -n "$label" ] || sf_fail "no verdict for job bd"
 
+echo "== health while the ranks step: far less than once a second"
+health() { sf_metrics 17402 | awk '/^stagefrontier_ingest_health_reports_total/ { print int($2) }'; }
+h0=$(health)
+t0=$(date +%s)
+# About 20 ms a step: 500 steps in about 10 s, a batch every 80 ms.
+sf_run_trainers hb 2 1 500 --stage-ms data=5,forward=5,backward=5,optimizer=5 --seed 5 \
+  || sf_fail "trainers of job hb"
+took=$(($(date +%s) - t0))
+reports=$(($(health) - h0))
+echo "job hb: $reports health reports in about $took s of stepping"
+# Before session 26 a report went every second (about $took); now one with the ranks' first
+# batch, then every 5 s while batches flow, and one at once when a rank's stage or the gap after
+# its last step stays open past 1 s (the trainers starting and ending).
+[ "$took" -ge 6 ] || sf_fail "job hb ran only $took s"
+[ "$reports" -ge 1 ] && [ "$reports" -le $((took / 2 + 1)) ] \
+  || sf_fail "$reports health reports in $took s: expected at most $((took / 2 + 1))"
+
 echo "== a sidecar stopped while it holds records sends them first"
 kill -TERM "$SF_SIDECAR_PID_node0"
 wait "$SF_SIDECAR_PID_node0" || true
@@ -36,4 +55,5 @@ sleep 1
 kill -TERM "$SF_SIDECAR_PID_node0"
 wait "$SF_SIDECAR_PID_node0" || true
 sf_wait_steps held 30 10 || sf_fail "the held records were not sent at stop"
-echo "PASS: 120 steps in $batches batches by default, none partial; held records sent at stop"
+echo "PASS: 120 steps in $batches batches by default, none partial; $reports health reports in" \
+  "$took s; held records sent at stop"

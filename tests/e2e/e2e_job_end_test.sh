@@ -10,7 +10,7 @@ sf_init "${TEST_TMPDIR:-$(mktemp -d)}/jobend" .
 trap 'sf_stop_all; kill ${SF_TRAINER_PIDS[@]:-} 2>/dev/null || true' EXIT
 
 sf_start_coordinator 17471 17472 --window-steps 50 --no-captures || sf_fail "coordinator"
-sf_start_sidecar node0 --health-every-ms 200
+sf_start_sidecar node0 --health-every-ms 200 --health-quiet-ms 200
 # About 20 ms a step: 200 steps in about 4 s.
 sf_spawn_trainers end 4 1 200 --stage-ms data=5,forward=5,backward=5,optimizer=5
 last=0

@@ -8,6 +8,7 @@
 #include "daemon/coordinator/job_state.h"
 #include "daemon/wire/packed_steps.h"
 #include "daemon/wire/rank_steps.h"
+#include "shm/monotonic_clock.h"
 
 namespace stagefrontier {
 namespace {
@@ -51,7 +52,7 @@ void Feed(JobState& job, int first, int last) {
 
 // What the sidecar says of rank `rank`: open in `stage` of `step` for `age_ns`.
 void Position(JobState& job, int rank, int64_t step, const std::string& stage, int64_t age_ns,
-              const std::string& owner = "alive") {
+              const std::string& owner = "alive", uint64_t stream = 0) {
   v1::SlotHealth h;
   h.set_job("hang");
   h.set_rank(rank);
@@ -60,7 +61,7 @@ void Position(JobState& job, int rank, int64_t step, const std::string& stage, i
   h.set_open_step(step);
   h.set_open_stage(stage);
   h.set_open_age_ns(age_ns);
-  job.UpdateStubHealth(h, "node-a");
+  job.UpdateStubHealth(h, "node-a", stream);
 }
 
 // Rank 0 in forward of `step`, ranks 1 and 2 waiting in grad_sync, each open for `age_ns`.
@@ -267,6 +268,65 @@ TEST_CASE("a superseded run's stall ends, its gauge back to 0") {
   v1::JobInfo info;
   (*job)->Info(&info);
   CHECK_FALSE(info.has_stall());
+}
+
+// Rank 0 in forward of step 10, ranks 1 and 2 waiting in grad_sync, reported by `stream` now
+// (the health's time is the coordinator's clock: the checks below are relative to it).
+int64_t HungNow(JobState& job, uint64_t stream) {
+  Position(job, 0, 10, "forward", kS, "alive", stream);
+  Position(job, 1, 10, "grad_sync", kS, "alive", stream);
+  Position(job, 2, 10, "grad_sync", kS, "alive", stream);
+  return shm::MonotonicNowNs();
+}
+
+std::string ReasonAt(JobState& job, int64_t now_ns) {
+  job.CheckStall(now_ns);
+  const std::vector<v1::VerdictEvent> events = job.VerdictsAfter(0);
+  return events.empty() ? "" : events.back().verdict().reason();
+}
+
+TEST_CASE("a sidecar's steps keep its ranks' positions alive; silence makes them lost") {
+  // Health every 2 s at most while the ranks step (a batch in between): steps are the
+  // sidecar's sign of life, the positions stay those of the last health.
+  const std::string dir = TempDir();
+  auto job = JobState::Create(Decl(0), Options(dir), nullptr);
+  REQUIRE(job.ok());
+  Feed(**job, 0, 9);
+  const int64_t t = HungNow(**job, 7);
+  (*job)->CheckStall(t);  // the frontier, step 9, seen now
+  // A batch that re-sends step 9 of every rank (duplicates: the frontier stays) at `at`.
+  const auto resend = [&](int64_t at) {
+    for (int r = 0; r < kWorld; ++r) {
+      wire::PackedStepsEncoder enc(3);
+      const int64_t d[3] = {1'000'000, 6'000'000, 3'000'000};
+      enc.Add(9, d, 0);
+      REQUIRE((*job)->Ingest(wire::MakeRankSteps("hang", r, enc), "node-a", at, 7).ok());
+    }
+  };
+  resend(t + 2'500'000'000);
+  CHECK(ReasonAt(**job, t + 5 * kS) == "hung");          // 2.5 s after the batch: alive
+  CHECK(ReasonAt(**job, t + 6 * kS) == "sidecar_lost");  // 3.5 s after it: lost
+  resend(t + 6'500'000'000);                             // heard from again: stuck, not lost
+  CHECK(ReasonAt(**job, t + 7 * kS) == "hung");
+}
+
+TEST_CASE("the end of the stream that last reported a rank makes it lost at once") {
+  const std::string dir = TempDir();
+  auto job = JobState::Create(Decl(0), Options(dir), nullptr);
+  REQUIRE(job.ok());
+  Feed(**job, 0, 9);
+  const int64_t t = HungNow(**job, 7);
+  (*job)->CheckStall(t - 3 * kS);
+  CHECK(ReasonAt(**job, t) == "hung");
+  // Another stream's end (an older connection of the same sidecar) changes nothing.
+  for (int r = 0; r < kWorld; ++r) (*job)->SidecarStreamEnded(r, 6);
+  CHECK(ReasonAt(**job, t + kS / 10) == "hung");
+  // Stream 7 ends (the sidecar was killed): lost now, not 3 s from now.
+  for (int r = 0; r < kWorld; ++r) (*job)->SidecarStreamEnded(r, 7);
+  CHECK(ReasonAt(**job, t + kS / 5) == "sidecar_lost");
+  // Its successor reports the ranks: where they are counts again.
+  HungNow(**job, 8);
+  CHECK(ReasonAt(**job, shm::MonotonicNowNs()) == "hung");
 }
 
 }  // namespace

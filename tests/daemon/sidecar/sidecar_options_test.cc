@@ -17,13 +17,15 @@ std::optional<int> Parse(std::vector<std::string> args, SidecarOptions* o) {
 
 TEST_CASE("sidecar flags fill the options") {
   SidecarOptions o;
-  REQUIRE_FALSE(Parse({"--coordinator", "10.0.0.1:7311", "--poll-max-ms", "20", "--batch-delay-ms",
-                       "5", "--health-every-ms", "300", "--shm-dir", "/x"},
-                      &o));
+  REQUIRE_FALSE(
+      Parse({"--coordinator", "10.0.0.1:7311", "--poll-max-ms", "20", "--batch-delay-ms", "5",
+             "--health-every-ms", "300", "--health-quiet-ms", "1500", "--shm-dir", "/x"},
+            &o));
   CHECK(o.stream.coordinator == "10.0.0.1:7311");
   CHECK(o.stream.poll_max == std::chrono::milliseconds(20));
   CHECK(o.stream.batch_delay == std::chrono::milliseconds(5));
   CHECK(o.stream.health_every == std::chrono::milliseconds(300));
+  CHECK(o.stream.health_quiet == std::chrono::milliseconds(1500));
   CHECK(o.CaptureDirectory() == "/x/stagefrontier-captures");
   CHECK_FALSE(o.stream.node.empty());  // this host's name
 }
@@ -43,6 +45,7 @@ TEST_CASE("health every second by default, and at once past a rank's open-stage 
   SidecarOptions d;
   REQUIRE_FALSE(Parse({}, &d));
   CHECK(d.stream.health_every == std::chrono::milliseconds(1000));
+  CHECK(d.stream.health_quiet == std::chrono::milliseconds(2500));
   CHECK(d.stream.open_stage_report == std::chrono::milliseconds(1000));
   SidecarOptions o;
   REQUIRE_FALSE(Parse({"--open-stage-report-ms", "2500"}, &o));
