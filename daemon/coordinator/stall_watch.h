@@ -6,7 +6,7 @@
 //
 //   StallWatch watch(&schema, world_size, options);
 //   watch.NotePosition(rank, slot_health, "node-a", now_ns, id);  // each sidecar health
-//   watch.NoteAlive(rank, now_ns, id);                            // each batch of the rank's
+//   watch.NoteAlive(rank, now_ns, id);                            // each batch of its steps
 //   watch.SourceGone(rank, id);                                   // the sidecar's stream ended
 //   watch.NoteStepTime(exposed_ns);                               // each closed step
 //   if (auto e = watch.Check(now_ns, newest_step, ranks, paused, wall_ns)) journal(*e), tell(*e);
