@@ -22,8 +22,8 @@
 // With it, each node also sends its ranks' health as a sidecar with default settings does
 // (daemon/sidecar/health_cadence.h: after 2.5 s with nothing sent, a batch counting, and at
 // least every 5 s; these ranks never keep a stage open past 1 s): each rank's counters and open
-// stage, the nodes' cadences spread over 2.5 s. --health-every-ms N sends it every N ms instead (the
-// sidecar's cadence before session 26 was every 1000 ms), 0 never.
+// stage, the nodes' cadences spread over 2.5 s. --health-every-ms N sends it every N ms instead
+// (the sidecar's cadence before session 26 was every 1000 ms), 0 never.
 // --coordinator-arg ARG (repeatable) passes ARG on to the coordinator, for A/B runs of a flag.
 //
 //   bazel build -c opt //tests/bench:ingest_load_harness
