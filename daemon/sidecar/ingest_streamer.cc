@@ -14,10 +14,6 @@
 namespace stagefrontier {
 namespace {
 
-int64_t Ns(std::chrono::milliseconds d) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
-}
-
 int64_t Ns(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
@@ -152,9 +148,7 @@ void IngestStreamer::ReadReplies(Connection& c) {
 
 void IngestStreamer::SendLoop(Connection& c) {
   c.next_rescan = Clock::now();
-  c.health = HealthCadence({.stalled_every_ns = Ns(options_.health_every),
-                            .quiet_after_ns = Ns(options_.health_quiet),
-                            .max_gap_ns = 2 * Ns(options_.health_quiet)});
+  c.health = HealthCadence(options_.health);
   c.health.Start(Ns(c.next_rescan));
   c.poll = options_.poll_min;
   while (HandleInbox(c)) {
@@ -168,8 +162,9 @@ void IngestStreamer::SendLoop(Connection& c) {
     bool open_passed = false;
     if (options_.open_stage_report.count() > 0 && now >= c.next_open_check) {
       c.next_open_check = now + options_.open_stage_check;
-      open_passed =
-          drainer_->OpenStagesPassed(Ns(options_.open_stage_report), 0, &c.stage_open_long);
+      open_passed = drainer_->OpenStagesPassed(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(options_.open_stage_report).count(),
+          0, &c.stage_open_long);
     }
     // Before such a report what was drained goes out, so that the coordinator has every step the
     // ranks finished when it reads where they are now.

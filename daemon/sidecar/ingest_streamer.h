@@ -57,11 +57,10 @@ struct StreamerOptions {
   std::chrono::milliseconds batch_delay = kAutoBatching;
   BatchHoldOptions batch_hold;
   std::chrono::milliseconds rescan_every{1000};
-  // Slot health (health_cadence.h): every health_every while a rank's open stage is older than
-  // open_stage_report (a stall forming: the coordinator reads where the ranks are); otherwise
-  // after health_quiet with nothing sent (a batch counts), and at least every 2 x health_quiet.
-  std::chrono::milliseconds health_every{1000};
-  std::chrono::milliseconds health_quiet{2500};
+  // When slot health goes out (health_cadence.h): its stall cadence applies while a rank's open
+  // stage is older than open_stage_report (a stall forming: the coordinator reads where the
+  // ranks are), its quiet one otherwise.
+  HealthCadenceOptions health;
   // Health goes out at once, outside the period, when a rank's open stage becomes older than
   // this (once per open stage; checked every open_stage_check): the coordinator names a hung
   // rank sooner. 0: never.

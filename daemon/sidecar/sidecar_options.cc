@@ -47,7 +47,8 @@ std::optional<int> ParseSidecarOptions(int argc, char** argv, SidecarOptions* op
                  "every poll. Unset: the sidecar's own batching (a few steps per message, each "
                  "batch ending on a step all of a job's ranks here finished, held at most 4 s)")
       ->check(CLI::Range(0, 10000));
-  int health_every_ms = 1000;
+  constexpr int64_t kMs = 1'000'000;
+  int health_every_ms = static_cast<int>(so.health.stalled_every_ns / kMs);
   app.add_option("--health-every-ms", health_every_ms,
                  "how often each slot's health (with each rank's open stage) goes to the "
                  "coordinator while a rank's stage has been open past --open-stage-report-ms (a "
@@ -55,7 +56,7 @@ std::optional<int> ParseSidecarOptions(int argc, char** argv, SidecarOptions* op
                  "changes and when an open stage passes --open-stage-report-ms")
       ->check(CLI::Range(100, 600000))
       ->capture_default_str();
-  int health_quiet_ms = 2500;
+  int health_quiet_ms = static_cast<int>(so.health.quiet_after_ns / kMs);
   app.add_option("--health-quiet-ms", health_quiet_ms,
                  "otherwise, health after this long with nothing sent to the coordinator (a batch "
                  "counts), and at least every twice this; keep it under the coordinator's 3 s "
@@ -79,8 +80,9 @@ std::optional<int> ParseSidecarOptions(int argc, char** argv, SidecarOptions* op
   if (int rc = ParseCommandLine(app, argc, argv); rc >= 0) return rc;
   so.poll_max = std::chrono::milliseconds(poll_max_ms);
   if (batch_delay_ms >= 0) so.batch_delay = std::chrono::milliseconds(batch_delay_ms);
-  so.health_every = std::chrono::milliseconds(health_every_ms);
-  so.health_quiet = std::chrono::milliseconds(health_quiet_ms);
+  so.health.stalled_every_ns = health_every_ms * kMs;
+  so.health.quiet_after_ns = health_quiet_ms * kMs;
+  so.health.max_gap_ns = 2 * so.health.quiet_after_ns;
   so.open_stage_report = std::chrono::milliseconds(open_stage_report_ms);
   return std::nullopt;
 }

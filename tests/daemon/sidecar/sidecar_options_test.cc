@@ -24,8 +24,9 @@ TEST_CASE("sidecar flags fill the options") {
   CHECK(o.stream.coordinator == "10.0.0.1:7311");
   CHECK(o.stream.poll_max == std::chrono::milliseconds(20));
   CHECK(o.stream.batch_delay == std::chrono::milliseconds(5));
-  CHECK(o.stream.health_every == std::chrono::milliseconds(300));
-  CHECK(o.stream.health_quiet == std::chrono::milliseconds(1500));
+  CHECK(o.stream.health.stalled_every_ns == 300'000'000);
+  CHECK(o.stream.health.quiet_after_ns == 1'500'000'000);
+  CHECK(o.stream.health.max_gap_ns == 3'000'000'000);
   CHECK(o.CaptureDirectory() == "/x/stagefrontier-captures");
   CHECK_FALSE(o.stream.node.empty());  // this host's name
 }
@@ -44,8 +45,9 @@ TEST_CASE("the sidecar batches by itself unless --batch-delay-ms says otherwise"
 TEST_CASE("health every second by default, and at once past a rank's open-stage limit") {
   SidecarOptions d;
   REQUIRE_FALSE(Parse({}, &d));
-  CHECK(d.stream.health_every == std::chrono::milliseconds(1000));
-  CHECK(d.stream.health_quiet == std::chrono::milliseconds(2500));
+  CHECK(d.stream.health.stalled_every_ns == 1'000'000'000);
+  CHECK(d.stream.health.quiet_after_ns == 2'500'000'000);
+  CHECK(d.stream.health.max_gap_ns == 5'000'000'000);
   CHECK(d.stream.open_stage_report == std::chrono::milliseconds(1000));
   SidecarOptions o;
   REQUIRE_FALSE(Parse({"--open-stage-report-ms", "2500"}, &o));
