@@ -35,6 +35,10 @@ struct CoordinatorOptions {
   // gRPC servers sharing --listen through SO_REUSEPORT, each with its own callback completion
   // queue (1: one server, no SO_REUSEPORT).
   int ingest_shards = 1;
+  // gRPC's HTTP/2 bandwidth-delay probing: a PING round trip on a connection every few of its
+  // messages, to grow its flow-control windows. Off: 12,500 sidecars' pings took 16 points of
+  // a core (docs/results.md); the windows stay at 64 KB, plenty for batches on a LAN.
+  bool http2_bdp_probe = false;
   // Journals and ledgers.
   std::string data_dir;
   bool no_fsync = false;

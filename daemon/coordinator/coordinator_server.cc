@@ -339,6 +339,7 @@ absl::Status CoordinatorServer::StartGrpcServer() {
     // same port and take half of the calls. One process per port.
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, shards > 1 ? 1 : 0);
     builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, options_.http2_bdp_probe ? 1 : 0);
     builder.RegisterService(ingest_.get());
     builder.RegisterService(query_.get());
     builder.RegisterService(capture_uploads_.get());

@@ -2,7 +2,8 @@
 // test; docs/results.md "Coordinator ingest through gRPC"). It starts a real coordinator, then
 // --procs client processes that each hold the streams of --nodes/--procs sidecar-like nodes
 // (one HTTP/2 connection and one Ingest stream per node, --ranks-per-node ranks each, gRPC's
-// callback API so a process holds thousands of streams), and reports
+// callback API so a process holds thousands of streams; no HTTP/2 bandwidth-delay probing, as
+// the sidecar's channel), and reports
 //   streams:      how many were held at once, and the coordinator's RSS per idle stream
 //                 (Hello and one acknowledged empty batch, no ranks declared);
 //   throughput:   rank-steps the coordinator acknowledged per second of wall time and per
@@ -465,6 +466,7 @@ int RunClients(const Options& o, Shared* shared, int proc, const std::string& la
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // one connection per node
     args.SetMaxReceiveMessageSize(-1);
+    args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);  // as the sidecar's channel (coordinator_channel.cc)
     stubs.push_back(v1::Ingest::NewStub(
         grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args)));
     streams.push_back(std::make_unique<NodeStream>(o, shared, n, &packed, &latencies_ms, &lat_mu));

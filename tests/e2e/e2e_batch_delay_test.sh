@@ -4,12 +4,15 @@
 # lost or late for it: every step is accounted complete and the verdicts come. Health rides
 # along far less often than once a second (health_cadence.h: the batches are the sidecar's sign
 # of life). A sidecar stopped while it holds records (--batch-delay-ms 10000) sends them before
-# it exits.
+# it exits. Neither the coordinator nor the sidecar probes HTTP/2 bandwidth (a PING round trip
+# every few messages: 16 points of a core at 12,500 sidecars) unless --http2-bdp-probe asks.
 set -euo pipefail
 source deploy/demo/pipeline.sh
 sf_init "${TEST_TMPDIR:-$(mktemp -d)}/batchdelay" .
 trap 'sf_stop_all; kill ${SF_TRAINER_PIDS[@]:-} 2>/dev/null || true' EXIT
 
+# gRPC logs each bandwidth-delay probe it schedules under this trace ("bdp[PEER]:sched").
+export GRPC_TRACE=bdp_estimator GRPC_VERBOSITY=DEBUG
 sf_start_coordinator 17401 17402 --window-steps 20 || sf_fail "coordinator"
 sf_start_sidecar node0
 sf_run_trainers bd 4 1 120 || sf_fail "trainers"
@@ -44,6 +47,13 @@ echo "job hb: $reports health reports in about $took s of stepping"
 [ "$reports" -ge 1 ] && [ "$reports" -le $((took / 2 + 1)) ] \
   || sf_fail "$reports health reports in $took s: expected at most $((took / 2 + 1))"
 
+echo "== no HTTP/2 bandwidth probes while they stepped"
+probes() { grep -c 'bdp\[.*:sched' "$1" || true; }
+[ "$(probes "$SF_WORK/coordinator.log")" = 0 ] || sf_fail "the coordinator probed bandwidth:" \
+  "$(grep -m3 'bdp\[' "$SF_WORK/coordinator.log")"
+[ "$(probes "$SF_WORK/sidecar-node0.log")" = 0 ] || sf_fail "the sidecar probed bandwidth:" \
+  "$(grep -m3 'bdp\[' "$SF_WORK/sidecar-node0.log")"
+
 echo "== a sidecar stopped while it holds records sends them first"
 kill -TERM "$SF_SIDECAR_PID_node0"
 wait "$SF_SIDECAR_PID_node0" || true
@@ -55,5 +65,16 @@ sleep 1
 kill -TERM "$SF_SIDECAR_PID_node0"
 wait "$SF_SIDECAR_PID_node0" || true
 sf_wait_steps held 30 10 || sf_fail "the held records were not sent at stop"
+
+echo "== --http2-bdp-probe: the coordinator probes (the check above can see probes)"
+sf_stop_all
+mv "$SF_WORK/coordinator.log" "$SF_WORK/coordinator-1.log"
+sf_start_coordinator 17401 17402 --window-steps 20 --http2-bdp-probe || sf_fail "coordinator"
+sf_start_sidecar node0
+sf_run_trainers bdp 4 1 60 --seed 7 || sf_fail "trainers of job bdp"
+sf_wait_steps bdp 60 20 || sf_fail "steps of job bdp"
+with=$(probes "$SF_WORK/coordinator.log")
+echo "coordinator with --http2-bdp-probe: $with probes scheduled"
+[ "$with" -ge 1 ] || sf_fail "no bandwidth probes with --http2-bdp-probe"
 echo "PASS: 120 steps in $batches batches by default, none partial; $reports health reports in" \
-  "$took s; held records sent at stop"
+  "$took s; held records sent at stop; bandwidth probes 0 by default, $with when asked"

@@ -97,6 +97,14 @@ TEST_CASE("--ingest-shards: 1 by default, 1..16") {
   }
 }
 
+TEST_CASE("--http2-bdp-probe: off by default") {
+  CoordinatorOptions o;
+  REQUIRE_FALSE(Parse({"--data-dir", "/d"}, &o));
+  CHECK_FALSE(o.http2_bdp_probe);
+  REQUIRE_FALSE(Parse({"--data-dir", "/d", "--http2-bdp-probe"}, &o));
+  CHECK(o.http2_bdp_probe);
+}
+
 TEST_CASE("a bad --probe-bracket is named") {
   CoordinatorOptions o;
   REQUIRE_FALSE(Parse({"--data-dir", "/d", "--probe-bracket", "all_reduce"}, &o));
