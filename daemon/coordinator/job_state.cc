@@ -786,11 +786,15 @@ void JobState::NoteRefused(int32_t rank, const std::string& node, absl::string_v
   if (h.node.empty()) h.node = node.substr(0, 256);
 }
 
-const char* JobState::ConditionLocked(int32_t rank) const {
+bool JobState::FinishedLocked(int32_t rank) const {
   // Its stub released the slot cleanly (owner "none") after reporting, and the sidecar read
   // everything: it will send nothing more, and is not missing for that.
   const RankHealthState& h = ranks_[rank];
-  if (h.owner == "none" && h.pending == 0 && aligner_.last_step(rank) >= 0) return "finished";
+  return h.owner == "none" && h.pending == 0 && aligner_.last_step(rank) >= 0;
+}
+
+const char* JobState::ConditionLocked(int32_t rank) const {
+  if (FinishedLocked(rank)) return "finished";
   switch (aligner_.rank_state(rank)) {
     case RankState::kUnseen:
       return ranks_[rank].refused.empty() ? "unseen" : "refused";
@@ -823,7 +827,7 @@ bool JobState::AllRanksFinishedLocked() const {
   if (all_finished_) return true;
   for (int32_t i = 0; i < world_size_; ++i) {
     const int32_t r = (unfinished_hint_ + i) % world_size_;
-    if (std::string_view(ConditionLocked(r)) != "finished") {
+    if (!FinishedLocked(r)) {
       unfinished_hint_ = r;
       return false;
     }
@@ -879,7 +883,7 @@ void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string&
   h.layout_source =
       shm::v1::LayoutSourceName(shm::v1::LayoutSourceFromName(health.layout_source()));
   h.can_capture = health.capture_handler() ? 1 : 0;
-  if (std::string_view(ConditionLocked(health.rank())) != "finished") {
+  if (!FinishedLocked(health.rank())) {
     // Owner and pending change only here: a rank back from finished is seen here first.
     all_finished_ = false;
     unfinished_hint_ = health.rank();
@@ -913,7 +917,7 @@ void JobState::CheckStall(int64_t now_ns) {
   }
   std::vector<RankLiveness> live(static_cast<size_t>(world_size_));
   for (int32_t r = 0; r < world_size_; ++r) {
-    live[r].finished = std::string_view(ConditionLocked(r)) == "finished";
+    live[r].finished = FinishedLocked(r);
     live[r].process_gone = ranks_[r].owner == "dead";
   }
   const std::optional<v1::Stall> event =

@@ -294,6 +294,9 @@ class JobState {
   // "unseen", "refused", "finished", "missing", "lagging" or "reporting": the one
   // classification of a rank.
   const char* ConditionLocked(int32_t rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ConditionLocked(rank) == "finished", without the rest of the classification (asked for
+  // every rank at each stall check, four times a second).
+  bool FinishedLocked(int32_t rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   RankCounts CountRanksLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every rank finished: "finished", else "running".
   const char* JobConditionLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
