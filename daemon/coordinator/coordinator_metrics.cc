@@ -93,10 +93,10 @@ void CoordinatorMetrics::RegisterIngestFamilies() {
   }
   auto& cut = Counters(r, "stagefrontier_ingest_streams_cut_total",
                        "Ingest streams the coordinator refused or cut off to protect the others, "
-                       "by reason (too_many_streams, hello_timeout, slow_reader, "
+                       "by reason (too_many_streams, hello_timeout, idle, slow_reader, "
                        "malformed_message)");
   for (const char* reason :
-       {"too_many_streams", "hello_timeout", "slow_reader", "malformed_message"}) {
+       {"too_many_streams", "hello_timeout", "idle", "slow_reader", "malformed_message"}) {
     streams_cut_[reason] = &cut.Add({{"reason", reason}});
   }
   auto& memory = Gauges(r, "stagefrontier_job_memory_bytes",

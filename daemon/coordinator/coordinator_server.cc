@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -340,6 +341,11 @@ absl::Status CoordinatorServer::StartGrpcServer() {
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, shards > 1 ? 1 : 0);
     builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
     builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, options_.http2_bdp_probe ? 1 : 0);
+    // No HTTP/2 keepalive (gRPC's server default pings an idle connection after 2 h, and for
+    // that re-arms a timer at every read: 4 points of a core at 12,500 sidecars,
+    // docs/results.md). A sidecar sends at least every 5 s; a stream silent for
+    // --idle-timeout-ms is ended instead (ingest_service.h), a vanished machine's with it.
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, INT_MAX);
     builder.RegisterService(ingest_.get());
     builder.RegisterService(query_.get());
     builder.RegisterService(capture_uploads_.get());

@@ -1,7 +1,8 @@
 // The coordinator's side of the ingest contract (proto/stagefrontier/v1/ingest.proto): one
 // stream per sidecar, served with gRPC's callback API by IngestStream (ingest_stream.h), so the
 // number of threads does not grow with the number of sidecars. Streams beyond --max-streams
-// are refused, streams that do not say Hello in time are ended, and acknowledgements are sent
+// are refused, streams that do not say Hello in time or then fall silent (--idle-timeout-ms)
+// are ended, and acknowledgements are sent
 // once durable by one DurableAcker that never blocks on a stream.
 //
 //   IngestService ingest(&jobs, &sessions, &metrics, token, limits, log);
@@ -40,7 +41,7 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   void SetCaptureAnswerObserver(CaptureAnswerObserver* observer) {
     deps_.capture_answers = observer;
   }
-  // Stops the Hello watchdog. Destroy after the server has shut down.
+  // Stops the watchdog (Hellos, idle streams). Destroy after the server has shut down.
   ~IngestService() override;
 
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Stream(
@@ -50,7 +51,9 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   size_t live_streams() const;
 
  private:
-  void WatchHellos();
+  // Every 200 ms ends the streams past their Hello deadline; every idle_check_every_ns, the
+  // streams idle past --idle-timeout-ms.
+  void WatchStreams();
 
   IngestDeps deps_;
   DurableAcker acker_;
@@ -61,6 +64,7 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   std::map<uint64_t, IngestStream*> live_ ABSL_GUARDED_BY(mu_);
   // The live streams whose Hello the watchdog has not seen yet.
   std::map<uint64_t, IngestStream*> awaiting_hello_ ABSL_GUARDED_BY(mu_);
+  int64_t idle_checked_ns_ = 0;  // the watchdog's own
   std::thread watchdog_;
 };
 

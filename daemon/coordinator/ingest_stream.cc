@@ -31,7 +31,8 @@ IngestStream::IngestStream(const IngestDeps& deps, grpc::CallbackServerContext* 
       context_(context),
       id_(id),
       created_ns_(created_ns),
-      on_done_(std::move(on_done)) {}
+      on_done_(std::move(on_done)),
+      last_read_ns_(created_ns) {}
 
 std::string IngestStream::Who() const {
   return node_.empty() ? LogSafe(context_->peer()) : LogSafe(node_);
@@ -129,6 +130,15 @@ bool IngestStream::CheckHelloDeadline(int64_t now_ns) {
   return true;
 }
 
+bool IngestStream::CheckIdle(int64_t now_ns) {
+  const int64_t limit_ms = deps_.limits.idle_timeout_ms;
+  if (limit_ms <= 0) return false;
+  if (now_ns - last_read_ns_.load(std::memory_order_relaxed) < limit_ms * 1'000'000) return false;
+  End(grpc::DEADLINE_EXCEEDED,
+      absl::StrCat("nothing received for ", limit_ms, " ms (--idle-timeout-ms)"), "idle");
+  return true;
+}
+
 void IngestStream::OnCancel() { End(grpc::CANCELLED, "cancelled"); }
 
 void IngestStream::OnDone() {
@@ -151,7 +161,9 @@ void IngestStream::OnReadDone(bool ok) {
     return;
   }
   ++messages_read_;
-  if (session_ != nullptr) SidecarSessions::Touch(*session_, shm::MonotonicNowNs());
+  const int64_t now = shm::MonotonicNowNs();
+  last_read_ns_.store(now, std::memory_order_relaxed);
+  if (session_ != nullptr) SidecarSessions::Touch(*session_, now);
   const size_t bytes = read_buf_.Length();
   v1::SidecarMessage msg;
   if (!grpc::SerializationTraits<v1::SidecarMessage>::Deserialize(&read_buf_, &msg).ok()) {

@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "daemon/common/access_tokens.h"
 #include "daemon/common/grpc_security.h"
@@ -639,6 +641,40 @@ TEST_CASE("limits: Hello timeout, streams, jobs per stream, world size") {
   CHECK_THAT(st.error_message(), Catch::Contains("--max-streams"));
   CHECK(a.End().ok());
   CHECK(c.End().ok());
+}
+
+// The coordinator has no HTTP/2 keepalive (coordinator_server.cc): a stream that falls silent
+// after its Hello (a machine that vanished leaves its connection half-open) is ended by
+// --idle-timeout-ms instead, and one that keeps sending is not.
+TEST_CASE("limits: a stream silent past --idle-timeout-ms is ended, a talking one is not") {
+  ResourceLimits limits;
+  limits.idle_timeout_ms = 600;
+  Server srv(limits);
+  Stream talking(srv);
+  REQUIRE(talking.rw->Write(Hello(1, "node-a", "node-a/1/00")));
+  // Its own deadline (10 s) only so that the test ends if the coordinator never ends it.
+  std::unique_ptr<v1::Ingest::Stub> stub = v1::Ingest::NewStub(srv.channel);
+  grpc::ClientContext ctx;
+  AttachToken(&ctx, kToken);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto silent = stub->Stream(&ctx);
+  REQUIRE(silent->Write(Hello(1, "node-b", "node-b/1/00")));
+  // 1.5 s, 2.5 times the limit: the talking stream sends every 100 ms (an empty health).
+  v1::SidecarMessage health;
+  health.mutable_health();
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1500)) {
+    REQUIRE(talking.rw->Write(health));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  v1::CoordinatorMessage m;
+  CHECK_FALSE(silent->Read(&m));
+  const grpc::Status st = silent->Finish();
+  CHECK(st.error_code() == grpc::DEADLINE_EXCEEDED);
+  CHECK_THAT(st.error_message(), Catch::Contains("nothing received for 600 ms"));
+  CHECK_THAT(st.error_message(), Catch::Contains("--idle-timeout-ms"));
+  CHECK(CounterValue(srv.metrics, "stagefrontier_ingest_streams_cut_total", "idle") == 1);
+  CHECK(talking.End().ok());
 }
 
 // Regression (hostile input): a full disk when a job first appeared acknowledged the refusal,
