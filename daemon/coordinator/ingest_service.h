@@ -2,8 +2,8 @@
 // stream per sidecar, served with gRPC's callback API by IngestStream (ingest_stream.h), so the
 // number of threads does not grow with the number of sidecars. Streams beyond --max-streams
 // are refused, streams that do not say Hello in time or then fall silent (--idle-timeout-ms)
-// are ended, and acknowledgements are sent
-// once durable by one DurableAcker that never blocks on a stream.
+// are ended, and acknowledgements are sent once durable by one DurableAcker that never blocks on
+// a stream.
 //
 //   IngestService ingest(&jobs, &sessions, &metrics, token, limits, log);
 //   builder.RegisterService(&ingest);
@@ -51,8 +51,8 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   size_t live_streams() const;
 
  private:
-  // Every 200 ms ends the streams past their Hello deadline; every idle_check_every_ns, the
-  // streams idle past --idle-timeout-ms.
+  // Every 200 ms ends the streams past their Hello deadline; every tenth of --idle-timeout-ms
+  // (at most every 5 s), the streams silent past it.
   void WatchStreams();
 
   IngestDeps deps_;
@@ -64,7 +64,7 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   std::map<uint64_t, IngestStream*> live_ ABSL_GUARDED_BY(mu_);
   // The live streams whose Hello the watchdog has not seen yet.
   std::map<uint64_t, IngestStream*> awaiting_hello_ ABSL_GUARDED_BY(mu_);
-  int64_t idle_checked_ns_ = 0;  // the watchdog's own
+  int64_t idle_checked_ns_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread watchdog_;
 };
 

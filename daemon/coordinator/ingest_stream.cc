@@ -130,13 +130,12 @@ bool IngestStream::CheckHelloDeadline(int64_t now_ns) {
   return true;
 }
 
-bool IngestStream::CheckIdle(int64_t now_ns) {
+void IngestStream::CheckIdle(int64_t now_ns) {
   const int64_t limit_ms = deps_.limits.idle_timeout_ms;
-  if (limit_ms <= 0) return false;
-  if (now_ns - last_read_ns_.load(std::memory_order_relaxed) < limit_ms * 1'000'000) return false;
+  if (limit_ms <= 0) return;
+  if (now_ns - last_read_ns_.load(std::memory_order_relaxed) < limit_ms * 1'000'000) return;
   End(grpc::DEADLINE_EXCEEDED,
       absl::StrCat("nothing received for ", limit_ms, " ms (--idle-timeout-ms)"), "idle");
-  return true;
 }
 
 void IngestStream::OnCancel() { End(grpc::CANCELLED, "cancelled"); }

@@ -73,9 +73,9 @@ class IngestStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
   // limits.hello_timeout_ms of its creation. True once the stream needs no more checks (its
   // Hello came, or it was ended now). Thread-safe.
   bool CheckHelloDeadline(int64_t now_ns);
-  // Ends the stream (DEADLINE_EXCEEDED, counted) if it delivered nothing for
-  // limits.idle_timeout_ms (0: never). True when it was ended now. Thread-safe.
-  bool CheckIdle(int64_t now_ns);
+  // Ends the stream (DEADLINE_EXCEEDED, counted once) if it delivered nothing for
+  // limits.idle_timeout_ms (0: never). Thread-safe.
+  void CheckIdle(int64_t now_ns);
 
  private:
   struct Declared {
