@@ -31,8 +31,7 @@ IngestStream::IngestStream(const IngestDeps& deps, grpc::CallbackServerContext* 
       context_(context),
       id_(id),
       created_ns_(created_ns),
-      on_done_(std::move(on_done)),
-      last_read_ns_(created_ns) {}
+      on_done_(std::move(on_done)) {}
 
 std::string IngestStream::Who() const {
   return node_.empty() ? LogSafe(context_->peer()) : LogSafe(node_);
@@ -132,8 +131,11 @@ bool IngestStream::CheckHelloDeadline(int64_t now_ns) {
 
 void IngestStream::CheckIdle(int64_t now_ns) {
   const int64_t limit_ms = deps_.limits.idle_timeout_ms;
-  if (limit_ms <= 0) return;
-  if (now_ns - last_read_ns_.load(std::memory_order_relaxed) < limit_ms * 1'000'000) return;
+  // Before its Hello a stream is the Hello deadline's; after it, session_ is set for good and
+  // its last_seen_ns is when the stream last delivered a message.
+  if (limit_ms <= 0 || !hello_.load(std::memory_order_acquire)) return;
+  const int64_t seen = session_->last_seen_ns.load(std::memory_order_relaxed);
+  if (now_ns - seen < limit_ms * 1'000'000) return;
   End(grpc::DEADLINE_EXCEEDED,
       absl::StrCat("nothing received for ", limit_ms, " ms (--idle-timeout-ms)"), "idle");
 }
@@ -160,9 +162,7 @@ void IngestStream::OnReadDone(bool ok) {
     return;
   }
   ++messages_read_;
-  const int64_t now = shm::MonotonicNowNs();
-  last_read_ns_.store(now, std::memory_order_relaxed);
-  if (session_ != nullptr) SidecarSessions::Touch(*session_, now);
+  if (session_ != nullptr) SidecarSessions::Touch(*session_, shm::MonotonicNowNs());
   const size_t bytes = read_buf_.Length();
   v1::SidecarMessage msg;
   if (!grpc::SerializationTraits<v1::SidecarMessage>::Deserialize(&read_buf_, &msg).ok()) {

@@ -74,7 +74,7 @@ class IngestStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
   // Hello came, or it was ended now). Thread-safe.
   bool CheckHelloDeadline(int64_t now_ns);
   // Ends the stream (DEADLINE_EXCEEDED, counted once) if it delivered nothing for
-  // limits.idle_timeout_ms (0: never). Thread-safe.
+  // limits.idle_timeout_ms since its Hello or its last message (0: never). Thread-safe.
   void CheckIdle(int64_t now_ns);
 
  private:
@@ -135,7 +135,6 @@ class IngestStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
   std::map<std::pair<std::string, int32_t>, v1::SlotHealth> early_health_;
 
   std::atomic<bool> hello_{false};
-  std::atomic<int64_t> last_read_ns_;  // when the last message arrived (creation before)
   // Write side and the end of the stream.
   Mutex mu_;
   std::deque<grpc::ByteBuffer> queue_ ABSL_GUARDED_BY(mu_);
