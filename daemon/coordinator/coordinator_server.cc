@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -346,6 +347,14 @@ absl::Status CoordinatorServer::StartGrpcServer() {
     // docs/results.md). A sidecar sends at least every 5 s; a stream silent for
     // --idle-timeout-ms is ended instead (ingest_service.h), a vanished machine's with it.
     builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, INT_MAX);
+    // Nor would keepalive close a connection that holds no call (a vanished sidecar's capture
+    // channel, a client that connects and never calls): such a connection gets GOAWAY after the
+    // same silence. A timer per call, not per message.
+    if (options_.limits.idle_timeout_ms > 0) {
+      builder.AddChannelArgument(
+          GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+          static_cast<int>(std::min<int64_t>(options_.limits.idle_timeout_ms, INT_MAX)));
+    }
     builder.RegisterService(ingest_.get());
     builder.RegisterService(query_.get());
     builder.RegisterService(capture_uploads_.get());

@@ -166,6 +166,28 @@ TEST_CASE("16 sidecars on connections of their own stream and query through ever
 // Regression (issue 30, item 4) with shards: their sockets ask SO_REUSEPORT, so without the
 // look at the port first a second coordinator would join the first one's port and take part
 // of its calls.
+// The coordinator runs no HTTP/2 keepalive, which was what closed a connection nobody used any
+// more: a connection that holds no call (a client that connects and never calls, a vanished
+// sidecar's capture channel) is closed after --idle-timeout-ms instead.
+TEST_CASE("a connection that holds no call is closed after --idle-timeout-ms") {
+  CoordinatorOptions o = Options(1);
+  o.limits.idle_timeout_ms = 500;
+  CoordinatorServer server(o);
+  REQUIRE(server.Start().ok());
+  std::shared_ptr<grpc::Channel> idle = OwnChannel(server.port(), 0);
+  REQUIRE(idle->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(5)));
+  // The server's GOAWAY takes the channel out of READY (to IDLE: it reconnects when asked).
+  bool left_ready = false;
+  for (int i = 0; i < 50 && !left_ready; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    left_ready = idle->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_READY;
+  }
+  CHECK(left_ready);
+  // A call on it afterwards still works: a new connection.
+  v1::ListJobsReply jobs;
+  CHECK(ListJobs(idle, &jobs).ok());
+}
+
 TEST_CASE("a second coordinator on the port is refused, whatever its shards") {
   for (const int first_shards : {4, 1}) {
     INFO("first coordinator: --ingest-shards " << first_shards);
