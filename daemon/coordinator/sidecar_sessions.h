@@ -60,7 +60,7 @@ class SidecarSessions : public ControlRequestSender {
   // are welcome. Another sidecar claiming a held node is refused with AlreadyExists, counted,
   // and the node is flagged in conflict for an hour (InConflict) — unless every stream of the
   // holder has been silent for stale_after_ns (a sidecar sends a batch or its health at least
-  // every 2.5 s): then the holder is taken for gone and the newcomer holds the name. `now_ns`:
+  // every 4.5 s): then the holder is taken for gone and the newcomer holds the name. `now_ns`:
   // steady clock.
   [[nodiscard]] absl::StatusOr<std::shared_ptr<Session>> Add(std::string node,
                                                              std::string sidecar_id,

@@ -36,10 +36,11 @@ struct StallOptions {
   int64_t pause_alarm_ns = 300'000'000'000;
   // A rank whose sidecar has sent nothing for this long is lost, not stuck: shorter than the
   // stall floor, so that a dead sidecar's stale positions never read as a hang. A live sidecar
-  // sends something at least every 2.5 s (a batch, or health after 2.5 s of silence), and
-  // health every second while a rank of its node has a stage open past 1 s (a stall forming); a
-  // sidecar whose stream ended is lost at once (SourceGone).
-  int64_t silent_ns = 3'000'000'000;
+  // sends something at least every 4.5 s (a batch, 4 s apart at 1 step/s, or health after
+  // 4.5 s of silence: health_cadence.h), and health every second while a rank of its node has
+  // a stage open past 1 s (a stall forming); a sidecar whose stream ended is lost at once
+  // (SourceGone).
+  int64_t silent_ns = 4'750'000'000;
 };
 
 // What JobState knows of a rank beside its position.

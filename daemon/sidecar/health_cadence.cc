@@ -16,10 +16,33 @@ void HealthCadence::Sent(int64_t now_ns, bool health) {
   if (health) last_health_ns_ = std::max(last_health_ns_, now_ns);
 }
 
-int64_t HealthCadence::NextNs(bool stage_open_long) const {
+int64_t HealthCadence::NextNs(bool stage_open_long, bool news) const {
   if (!started_) return INT64_MAX;
-  if (stage_open_long) return last_health_ns_ + options_.stalled_every_ns;
+  if (stage_open_long || news) return last_health_ns_ + options_.stalled_every_ns;
   return std::min(last_any_ns_ + options_.quiet_after_ns, last_health_ns_ + options_.max_gap_ns);
+}
+
+std::string HealthNews(const v1::Health& health) {
+  v1::Health key = health;
+  for (v1::SlotHealth& s : *key.mutable_slots()) {
+    s.clear_records_read();
+    // A released slot's last records read (pending 0) is when the coordinator takes the rank
+    // for finished: news; a stepping rank's pending comes and goes at every step.
+    if (s.owner() == "none") {
+      s.set_pending(std::min<uint64_t>(s.pending(), 1));
+    } else {
+      s.clear_pending();
+    }
+    s.clear_probe_intervals();
+    // Positions go by the stall cadence (a stage open past the threshold), not as news.
+    s.clear_open_known();
+    s.clear_open_step();
+    s.clear_open_stage();
+    s.clear_open_age_ns();
+  }
+  std::string out;
+  key.SerializeToString(&out);
+  return out;
 }
 
 }  // namespace stagefrontier

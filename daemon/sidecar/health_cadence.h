@@ -1,35 +1,41 @@
 // When the sidecar sends its slots' health (issue 33: at 100,000 GPUs a report per node per
 // second was 12,500 messages a second, the coordinator's largest cost; docs/results.md
-// "Coordinator ingest through gRPC"). Health carries two things the coordinator needs at
+// "Coordinator ingest through gRPC"). Health carries three things the coordinator needs at
 // different speeds:
 //   * where each rank is, for the stall watch — only while a stall may be forming, i.e. while a
 //     rank of the node has had its stage (or the gap between steps) open past the report
-//     threshold: then every stalled_every_ns, as before;
-//   * that the sidecar is alive, and its slots' counters — otherwise: after quiet_after_ns with
-//     nothing sent (a batch is a sign of life too: the coordinator counts it), and at least
-//     every max_gap_ns.
-// So a node that sends a batch every 4 s (4 steps of a 1 step/s job) adds one health message
-// between two batches instead of four, and the coordinator's "sidecar lost after 3 s of silence"
-// (stall_watch.h) holds for a live sidecar. 2.5 s, not 2: 2 s after a batch and 2 s after that
-// health fall due with the next batch, and a health that wins that race is one more per batch.
+//     threshold: then every stalled_every_ns;
+//   * news — a slot claimed or released, an owner gone, a counter of trouble that grew, a
+//     self-test or layout answer (HealthNews below): at once, at most every stalled_every_ns;
+//   * that the sidecar is alive, and its progress counters — otherwise: after quiet_after_ns
+//     with nothing sent (a batch is a sign of life too: the coordinator counts it), and at
+//     least every max_gap_ns.
+// A node whose ranks step at 1 step/s sends a batch every 4 s (4 steps per message), which is
+// all the coordinator's "sidecar lost after 4.75 s of silence" (stall_watch.h) needs: such a
+// node sends no health between batches, one every 30 s instead of one per batch (3,000 of the
+// coordinator's 6,000 messages a second at 100,000 GPUs). 4.5 s, not 4: 4 s after a batch the
+// next batch falls due, and a health that wins that race is one more per batch.
 //
 // No clock, no I/O: callers pass `now_ns`.
 //
 //   HealthCadence cadence;
 //   cadence.Start(now);                      // the stream opened
-//   if (cadence.Due(now, stage_open_long)) { send_health(); cadence.Sent(now, true); }
+//   if (cadence.Due(now, stage_open_long, news)) { send_health(); cadence.Sent(now, true); }
 //   ... a batch went out: cadence.Sent(now, false);
 #ifndef STAGEFRONTIER_DAEMON_SIDECAR_HEALTH_CADENCE_H_
 #define STAGEFRONTIER_DAEMON_SIDECAR_HEALTH_CADENCE_H_
 
 #include <cstdint>
+#include <string>
+
+#include "stagefrontier/v1/ingest.pb.h"
 
 namespace stagefrontier {
 
 struct HealthCadenceOptions {
   int64_t stalled_every_ns = 1'000'000'000;
-  int64_t quiet_after_ns = 2'500'000'000;
-  int64_t max_gap_ns = 5'000'000'000;
+  int64_t quiet_after_ns = 4'500'000'000;
+  int64_t max_gap_ns = 30'000'000'000;
 };
 
 class HealthCadence {
@@ -42,10 +48,13 @@ class HealthCadence {
   // A message went out at `now_ns`: a health report (`health`) or another (a batch).
   void Sent(int64_t now_ns, bool health);
   // Whether health is due at `now_ns`; `stage_open_long`: a rank of the node has had its stage
-  // open past the report threshold.
-  bool Due(int64_t now_ns, bool stage_open_long) const { return now_ns >= NextNs(stage_open_long); }
+  // open past the report threshold; `news`: the slots' health differs from the last sent in
+  // more than progress (HealthNews).
+  bool Due(int64_t now_ns, bool stage_open_long, bool news = false) const {
+    return now_ns >= NextNs(stage_open_long, news);
+  }
   // When health is next due (for a caller that sleeps until then).
-  int64_t NextNs(bool stage_open_long) const;
+  int64_t NextNs(bool stage_open_long, bool news = false) const;
 
  private:
   HealthCadenceOptions options_;
@@ -53,6 +62,11 @@ class HealthCadence {
   int64_t last_any_ns_ = 0;
   int64_t last_health_ns_ = 0;
 };
+
+// What of `health` is news to the coordinator: the report without what moves at every step
+// (records read, pending, probe intervals, where each rank is). Two reports with equal keys
+// differ only in progress. A field added to SlotHealth is news until listed here.
+std::string HealthNews(const v1::Health& health);
 
 }  // namespace stagefrontier
 

@@ -160,11 +160,19 @@ void IngestStreamer::SendLoop(Connection& c) {
     // A rank whose open stage just passed the threshold may be stuck: say so now, not at the
     // next regular report.
     bool open_passed = false;
-    if (options_.open_stage_report.count() > 0 && now >= c.next_open_check) {
+    if (now >= c.next_open_check) {
       c.next_open_check = now + options_.open_stage_check;
-      open_passed = drainer_->OpenStagesPassed(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(options_.open_stage_report).count(),
-          0, &c.stage_open_long);
+      if (options_.open_stage_report.count() > 0) {
+        open_passed = drainer_->OpenStagesPassed(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(options_.open_stage_report)
+                .count(),
+            0, &c.stage_open_long);
+      }
+      // News (an owner gone, a self-test answer, drops) goes without waiting for the quiet
+      // cadence, which a node that sends batches never reaches.
+      v1::Health h;
+      drainer_->FillHealth(&h);
+      c.health_news = HealthNews(h) != c.health_sent;
     }
     // Before such a report what was drained goes out, so that the coordinator has every step the
     // ranks finished when it reads where they are now.
@@ -174,7 +182,7 @@ void IngestStreamer::SendLoop(Connection& c) {
     }
     // A stub's capture answer goes out at once: the next request's answer replaces it in the
     // slot, possibly before the regular report.
-    if ((c.health.Due(Ns(now), c.stage_open_long) || open_passed ||
+    if ((c.health.Due(Ns(now), c.stage_open_long, c.health_news) || open_passed ||
          drainer_->CaptureAnswersChanged()) &&
         !SendHealth(c, now)) {
       break;
@@ -251,6 +259,8 @@ bool IngestStreamer::SendHealth(Connection& c, Clock::time_point now) {
   v1::SidecarMessage h;
   drainer_->FillHealth(h.mutable_health());
   c.health.Sent(Ns(now), /*health=*/true);
+  c.health_sent = HealthNews(h.health());
+  c.health_news = false;
   return h.health().slots_size() == 0 || c.stream->Write(h);
 }
 

@@ -121,6 +121,10 @@ class IngestStreamer {
     HealthCadence health;
     bool stage_open_long = false;  // as of the last open-stage check
     Clock::time_point next_open_check;
+    // The slots' health has news since the last health sent (HealthNews; checked with the
+    // open stages): what was sent, and whether what is there now differs.
+    std::string health_sent;
+    bool health_news = false;
     std::chrono::milliseconds poll{0};
     Clock::time_point stop_deadline{};
     // The batch being filled (batch_delay): drained, not yet sent. Dropped with the stream;

@@ -52,16 +52,24 @@ std::optional<int> ParseSidecarOptions(int argc, char** argv, SidecarOptions* op
   app.add_option("--health-every-ms", health_every_ms,
                  "how often each slot's health (with each rank's open stage) goes to the "
                  "coordinator while a rank's stage has been open past --open-stage-report-ms (a "
-                 "stall forming); also sent at once when ranks first appear, when a capture answer "
-                 "changes and when an open stage passes --open-stage-report-ms")
+                 "stall forming), and at most this often when the health has news (a slot "
+                 "claimed or released, an owner gone, drops, a self-test answer); also sent at "
+                 "once when ranks first appear, when a capture answer changes and when an open "
+                 "stage passes --open-stage-report-ms")
       ->check(CLI::Range(100, 600000))
       ->capture_default_str();
   int health_quiet_ms = static_cast<int>(so.health.quiet_after_ns / kMs);
   app.add_option("--health-quiet-ms", health_quiet_ms,
                  "otherwise, health after this long with nothing sent to the coordinator (a batch "
-                 "counts), and at least every twice this; keep it under the coordinator's 3 s "
-                 "sidecar silence limit")
+                 "counts); keep it under the coordinator's 4.75 s sidecar silence limit")
       ->check(CLI::Range(100, 600000))
+      ->capture_default_str();
+  int health_max_gap_ms = static_cast<int>(so.health.max_gap_ns / kMs);
+  app.add_option("--health-max-gap-ms", health_max_gap_ms,
+                 "and at least this often, batches or not (the slots' progress counters). Beside "
+                 "a coordinator with a 3 s silence limit (before 2026-11-28): --health-quiet-ms "
+                 "2500 --health-max-gap-ms 5000")
+      ->check(CLI::Range(100, 3600000))
       ->capture_default_str();
   int open_stage_report_ms = 1000;
   app.add_option("--open-stage-report-ms", open_stage_report_ms,
@@ -82,7 +90,7 @@ std::optional<int> ParseSidecarOptions(int argc, char** argv, SidecarOptions* op
   if (batch_delay_ms >= 0) so.batch_delay = std::chrono::milliseconds(batch_delay_ms);
   so.health.stalled_every_ns = health_every_ms * kMs;
   so.health.quiet_after_ns = health_quiet_ms * kMs;
-  so.health.max_gap_ns = 2 * so.health.quiet_after_ns;
+  so.health.max_gap_ns = health_max_gap_ms * kMs;
   so.open_stage_report = std::chrono::milliseconds(open_stage_report_ms);
   return std::nullopt;
 }

@@ -47,7 +47,7 @@ fi
 if [[ "$mode" != "--quick" ]]; then
   # Windows of 20 steps: a multiple of the 4 steps per message an 8-rank node sends, as the
   # default 100 is. Default settings include each node's health as a sidecar sends it
-  # (daemon/sidecar/health_cadence.h: 2.5 s after the node's last message).
+  # (daemon/sidecar/health_cadence.h: 4.5 s after the node's last message, every 30 s at least).
   run "12,500 streams x 8 ranks (100,000 GPUs), 1 step/s, default sidecar settings (with health)" \
     --nodes 12500 --procs 8 --steps 80 --window 20 --sidecar-batching --step-rate 1 --in-flight 2
   default="$out"

@@ -21,10 +21,11 @@
 // start + (s + 1) / --step-rate plus 0-2 ms of skew, and the node sends what its ranks finished
 // when its BatchHold says so; verdicts are then also timed from the window's last step's end.
 // With it, each node also sends its ranks' health as a sidecar with default settings does
-// (daemon/sidecar/health_cadence.h: after 2.5 s with nothing sent, a batch counting, and at
-// least every 5 s; these ranks never keep a stage open past 1 s): each rank's counters and open
-// stage, the nodes' cadences spread over 2.5 s. --health-every-ms N sends it every N ms instead
-// (the sidecar's cadence before session 26 was every 1000 ms), 0 never.
+// (daemon/sidecar/health_cadence.h: after 4.5 s with nothing sent, a batch counting, and at
+// least every 30 s; these ranks never keep a stage open past 1 s and have no news): each rank's
+// counters and open stage, the nodes' cadences spread over 2.5 s. --health-every-ms N sends it
+// every N ms instead (the sidecar's cadence before session 26 was every 1000 ms; 4000 is about
+// as many as before 2026-11-28, one per batch), 0 never.
 // --coordinator-arg ARG (repeatable) passes ARG on to the coordinator, for A/B runs of a flag.
 //
 //   bazel build -c opt //tests/bench:ingest_load_harness
@@ -629,7 +630,7 @@ int main(int argc, char** argv) {
       o.window, o.fsync ? "on" : "off",
       !o.sidecar_batching || o.health_every_ms == 0 ? ""
       : o.health_every_ms < 0
-          ? ", health as the sidecar's (2.5 s after the node's last message)"
+          ? ", health as the sidecar's (4.5 s after the node's last message, every 30 s at least)"
           : (", health every " + std::to_string(o.health_every_ms) + " ms").c_str());
   std::printf(
       "streams held: %d of %d opened in %.1f s (failed %d); coordinator RSS %.1f MB -> "

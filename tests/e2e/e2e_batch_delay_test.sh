@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The sidecar's batching on real processes: with default settings (batch_hold.h) records go out
 # several steps per message (far fewer batches than steps reach the coordinator), and nothing is
-# lost or late for it: every step is accounted complete and the verdicts come. Health rides
-# along far less often than once a second (health_cadence.h: the batches are the sidecar's sign
-# of life). A sidecar stopped while it holds records (--batch-delay-ms 10000) sends them before
+# lost or late for it: every step is accounted complete and the verdicts come. No health goes
+# between batches while the ranks step (health_cadence.h: the batches are the sidecar's sign of
+# life). A sidecar stopped while it holds records (--batch-delay-ms 10000) sends them before
 # it exits. Neither the coordinator nor the sidecar probes HTTP/2 bandwidth (a PING round trip
 # every few messages: 16 points of a core at 12,500 sidecars) unless --http2-bdp-probe asks.
 set -euo pipefail
@@ -30,22 +30,30 @@ echo "120 steps of 4 ranks arrived in $batches batches"
 label=$(sf_ctl --json suspects --job bd | jq -r '.verdict.label // empty')
 [ -n "$label" ] || sf_fail "no verdict for job bd"
 
-echo "== health while the ranks step: far less than once a second"
+echo "== health while the ranks step: none between the batches"
 health() { sf_metrics 17402 | awk '/^stagefrontier_ingest_health_reports_total/ { print int($2) }'; }
 h0=$(health)
 t0=$(date +%s)
-# About 20 ms a step: 500 steps in about 10 s, a batch every 80 ms.
-sf_run_trainers hb 2 1 500 --stage-ms data=5,forward=5,backward=5,optimizer=5 --seed 5 \
+# About 20 ms a step: 700 steps in about 14 s, a batch every 80 ms.
+sf_spawn_trainers hb 2 1 700 --stage-ms data=5,forward=5,backward=5,optimizer=5 --seed 5 \
   || sf_fail "trainers of job hb"
+sf_wait_steps hb 100 20 || sf_fail "job hb did not start"
+# In the steady state between: batches are the sign of life, nothing is news (no owner change,
+# no drop) and no stage stays open, so no health at all (health_cadence.h; the max gap is 30 s).
+# Before 2026-11-28 one went every 5 s at least (2.5 s after a batch, at slower steps).
+h1=$(health)
+sleep 6
+h2=$(health)
+sf_wait_trainers || sf_fail "trainers of job hb"
 took=$(($(date +%s) - t0))
 reports=$(($(health) - h0))
-echo "job hb: $reports health reports in about $took s of stepping"
-# Before session 26 a report went every second (about $took); now one with the ranks' first
-# batch, then every 5 s while batches flow, and one at once when a rank's stage or the gap after
-# its last step stays open past 1 s (the trainers starting and ending).
-[ "$took" -ge 6 ] || sf_fail "job hb ran only $took s"
-[ "$reports" -ge 1 ] && [ "$reports" -le $((took / 2 + 1)) ] \
-  || sf_fail "$reports health reports in $took s: expected at most $((took / 2 + 1))"
+echo "job hb: $reports health reports in about $took s of stepping, $((h2 - h1)) in 6 s of them"
+[ "$took" -ge 8 ] || sf_fail "job hb ran only $took s"
+[ $((h2 - h1)) = 0 ] || sf_fail "$((h2 - h1)) health reports in 6 s of steady stepping"
+# The rest: with the ranks' first batch, at once when a rank's stage or the gap after its last
+# step stays open past 1 s (the trainers starting and ending), and the slots released (news).
+[ "$reports" -ge 1 ] && [ "$reports" -le 8 ] \
+  || sf_fail "$reports health reports in $took s: expected 1 to 8"
 
 echo "== no HTTP/2 bandwidth probes while they stepped"
 probes() { grep -c 'bdp\[.*:sched' "$1" || true; }

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A short job's first verdict asks its capture: the coordinator knows which ranks can take
 # captures (here the synthetic trainer's C++ capture callbacks) as soon as their first records
-# arrive, not at the sidecar's next periodic health report (--health-every-ms and
-# --health-quiet-ms 60000 here, so that only the report sent right behind the ranks' first
-# records can tell it).
+# arrive, not at the sidecar's next periodic health report (--health-every-ms,
+# --health-quiet-ms 60000 and --health-max-gap-ms 120000 here, so that only the report sent
+# right behind the ranks' first records can tell it: the handler, once sent, is no news).
 # Regression (capture_eval, 2026-11-24): that report used to go out when the trainer declared
 # its handler, before its first records created the job at the coordinator, and was dropped
 # there; the first window of a short job then read "cannot capture: no capture handler in the
@@ -21,7 +21,7 @@ sf_start_coordinator 17431 17432 --window-steps 50 || sf_fail "coordinator"
 sf_spawn_trainers fw 4 1 300 --stage-ms data=1,forward=2,backward=2,optimizer=1 \
   --fault forward:2:8 --capture-callbacks
 sleep 1.5
-sf_start_sidecar node0 --health-every-ms 60000 --health-quiet-ms 60000
+sf_start_sidecar node0 --health-every-ms 60000 --health-quiet-ms 60000 --health-max-gap-ms 120000
 sf_wait_trainers || sf_fail "trainers"
 sf_wait_steps fw 300 30 || sf_fail "steps"
 caps=$(sf_ctl --json captures --job fw)

@@ -286,8 +286,8 @@ std::string ReasonAt(JobState& job, int64_t now_ns) {
 }
 
 TEST_CASE("a sidecar's steps keep its ranks' positions alive; silence makes them lost") {
-  // Health every 2 s at most while the ranks step (a batch in between): steps are the
-  // sidecar's sign of life, the positions stay those of the last health.
+  // Batches 4 s apart while the ranks step, no health between them: steps are the sidecar's
+  // sign of life, the positions stay those of the last health.
   const std::string dir = TempDir();
   auto job = JobState::Create(Decl(0), Options(dir), nullptr);
   REQUIRE(job.ok());
@@ -303,9 +303,9 @@ TEST_CASE("a sidecar's steps keep its ranks' positions alive; silence makes them
       REQUIRE((*job)->Ingest(wire::MakeRankSteps("hang", r, enc), "node-a", at, 7).ok());
     }
   };
-  resend(t + 2'500'000'000);
-  CHECK(ReasonAt(**job, t + 5 * kS) == "hung");          // 2.5 s after the batch: alive
-  CHECK(ReasonAt(**job, t + 6 * kS) == "sidecar_lost");  // 3.5 s after it: lost
+  resend(t + kS);
+  CHECK(ReasonAt(**job, t + 5 * kS) == "hung");          // 4 s after the batch: alive
+  CHECK(ReasonAt(**job, t + 6 * kS) == "sidecar_lost");  // 5 s after it: lost
   resend(t + 6'500'000'000);                             // heard from again: stuck, not lost
   CHECK(ReasonAt(**job, t + 7 * kS) == "hung");
 }

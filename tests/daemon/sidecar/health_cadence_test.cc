@@ -1,5 +1,6 @@
-// When the sidecar sends health (health_cadence.h): every second while a stall may be forming,
-// otherwise only to fill a 2.5 s silence (a batch counts) and at least every 5 s.
+// When the sidecar sends health (health_cadence.h): every second while a stall may be forming or
+// while it has news, otherwise only to fill a 4.5 s silence (a batch counts) and at least every
+// 30 s.
 #include "daemon/sidecar/health_cadence.h"
 
 #include <catch2/catch.hpp>
@@ -13,8 +14,9 @@ constexpr int64_t kS = 1000 * kMs;
 
 // Runs a cadence from 0 to `end_ns` in 10 ms polls with a batch every `batch_every_ns` (0: none);
 // returns when health went out.
-std::vector<int64_t> Run(int64_t end_ns, int64_t batch_every_ns, bool stage_open_long) {
-  HealthCadence c;
+std::vector<int64_t> Run(int64_t end_ns, int64_t batch_every_ns, bool stage_open_long,
+                         HealthCadenceOptions options = {}) {
+  HealthCadence c(options);
   c.Start(0);
   c.Sent(0, true);  // the health before the stream's first batch (it declares the ranks)
   std::vector<int64_t> sent{0};
@@ -33,27 +35,41 @@ TEST_CASE("nothing before a stream; the cadence counts from its start") {
   CHECK_FALSE(c.Due(100 * kS, false));  // no stream yet
   c.Start(5 * kS);
   CHECK_FALSE(c.Due(5 * kS, false));
-  CHECK(c.NextNs(false) == 7500 * kMs);
+  CHECK(c.NextNs(false) == 9500 * kMs);
   CHECK(c.NextNs(true) == 6 * kS);
+  CHECK(c.NextNs(false, /*news=*/true) == 6 * kS);
 }
 
-TEST_CASE("batches every 4 s: one health between two batches, none lost to silence") {
-  // 1 step/s, 4 steps per message (the 100,000-GPU shape): health at 0, then 2.5 s after each
-  // batch — never half-way (2 s would fall due with the next batch, racing it).
+TEST_CASE("batches every 4 s: no health between them, one every 30 s") {
+  // 1 step/s, 4 steps per message (the 100,000-GPU shape): the batches are the sign of life
+  // (4 s apart, under the coordinator's 4.75 s), health only at the 30 s max gap.
+  CHECK(Run(65 * kS, 4 * kS, false) == std::vector<int64_t>{0, 30 * kS, 60 * kS});
+  // Batches every 5 s: a health 4.5 s after each, so that the coordinator hears something
+  // within its 4.75 s.
+  CHECK(Run(11 * kS, 5 * kS, false) == std::vector<int64_t>{0, 4500 * kMs, 9500 * kMs});
+  // The previous defaults (--health-quiet-ms 2500 --health-max-gap-ms 5000, beside a
+  // coordinator with a 3 s limit): one health per 4 s batch.
   constexpr int64_t kHalf = kS / 2;
-  const std::vector<int64_t> sent = Run(20 * kS, 4 * kS, false);
-  CHECK(sent == std::vector<int64_t>{0, 2 * kS + kHalf, 6 * kS + kHalf, 10 * kS + kHalf,
-                                     14 * kS + kHalf, 18 * kS + kHalf});
-  // A sign of life at least every 2.5 s: batches at 4 s, 8 s, ... and the health between them.
-  // Batches every 3 s: still one health per batch; every 2 s: none but the 5 s one.
-  CHECK(Run(9 * kS, 3 * kS, false) ==
-        std::vector<int64_t>{0, 2 * kS + kHalf, 5 * kS + kHalf, 8 * kS + kHalf});
-  CHECK(Run(11 * kS, 2 * kS, false) == std::vector<int64_t>{0, 5 * kS, 10 * kS});
+  CHECK(Run(11 * kS, 4 * kS, false, {.quiet_after_ns = 2500 * kMs, .max_gap_ns = 5 * kS}) ==
+        std::vector<int64_t>{0, 2 * kS + kHalf, 6 * kS + kHalf, 10 * kS + kHalf});
 }
 
-TEST_CASE("no batches: health every 2.5 s") {
-  const std::vector<int64_t> sent = Run(8 * kS, 0, false);
-  CHECK(sent == std::vector<int64_t>{0, 2500 * kMs, 5 * kS, 7500 * kMs});
+TEST_CASE("no batches: health every 4.5 s") {
+  const std::vector<int64_t> sent = Run(10 * kS, 0, false);
+  CHECK(sent == std::vector<int64_t>{0, 4500 * kMs, 9 * kS});
+}
+
+TEST_CASE("news goes a second after the last health at the latest, not at the quiet cadence") {
+  HealthCadence c;
+  c.Start(0);
+  c.Sent(0, true);
+  c.Sent(3 * kS, false);  // a batch
+  CHECK_FALSE(c.Due(3500 * kMs, false));
+  CHECK(c.Due(3500 * kMs, false, /*news=*/true));  // an owner gone, a self-test answer
+  c.Sent(3500 * kMs, true);
+  // News again at once (drops at every step): at most once a second.
+  CHECK_FALSE(c.Due(4 * kS, false, true));
+  CHECK(c.Due(4500 * kMs, false, true));
 }
 
 TEST_CASE("a stall forming: every second, batches or not") {
@@ -78,6 +94,63 @@ TEST_CASE("custom periods") {
   CHECK(c.NextNs(false) == 900 * kMs);
   c.Sent(800 * kMs, false);
   CHECK(c.NextNs(false) == kS);  // the max gap since the last health
+}
+
+v1::SlotHealth* Slot(v1::Health* h, int rank) {
+  v1::SlotHealth* s = h->add_slots();
+  s->set_job("j");
+  s->set_rank(rank);
+  s->set_owner("alive");
+  s->set_owner_pid(100 + rank);
+  return s;
+}
+
+TEST_CASE("health's news: everything but the progress of stepping ranks") {
+  v1::Health a;
+  Slot(&a, 0);
+  Slot(&a, 1);
+  const std::string base = HealthNews(a);
+  // Progress at every step: not news.
+  v1::Health moved = a;
+  moved.mutable_slots(0)->set_records_read(900);
+  moved.mutable_slots(0)->set_pending(3);
+  moved.mutable_slots(1)->set_probe_intervals(40);
+  moved.mutable_slots(1)->set_open_known(true);
+  moved.mutable_slots(1)->set_open_step(17);
+  moved.mutable_slots(1)->set_open_stage("fwd");
+  moved.mutable_slots(1)->set_open_age_ns(5);
+  CHECK(HealthNews(moved) == base);
+  // What the coordinator acts on: news.
+  const auto news = [&](auto change) {
+    v1::Health h = a;
+    change(h.mutable_slots(1));
+    return HealthNews(h) != base;
+  };
+  CHECK(news([](v1::SlotHealth* s) { s->set_owner("dead"); }));
+  CHECK(news([](v1::SlotHealth* s) { s->set_owner_pid(7); }));
+  CHECK(news([](v1::SlotHealth* s) { s->set_dropped_by_writer(1); }));
+  CHECK(news([](v1::SlotHealth* s) { s->set_gap_steps(1); }));
+  CHECK(news([](v1::SlotHealth* s) { s->set_clock_ahead(1); }));
+  CHECK(news([](v1::SlotHealth* s) { s->set_selftest_state(1); }));
+  CHECK(news([](v1::SlotHealth* s) { s->set_layout_source("declared"); }));
+  CHECK(news([](v1::SlotHealth* s) { s->set_last_error("torn record"); }));
+  // A released slot read to its end: the coordinator takes the rank for finished.
+  v1::Health released = a;
+  released.mutable_slots(1)->set_owner("none");
+  released.mutable_slots(1)->set_pending(4);
+  const std::string draining = HealthNews(released);
+  CHECK(draining != base);
+  released.mutable_slots(1)->set_pending(2);
+  CHECK(HealthNews(released) == draining);
+  released.mutable_slots(1)->set_pending(0);
+  CHECK(HealthNews(released) != draining);
+  // A slot claimed or released.
+  v1::Health more = a;
+  Slot(&more, 2);
+  CHECK(HealthNews(more) != base);
+  v1::Health fewer;
+  *fewer.add_slots() = a.slots(0);
+  CHECK(HealthNews(fewer) != base);
 }
 
 }  // namespace

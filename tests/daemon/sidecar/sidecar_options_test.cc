@@ -17,16 +17,16 @@ std::optional<int> Parse(std::vector<std::string> args, SidecarOptions* o) {
 
 TEST_CASE("sidecar flags fill the options") {
   SidecarOptions o;
-  REQUIRE_FALSE(
-      Parse({"--coordinator", "10.0.0.1:7311", "--poll-max-ms", "20", "--batch-delay-ms", "5",
-             "--health-every-ms", "300", "--health-quiet-ms", "1500", "--shm-dir", "/x"},
-            &o));
+  REQUIRE_FALSE(Parse({"--coordinator", "10.0.0.1:7311", "--poll-max-ms", "20", "--batch-delay-ms",
+                       "5", "--health-every-ms", "300", "--health-quiet-ms", "1500",
+                       "--health-max-gap-ms", "5000", "--shm-dir", "/x"},
+                      &o));
   CHECK(o.stream.coordinator == "10.0.0.1:7311");
   CHECK(o.stream.poll_max == std::chrono::milliseconds(20));
   CHECK(o.stream.batch_delay == std::chrono::milliseconds(5));
   CHECK(o.stream.health.stalled_every_ns == 300'000'000);
   CHECK(o.stream.health.quiet_after_ns == 1'500'000'000);
-  CHECK(o.stream.health.max_gap_ns == 3'000'000'000);
+  CHECK(o.stream.health.max_gap_ns == 5'000'000'000);
   CHECK(o.CaptureDirectory() == "/x/stagefrontier-captures");
   CHECK_FALSE(o.stream.node.empty());  // this host's name
 }
@@ -46,8 +46,8 @@ TEST_CASE("health every second by default, and at once past a rank's open-stage 
   SidecarOptions d;
   REQUIRE_FALSE(Parse({}, &d));
   CHECK(d.stream.health.stalled_every_ns == 1'000'000'000);
-  CHECK(d.stream.health.quiet_after_ns == 2'500'000'000);
-  CHECK(d.stream.health.max_gap_ns == 5'000'000'000);
+  CHECK(d.stream.health.quiet_after_ns == 4'500'000'000);
+  CHECK(d.stream.health.max_gap_ns == 30'000'000'000);
   CHECK(d.stream.open_stage_report == std::chrono::milliseconds(1000));
   SidecarOptions o;
   REQUIRE_FALSE(Parse({"--open-stage-report-ms", "2500"}, &o));
@@ -57,6 +57,8 @@ TEST_CASE("health every second by default, and at once past a rank's open-stage 
   CHECK(off.stream.open_stage_report.count() == 0);
   SidecarOptions bad;
   CHECK(Parse({"--open-stage-report-ms", "-1"}, &bad) == 2);
+  SidecarOptions gap;
+  CHECK(Parse({"--health-max-gap-ms", "50"}, &gap) == 2);  // below 100 ms
 }
 
 TEST_CASE("sidecar usage errors exit 2, --help 0") {
