@@ -128,7 +128,7 @@ void AddLimitFlags(CLI::App& app, CoordinatorOptions* o, UnitFlags* u) {
       ->capture_default_str();
   app.add_option("--idle-timeout-ms", limits.idle_timeout_ms,
                  "end an ingest stream that sent nothing for this long, and close a connection "
-                 "that held no call for as long (a sidecar sends at least every 5 s; a machine "
+                 "that held no call for as long (a sidecar sends at least every 4.5 s; a machine "
                  "that vanished leaves its connections half-open); 0: never")
       ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}))
       ->capture_default_str();

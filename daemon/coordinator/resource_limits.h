@@ -36,7 +36,7 @@ struct ResourceLimits {
   // A stream must send its Hello this soon after opening (--hello-timeout-ms).
   int64_t hello_timeout_ms = 10'000;
   // A stream that delivered nothing for this long is ended, and a connection that held no call
-  // for this long is closed (--idle-timeout-ms; 0: never): a sidecar sends at least every 5 s,
+  // for this long is closed (--idle-timeout-ms; 0: never): a sidecar sends at least every 4.5 s,
   // and the connection of a machine that vanished stays half-open (the coordinator has no
   // HTTP/2 keepalive: coordinator_server.cc).
   int64_t idle_timeout_ms = 60'000;

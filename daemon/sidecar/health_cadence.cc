@@ -22,9 +22,8 @@ int64_t HealthCadence::NextNs(bool stage_open_long, bool news) const {
   return std::min(last_any_ns_ + options_.quiet_after_ns, last_health_ns_ + options_.max_gap_ns);
 }
 
-std::string HealthNews(const v1::Health& health) {
-  v1::Health key = health;
-  for (v1::SlotHealth& s : *key.mutable_slots()) {
+std::string HealthNews(v1::Health health) {
+  for (v1::SlotHealth& s : *health.mutable_slots()) {
     s.clear_records_read();
     // A released slot's last records read (pending 0) is when the coordinator takes the rank
     // for finished: news; a stepping rank's pending comes and goes at every step.
@@ -41,7 +40,7 @@ std::string HealthNews(const v1::Health& health) {
     s.clear_open_age_ns();
   }
   std::string out;
-  key.SerializeToString(&out);
+  health.SerializeToString(&out);
   return out;
 }
 

@@ -66,7 +66,7 @@ class HealthCadence {
 // What of `health` is news to the coordinator: the report without what moves at every step
 // (records read, pending, probe intervals, where each rank is). Two reports with equal keys
 // differ only in progress. A field added to SlotHealth is news until listed here.
-std::string HealthNews(const v1::Health& health);
+std::string HealthNews(v1::Health health);
 
 }  // namespace stagefrontier
 

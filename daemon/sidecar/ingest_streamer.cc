@@ -4,6 +4,7 @@
 
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -169,10 +170,13 @@ void IngestStreamer::SendLoop(Connection& c) {
             0, &c.stage_open_long);
       }
       // News (an owner gone, a self-test answer, drops) goes without waiting for the quiet
-      // cadence, which a node that sends batches never reaches.
-      v1::Health h;
-      drainer_->FillHealth(&h);
-      c.health_news = HealthNews(h) != c.health_sent;
+      // cadence, which a node that sends batches never reaches. News already found waits for
+      // its send (at most a second), which reads the slots again.
+      if (!c.health_news) {
+        v1::Health h;
+        drainer_->FillHealth(&h);
+        c.health_news = HealthNews(std::move(h)) != c.health_sent;
+      }
     }
     // Before such a report what was drained goes out, so that the coordinator has every step the
     // ranks finished when it reads where they are now.
@@ -259,9 +263,10 @@ bool IngestStreamer::SendHealth(Connection& c, Clock::time_point now) {
   v1::SidecarMessage h;
   drainer_->FillHealth(h.mutable_health());
   c.health.Sent(Ns(now), /*health=*/true);
-  c.health_sent = HealthNews(h.health());
+  const bool ok = h.health().slots_size() == 0 || c.stream->Write(h);
+  c.health_sent = HealthNews(std::move(*h.mutable_health()));
   c.health_news = false;
-  return h.health().slots_size() == 0 || c.stream->Write(h);
+  return ok;
 }
 
 size_t IngestStreamer::DrainIntoPending(Connection& c, Clock::time_point now) {
