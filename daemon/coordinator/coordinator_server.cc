@@ -269,6 +269,7 @@ void CoordinatorServer::CreateServices() {
                                             options_.limits, LogInfo, &self_tests_);
   ingest_->SetNodeLedger(ledger_.get());
   ingest_->SetCaptureAnswerObserver(&capture_trigger_);
+  ingest_->SetSilentLimit(job_options_.stall.silent_ns);
   query_ = std::make_unique<QueryService>(jobs_.get(), &sessions_, &metrics_, token_, &self_tests_,
                                           ledger_.get(), fleet_.get());
   query_->SetAccessTokens(*std::move(access_));
@@ -344,7 +345,7 @@ absl::Status CoordinatorServer::StartGrpcServer() {
     builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, options_.http2_bdp_probe ? 1 : 0);
     // No HTTP/2 keepalive (gRPC's server default pings an idle connection after 2 h, and for
     // that re-arms a timer at every read: 4 points of a core at 12,500 sidecars,
-    // docs/results.md). A sidecar sends at least every 5 s; a stream silent for
+    // docs/results.md). A sidecar sends at least every 4.5 s; a stream silent for
     // --idle-timeout-ms is ended instead (ingest_service.h), a vanished machine's with it.
     builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, INT_MAX);
     // Nor would keepalive close a connection that holds no call (a vanished sidecar's capture

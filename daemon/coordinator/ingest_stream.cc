@@ -1,5 +1,6 @@
 #include "daemon/coordinator/ingest_stream.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -235,7 +236,12 @@ bool IngestStream::OnHello(const v1::Hello& hello) {
   if (deps_.log) {
     deps_.log(absl::StrCat("sidecar ", Who(), " (", LogSafe(hello.sidecar_id()), ") connected"));
   }
-  return true;
+  // Before any ack: a sidecar that gets an ack first knows this coordinator predates the
+  // message and keeps to the old 3 s limit's cadence (health_cadence.h).
+  v1::CoordinatorMessage limits;
+  limits.mutable_limits()->set_silent_after_ms(deps_.silent_after_ns / 1'000'000);
+  limits.mutable_limits()->set_idle_timeout_ms(std::max<int64_t>(deps_.limits.idle_timeout_ms, 0));
+  return Send(limits);
 }
 
 void IngestStream::Reject(v1::BatchAck* ack, const std::string& job, int32_t rank,

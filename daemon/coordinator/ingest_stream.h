@@ -33,6 +33,7 @@
 #include "daemon/coordinator/resource_limits.h"
 #include "daemon/coordinator/self_tests.h"
 #include "daemon/coordinator/sidecar_sessions.h"
+#include "daemon/coordinator/stall_watch.h"
 #include "daemon/events/capture_answer_observer.h"
 #include "daemon/nodes/node_ledger.h"
 #include "grpcpp/grpcpp.h"
@@ -52,6 +53,8 @@ struct IngestDeps {
   SelfTestBook* self_tests = nullptr;  // null: self-test answers are not followed
   NodeLedger* nodes = nullptr;         // null: the machines under node names are not noted
   CaptureAnswerObserver* capture_answers = nullptr;  // null: capture answers are not followed
+  // The stall watch's silence limit, told to each sidecar after its Hello (StreamLimits).
+  int64_t silent_after_ns = StallOptions{}.silent_ns;
 };
 
 class IngestStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,

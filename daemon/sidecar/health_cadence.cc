@@ -22,6 +22,26 @@ int64_t HealthCadence::NextNs(bool stage_open_long, bool news) const {
   return std::min(last_any_ns_ + options_.quiet_after_ns, last_health_ns_ + options_.max_gap_ns);
 }
 
+HealthCadenceOptions CadenceFor(const HealthCadenceOptions& configured,
+                                const v1::StreamLimits* limits) {
+  HealthCadenceOptions cap = kPredatingCoordinator;
+  if (limits != nullptr) {
+    constexpr int64_t kMs = 1'000'000;
+    constexpr int64_t kDayMs = 86'400'000;  // beyond any limit; keeps the products in range
+    const int64_t silent_ms = std::min(limits->silent_after_ms(), kDayMs);
+    const int64_t idle_ms = std::min(limits->idle_timeout_ms(), kDayMs);
+    // A silence limit under 350 ms (none a coordinator sets) still leaves the sidecar 100 ms.
+    cap.quiet_after_ns = silent_ms > 0 ? std::max<int64_t>(silent_ms - 250, 100) * kMs : INT64_MAX;
+    cap.stalled_every_ns = cap.quiet_after_ns;
+    cap.max_gap_ns = idle_ms > 0 ? std::max<int64_t>(idle_ms / 2, 100) * kMs : INT64_MAX;
+  }
+  HealthCadenceOptions out = configured;
+  out.stalled_every_ns = std::min(out.stalled_every_ns, cap.stalled_every_ns);
+  out.quiet_after_ns = std::min(out.quiet_after_ns, cap.quiet_after_ns);
+  out.max_gap_ns = std::min(out.max_gap_ns, cap.max_gap_ns);
+  return out;
+}
+
 std::string HealthNews(v1::Health health) {
   for (v1::SlotHealth& s : *health.mutable_slots()) {
     s.clear_records_read();

@@ -38,9 +38,26 @@ struct HealthCadenceOptions {
   int64_t max_gap_ns = 30'000'000'000;
 };
 
+// The cadence a coordinator allows, from what it said after the Hello (StreamLimits):
+// `configured` capped so that something goes out before its silence limit (the quiet and the
+// stall cadence at most silent_after_ms less 250 ms: 4.5 s against 4.75 s) and within half its
+// idle timeout (the max gap: 30 s against 60 s). The defaults are those caps, so only flags set
+// past them change. `limits` null: a coordinator from before StreamLimits (its first message
+// was an ack, or none came yet), whose stall watch took a sidecar for lost after 3 s: its
+// cadence, health after 2.5 s of silence and at least every 5 s (kPredatingCoordinator).
+HealthCadenceOptions CadenceFor(const HealthCadenceOptions& configured,
+                                const v1::StreamLimits* limits);
+inline constexpr HealthCadenceOptions kPredatingCoordinator = {.stalled_every_ns = 1'000'000'000,
+                                                               .quiet_after_ns = 2'500'000'000,
+                                                               .max_gap_ns = 5'000'000'000};
+
 class HealthCadence {
  public:
   explicit HealthCadence(HealthCadenceOptions options = {}) : options_(options) {}
+
+  // New bounds for an open stream (the coordinator's StreamLimits came); what was sent counts.
+  void set_options(HealthCadenceOptions options) { options_ = options; }
+  const HealthCadenceOptions& options() const { return options_; }
 
   // A new stream opened at `now_ns` (its first batch declares the node's ranks, and their health
   // goes right before it: ingest_streamer.cc; the cadence counts from here).

@@ -149,7 +149,9 @@ void IngestStreamer::ReadReplies(Connection& c) {
 
 void IngestStreamer::SendLoop(Connection& c) {
   c.next_rescan = Clock::now();
-  c.health = HealthCadence(options_.health);
+  c.last_write = c.next_rescan;  // the Hello
+  // Until the coordinator says its limits, the cadence an older coordinator needs.
+  c.health = HealthCadence(CadenceFor(options_.health, nullptr));
   c.health.Start(Ns(c.next_rescan));
   c.poll = options_.poll_min;
   while (HandleInbox(c)) {
@@ -210,7 +212,10 @@ bool IngestStreamer::HandleInbox(Connection& c) {
   }
   bool ok = true;
   for (const v1::CoordinatorMessage& m : got) {
-    if (m.has_ack()) {
+    if (m.has_limits()) {
+      OnLimits(c, &m.limits());
+    } else if (m.has_ack()) {
+      if (!c.limits_known) OnLimits(c, nullptr);
       OnAck(c, m.ack());
     } else if (m.has_control()) {
       ok = OnControl(c, m.control());
@@ -230,6 +235,30 @@ void IngestStreamer::OnAck(Connection& c, const v1::BatchAck& ack) {
   // Acknowledged batches earn back their size.
   batch_limit_ = std::min(options_.max_batch_records, batch_limit_ * 2);
   for (const v1::Rejection& r : ack.rejections()) WarnRefused(r);
+}
+
+void IngestStreamer::OnLimits(Connection& c, const v1::StreamLimits* limits) {
+  if (c.limits_known) return;  // said once per stream; a second is ignored
+  c.limits_known = true;
+  const HealthCadenceOptions& want = options_.health;
+  const HealthCadenceOptions got = CadenceFor(want, limits);
+  c.health.set_options(got);
+  if (!log_) return;
+  constexpr int64_t kMs = 1'000'000;
+  if (limits == nullptr) {
+    log_(absl::StrCat(
+        "the coordinator predates StreamLimits (its stall watch takes a sidecar "
+        "silent for 3 s for lost): health after ",
+        got.quiet_after_ns / kMs, " ms of silence, at least every ", got.max_gap_ns / kMs, " ms"));
+  } else if (got.quiet_after_ns != want.quiet_after_ns ||
+             got.stalled_every_ns != want.stalled_every_ns || got.max_gap_ns != want.max_gap_ns) {
+    log_(absl::StrCat("the coordinator takes a sidecar silent for ", limits->silent_after_ms(),
+                      " ms for lost and ends a stream idle for ", limits->idle_timeout_ms(),
+                      " ms: health every ", got.stalled_every_ns / kMs, " ms in a stall, after ",
+                      got.quiet_after_ns / kMs, " ms of silence, at least every ",
+                      got.max_gap_ns / kMs, " ms (asked: ", want.stalled_every_ns / kMs, ", ",
+                      want.quiet_after_ns / kMs, ", ", want.max_gap_ns / kMs, ")"));
+  }
 }
 
 void IngestStreamer::WarnRefused(const v1::Rejection& r) {
@@ -263,7 +292,14 @@ bool IngestStreamer::SendHealth(Connection& c, Clock::time_point now) {
   v1::SidecarMessage h;
   drainer_->FillHealth(h.mutable_health());
   c.health.Sent(Ns(now), /*health=*/true);
-  const bool ok = h.health().slots_size() == 0 || c.stream->Write(h);
+  // A node without ranks (between jobs) has nothing to report, but must not stay silent past
+  // the coordinator's idle timeout (it would end the stream, log it and count it every
+  // minute): an empty report at the max gap.
+  const bool keepalive =
+      now - c.last_write >= std::chrono::nanoseconds(c.health.options().max_gap_ns);
+  const bool write = h.health().slots_size() > 0 || keepalive;
+  const bool ok = !write || c.stream->Write(h);
+  if (write) c.last_write = now;
   c.health_sent = HealthNews(std::move(*h.mutable_health()));
   c.health_news = false;
   return ok;
@@ -311,6 +347,7 @@ bool IngestStreamer::SendPendingIfDue(Connection& c, Clock::time_point now, bool
   // window's steps already written ("cannot capture" on a capable rank).
   if (c.pending.batch().declarations_size() > 0 && !SendHealth(c, now)) return false;
   if (!c.stream->Write(c.pending)) return false;
+  c.last_write = now;
   c.health.Sent(Ns(now), /*health=*/false);
   ++counters_.batches_sent;
   counters_.records_sent += c.pending_n;

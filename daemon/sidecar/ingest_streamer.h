@@ -119,6 +119,10 @@ class IngestStreamer {
     uint64_t seq = 0;
     Clock::time_point next_rescan;
     HealthCadence health;
+    // The coordinator said its StreamLimits, or acked first (it predates them): the cadence
+    // is settled for this stream (CadenceFor).
+    bool limits_known = false;
+    Clock::time_point last_write{};  // the last batch or health written (not Hello or acks)
     bool stage_open_long = false;  // as of the last open-stage check
     Clock::time_point next_open_check;
     // The slots' health has news since the last health sent (HealthNews; checked with the
@@ -146,6 +150,8 @@ class IngestStreamer {
   // Handles what the reader queued; false when the stream broke or a reply failed.
   bool HandleInbox(Connection& c);
   void OnAck(Connection& c, const v1::BatchAck& ack);
+  // Keeps the health cadence inside the coordinator's limits (null: it predates them).
+  void OnLimits(Connection& c, const v1::StreamLimits* limits);
   void WarnRefused(const v1::Rejection& r);
   // Applies a control request and answers it; false when the answer could not be written.
   bool OnControl(Connection& c, const v1::ControlRequest& request);

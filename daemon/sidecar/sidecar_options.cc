@@ -61,14 +61,16 @@ std::optional<int> ParseSidecarOptions(int argc, char** argv, SidecarOptions* op
   int health_quiet_ms = static_cast<int>(so.health.quiet_after_ns / kMs);
   app.add_option("--health-quiet-ms", health_quiet_ms,
                  "otherwise, health after this long with nothing sent to the coordinator (a batch "
-                 "counts); keep it under the coordinator's 4.75 s sidecar silence limit")
+                 "counts). This and --health-every-ms are capped 250 ms under the silence limit "
+                 "the coordinator says after the Hello (4.75 s), with a log line")
       ->check(CLI::Range(100, 600000))
       ->capture_default_str();
   int health_max_gap_ms = static_cast<int>(so.health.max_gap_ns / kMs);
   app.add_option("--health-max-gap-ms", health_max_gap_ms,
-                 "and at least this often, batches or not (the slots' progress counters). Beside "
-                 "a coordinator with a 3 s silence limit (before 2026-11-28): --health-quiet-ms "
-                 "2500 --health-max-gap-ms 5000")
+                 "and at least this often, batches or not (the slots' progress counters); capped "
+                 "at half the coordinator's idle timeout (it says it after the Hello). A "
+                 "coordinator that says nothing before its first ack (before 2026-11-28: a 3 s "
+                 "silence limit) gets health after 2.5 s of silence and at least every 5 s")
       ->check(CLI::Range(100, 3600000))
       ->capture_default_str();
   int open_stage_report_ms = 1000;

@@ -54,6 +54,13 @@ echo "job hb: $reports health reports in about $took s of stepping, $((h2 - h1))
 # step stays open past 1 s (the trainers starting and ending), and the slots released (news).
 [ "$reports" -ge 1 ] && [ "$reports" -le 8 ] \
   || sf_fail "$reports health reports in $took s: expected 1 to 8"
+# The coordinator said its limits after the Hello, before the first ack (StreamLimits): the
+# sidecar kept the default cadence (the defaults are within them: no cap logged), not the
+# 2.5 s one a coordinator that predates the message needs.
+! grep -q "predates StreamLimits" "$SF_WORK/sidecar-node0.log" \
+  || sf_fail "the sidecar took this coordinator for one that predates StreamLimits"
+! grep -q "for lost and ends a stream idle" "$SF_WORK/sidecar-node0.log" \
+  || sf_fail "the default cadence was capped: $(grep 'for lost' "$SF_WORK/sidecar-node0.log")"
 
 echo "== no HTTP/2 bandwidth probes while they stepped"
 probes() { grep -c 'bdp\[.*:sched' "$1" || true; }

@@ -38,4 +38,9 @@ ended=$(grep -c "capture of steps $from..$to ended" "$SF_WORK/trainer-fw.log" ||
 [ "$begun" = 3 ] && [ "$ended" = 3 ] || sf_fail "callbacks: $begun begun, $ended ended of 3"
 answers=$(jq -c '[.answers[] | .state]' <<<"$first")
 [ "$answers" = '["done","done","done"]' ] || sf_fail "answers: $answers"
+# Those flags go past what the coordinator holds a sidecar to (StreamLimits after the Hello):
+# the sidecar keeps inside, and says so.
+grep -q "health every 4500 ms in a stall, after 4500 ms of silence, at least every 30000 ms" \
+  "$SF_WORK/sidecar-node0.log" || sf_fail "no capped cadence in the sidecar's log: $(
+  grep -i 'coordinator' "$SF_WORK/sidecar-node0.log" | head -5)"
 echo "PASS: the first window asked steps $from..$to of rank 2 and two references, answered done"

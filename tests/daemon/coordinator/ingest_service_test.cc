@@ -503,6 +503,12 @@ struct RawStream {
   bool WriteMessage(const google::protobuf::Message& m) {
     return WriteBytes(m.SerializeAsString());
   }
+  // Reads one message (Finish waits until what was sent is read).
+  bool ReadOne() {
+    grpc::ByteBuffer buf;
+    call->Read(&buf, Tag(4));
+    return Wait();
+  }
   grpc::Status Finish() {
     grpc::Status status;
     call->Finish(&status, Tag(3));
@@ -539,6 +545,7 @@ TEST_CASE("garbage bytes end the stream with INVALID_ARGUMENT, said and counted"
   Server srv;
   RawStream raw(srv.channel);
   REQUIRE(raw.WriteMessage(Hello()));
+  REQUIRE(raw.ReadOne());  // the StreamLimits the Hello earns
   raw.WriteBytes(std::string("\xff\xff\xff\xff\x0f garbage", 12));
   grpc::Status st = raw.Finish();
   CHECK(st.error_code() == grpc::INVALID_ARGUMENT);
@@ -643,6 +650,42 @@ TEST_CASE("limits: Hello timeout, streams, jobs per stream, world size") {
   CHECK(c.End().ok());
 }
 
+// The coordinator tells each sidecar, right after its Hello and before any ack, what it holds
+// it to (the sidecar keeps its health cadence inside: health_cadence.h CadenceFor); a sidecar
+// whose first message is an ack knows the coordinator predates it.
+TEST_CASE("after the Hello, before any ack: the stream's limits") {
+  ResourceLimits limits;
+  limits.idle_timeout_ms = 45'000;
+  Server srv(limits);
+  srv.ingest->SetSilentLimit(4'750'000'000);
+  Stream s(srv);
+  REQUIRE(s.rw->Write(Hello()));
+  v1::StepBatch b;
+  Declare(&b, 0);
+  AddSteps(&b, 0, 0, 3);
+  v1::SidecarMessage m;
+  *m.mutable_batch() = b;
+  REQUIRE(s.rw->Write(m));
+  v1::CoordinatorMessage first;
+  REQUIRE(s.rw->Read(&first));
+  REQUIRE(first.has_limits());
+  CHECK(first.limits().silent_after_ms() == 4750);
+  CHECK(first.limits().idle_timeout_ms() == 45'000);
+  v1::CoordinatorMessage second;
+  REQUIRE(s.rw->Read(&second));
+  CHECK(second.has_ack());
+  // Once per stream: the next message is the next ack.
+  v1::StepBatch more;
+  AddSteps(&more, 0, 4, 5);
+  *m.mutable_batch() = more;
+  REQUIRE(s.rw->Write(m));
+  v1::CoordinatorMessage third;
+  REQUIRE(s.rw->Read(&third));
+  REQUIRE(third.has_ack());
+  CHECK(third.ack().accepted() == 2);
+  CHECK(s.End().ok());
+}
+
 // The coordinator has no HTTP/2 keepalive (coordinator_server.cc): a stream that falls silent
 // after its Hello (a machine that vanished leaves its connection half-open) is ended by
 // --idle-timeout-ms instead, and one that keeps sending is not.
@@ -668,6 +711,8 @@ TEST_CASE("limits: a stream silent past --idle-timeout-ms is ended, a talking on
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   v1::CoordinatorMessage m;
+  REQUIRE(silent->Read(&m));  // the StreamLimits after its Hello, then nothing
+  CHECK(m.has_limits());
   CHECK_FALSE(silent->Read(&m));
   const grpc::Status st = silent->Finish();
   CHECK(st.error_code() == grpc::DEADLINE_EXCEEDED);

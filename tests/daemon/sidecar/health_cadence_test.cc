@@ -4,6 +4,7 @@
 #include "daemon/sidecar/health_cadence.h"
 
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <vector>
 
 namespace stagefrontier {
@@ -151,6 +152,76 @@ TEST_CASE("health's news: everything but the progress of stepping ranks") {
   v1::Health fewer;
   *fewer.add_slots() = a.slots(0);
   CHECK(HealthNews(fewer) != base);
+}
+
+// The coordinator says after the Hello what it holds the sidecar to (StreamLimits): the cadence
+// stays inside it whatever the flags ask, and against a coordinator that predates the message
+// (its stall watch took a sidecar for lost after 3 s) it is that coordinator's cadence.
+TEST_CASE("the cadence stays inside the coordinator's limits") {
+  v1::StreamLimits limits;
+  limits.set_silent_after_ms(4750);
+  limits.set_idle_timeout_ms(60'000);
+  // The defaults are the caps of today's coordinator: unchanged.
+  const HealthCadenceOptions defaults;
+  HealthCadenceOptions got = CadenceFor(defaults, &limits);
+  CHECK(got.stalled_every_ns == defaults.stalled_every_ns);
+  CHECK(got.quiet_after_ns == defaults.quiet_after_ns);
+  CHECK(got.max_gap_ns == defaults.max_gap_ns);
+  // Flags past them (--health-every-ms 60000 --health-quiet-ms 60000 --health-max-gap-ms
+  // 120000): a stalled rank's sidecar would read as lost, an idle stream be ended.
+  got = CadenceFor({.stalled_every_ns = 60 * kS, .quiet_after_ns = 60 * kS, .max_gap_ns = 120 * kS},
+                   &limits);
+  CHECK(got.stalled_every_ns == 4500 * kMs);
+  CHECK(got.quiet_after_ns == 4500 * kMs);
+  CHECK(got.max_gap_ns == 30 * kS);
+  // Shorter than the caps: kept.
+  got = CadenceFor({.stalled_every_ns = 200 * kMs, .quiet_after_ns = 200 * kMs, .max_gap_ns = kS},
+                   &limits);
+  CHECK(got.stalled_every_ns == 200 * kMs);
+  CHECK(got.quiet_after_ns == 200 * kMs);
+  CHECK(got.max_gap_ns == kS);
+  // No idle timeout (--idle-timeout-ms 0): no cap on the max gap.
+  limits.set_idle_timeout_ms(0);
+  CHECK(CadenceFor({.max_gap_ns = 600 * kS}, &limits).max_gap_ns == 600 * kS);
+  // A coordinator from before StreamLimits: health after 2.5 s, at least every 5 s (the flags
+  // the docs asked such sidecars to be started with, now by themselves).
+  got = CadenceFor(defaults, nullptr);
+  CHECK(got.stalled_every_ns == kS);
+  CHECK(got.quiet_after_ns == 2500 * kMs);
+  CHECK(got.max_gap_ns == 5 * kS);
+  // With it, a batch every 4 s gets a health 2.5 s after it, as that coordinator needs.
+  constexpr int64_t kHalf = kS / 2;
+  CHECK(Run(11 * kS, 4 * kS, false, got) ==
+        std::vector<int64_t>{0, 2 * kS + kHalf, 6 * kS + kHalf, 10 * kS + kHalf});
+}
+
+TEST_CASE("limits out of any sane range stay in range") {
+  v1::StreamLimits limits;
+  limits.set_silent_after_ms(INT64_MAX);
+  limits.set_idle_timeout_ms(INT64_MAX);
+  HealthCadenceOptions got = CadenceFor({}, &limits);  // no overflow: the defaults stand
+  CHECK(got.quiet_after_ns == 4500 * kMs);
+  CHECK(got.max_gap_ns == 30 * kS);
+  limits.set_silent_after_ms(1);  // under the 250 ms margin: still 100 ms, never 0 or less
+  limits.set_idle_timeout_ms(1);
+  got = CadenceFor({}, &limits);
+  CHECK(got.quiet_after_ns == 100 * kMs);
+  CHECK(got.stalled_every_ns == 100 * kMs);
+  CHECK(got.max_gap_ns == 100 * kMs);
+  limits.set_silent_after_ms(-5);  // unset or negative: no cap from it
+  limits.set_idle_timeout_ms(-5);
+  got = CadenceFor({}, &limits);
+  CHECK(got.quiet_after_ns == 4500 * kMs);
+  CHECK(got.max_gap_ns == 30 * kS);
+}
+
+TEST_CASE("new limits keep what was sent") {
+  HealthCadence c(kPredatingCoordinator);
+  c.Start(0);
+  c.Sent(0, true);
+  CHECK(c.NextNs(false) == 2500 * kMs);
+  c.set_options({});  // today's coordinator said its limits
+  CHECK(c.NextNs(false) == 4500 * kMs);
 }
 
 }  // namespace
