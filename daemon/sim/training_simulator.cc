@@ -380,20 +380,24 @@ void TrainingSimulator::RunStage(int k, int64_t step, std::exponential_distribut
   if (!schema_.IsWait(k)) {
     for (int32_t r = 0; r < R; ++r) now_[r] = arrive[r];
   } else {
-    for (size_t g = 0; g < config_.groups.size(); ++g) {
+    const std::vector<std::vector<int32_t>> everyone = {ContiguousGroups(R, 1)[0]};
+    const std::vector<std::vector<int32_t>>& groups = st.job_scope ? everyone : config_.groups;
+    for (size_t g = 0; g < groups.size(); ++g) {
       double last = 0;
-      for (int32_t r : config_.groups[g]) last = std::max(last, arrive[r]);
+      for (int32_t r : groups[g]) last = std::max(last, arrive[r]);
       const int64_t base = st.kind == StageKind::kSync ? st.base_ns : st.collective_ns;
       double collective = static_cast<double>(base) * (1.0 + st.noise_cv * noise(collective_rng_));
       for (size_t f = 0; f < config_.faults.size(); ++f) {
         const Fault& fault = config_.faults[f];
         if (fault.type != FaultType::kSlowCollective || fault_stage_[f] != k) continue;
         bool hits = fault.ranks.empty();
-        for (int32_t fr : fault.ranks) hits = hits || group_of_[fr] == static_cast<int32_t>(g);
+        for (int32_t fr : fault.ranks) {
+          hits = hits || st.job_scope || group_of_[fr] == static_cast<int32_t>(g);
+        }
         if (hits) collective += static_cast<double>(fault.MagnitudeAt(step));
       }
       const double end = last + std::max(0.0, collective);
-      for (int32_t r : config_.groups[g]) {
+      for (int32_t r : groups[g]) {
         now_[r] = end + jitter(rng_[r]);
         (*spans)[r].emplace_back(arrive[r], now_[r]);
       }

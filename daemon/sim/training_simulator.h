@@ -34,6 +34,8 @@ struct SimStage {
   int64_t base_ns = 0;        // local work (io/compute/mixed); the collective for `sync`
   double noise_cv = 0.02;     // normal noise, as a fraction of base_ns
   int64_t collective_ns = 0;  // `mixed` only: the collective after the local work
+  // A wait over every rank of the job (a loss all-reduce, a barrier), not per group.
+  bool job_scope = false;
 };
 
 enum class FaultType : uint8_t {

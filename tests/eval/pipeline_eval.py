@@ -21,7 +21,9 @@ tensor group in each of fwd and bwd, both kind `tensor`), drawn from seed + 1 so
 pipeline rows of a seed stay as they were; the same faults and patterns. With
 --1f1b-rows/--1f1b-healthy, pipeline rows on Megatron's 1F1B schedule follow (pipeline_loop.py
 --schedule 1f1b: stages re-entered per micro-batch and summed by the stub), drawn as the
-pipeline rows are, from seed + 2.
+pipeline rows are, from seed + 2. With --loss-sync every pipeline row also ends each step with
+an all-reduce over every rank of the job (stage loss_sync, kind sync): a collective over the
+whole job beside the groups' own.
 
 Scores of a faulty row:
   top1   the first suspect is (injected stage, injected rank) and .verdict.sync_group is
@@ -154,6 +156,8 @@ def workload_flags(row):
              "--steps", str(row["steps"])]
     if row.get("schedule", "gpipe") != "gpipe":
         flags += ["--schedule", row["schedule"]]
+    if row.get("loss_sync"):
+        flags += ["--loss-sync"]
     if row.get("stage_work_ms"):
         flags += ["--stage-work-ms", ",".join(f"{v:g}" for v in row["stage_work_ms"])]
     if row.get("stage") is not None:
@@ -467,6 +471,9 @@ def main():
     ap.add_argument("--timeout", type=int, default=300, help="seconds per torchrun")
     ap.add_argument("--bin", default="bazel-bin", help="where the built binaries are")
     ap.add_argument("--only", default="", help="comma-separated row indices to run")
+    ap.add_argument("--loss-sync", action="store_true",
+                    help="pipeline rows end each step with an all-reduce over every rank "
+                         "(pipeline_loop.py --loss-sync: a collective over the whole job)")
     ap.add_argument("--only-print", action="store_true",
                     help="print the summary of the rows in --out; run nothing")
     args = ap.parse_args()
@@ -491,6 +498,9 @@ def main():
             row["kernel_ms"] = args.tp_kernel_ms or None
         table += tp
         table += draw_1f1b(args.seed, len(table), args.f1b_rows, args.f1b_healthy, args.steps)
+        for row in table:
+            if args.loss_sync and row.get("workload", "pipeline") == "pipeline":
+                row["loss_sync"] = True
         for row in table:
             if only and row["index"] not in only:
                 continue

@@ -583,5 +583,77 @@ TEST_CASE("pipeline: an intermittent data stall -> (data, rank) in its stage's g
   RequireTop(r, "data", 4);
 }
 
+// A collective over the whole job beside the groups' own (a loss all-reduce over every rank
+// after the optimizer, declared `sync` like dp_sync): within each role group its members
+// arrive and leave together as in a group collective, so no scope of its own is needed. A
+// group that waits there for another pipeline stage waits as a whole (no rank of it is
+// charged) and the job's verdict still names the group that holds the fault.
+SimConfig PpLossSync(int32_t stages, int32_t replicas) {
+  SimConfig c = Pp(stages, replicas);
+  SimStage loss{"loss_sync", StageKind::kSync, 500'000, 0.02, 0};
+  loss.job_scope = true;
+  c.stages.push_back(loss);
+  return c;
+}
+
+TEST_CASE("pipeline: a job-wide collective marked sync leaves the verdicts as they were",
+          "[scenario][pipeline]") {
+  for (const bool unbalanced : {false, true}) {
+    SimConfig c = PpLossSync(3, 2);
+    c.steps = 1000;  // 10 windows
+    if (unbalanced) c.stage_work_scale = {1.0, 1.0, 1.4};
+    {
+      // The collective is the job's: the last pipeline stage ends its backward pass first and
+      // waits in it for the first stage (the rest of the backward pass, ~30 ms a step), which
+      // a per-group collective would not make it do.
+      absl::StatusOr<TrainingSimulator> sim = TrainingSimulator::Create(c);
+      REQUIRE(sim.ok());
+      const int k = StageIndex(sim->schema(), "loss_sync");
+      double first = 0, last = 0;
+      StepInput in;
+      for (int i = 0; i < 50 && sim->Next(&in); ++i) {
+        for (const RankStep& rs : in.ranks) {
+          const double d = static_cast<double>(rs.boundaries_ns[k + 1] - rs.boundaries_ns[k]);
+          if (rs.rank < 2) first += d;  // pp0
+          if (rs.rank >= 4) last += d;  // pp2
+        }
+      }
+      CHECK(last / 100 > first / 100 + 20e6);  // per rank-step
+    }
+    ScenarioResult r = RunScenario(c);
+    int healthy = 0;
+    for (const Verdict& v : r.window_verdicts) {
+      healthy += v.label == VerdictLabel::kHealthy;
+      if (v.label != VerdictLabel::kHealthy) WARN(LabelText(v) << ": " << v.explanation);
+    }
+    const int windows = static_cast<int>(r.window_verdicts.size());
+    std::printf("pipeline 3x2 + loss_sync over the job, %s: %d of %d windows HEALTHY\n",
+                unbalanced ? "last stage x1.4" : "balanced", healthy, windows);
+    REQUIRE(windows > 0);
+    CHECK(healthy >= windows - 1);
+    CHECK(r.report.job.verdict.suspects.empty());
+    CHECK(r.report.job.verdict.structural.empty() == !unbalanced);
+  }
+  const struct {
+    const char* fault;
+    const char* stage;
+    int32_t rank;
+    const char* group;
+  } cases[] = {{"slow:fwd:rank=3:magnitude=5ms", "fwd", 3, "pp1"},
+               {"slow:bwd:rank=0:magnitude=6ms", "bwd", 0, "pp0"},
+               {"slow:data:rank=4:magnitude=10ms:every=4", "data", 4, "pp2"},
+               {"slow:optimizer:rank=5:magnitude=4ms", "optimizer", 5, "pp2"}};
+  for (const auto& k : cases) {
+    SimConfig c = PpLossSync(3, 2);
+    c.faults.push_back(MustFault(k.fault));
+    ScenarioResult r = RunScenario(c);
+    PrintPipelineVerdict(k.fault, r);
+    INFO(k.fault);
+    CHECK(LabelText(r.report.job.verdict) == "CLEAR");
+    CHECK(r.report.job.verdict.sync_group == k.group);
+    RequireTop(r, k.stage, k.rank);
+  }
+}
+
 }  // namespace
 }  // namespace stagefrontier::testing

@@ -68,16 +68,21 @@ STAGES = [
 ACT_TAG, GRAD_TAG = 1, 2
 
 
-def make_client(s, p, no_layout):
+# --loss-sync: a collective over every rank of the job after apply (the step's loss averaged
+# over the world, as training scripts log it), declared sync like the group's own.
+LOSS_SYNC = ("loss_sync", "sync")
+
+
+def make_client(s, p, no_layout, stages=STAGES):
     if not no_layout:
         layout = {"pipeline_stage": s, "pipeline_stages": p, "tensor_rank": 0, "tensor_size": 1}
         try:
-            return stagefrontier.Client(stages=STAGES, layout=layout)
+            return stagefrontier.Client(stages=stages, layout=layout)
         except TypeError as e:
             why = (str(e).splitlines() or [type(e).__name__])[0].rstrip(":")
             print(f"pipeline_loop: warning: this stagefrontier.Client takes no layout ({why}); "
                   "running without one", flush=True)
-    return stagefrontier.Client(stages=STAGES)
+    return stagefrontier.Client(stages=stages)
 
 
 def stage_work(spec, p):
@@ -253,6 +258,8 @@ def main():
     ap.add_argument("--schedule", choices=["gpipe", "1f1b"], default="gpipe",
                     help="gpipe: all forwards, then all backwards; 1f1b: Megatron's "
                          "one-forward-one-backward order (stages re-entered per micro-batch)")
+    ap.add_argument("--loss-sync", action="store_true",
+                    help="end each step with an all-reduce over every rank (stage loss_sync)")
     ap.add_argument("--no-layout", action="store_true",
                     help="create the Client without layout= (the API before it)")
     add_fault_args(ap, " with STAGE one of data, fwd, bwd, apply")
@@ -285,7 +292,7 @@ def main():
     extra_s = stage_work(args.stage_work_ms, p)[s] / 1000
     fault = Fault.from_args(args, rank)
 
-    c = make_client(s, p, args.no_layout)
+    c = make_client(s, p, args.no_layout, STAGES + [LOSS_SYNC] if args.loss_sync else STAGES)
     w = torch.randn(width, width, generator=torch.Generator().manual_seed(1000 + s)) / width ** 0.5
     g = torch.Generator().manual_seed(rank)
     one_step = gpipe_step if args.schedule == "gpipe" else one_f_one_b_step
@@ -306,6 +313,9 @@ def main():
         with c.stage("apply"):
             fault.hit("apply")
             w -= (1e-2 / d_count) * grad_w
+        if args.loss_sync:
+            with c.stage("loss_sync"):
+                dist.all_reduce(grad_w[0, :1].clone())
         c.end_step()
     if rank == 0:
         ms = 1000 * (time.monotonic() - start) / max(1, args.steps)
