@@ -16,8 +16,11 @@ void HealthCadence::Sent(int64_t now_ns, bool health) {
   if (health) last_health_ns_ = std::max(last_health_ns_, now_ns);
 }
 
-int64_t HealthCadence::NextNs(bool stage_open_long, bool news) const {
+int64_t HealthCadence::NextNs(bool stage_open_long, bool news, bool urgent) const {
   if (!started_) return INT64_MAX;
+  if (urgent) {
+    return last_health_ns_ + std::min(options_.urgent_every_ns, options_.stalled_every_ns);
+  }
   if (stage_open_long || news) return last_health_ns_ + options_.stalled_every_ns;
   return std::min(last_any_ns_ + options_.quiet_after_ns, last_health_ns_ + options_.max_gap_ns);
 }

@@ -36,6 +36,10 @@ struct HealthCadenceOptions {
   int64_t stalled_every_ns = 1'000'000'000;
   int64_t quiet_after_ns = 4'500'000'000;
   int64_t max_gap_ns = 30'000'000'000;
+  // A capture answer (urgent: the next request's answer may replace it in the slot) goes at
+  // once, but at most this often: the slot is the trainer's user's to write, and one that
+  // flips its answer at every poll must not make the sidecar send a report every millisecond.
+  int64_t urgent_every_ns = 100'000'000;
 };
 
 // The cadence a coordinator allows, from what it said after the Hello (StreamLimits):
@@ -67,11 +71,12 @@ class HealthCadence {
   // Whether health is due at `now_ns`; `stage_open_long`: a rank of the node has had its stage
   // open past the report threshold; `news`: the slots' health differs from the last sent in
   // more than progress (HealthNews).
-  bool Due(int64_t now_ns, bool stage_open_long, bool news = false) const {
-    return now_ns >= NextNs(stage_open_long, news);
+  // `urgent`: a capture answer changed (at most every urgent_every_ns).
+  bool Due(int64_t now_ns, bool stage_open_long, bool news = false, bool urgent = false) const {
+    return now_ns >= NextNs(stage_open_long, news, urgent);
   }
   // When health is next due (for a caller that sleeps until then).
-  int64_t NextNs(bool stage_open_long, bool news = false) const;
+  int64_t NextNs(bool stage_open_long, bool news = false, bool urgent = false) const;
 
  private:
   HealthCadenceOptions options_;

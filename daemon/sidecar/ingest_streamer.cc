@@ -186,10 +186,11 @@ void IngestStreamer::SendLoop(Connection& c) {
       DrainIntoPending(c, now);
       if (!SendPendingIfDue(c, now, /*force=*/true)) break;
     }
-    // A stub's capture answer goes out at once: the next request's answer replaces it in the
-    // slot, possibly before the regular report.
-    if ((c.health.Due(Ns(now), c.stage_open_long, c.health_news) || open_passed ||
-         drainer_->CaptureAnswersChanged()) &&
+    // A stub's capture answer goes out at once (the next request's answer replaces it in the
+    // slot, possibly before the regular report), but at most every 100 ms: a hostile slot can
+    // change it at every poll.
+    c.capture_news = drainer_->CaptureAnswersChanged() || c.capture_news;
+    if ((c.health.Due(Ns(now), c.stage_open_long, c.health_news, c.capture_news) || open_passed) &&
         !SendHealth(c, now)) {
       break;
     }
@@ -302,6 +303,7 @@ bool IngestStreamer::SendHealth(Connection& c, Clock::time_point now) {
   if (write) c.last_write = now;
   c.health_sent = HealthNews(std::move(*h.mutable_health()));
   c.health_news = false;
+  c.capture_news = false;
   return ok;
 }
 

@@ -129,6 +129,7 @@ class IngestStreamer {
     // open stages): what was sent, and whether what is there now differs.
     std::string health_sent;
     bool health_news = false;
+    bool capture_news = false;  // a capture answer changed since the last health sent
     std::chrono::milliseconds poll{0};
     Clock::time_point stop_deadline{};
     // The batch being filled (batch_delay): drained, not yet sent. Dropped with the stream;

@@ -224,5 +224,30 @@ TEST_CASE("new limits keep what was sent") {
   CHECK(c.NextNs(false) == 4500 * kMs);
 }
 
+// A capture answer goes at once (the next request's answer may replace it in the slot), but a
+// slot is the trainer's user's to write: at most every 100 ms however often it changes.
+TEST_CASE("capture answers: at once, at most every 100 ms") {
+  HealthCadence c;
+  c.Start(0);
+  c.Sent(0, true);
+  c.Sent(50 * kMs, false);  // a batch
+  CHECK_FALSE(c.Due(60 * kMs, false, false, /*urgent=*/true));
+  CHECK(c.Due(100 * kMs, false, false, /*urgent=*/true));
+  // An answer flipping at every 1 ms poll for 3 s: 30 reports, not 3,000.
+  int sent = 0;
+  for (int64_t t = 100 * kMs; t < 3100 * kMs; t += kMs) {
+    if (c.Due(t, false, false, true)) {
+      ++sent;
+      c.Sent(t, true);
+    }
+  }
+  CHECK(sent == 30);
+  // A stall cadence set under 100 ms is not slowed by it.
+  HealthCadence fast({.stalled_every_ns = 20 * kMs});
+  fast.Start(0);
+  fast.Sent(0, true);
+  CHECK(fast.Due(20 * kMs, false, false, true));
+}
+
 }  // namespace
 }  // namespace stagefrontier
