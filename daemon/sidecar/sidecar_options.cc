@@ -49,15 +49,13 @@ std::optional<int> ParseSidecarOptions(int argc, char** argv, SidecarOptions* op
       ->check(CLI::Range(0, 10000));
   constexpr int64_t kMs = 1'000'000;
   int health_every_ms = static_cast<int>(so.health.stalled_every_ns / kMs);
-  app.add_option(
-         "--health-every-ms", health_every_ms,
-         "how often each slot's health (with each rank's open stage) goes to the "
-         "coordinator while a rank's stage has been open past --open-stage-report-ms (a "
-         "stall forming), and at most this often when the health has news (a slot "
-         "claimed or released, an owner gone, drops, a self-test answer); also sent at "
-         "once when ranks first appear, when a capture answer changes (at most every 100 ms) "
-         "and when an open "
-         "stage passes --open-stage-report-ms")
+  app.add_option("--health-every-ms", health_every_ms,
+                 "how often each slot's health (with each rank's open stage) goes to the "
+                 "coordinator while a rank's stage has been open past --open-stage-report-ms (a "
+                 "stall forming), and at most this often when the health has news (a slot "
+                 "claimed or released, an owner gone, drops, a self-test answer); also sent at "
+                 "once when ranks first appear, when a capture answer changes (at most every "
+                 "100 ms) and when an open stage passes --open-stage-report-ms")
       ->check(CLI::Range(100, 600000))
       ->capture_default_str();
   int health_quiet_ms = static_cast<int>(so.health.quiet_after_ns / kMs);

@@ -380,7 +380,8 @@ void TrainingSimulator::RunStage(int k, int64_t step, std::exponential_distribut
   if (!schema_.IsWait(k)) {
     for (int32_t r = 0; r < R; ++r) now_[r] = arrive[r];
   } else {
-    const std::vector<std::vector<int32_t>> everyone = {ContiguousGroups(R, 1)[0]};
+    std::vector<std::vector<int32_t>> everyone;
+    if (st.job_scope) everyone = ContiguousGroups(R, 1);
     const std::vector<std::vector<int32_t>>& groups = st.job_scope ? everyone : config_.groups;
     for (size_t g = 0; g < groups.size(); ++g) {
       double last = 0;

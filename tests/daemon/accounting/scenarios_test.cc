@@ -497,6 +497,16 @@ void PrintPipelineVerdict(const char* name, const ScenarioResult& r) {
   }
 }
 
+// The closed windows that read HEALTHY; the others are said (WARN).
+int HealthyWindows(const ScenarioResult& r) {
+  int healthy = 0;
+  for (const Verdict& v : r.window_verdicts) {
+    healthy += v.label == VerdictLabel::kHealthy;
+    if (v.label != VerdictLabel::kHealthy) WARN(LabelText(v) << ": " << v.explanation);
+  }
+  return healthy;
+}
+
 SimConfig Pp(int32_t stages, int32_t replicas, uint64_t seed = 1) {
   SimConfig c = SimConfig::Pipeline(stages, replicas);
   c.steps = 300;
@@ -510,11 +520,7 @@ TEST_CASE("pipeline: a healthy 3 x 2 pipeline with a heavier last stage is HEALT
   c.steps = 1000;  // 10 windows
   c.stage_work_scale = {1.0, 1.0, 1.4};
   ScenarioResult r = RunScenario(c);
-  int healthy = 0;
-  for (const Verdict& v : r.window_verdicts) {
-    healthy += v.label == VerdictLabel::kHealthy;
-    if (v.label != VerdictLabel::kHealthy) WARN(LabelText(v) << ": " << v.explanation);
-  }
+  const int healthy = HealthyWindows(r);
   const int windows = static_cast<int>(r.window_verdicts.size());
   std::printf("pipeline 3x2 healthy, last stage x1.4: %d of %d windows HEALTHY\n", healthy,
               windows);
@@ -621,11 +627,7 @@ TEST_CASE("pipeline: a job-wide collective marked sync leaves the verdicts as th
       CHECK(last / 100 > first / 100 + 20e6);  // per rank-step
     }
     ScenarioResult r = RunScenario(c);
-    int healthy = 0;
-    for (const Verdict& v : r.window_verdicts) {
-      healthy += v.label == VerdictLabel::kHealthy;
-      if (v.label != VerdictLabel::kHealthy) WARN(LabelText(v) << ": " << v.explanation);
-    }
+    const int healthy = HealthyWindows(r);
     const int windows = static_cast<int>(r.window_verdicts.size());
     std::printf("pipeline 3x2 + loss_sync over the job, %s: %d of %d windows HEALTHY\n",
                 unbalanced ? "last stage x1.4" : "balanced", healthy, windows);
