@@ -151,14 +151,19 @@ int Garbage(const std::shared_ptr<grpc::Channel>& channel) {
   bool ok = false;
   call->StartCall(reinterpret_cast<void*>(1));
   cq.Next(&tag, &ok);
-  static const char kGarbage[] = "\xff\xff\xff\xff\x0f garbage\n[error] forged";
-  for (const std::string& bytes :
-       {Hello().SerializeAsString(), std::string(kGarbage, sizeof(kGarbage) - 1)}) {
+  auto write = [&](const std::string& bytes) {
     grpc::Slice slice(bytes);
     grpc::ByteBuffer buf(&slice, 1);
     call->Write(buf, reinterpret_cast<void*>(2));
     cq.Next(&tag, &ok);
-  }
+  };
+  write(Hello().SerializeAsString());
+  // The StreamLimits the Hello earns (a client's Finish waits until what it was sent is read).
+  grpc::ByteBuffer limits;
+  call->Read(&limits, reinterpret_cast<void*>(4));
+  cq.Next(&tag, &ok);
+  static const char kGarbage[] = "\xff\xff\xff\xff\x0f garbage\n[error] forged";
+  write(std::string(kGarbage, sizeof(kGarbage) - 1));
   grpc::Status st;
   call->Finish(&st, reinterpret_cast<void*>(3));
   cq.Next(&tag, &ok);
