@@ -391,10 +391,9 @@ void TrainingSimulator::RunStage(int k, int64_t step, std::exponential_distribut
       for (size_t f = 0; f < config_.faults.size(); ++f) {
         const Fault& fault = config_.faults[f];
         if (fault.type != FaultType::kSlowCollective || fault_stage_[f] != k) continue;
-        bool hits = fault.ranks.empty();
-        for (int32_t fr : fault.ranks) {
-          hits = hits || st.job_scope || group_of_[fr] == static_cast<int32_t>(g);
-        }
+        // A job-wide wait is one collective: a fault naming any rank slows it.
+        bool hits = fault.ranks.empty() || st.job_scope;
+        for (int32_t fr : fault.ranks) hits = hits || group_of_[fr] == static_cast<int32_t>(g);
         if (hits) collective += static_cast<double>(fault.MagnitudeAt(step));
       }
       const double end = last + std::max(0.0, collective);

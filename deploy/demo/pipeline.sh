@@ -174,6 +174,13 @@ sys.stdout.buffer.write(body)
   return $rc
 }
 
+# sf_metric PORT SERIES: one value of that /metrics page as an integer, SERIES being the
+# sample's name and labels exactly as exposed (stagefrontier_x_total{reason="idle"}); prints
+# nothing when the page has no such sample.
+sf_metric() {
+  sf_metrics "$1" | awk -v s="$2" '$1 == s { print int($2) }'
+}
+
 # Stops every daemon with SIGTERM (they flush), then waits.
 sf_stop_all() {
   local v p

@@ -19,8 +19,7 @@ sf_run_trainers bd 4 1 120 || sf_fail "trainers"
 sf_wait_steps bd 120 30 || sf_fail "steps"
 jobs=$(sf_ctl --json jobs)
 [ "$(jq -r '.jobs[0].partial_steps // 0' <<<"$jobs")" = 0 ] || sf_fail "partial steps: $jobs"
-batches=$(sf_metrics 17402 |
-  awk '/^stagefrontier_ingest_batches_total/ { print int($2) }')
+batches=$(sf_metric 17402 stagefrontier_ingest_batches_total)
 echo "120 steps of 4 ranks arrived in $batches batches"
 # 4 steps per message (4 ranks on the node) make 30 batches, fewer when the sidecar finds the
 # segment after the trainers began (its first drain takes every step written so far: 23 seen),
@@ -31,7 +30,7 @@ label=$(sf_ctl --json suspects --job bd | jq -r '.verdict.label // empty')
 [ -n "$label" ] || sf_fail "no verdict for job bd"
 
 echo "== health while the ranks step: none between the batches"
-health() { sf_metrics 17402 | awk '/^stagefrontier_ingest_health_reports_total/ { print int($2) }'; }
+health() { sf_metric 17402 stagefrontier_ingest_health_reports_total; }
 h0=$(health)
 t0=$(date +%s)
 # About 20 ms a step: 700 steps in about 14 s, a batch every 80 ms.

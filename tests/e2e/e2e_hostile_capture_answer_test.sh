@@ -16,7 +16,7 @@ sf_spawn_trainers hc 1 1 3000 --stage-ms data=1,forward=1,backward=1,optimizer=1
 sf_wait_steps hc 50 20 || sf_fail "job hc did not start"
 seg="$SF_WORK/shm-node0/stagefrontier.hc.seg"
 [ -f "$seg" ] || sf_fail "no segment at $seg"
-health() { sf_metrics 17572 | awk '/^stagefrontier_ingest_health_reports_total/ { print int($2) }'; }
+health() { sf_metric 17572 stagefrontier_ingest_health_reports_total; }
 h0=$(health)
 # Slot 0's capture_state (offset 4096 + 1824, docs/segment-format.md), 1 and 2 in turn for 3 s.
 env -u LD_PRELOAD /usr/bin/python3 - "$seg" <<'PY'

@@ -13,7 +13,7 @@ trap 'sf_stop_all' EXIT
 sf_start_coordinator 17561 17562 --idle-timeout-ms 2000 || sf_fail "coordinator"
 sf_start_sidecar idle0
 sleep 8
-cut=$(sf_metrics 17562 | awk '/^stagefrontier_ingest_streams_cut_total\{reason="idle"\}/ { print int($2) }')
+cut=$(sf_metric 17562 'stagefrontier_ingest_streams_cut_total{reason="idle"}')
 [ "${cut:-missing}" = 0 ] || sf_fail "the idle sidecar's stream was cut $cut times: $(
   grep 'ended' "$SF_WORK/coordinator.log" | head -3)"
 connects=$(grep -c "sidecar idle0 .* connected" "$SF_WORK/coordinator.log" || true)
@@ -21,5 +21,5 @@ connects=$(grep -c "sidecar idle0 .* connected" "$SF_WORK/coordinator.log" || tr
 # It said so: the max gap under half the idle timeout.
 grep -q "ends a stream idle for 2000 ms: .* at least every 1000 ms" "$SF_WORK/sidecar-idle0.log" \
   || sf_fail "no capped max gap in the sidecar's log"
-reports=$(sf_metrics 17562 | awk '/^stagefrontier_ingest_health_reports_total/ { print int($2) }')
+reports=$(sf_metric 17562 stagefrontier_ingest_health_reports_total)
 echo "PASS: no rank, 8 s, idle timeout 2 s: 0 cuts, 1 connection, $reports empty health reports"

@@ -32,7 +32,7 @@ sf_ctl suspects --job web
 ls "$out"/web_view_job.png "$out"/web_view_token.png >/dev/null || sf_fail "no screenshots"
 # The browser's requests are counted on /metrics (updated once a second).
 for i in $(seq 30); do
-  n=$(sf_metrics 17452 | awk '$1 == "stagefrontier_web_requests_total" {print int($2)}')
+  n=$(sf_metric 17452 stagefrontier_web_requests_total)
   [ "${n:-0}" -gt 10 ] && break
   sleep 0.2
 done
