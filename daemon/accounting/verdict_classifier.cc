@@ -72,6 +72,27 @@ bool PipelineWaitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) 
   return ClaimHealthy(VerdictKind::kPipelineWait, v, d);
 }
 
+bool CollectiveExitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) {
+  const int k = c.top.stage;
+  const double cost = c.table.cell[c.table.Index(k, c.top.member)];
+  if (c.schema.stage(k).kind != StageKind::kSync || v->wait_agreement < 0.5 ||
+      cost >= kExitSpreadMaterial * static_cast<double>(v->exposed_ns)) {
+    return false;
+  }
+  int previous_wait = -1;
+  for (int j = k - 1; j >= 0 && previous_wait < 0; --j) {
+    if (c.schema.IsWait(j)) previous_wait = j;
+  }
+  if (previous_wait < 0) return false;  // the first wait: a late start between steps
+  for (int j = previous_wait + 1; j < k; ++j) {
+    const StageKind kind = c.schema.stage(j).kind;
+    if (kind != StageKind::kIo && kind != StageKind::kCompute) return false;
+    if (c.support.Supported(j, c.top.member)) return false;
+  }
+  d->previous_wait = previous_wait;
+  return ClaimHealthy(VerdictKind::kCollectiveExit, v, d);
+}
+
 bool CoLeaderTieRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) {
   const std::vector<int32_t>& co = c.rivals.co_leaders;
   if (co.size() < 2) return false;
@@ -146,8 +167,8 @@ bool ClearRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) {
 
 const std::vector<VerdictRule>& ChargedCellRules() {
   static const std::vector<VerdictRule> rules = {
-      MixedSyncRule,    P2pNeighbourRule, CoLeaderTieRule, SplitRule,
-      PipelineWaitRule, MarginTieRule,    ConcurrentRule,  ClearRule,
+      MixedSyncRule,      P2pNeighbourRule, CoLeaderTieRule, SplitRule, PipelineWaitRule,
+      CollectiveExitRule, MarginTieRule,    ConcurrentRule,  ClearRule,
   };
   return rules;
 }

@@ -58,6 +58,18 @@ bool P2pNeighbourRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
 // the neighbours' time, not a straggler (a healthy 4x2 pipeline's last stage read CLEAR on
 // its dp_sync by 0.63 ms, noise 7.16 ms).
 bool PipelineWaitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
+// A rank late at a sync stage that is not the step's first wait, with only its own io and
+// compute stages since the wait before and none of them slower, left that earlier collective
+// late: a collective does not end at one instant for every rank (Gloo on busy cores hands one
+// rank its result a few hundred microseconds to a few ms after the others, often the same
+// rank). The step's first wait is left alone (there a late start is time lost between
+// steps). HEALTHY when the rank was the last to arrive in at least half the charged steps
+// and the lateness charged to it costs under kExitSpreadMaterial of the window's exposed
+// time; a costlier late exit is still named. (Healthy pipelines ending each step with a
+// job-wide all-reduce read CLEAR on a rank's loss_sync, leading by 1.2-2.8 noise
+// tolerances, costing 1.5-2.8% of the step: docs/results.md, session 30.)
+bool CollectiveExitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
+inline constexpr double kExitSpreadMaterial = 0.05;
 bool CoLeaderTieRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
 bool SplitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
 bool MarginTieRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);

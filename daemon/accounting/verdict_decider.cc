@@ -115,8 +115,9 @@ void VerdictDecider::DecideTopCell(const ExcessTable& t, Verdict* v, VerdictDeci
   // window (not carried, not a few outlier steps): its rank is slower than its role peers step
   // after step there, its tensor group's doing (NameTensorGroup widens the verdict to that
   // group), not a wait on another group; a transfer's duration never is.
-  const bool waited =
-      d->kind == VerdictKind::kP2pNeighbour || d->kind == VerdictKind::kPipelineWait;
+  const bool waited = d->kind == VerdictKind::kP2pNeighbour ||
+                      d->kind == VerdictKind::kPipelineWait ||
+                      d->kind == VerdictKind::kCollectiveExit;
   const CellRef strong = cells.by_evidence.cell;
   const bool strong_tensor_top =
       strong == top.cell && !cells.by_evidence.carried &&

@@ -31,6 +31,7 @@ enum class VerdictKind : uint8_t {
   kConcurrent,      // AMBIGUOUS CONCURRENT
   kP2pNeighbour,    // HEALTHY: a pipeline transfer charged, yet never late at the next wait
   kPipelineWait,    // HEALTHY: late at a sync stage of a pipeline within noise, no own stage
+  kCollectiveExit,  // HEALTHY: late at a later sync stage for leaving the wait before late
 };
 
 // The group's exposed step against its baseline (kGroupWide, kGroupSpread).
@@ -67,6 +68,7 @@ struct VerdictDecision {
   double share = 0;
   double stage_excess = 0;        // the top stage's excess over the window (kMixedSync)
   bool whole_group_tied = false;  // kCoLeaderTie: every member is a co-leader
+  int previous_wait = -1;         // kCollectiveExit: the wait the rank left late
   // kStrongEvidence on a cell an earlier window named.
   bool carried = false;
   int64_t carried_from = -1;

@@ -125,6 +125,18 @@ void PipelineWaitText(const VerdictDecision& d, const StageSchema& schema, Verdi
       "waits on outside its group (pipeline neighbours, its tensor group)");
 }
 
+void CollectiveExitText(const VerdictDecision& d, const StageSchema& schema, Verdict* v) {
+  const std::string& before = schema.stage(static_cast<size_t>(d.previous_wait)).name;
+  const int64_t per_step =
+      d.window_steps > 0 ? static_cast<int64_t>(d.share * d.total_excess / d.window_steps) : 0;
+  v->explanation =
+      absl::StrCat("a collective's exit spread, not a straggler: rank ", d.rank, " reaches \"",
+                   schema.stage(d.stage).name, "\" later than its peers by a median ",
+                   FormatMs(v->median_margin_ns), " (noise ", FormatMs(v->tie_tolerance_ns), "; ",
+                   FormatMs(per_step), " per step) and none of its own stages since \"", before,
+                   "\" is slower: it left \"", before, "\" late");
+}
+
 void MixedSyncText(const VerdictDecision& d, const StageSchema& schema, Verdict* v) {
   const std::string& stage = schema.stage(d.stage).name;
   v->explanation = absl::StrCat(
@@ -215,6 +227,8 @@ void RenderKindText(const VerdictDecision& d, const StageSchema& schema, Verdict
       return P2pNeighbourText(d, schema, v);
     case VerdictKind::kPipelineWait:
       return PipelineWaitText(d, schema, v);
+    case VerdictKind::kCollectiveExit:
+      return CollectiveExitText(d, schema, v);
   }
 }
 

@@ -41,7 +41,8 @@ void AddFlags(CLI::App& app, SimFlags* f) {
       ->check(CLI::IsMember({"ddp", "mixed"}));
   app.add_option("--fault", f->faults,
                  "slow:STAGE:rank=R[+R]:magnitude=40ms[:every=N|:ramp=N][:start=N][:end=N], "
-                 "collective:STAGE:magnitude=5ms[...], stop:rank=R[:start=N]; repeatable");
+                 "collective:STAGE:magnitude=5ms[...], exit:STAGE:rank=R[+R]:magnitude=2ms[...], "
+                 "stop:rank=R[:start=N]; repeatable");
   app.add_option("--groups", f->groups, "Split the ranks into N contiguous sync groups")
       ->check(CLI::PositiveNumber);
   app.add_flag("--clock-skew", f->skew,

@@ -63,8 +63,10 @@ absl::StatusOr<Fault> ParseFault(absl::string_view text) {
   std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
   Fault f;
   size_t i = 1;
-  if (parts[0] == "slow" || parts[0] == "collective") {
-    f.type = parts[0] == "slow" ? FaultType::kSlowStage : FaultType::kSlowCollective;
+  if (parts[0] == "slow" || parts[0] == "collective" || parts[0] == "exit") {
+    f.type = parts[0] == "slow"         ? FaultType::kSlowStage
+             : parts[0] == "collective" ? FaultType::kSlowCollective
+                                        : FaultType::kLateExit;
     if (parts.size() < 2 || parts[1].empty() || parts[1].find('=') != absl::string_view::npos) {
       return absl::InvalidArgumentError(absl::StrCat("fault \"", text, "\": stage name missing"));
     }
@@ -74,7 +76,7 @@ absl::StatusOr<Fault> ParseFault(absl::string_view text) {
     f.type = FaultType::kStopReporting;
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("fault \"", text, "\" must start with slow:, collective: or stop:"));
+        absl::StrCat("fault \"", text, "\" must start with slow:, collective:, exit: or stop:"));
   }
   for (; i < parts.size(); ++i) {
     std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(parts[i], '=');
@@ -289,7 +291,8 @@ absl::StatusOr<TrainingSimulator> TrainingSimulator::Create(SimConfig config) {
       return absl::InvalidArgumentError(absl::StrCat(
           "stage \"", f.stage, "\" is a sync stage: slow it for the group with collective:"));
     }
-    if (f.type == FaultType::kSlowCollective && !schema->IsWait(*k)) {
+    if ((f.type == FaultType::kSlowCollective || f.type == FaultType::kLateExit) &&
+        !schema->IsWait(*k)) {
       return absl::InvalidArgumentError(absl::StrCat("stage \"", f.stage, "\" has no collective"));
     }
   }
@@ -353,11 +356,11 @@ std::vector<std::pair<int32_t, int32_t>> TrainingSimulator::FaultCells() const {
   return cells;
 }
 
-int64_t TrainingSimulator::SlowBy(int32_t rank, int k, int64_t step) const {
+int64_t TrainingSimulator::LateBy(FaultType type, int32_t rank, int k, int64_t step) const {
   int64_t extra = 0;
   for (size_t f = 0; f < config_.faults.size(); ++f) {
     const Fault& fault = config_.faults[f];
-    if (fault.type == FaultType::kSlowStage && fault_stage_[f] == k &&
+    if (fault.type == type && fault_stage_[f] == k &&
         std::find(fault.ranks.begin(), fault.ranks.end(), rank) != fault.ranks.end()) {
       extra += fault.MagnitudeAt(step);
     }
@@ -398,7 +401,8 @@ void TrainingSimulator::RunStage(int k, int64_t step, std::exponential_distribut
       }
       const double end = last + std::max(0.0, collective);
       for (int32_t r : groups[g]) {
-        now_[r] = end + jitter(rng_[r]);
+        now_[r] =
+            end + jitter(rng_[r]) + static_cast<double>(LateBy(FaultType::kLateExit, r, k, step));
         (*spans)[r].emplace_back(arrive[r], now_[r]);
       }
     }

@@ -42,6 +42,7 @@ enum class FaultType : uint8_t {
   kSlowStage,       // named ranks take longer in a non-sync stage
   kSlowCollective,  // a wait stage's collective is slower for the whole group
   kStopReporting,   // named ranks keep training but stop reporting
+  kLateExit,        // named ranks leave a wait stage's collective late (after it ended)
 };
 enum class FaultPattern : uint8_t { kPersistent, kIntermittent, kRamp };
 
@@ -61,7 +62,8 @@ struct Fault {
 };
 
 // Parses "slow:STAGE:rank=R[+R...]:magnitude=40ms[:every=10|:ramp=100][:start=N][:end=N]",
-// "collective:STAGE:magnitude=5ms[...]" or "stop:rank=R[:start=N]". Magnitudes take ns, us,
+// "collective:STAGE:magnitude=5ms[...]", "exit:STAGE:rank=R[+R...]:magnitude=2ms[...]" or
+// "stop:rank=R[:start=N]". Magnitudes take ns, us,
 // ms or s. Fails with InvalidArgument naming the bad part.
 [[nodiscard]] absl::StatusOr<Fault> ParseFault(absl::string_view text);
 
@@ -130,8 +132,11 @@ class TrainingSimulator {
   TrainingSimulator(SimConfig config, StageSchema schema);
   int64_t Noisy(int32_t rank, const SimStage& stage);
   int64_t ToLocal(int32_t rank, double true_ns) const;
-  // Extra nanoseconds of slow-stage faults on (stage k, rank) at `step`.
-  int64_t SlowBy(int32_t rank, int k, int64_t step) const;
+  // Extra nanoseconds of `type` faults (slow-stage or late-exit) on (stage k, rank) at `step`.
+  int64_t LateBy(FaultType type, int32_t rank, int k, int64_t step) const;
+  int64_t SlowBy(int32_t rank, int k, int64_t step) const {
+    return LateBy(FaultType::kSlowStage, rank, k, step);
+  }
   // Stage k for every rank at once: local work, or a wait ending per group.
   void RunStage(int k, int64_t step, std::exponential_distribution<double>& jitter,
                 std::normal_distribution<double>& noise, std::vector<std::vector<double>>* bounds,

@@ -197,12 +197,51 @@ TEST_CASE("pipeline-wait rule: late at a pipeline's sync stage within noise", "[
   CHECK_FALSE(dp.Run(PipelineWaitRule));
 }
 
+TEST_CASE("collective-exit rule: late at a later sync stage, nothing of its own between",
+          "[verdict_steps]") {
+  // Regression (pipeline eval with a job-wide all-reduce, seed 20261190): a healthy 2x2
+  // pipeline read CLEAR on rank 3's loss_sync, 0.68 ms late (noise 0.58 ms) and costing 0.48 ms
+  // of a 12 ms step: it left dp_sync late (a 2-rank Gloo all-reduce on busy cores), its apply
+  // no slower than its peer's.
+  Fixture f("fwd:compute,dp_sync:sync,apply:compute,loss_sync:sync");
+  f.top = {3, 1};
+  f.AddCell(3, 1, 48'000'000);
+  f.verdict.exposed_ns = 1'200'000'000;  // 4% of it
+  f.verdict.wait_agreement = 1.0;
+  CHECK(f.Run(CollectiveExitRule));
+  CHECK(f.verdict.label == VerdictLabel::kHealthy);
+  CHECK(f.verdict.candidate_ranks.empty());
+  CHECK(f.decision.kind == VerdictKind::kCollectiveExit);
+  CHECK(f.decision.previous_wait == 1);
+  f.verdict.label = VerdictLabel::kAmbiguous;
+  f.evidence_table.at(2, 1) = RankEvidence{.shift_ns = 5000, .z = 6, .steps = 100};
+  CHECK_FALSE(f.Run(CollectiveExitRule));  // its apply is slower: its own work, not the exit
+  f.evidence_table.at(2, 1) = RankEvidence{};
+  f.verdict.exposed_ns = 900'000'000;  // the late exit costs over 5% of the step: still named
+  CHECK_FALSE(f.Run(CollectiveExitRule));
+  f.verdict.exposed_ns = 1'200'000'000;
+  f.verdict.wait_agreement = 0.3;  // not the last to arrive in most charged steps
+  CHECK_FALSE(f.Run(CollectiveExitRule));
+  f.verdict.wait_agreement = 1.0;
+  f.top = {1, 1};  // the step's first wait: a late start there is time lost between steps
+  CHECK_FALSE(f.Run(CollectiveExitRule));
+  f.top = {2, 1};  // not a sync stage
+  CHECK_FALSE(f.Run(CollectiveExitRule));
+  Fixture p2p("fwd:compute,dp_sync:sync,send:p2p,loss_sync:sync");  // a transfer between
+  p2p.top = {3, 1};
+  p2p.AddCell(3, 1, 48'000'000);
+  p2p.verdict.exposed_ns = 1'200'000'000;
+  p2p.verdict.wait_agreement = 1.0;
+  CHECK_FALSE(p2p.Run(CollectiveExitRule));
+}
+
 TEST_CASE("rule order: the first rule that claims the window decides", "[verdict_steps]") {
   const std::vector<VerdictRule>& rules = ChargedCellRules();
-  REQUIRE(rules.size() == 8);
+  REQUIRE(rules.size() == 9);
   CHECK(rules.front() == &MixedSyncRule);
   CHECK(rules[1] == &P2pNeighbourRule);
   CHECK(rules[4] == &PipelineWaitRule);  // before a margin tie or CLEAR can name the rank
+  CHECK(rules[5] == &CollectiveExitRule);
   CHECK(rules.back() == &ClearRule);
 }
 

@@ -106,6 +106,25 @@ TEST_CASE("text: a cell named on two windows' evidence says so", "[verdict_steps
   CHECK(v.explanation.find("window before") == std::string::npos);
 }
 
+TEST_CASE("text: a late exit from the collective before", "[verdict_steps]") {
+  Verdict v;
+  v.median_margin_ns = 680'000;
+  v.tie_tolerance_ns = 580'000;
+  VerdictDecision d;
+  d.kind = VerdictKind::kCollectiveExit;
+  d.window_steps = 100;
+  d.total_excess = 136'000'000;
+  d.share = 0.35;
+  d.stage = 2;
+  d.rank = 3;
+  d.previous_wait = 0;
+  RenderVerdictText(d, *StageSchema::Parse("dp_sync:sync,apply:compute,loss_sync:sync"), &v);
+  CHECK(v.explanation ==
+        "a collective's exit spread, not a straggler: rank 3 reaches \"loss_sync\" later than "
+        "its peers by a median 0.68 ms (noise 0.58 ms; 0.48 ms per step) and none of its own "
+        "stages since \"dp_sync\" is slower: it left \"dp_sync\" late");
+}
+
 TEST_CASE("text: rank lists are cut at 12", "[verdict_steps]") {
   std::vector<int32_t> ranks;
   for (int32_t r = 0; r < 15; ++r) ranks.push_back(r);

@@ -50,6 +50,22 @@ TEST_CASE("a sync stage ends together for its group; the last arriver waits leas
   }
 }
 
+TEST_CASE("a late exit: the rank leaves the collective late, the group does not wait", "[sim]") {
+  SimConfig c = SimConfig::DataParallel(4);
+  c.steps = 1;
+  c.faults.push_back(*ParseFault("exit:grad_sync:rank=1:magnitude=7ms"));
+  StepInput s = Run(c)[0];
+  // grad_sync is stage 3: its end is boundary 4, on true time without clock skew.
+  const int64_t late = s.ranks[1].boundaries_ns[4];
+  for (int r : {0, 2, 3}) {
+    CHECK(late - s.ranks[r].boundaries_ns[4] > 6'900'000);
+    CHECK(late - s.ranks[r].boundaries_ns[4] < 8'000'000);  // plus exit jitter only
+  }
+  c.faults = {*ParseFault("exit:forward:rank=1:magnitude=7ms")};
+  CHECK_THAT(std::string(TrainingSimulator::Create(c).status().message()),
+             Catch::Contains("has no collective"));
+}
+
 TEST_CASE("clock skew shifts clocks, not what happens", "[sim]") {
   SimConfig c = SimConfig::DataParallel(4);
   c.steps = 5;
