@@ -93,6 +93,32 @@ bool CollectiveExitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d
   return ClaimHealthy(VerdictKind::kCollectiveExit, v, d);
 }
 
+bool LateExitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) {
+  const int j = c.top.stage;
+  if (c.window == nullptr || c.schema.stage(j).kind != StageKind::kSync || d->window_steps <= 0) {
+    return false;
+  }
+  const ExitLag lag = LargestExitLag(*c.window, c.schema, j);
+  const double per_step = c.table.cell[c.table.Index(j, c.top.member)] / d->window_steps;
+  if (lag.member < 0 || lag.z < c.config.rank_z_strong || lag.mean_ns < 0.5 * per_step) {
+    return false;
+  }
+  d->exit.rank = c.members.ranks[lag.member];
+  d->exit.charged_rank = c.members.ranks[c.top.member];
+  d->exit.next_wait = lag.next_wait;
+  d->exit.mean_ns = lag.mean_ns;
+  d->exit.z = lag.z;
+  if (lag.mean_ns * lag.steps < kExitSpreadMaterial * static_cast<double>(v->exposed_ns)) {
+    return ClaimHealthy(VerdictKind::kExitSpread, v, d);
+  }
+  v->label = VerdictLabel::kClear;
+  v->reason = AmbiguityReason::kNone;
+  v->candidate_ranks = {d->exit.rank};
+  v->candidate_stages = {j};
+  d->kind = VerdictKind::kLateExit;
+  return true;
+}
+
 bool CoLeaderTieRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) {
   const std::vector<int32_t>& co = c.rivals.co_leaders;
   if (co.size() < 2) return false;
@@ -167,8 +193,8 @@ bool ClearRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) {
 
 const std::vector<VerdictRule>& ChargedCellRules() {
   static const std::vector<VerdictRule> rules = {
-      MixedSyncRule,      P2pNeighbourRule, CoLeaderTieRule, SplitRule, PipelineWaitRule,
-      CollectiveExitRule, MarginTieRule,    ConcurrentRule,  ClearRule,
+      MixedSyncRule,    P2pNeighbourRule,   LateExitRule,  CoLeaderTieRule, SplitRule,
+      PipelineWaitRule, CollectiveExitRule, MarginTieRule, ConcurrentRule,  ClearRule,
   };
   return rules;
 }

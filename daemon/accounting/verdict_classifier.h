@@ -2,7 +2,8 @@
 // rules; the first that claims the window sets the Verdict's label, reason and candidates and
 // the VerdictDecision the renderer words. Rules never write prose.
 //
-//   ClassifyContext ctx{schema, config, members, table, support, arrivers, evidence, rivals, top};
+//   ClassifyContext ctx{schema, config, members, table, support, arrivers, evidence, rivals, top,
+//                       &window};
 //   ClassifyChargedCell(ctx, &verdict, &decision);   // CLEAR, or AMBIGUOUS with a reason
 //
 // Adding a verdict kind (a hang, a pipeline's structural imbalance): add a VerdictKind, write
@@ -18,6 +19,7 @@
 #include "daemon/accounting/accounting_window.h"
 #include "daemon/accounting/engine_config.h"
 #include "daemon/accounting/excess_table.h"
+#include "daemon/accounting/exit_lag.h"
 #include "daemon/accounting/group_members.h"
 #include "daemon/accounting/last_arrivers.h"
 #include "daemon/accounting/rank_evidence.h"
@@ -39,6 +41,7 @@ struct ClassifyContext {
   const TopCellEvidence& evidence;
   const Rivals& rivals;
   CellRef top;
+  const AccountingWindow* window = nullptr;  // LateExitRule's evidence; null: no such rule
 };
 
 // A rule claims the window (returns true) after setting the verdict's label, reason,
@@ -69,6 +72,13 @@ bool PipelineWaitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
 // job-wide all-reduce read CLEAR on a rank's loss_sync, leading by 1.2-2.8 noise
 // tolerances, costing 1.5-2.8% of the step: docs/results.md, session 30.)
 bool CollectiveExitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
+// A top cell at a sync stage j charged as some rank's late start may be another rank's late
+// *exit* from j (exit_lag.h): when a member left j later than its peers against the next
+// wait, strongly (z >= rank_z_strong) and by at least half the top cell's charge per step, the
+// window is about that member: HEALTHY (kExitSpread) when its lateness costs under
+// kExitSpreadMaterial of the exposed time, else CLEAR on (j, that member) (kLateExit). Checked
+// before the tie rules: the charged peer is not the one at fault.
+bool LateExitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
 inline constexpr double kExitSpreadMaterial = 0.05;
 bool CoLeaderTieRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
 bool SplitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);

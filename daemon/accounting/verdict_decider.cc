@@ -115,9 +115,15 @@ void VerdictDecider::DecideTopCell(const ExcessTable& t, Verdict* v, VerdictDeci
   // window (not carried, not a few outlier steps): its rank is slower than its role peers step
   // after step there, its tensor group's doing (NameTensorGroup widens the verdict to that
   // group), not a wait on another group; a transfer's duration never is.
-  const bool waited = d->kind == VerdictKind::kP2pNeighbour ||
-                      d->kind == VerdictKind::kPipelineWait ||
-                      d->kind == VerdictKind::kCollectiveExit;
+  const bool waited =
+      d->kind == VerdictKind::kP2pNeighbour || d->kind == VerdictKind::kPipelineWait ||
+      d->kind == VerdictKind::kCollectiveExit || d->kind == VerdictKind::kExitSpread;
+  if (d->kind == VerdictKind::kLateExit) {
+    // The rank that left the stage late leads, with its own measure, not the charged peer.
+    NameTop(t, support, what_if, {top.cell.stage, in_.members.MemberOf(d->exit.rank)}, v, d);
+    v->rank_shift_ns = static_cast<int64_t>(d->exit.mean_ns);
+    v->rank_z = d->exit.z;
+  }
   const CellRef strong = cells.by_evidence.cell;
   const bool strong_tensor_top =
       strong == top.cell && !cells.by_evidence.carried &&
@@ -180,8 +186,8 @@ void VerdictDecider::ClassifyCharged(const ExcessTable& t, const RankSupport& su
   v->wait_agreement = e.wait_agreement;
   v->steps_to_profile = e.steps_to_profile;
   const Rivals rivals = FindRivals(t, support, in_.schema, in_.config, in_.members, top);
-  const ClassifyContext ctx{in_.schema, in_.config, in_.members, t,  support,
-                            arrivers,   e,          rivals,      top};
+  const ClassifyContext ctx{in_.schema, in_.config, in_.members, t,   support,
+                            arrivers,   e,          rivals,      top, &in_.window};
   ClassifyChargedCell(ctx, v, d);
 }
 

@@ -32,6 +32,8 @@ enum class VerdictKind : uint8_t {
   kP2pNeighbour,    // HEALTHY: a pipeline transfer charged, yet never late at the next wait
   kPipelineWait,    // HEALTHY: late at a sync stage of a pipeline within noise, no own stage
   kCollectiveExit,  // HEALTHY: late at a later sync stage for leaving the wait before late
+  kExitSpread,      // HEALTHY: a peer's charged late start is another rank's small late exit
+  kLateExit,        // CLEAR: that late exit costs the job: the rank that left late is named
 };
 
 // The group's exposed step against its baseline (kGroupWide, kGroupSpread).
@@ -69,6 +71,14 @@ struct VerdictDecision {
   double stage_excess = 0;        // the top stage's excess over the window (kMixedSync)
   bool whole_group_tied = false;  // kCoLeaderTie: every member is a co-leader
   int previous_wait = -1;         // kCollectiveExit: the wait the rank left late
+  // kExitSpread, kLateExit: who left the top stage late, measured against the next wait.
+  struct {
+    int32_t rank = -1;
+    int32_t charged_rank = -1;  // the rank the frontier charged (the top cell's)
+    int next_wait = -1;
+    double mean_ns = 0;
+    double z = 0;
+  } exit;
   // kStrongEvidence on a cell an earlier window named.
   bool carried = false;
   int64_t carried_from = -1;

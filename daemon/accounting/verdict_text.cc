@@ -137,6 +137,27 @@ void CollectiveExitText(const VerdictDecision& d, const StageSchema& schema, Ver
                    "\" is slower: it left \"", before, "\" late");
 }
 
+std::string ExitLagWords(const VerdictDecision& d, const StageSchema& schema) {
+  return absl::StrCat("rank ", d.exit.rank, " leaves \"", schema.stage(d.stage).name, "\" a mean ",
+                      FormatMs(static_cast<int64_t>(d.exit.mean_ns)), " after its peers (",
+                      absl::StrFormat("%.1f", d.exit.z), " standard errors, measured against \"",
+                      schema.stage(static_cast<size_t>(d.exit.next_wait)).name, "\")");
+}
+
+void ExitSpreadText(const VerdictDecision& d, const StageSchema& schema, Verdict* v) {
+  v->explanation =
+      absl::StrCat("a collective's exit spread, not a straggler: ", ExitLagWords(d, schema),
+                   ", under 5% of the step; the frontier read it as a late start of rank ",
+                   d.exit.charged_rank, ", which waited least there");
+}
+
+void LateExitText(const VerdictDecision& d, const StageSchema& schema, Verdict* v) {
+  v->explanation = absl::StrCat(
+      ExitLagWords(d, schema),
+      ": its own time after the collective ended; the frontier read it as a late start of rank ",
+      d.exit.charged_rank, ", which waited least there");
+}
+
 void MixedSyncText(const VerdictDecision& d, const StageSchema& schema, Verdict* v) {
   const std::string& stage = schema.stage(d.stage).name;
   v->explanation = absl::StrCat(
@@ -229,6 +250,10 @@ void RenderKindText(const VerdictDecision& d, const StageSchema& schema, Verdict
       return PipelineWaitText(d, schema, v);
     case VerdictKind::kCollectiveExit:
       return CollectiveExitText(d, schema, v);
+    case VerdictKind::kExitSpread:
+      return ExitSpreadText(d, schema, v);
+    case VerdictKind::kLateExit:
+      return LateExitText(d, schema, v);
   }
 }
 

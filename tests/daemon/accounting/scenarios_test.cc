@@ -659,13 +659,13 @@ TEST_CASE("pipeline: a job-wide collective marked sync leaves the verdicts as th
 
 // A rank that leaves its group's collective late reaches the next collective late with
 // nothing slower of its own in between (Gloo on busy cores hands one rank of a 2-rank
-// all-reduce its result last, step after step). A late exit of up to 1 ms is the collective's
-// spread here: no rank is named. Known limit (docs/accounting.md): a larger one (2 ms every
-// step, or 3 ms every third) is charged to the *peer's* dp_sync as a late start, the exit and a
-// late start of the peer looking the same within the step. The real runs' CLEAR on a rank's
-// loss_sync, which CollectiveExitRule settles, does not show here: the simulated arrivals at
-// dp_sync are too even.
-TEST_CASE("pipeline: a small late exit from dp_sync before a job-wide collective -> HEALTHY",
+// all-reduce its result last, step after step). Within the step the late exit looks like a
+// late start of the peer that waited least, which the frontier charges; the next wait
+// (loss_sync) measures the exit (exit_lag.h). A small one is the collective's spread: no rank
+// is named. One that costs the job is named on the rank that left late, not on its peer (CLEAR
+// on (dp_sync, 2) before LateExitRule). The real runs' CLEAR on a rank's loss_sync, which
+// CollectiveExitRule settles, does not show here: the simulated arrivals are too even.
+TEST_CASE("pipeline: a late exit from dp_sync before a job-wide collective",
           "[scenario][pipeline]") {
   for (const char* fault :
        {"exit:dp_sync:rank=3:magnitude=500us", "exit:dp_sync:rank=3:magnitude=1ms"}) {
@@ -677,6 +677,18 @@ TEST_CASE("pipeline: a small late exit from dp_sync before a job-wide collective
     INFO(fault);
     CHECK(LabelText(r.report.job.verdict) == "HEALTHY");
     CHECK(HealthyWindows(r) == static_cast<int>(r.window_verdicts.size()));
+  }
+  for (const char* fault :
+       {"exit:dp_sync:rank=3:magnitude=8ms", "exit:dp_sync:rank=3:magnitude=24ms:every=3"}) {
+    SimConfig c = PpLossSync(2, 2);
+    c.exit_jitter_ns = 300'000;
+    c.faults.push_back(MustFault(fault));
+    ScenarioResult r = RunScenario(c);
+    PrintPipelineVerdict(fault, r);
+    INFO(fault);
+    CHECK(LabelText(r.report.job.verdict) == "CLEAR");
+    CHECK(r.report.job.verdict.sync_group == "pp1");
+    RequireTop(r, "dp_sync", 3);
   }
 }
 

@@ -34,7 +34,7 @@ struct Fixture {
     const RankSupport support(evidence_table, builder.schema(), {3, 5, 1000});
     const LastArrivers arrivers(builder.window(), builder.schema(), members, config);
     const ClassifyContext c{builder.schema(), config,   members, table, support,
-                            arrivers,         evidence, rivals,  top};
+                            arrivers,         evidence, rivals,  top,   &builder.window()};
     verdict.label = VerdictLabel::kAmbiguous;
     return rule(c, &verdict, &decision);
   }
@@ -235,13 +235,58 @@ TEST_CASE("collective-exit rule: late at a later sync stage, nothing of its own 
   CHECK_FALSE(p2p.Run(CollectiveExitRule));
 }
 
+TEST_CASE("late-exit rule: the charged peer's late start is another rank's late exit",
+          "[verdict_steps]") {
+  // Simulator, a 2x2 pipeline ending each step with a job-wide collective: rank 3 leaving
+  // dp_sync 2 ms late read CLEAR on (dp_sync, rank 2), its peer, as a late start.
+  Fixture f("fwd:compute,dp_sync:sync,apply:compute,loss_sync:sync");
+  for (int i = 0; i < 40; ++i) {
+    const int64_t jitter = (i % 5) * 20'000;
+    f.builder.Step([&](int m, int k) -> int64_t {
+      if (k == 1) return m == 1 ? 5'000'000 + jitter : 3'000'000;
+      if (k == 3) return m == 1 ? 1'000'000 - jitter : 3'000'000;
+      return 1'000'000;
+    });
+  }
+  f.top = {1, 0};  // the frontier charged member 0's dp_sync
+  f.AddCell(1, 0, 41 * 2'000'000.0);
+  f.decision.window_steps = 41;
+  f.verdict.exposed_ns = 41 * 10'000'000LL;  // the late exit is 20% of the step
+  CHECK(f.Run(LateExitRule));
+  CHECK(f.verdict.label == VerdictLabel::kClear);
+  CHECK(f.verdict.candidate_ranks == std::vector<int32_t>{1});
+  CHECK(f.verdict.candidate_stages == std::vector<int32_t>{1});
+  CHECK(f.decision.kind == VerdictKind::kLateExit);
+  CHECK(f.decision.exit.rank == 1);
+  CHECK(f.decision.exit.charged_rank == 0);
+  CHECK(f.decision.exit.next_wait == 3);
+  f.verdict.exposed_ns = 41 * 100'000'000LL;  // 2% of the step: the collective's spread
+  CHECK(f.Run(LateExitRule));
+  CHECK(f.verdict.label == VerdictLabel::kHealthy);
+  CHECK(f.verdict.candidate_ranks.empty());
+  CHECK(f.decision.kind == VerdictKind::kExitSpread);
+  f.table.cell[f.table.Index(1, 0)] = 41 * 5'000'000.0;  // charged far more than the lag
+  CHECK_FALSE(f.Run(LateExitRule));
+  f.table.cell[f.table.Index(1, 0)] = 41 * 2'000'000.0;
+  f.top = {2, 0};  // not a sync stage
+  CHECK_FALSE(f.Run(LateExitRule));
+  Fixture even("fwd:compute,dp_sync:sync,apply:compute,loss_sync:sync");  // nobody left late
+  for (int i = 0; i < 40; ++i) even.builder.Step([](int, int) { return 1'000'000; });
+  even.top = {1, 0};
+  even.AddCell(1, 0, 41 * 2'000'000.0);
+  even.decision.window_steps = 41;
+  even.verdict.exposed_ns = 41 * 10'000'000LL;
+  CHECK_FALSE(even.Run(LateExitRule));
+}
+
 TEST_CASE("rule order: the first rule that claims the window decides", "[verdict_steps]") {
   const std::vector<VerdictRule>& rules = ChargedCellRules();
-  REQUIRE(rules.size() == 9);
+  REQUIRE(rules.size() == 10);
   CHECK(rules.front() == &MixedSyncRule);
   CHECK(rules[1] == &P2pNeighbourRule);
-  CHECK(rules[4] == &PipelineWaitRule);  // before a margin tie or CLEAR can name the rank
-  CHECK(rules[5] == &CollectiveExitRule);
+  CHECK(rules[2] == &LateExitRule);      // before a tie can name the charged peer
+  CHECK(rules[5] == &PipelineWaitRule);  // before a margin tie or CLEAR can name the rank
+  CHECK(rules[6] == &CollectiveExitRule);
   CHECK(rules.back() == &ClearRule);
 }
 
