@@ -100,7 +100,9 @@ bool LateExitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d) {
   }
   const ExitLag lag = LargestExitLag(*c.window, c.schema, j);
   const double per_step = c.table.cell[c.table.Index(j, c.top.member)] / d->window_steps;
-  if (lag.member < 0 || lag.z < c.config.rank_z_strong || lag.mean_ns < 0.5 * per_step) {
+  // The exiting rank must be another than the charged one: the charge is then its echo.
+  if (lag.member < 0 || lag.member == c.top.member || lag.z < c.config.rank_z_strong ||
+      lag.mean_ns < 0.5 * per_step) {
     return false;
   }
   d->exit.rank = c.members.ranks[lag.member];

@@ -69,12 +69,12 @@ bool PipelineWaitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
 // steps). HEALTHY when the rank was the last to arrive in at least half the charged steps
 // and the lateness charged to it costs under kExitSpreadMaterial of the window's exposed
 // time; a costlier late exit is still named. (Healthy pipelines ending each step with a
-// job-wide all-reduce read CLEAR on a rank's loss_sync, leading by 1.2-2.8 noise
-// tolerances, costing 1.5-2.8% of the step: docs/results.md, session 30.)
+// job-wide all-reduce read CLEAR on a rank's loss_sync, leading by 1.1-3.0 noise
+// tolerances, costing 1.1-4.1% of the step: docs/results.md, session 30.)
 bool CollectiveExitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
 // A top cell at a sync stage j charged as some rank's late start may be another rank's late
-// *exit* from j (exit_lag.h): when a member left j later than its peers against the next
-// wait, strongly (z >= rank_z_strong) and by at least half the top cell's charge per step, the
+// *exit* from j (exit_lag.h): when another member left j later than its peers against the
+// next wait, strongly (z >= rank_z_strong) and by at least half the top cell's charge per step, the
 // window is about that member: HEALTHY (kExitSpread) when its lateness costs under
 // kExitSpreadMaterial of the exposed time, else CLEAR on (j, that member) (kLateExit). Checked
 // before the tie rules: the charged peer is not the one at fault.

@@ -270,6 +270,9 @@ TEST_CASE("late-exit rule: the charged peer's late start is another rank's late 
   f.table.cell[f.table.Index(1, 0)] = 41 * 2'000'000.0;
   f.top = {2, 0};  // not a sync stage
   CHECK_FALSE(f.Run(LateExitRule));
+  f.top = {1, 1};  // the charged rank is the one that left late: not this rule's case
+  f.AddCell(1, 1, 41 * 2'000'000.0);
+  CHECK_FALSE(f.Run(LateExitRule));
   Fixture even("fwd:compute,dp_sync:sync,apply:compute,loss_sync:sync");  // nobody left late
   for (int i = 0; i < 40; ++i) even.builder.Step([](int, int) { return 1'000'000; });
   even.top = {1, 0};
