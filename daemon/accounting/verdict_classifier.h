@@ -74,12 +74,11 @@ bool PipelineWaitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
 bool CollectiveExitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
 // A top cell at a sync stage j charged as some rank's late start may be another rank's late
 // *exit* from j (exit_lag.h): when another member left j later than its peers against the
-// next wait, strongly (z >= rank_z_strong) and by at least half the top cell's charge per step, the
-// window is about that member: HEALTHY (kExitSpread) when its lateness costs under
+// next wait, strongly (z >= rank_z_strong) and by at least half the top cell's charge per
+// step, the window is about that member: HEALTHY (kExitSpread) when its lateness costs under
 // kExitSpreadMaterial of the exposed time, else CLEAR on (j, that member) (kLateExit). Checked
 // before the tie rules: the charged peer is not the one at fault.
 bool LateExitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
-inline constexpr double kExitSpreadMaterial = 0.05;
 bool CoLeaderTieRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
 bool SplitRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);
 bool MarginTieRule(const ClassifyContext& c, Verdict* v, VerdictDecision* d);

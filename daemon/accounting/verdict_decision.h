@@ -36,6 +36,10 @@ enum class VerdictKind : uint8_t {
   kLateExit,        // CLEAR: that late exit costs the job: the rank that left late is named
 };
 
+// A late exit from a collective (kCollectiveExit, kExitSpread) costing less than this share
+// of the window's exposed time is the collective's spread, not a straggler.
+inline constexpr double kExitSpreadMaterial = 0.05;
+
 // The group's exposed step against its baseline (kGroupWide, kGroupSpread).
 struct GroupShift {
   int stage = -1;  // the stage with the most excess

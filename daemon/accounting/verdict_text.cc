@@ -147,7 +147,8 @@ std::string ExitLagWords(const VerdictDecision& d, const StageSchema& schema) {
 void ExitSpreadText(const VerdictDecision& d, const StageSchema& schema, Verdict* v) {
   v->explanation =
       absl::StrCat("a collective's exit spread, not a straggler: ", ExitLagWords(d, schema),
-                   ", under 5% of the step; the frontier read it as a late start of rank ",
+                   ", under ", absl::StrFormat("%.0f%%", 100 * kExitSpreadMaterial),
+                   " of the step; the frontier read it as a late start of rank ",
                    d.exit.charged_rank, ", which waited least there");
 }
 

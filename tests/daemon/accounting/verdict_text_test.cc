@@ -125,6 +125,28 @@ TEST_CASE("text: a late exit from the collective before", "[verdict_steps]") {
         "stages since \"dp_sync\" is slower: it left \"dp_sync\" late");
 }
 
+TEST_CASE("text: a late exit named, or the collective's spread", "[verdict_steps]") {
+  Verdict v;
+  VerdictDecision d;
+  d.kind = VerdictKind::kLateExit;
+  d.stage = 0;
+  d.exit = {.rank = 3, .charged_rank = 2, .next_wait = 2, .mean_ns = 7'980'000, .z = 122.94};
+  const StageSchema schema = *StageSchema::Parse("dp_sync:sync,apply:compute,loss_sync:sync");
+  RenderVerdictText(d, schema, &v);
+  CHECK(v.explanation ==
+        "rank 3 leaves \"dp_sync\" a mean 7.98 ms after its peers (122.9 standard errors, "
+        "measured against \"loss_sync\"): its own time after the collective ended; the frontier "
+        "read it as a late start of rank 2, which waited least there");
+  d.kind = VerdictKind::kExitSpread;
+  d.exit.mean_ns = 360'000;
+  d.exit.z = 5.3;
+  RenderVerdictText(d, schema, &v);
+  CHECK(v.explanation ==
+        "a collective's exit spread, not a straggler: rank 3 leaves \"dp_sync\" a mean 0.36 ms "
+        "after its peers (5.3 standard errors, measured against \"loss_sync\"), under 5% of the "
+        "step; the frontier read it as a late start of rank 2, which waited least there");
+}
+
 TEST_CASE("text: rank lists are cut at 12", "[verdict_steps]") {
   std::vector<int32_t> ranks;
   for (int32_t r = 0; r < 15; ++r) ranks.push_back(r);
