@@ -5,6 +5,8 @@
 #include <optional>
 #include <vector>
 
+#include "daemon/accounting/robust_stats.h"
+
 namespace stagefrontier {
 namespace {
 
@@ -12,16 +14,6 @@ namespace {
 // median of all is close enough to the others' median for three or more, and O(n) per step).
 double Reference(const std::vector<int64_t>& values, double median, size_t m) {
   return values.size() == 2 ? static_cast<double>(values[1 - m]) : median;
-}
-
-double Median(std::vector<int64_t> v) {
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  double upper = static_cast<double>(v[mid]);
-  if (v.size() % 2 == 1) return upper;
-  const double lower = static_cast<double>(
-      *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)));
-  return (lower + upper) / 2;
 }
 
 }  // namespace
@@ -38,7 +30,12 @@ ExitLag LargestExitLag(const AccountingWindow& window, const StageSchema& schema
   std::vector<double> sum(n, 0), sum_sq(n, 0);
   std::vector<int32_t> count(n, 0);
   std::vector<int> who;
-  std::vector<int64_t> at_j, at_k;
+  std::vector<int64_t> at_j, at_k, scratch;
+  // MedianInPlace reorders; at_j and at_k stay in member order for the lags below.
+  auto median = [&scratch](const std::vector<int64_t>& values) {
+    scratch.assign(values.begin(), values.end());
+    return static_cast<double>(MedianInPlace(scratch));
+  };
   for (size_t i = 0; i < window.size(); ++i) {
     who.clear();
     at_j.clear();
@@ -50,8 +47,8 @@ ExitLag LargestExitLag(const AccountingWindow& window, const StageSchema& schema
       at_k.push_back(window.cumulative(i, m, k));
     }
     if (who.size() < 2) continue;
-    const double med_j = Median(at_j);
-    const double med_k = Median(at_k);
+    const double med_j = median(at_j);
+    const double med_k = median(at_k);
     for (size_t x = 0; x < who.size(); ++x) {
       const double lag = (static_cast<double>(at_j[x]) - Reference(at_j, med_j, x)) -
                          (static_cast<double>(at_k[x]) - Reference(at_k, med_k, x));
