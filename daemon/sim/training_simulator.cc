@@ -356,7 +356,7 @@ std::vector<std::pair<int32_t, int32_t>> TrainingSimulator::FaultCells() const {
   return cells;
 }
 
-int64_t TrainingSimulator::LateBy(FaultType type, int32_t rank, int k, int64_t step) const {
+int64_t TrainingSimulator::FaultExtraNs(FaultType type, int32_t rank, int k, int64_t step) const {
   int64_t extra = 0;
   for (size_t f = 0; f < config_.faults.size(); ++f) {
     const Fault& fault = config_.faults[f];
@@ -401,8 +401,8 @@ void TrainingSimulator::RunStage(int k, int64_t step, std::exponential_distribut
       }
       const double end = last + std::max(0.0, collective);
       for (int32_t r : groups[g]) {
-        now_[r] =
-            end + jitter(rng_[r]) + static_cast<double>(LateBy(FaultType::kLateExit, r, k, step));
+        now_[r] = end + jitter(rng_[r]) +
+                  static_cast<double>(FaultExtraNs(FaultType::kLateExit, r, k, step));
         (*spans)[r].emplace_back(arrive[r], now_[r]);
       }
     }

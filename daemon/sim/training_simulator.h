@@ -133,9 +133,9 @@ class TrainingSimulator {
   int64_t Noisy(int32_t rank, const SimStage& stage);
   int64_t ToLocal(int32_t rank, double true_ns) const;
   // Extra nanoseconds of `type` faults (slow-stage or late-exit) on (stage k, rank) at `step`.
-  int64_t LateBy(FaultType type, int32_t rank, int k, int64_t step) const;
+  int64_t FaultExtraNs(FaultType type, int32_t rank, int k, int64_t step) const;
   int64_t SlowBy(int32_t rank, int k, int64_t step) const {
-    return LateBy(FaultType::kSlowStage, rank, k, step);
+    return FaultExtraNs(FaultType::kSlowStage, rank, k, step);
   }
   // Stage k for every rank at once: local work, or a wait ending per group.
   void RunStage(int k, int64_t step, std::exponential_distribution<double>& jitter,
