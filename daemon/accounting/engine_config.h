@@ -46,14 +46,14 @@ struct EngineConfig {
   // Rank evidence (rank_evidence.h) a rank-targeted verdict needs: a (stage, rank) whose
   // window shift against its peers is at least rank_z_support standard errors and
   // rank_material_fraction of the median exposed step backs the frontier's suspect (for a
-  // recurring fault, material in the steps it hits: its outlier steps' mean excess, when
-  // their outlier z reaches rank_z_strong); one at rank_z_strong standard errors names the
-  // rank on its own (the frontier charged the ranks that waited for it). Without support the
-  // excess is group-wide: an AMBIGUOUS TIE marked group_wide when the window's median exposed step
-  // is group_material_fraction above the baseline and group_spread_z robust standard deviations
-  // (1.4826 x MAD) of the window's own exposed steps, else HEALTHY. The spread test keeps a
-  // machine's ordinary drift, which on shared cores stays within a step-to-step jitter of 10-30%,
-  // from reading as an event.
+  // recurring fault, kRecurrenceMaterial times that in the steps it hits: its outlier steps'
+  // mean excess, when their outlier z reaches rank_z_strong); one at rank_z_strong standard errors
+  // names the rank on its own (the frontier charged the ranks that waited for it). Without support
+  // the excess is group-wide: an AMBIGUOUS TIE marked group_wide when the window's median exposed
+  // step is group_material_fraction above the baseline and group_spread_z robust standard
+  // deviations (1.4826 x MAD) of the window's own exposed steps, else HEALTHY. The spread test
+  // keeps a machine's ordinary drift, which on shared cores stays within a step-to-step jitter of
+  // 10-30%, from reading as an event.
   double rank_z_support = 3.0;
   double rank_z_strong = 5.0;
   double rank_material_fraction = 0.02;

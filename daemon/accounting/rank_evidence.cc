@@ -164,7 +164,8 @@ bool RankSupport::Evident(int stage, int member, double z_min, double recurring_
 }
 
 bool RankSupport::Recurs(const RankEvidence& e, double outlier_z_min) const {
-  return e.shift_ns > 0 && e.outlier_z >= outlier_z_min && e.outlier_excess_ns >= th_.material_ns;
+  return e.shift_ns > 0 && e.outlier_z >= outlier_z_min &&
+         e.outlier_excess_ns >= kRecurrenceMaterial * th_.material_ns;
 }
 
 double RankSupport::ShiftWithoutSpikes(const RankEvidence& e) const {

@@ -99,5 +99,22 @@ TEST_CASE("rank support: a recurring fault short of z_strong needs the window be
   CHECK_FALSE(RankSupport(t, schema, kThresholds, &none).Held(1, 1));
 }
 
+TEST_CASE("rank support: a recurrence is material at twice the floor", "[verdict_steps]") {
+  // A healthy rank on busy cores loses a scheduler slice in a third of its steps: 1.6 times
+  // the floor each, strongly recurring (session 31's healthy pipelines). Not a fault.
+  RankEvidenceTable t(3, 2);
+  const StageSchema schema = Schema();
+  t.at(1, 0) = Recurring();
+  t.at(1, 0).z = 5.5;
+  t.at(1, 0).outlier_excess_ns = 1600;
+  const RankSupport s(t, schema, kThresholds);
+  CHECK_FALSE(s.Strong(1, 0));
+  CHECK_FALSE(s.Held(1, 0));
+  CHECK_FALSE(s.StillSupported(1, 0));
+  t.at(1, 0).outlier_excess_ns = 2 * kThresholds.material_ns;
+  CHECK(s.Strong(1, 0));
+  CHECK(s.Held(1, 0));
+}
+
 }  // namespace
 }  // namespace stagefrontier
