@@ -50,8 +50,9 @@ inline constexpr double kOutlierScales = 5.0;
 inline constexpr int32_t kMinOutlierSteps = 5;
 // A recurrence is material when one costs this many times the material floor (the floor a mean
 // shift must reach): on shared cores a busy rank loses a scheduler slice (~1 ms, 3% of a 30 ms
-// step) in a third of its steps, and named so on real healthy pipelines (docs/results.md,
-// "Session 31"); the recorded intermittent faults cost 2.3-3x the floor in the steps they hit.
+// step) in a third of its steps and read CLEAR so on real healthy pipelines (docs/results.md,
+// "Session 31"). A thin margin: the smallest recorded intermittent faults cost 2.2-3.3 times
+// the floor where they hit; SPEC's smallest fault is 5% of the step, 2.5 times.
 inline constexpr double kRecurrenceMaterial = 2.0;
 // A window's mean-shift z that a persisting shift must reach in each of two windows.
 inline constexpr double kLeanZ = 2.0;
