@@ -169,6 +169,10 @@ nlohmann::ordered_json VerdictJson(const StageSchema& schema, const Verdict& v) 
                    {"rank_shift_ns", v.rank_shift_ns},
                    {"rank_z", v.rank_z}};
   j["group_wide"] = v.group_wide;
+  // A job with declared groups: the group whose verdict the job's is, and a group slower by
+  // construction (as sfctl shows them; empty otherwise).
+  j["sync_group"] = v.sync_group;
+  j["structural"] = v.structural;
   j["unreliable"] = v.unreliable;
   j["explanation"] = v.explanation;
   j["settle"] = v.settle;

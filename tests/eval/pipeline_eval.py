@@ -46,9 +46,16 @@ AMBIGUOUS with suspects. A row that fails to run is kept as an error row (scored
         --out docs/data/pipeline_eval_20261126.jsonl
     /usr/bin/python3 tests/eval/pipeline_eval.py --only-print \
         --out docs/data/pipeline_eval_20261126.jsonl
+
+An engine change is measured on the journals a live run kept (its --work directory), without
+running the trainers again: --replay re-decides every row with --bin's `stagefrontier journal`.
+
+    /usr/bin/python3 tests/eval/pipeline_eval.py --bin bazel-bin --seed 20261204 \
+        --out docs/data/pipeline_eval_20261204_loss_sync.jsonl --replay out/pipeline_eval
 """
 import argparse
 import collections
+import glob
 import json
 import os
 import random
@@ -209,7 +216,6 @@ def run_row(row, work, daemons, port, master_port, timeout):
     try:
         sus = sfctl(port, "suspects", "--job", job)
         v = sus["verdict"]
-        top = [(s["stage"], int(s["rank"])) for s in v.get("suspects", [])]
         result.update(
             label=v["label"], reason=v.get("reason", ""), sync_group=v.get("sync_group", ""),
             window_steps=[int(v.get("first_step", -1)), int(v.get("last_step", -1))],
@@ -233,32 +239,74 @@ def run_row(row, work, daemons, port, master_port, timeout):
                       max_points_at=dash.get("max_top_stage", ""),
                       frontier_points_at=dash.get("frontier_top_stage", ""))
         if row.get("stage") is not None:
-            want = (row["stage"], row["rank"])
-            group, tensor_group = expected_group(row)
-            if tensor_group:  # a fault inside a tensor stage: its tensor group, named together
-                top1 = (v["label"] == "AMBIGUOUS" and
-                        sorted(result["candidate_ranks"]) == tensor_group and bool(top) and
-                        top[0][0] == row["stage"] and top[0][1] in tensor_group)
-                clear = top1
-            else:
-                top1 = bool(top) and top[0] == want and result["sync_group"] == group
-                clear = v["label"] == "CLEAR" and result["candidate_ranks"] == [row["rank"]]
-            result.update(
-                top1=top1,
-                top2=want in top[:2],
-                clear=clear,
-                mean_hit=result["mean_points_at"] == row["stage"],
-                max_hit=result["max_points_at"] == row["stage"],
-                magnitude_pct=round(100 * row["fault_ms"] * 1e6 / healthy, 1) if healthy else None)
-        else:
-            result.update(healthy=v["label"] == "HEALTHY",
-                          rank_targeted=v["label"] in ("CLEAR", "AMBIGUOUS") and bool(top))
+            result.update(magnitude_pct=round(100 * row["fault_ms"] * 1e6 / healthy, 1)
+                          if healthy else None)
+        judge(row, result)
     except Exception as e:
         result.setdefault("error", f"reading the verdict: {e}")
     if "error" in result:
         result.update({k: False for k in (("top1", "top2", "clear", "mean_hit", "max_hit")
                                           if row.get("stage") is not None else ("healthy",))
                        if k not in result})
+    return result
+
+
+def judge(row, result):
+    """Scores the verdict read into `result` (label, suspects, candidate_ranks, sync_group and
+    the dashboards' pointers): top1, top2, clear for a faulty row; healthy, rank_targeted for a
+    healthy one."""
+    top = [(s["stage"], s["rank"]) for s in result["suspects"]]
+    label = result["label"]
+    if row.get("stage") is None:
+        result.update(healthy=label == "HEALTHY",
+                      rank_targeted=label in ("CLEAR", "AMBIGUOUS") and bool(top))
+        return
+    want = (row["stage"], row["rank"])
+    group, tensor_group = expected_group(row)
+    if tensor_group:  # a fault inside a tensor stage: its tensor group, named together
+        top1 = (label == "AMBIGUOUS" and sorted(result["candidate_ranks"]) == tensor_group and
+                bool(top) and top[0][0] == row["stage"] and top[0][1] in tensor_group)
+        clear = top1
+    else:
+        top1 = bool(top) and top[0] == want and result["sync_group"] == group
+        clear = label == "CLEAR" and result["candidate_ranks"] == [row["rank"]]
+    result.update(top1=top1, top2=want in top[:2], clear=clear,
+                  mean_hit=result.get("mean_points_at") == row["stage"],
+                  max_hit=result.get("max_points_at") == row["stage"])
+
+
+def replay_row(row, work):
+    """`row` of a live run re-decided from the journal its coordinator kept under `work`
+    (data<N>/<job>.journal) by `stagefrontier journal --json`: the verdict over the last 100
+    steps and the job's closed windows, as the live run read them from sfctl; the dashboards'
+    pointers and the step times stay the live run's."""
+    result = {k: v for k, v in row.items()
+              if k not in ("error", "top1", "top2", "clear", "healthy", "rank_targeted")}
+    journals = sorted(glob.glob(os.path.join(work, "data*", f"{row['job']}.journal")),
+                      key=os.path.getsize)
+    if not journals:
+        result.update(error=f"no journal of {row['job']} under {work}")
+    else:
+        out = subprocess.run([f"{BIN}/daemon/analyze/stagefrontier", "journal", journals[-1],
+                              "--json"], capture_output=True, text=True)
+        if out.returncode != 0:
+            result.update(error=f"replaying {journals[-1]}: {out.stderr.strip()[:200]}")
+        else:
+            report = json.loads(out.stdout)
+            v = report["report"]["verdict"]
+            result.update(
+                label=v["label"], reason=v.get("reason", ""), sync_group=v.get("sync_group", ""),
+                window_steps=[v["first_step"], v["last_step"]],
+                suspects=[dict(stage=s["stage"], rank=s["rank"], share=round(s["share"], 3))
+                          for s in v["suspects"][:3]],
+                candidate_ranks=v["candidate_ranks"], unreliable=v["unreliable"],
+                group_wide=v["group_wide"], explanation=v["explanation"],
+                windows=[w["label"] for w in report["windows"] if w["group"] == "job"],
+                replayed=True)
+            judge(row, result)
+    if "error" in result:
+        result.update({k: False for k in (("top1", "top2", "clear", "mean_hit", "max_hit")
+                                          if row.get("stage") is not None else ("healthy",))})
     return result
 
 
@@ -476,9 +524,24 @@ def main():
                          "(pipeline_loop.py --loss-sync: a collective over the whole job)")
     ap.add_argument("--only-print", action="store_true",
                     help="print the summary of the rows in --out; run nothing")
+    ap.add_argument("--replay", metavar="WORK",
+                    help="re-decide the rows in --out from the journals a live run left under "
+                         "its --work directory WORK, with --bin's stagefrontier (an engine "
+                         "change measured on the same processes); run nothing, change nothing")
+    ap.add_argument("--replay-out", default="",
+                    help="with --replay: write the re-decided rows here")
     args = ap.parse_args()
     global BIN
     BIN = args.bin
+    if args.replay:
+        with open(args.out) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+        results = [replay_row(r, args.replay) for r in rows]
+        if args.replay_out:
+            with open(args.replay_out, "w") as f:
+                f.writelines(json.dumps(r) + "\n" for r in results)
+        print(summarize(results, args.seed))
+        return 0
     if args.only_print:
         with open(args.out) as f:
             print(summarize([json.loads(line) for line in f if line.strip()], args.seed))

@@ -42,7 +42,10 @@ def main():
         ok = got["top1"] if row.get("stage") is not None else got["label"] == "HEALTHY"
         # Rows that must also read as this label (a single fault: CLEAR, not AMBIGUOUS).
         ok = ok and got["label"] == row.get("expect_label", got["label"])
-        print(f"{'ok  ' if ok else 'FAIL'} {row['journal']}: {got['label']} {got['top']}")
+        # And in this sync group (a job with declared groups: the group the verdict is about).
+        ok = ok and got["sync_group"] == row.get("expect_sync_group", got["sync_group"])
+        print(f"{'ok  ' if ok else 'FAIL'} {row['journal']}: {got['label']} {got['sync_group']} "
+              f"{got['top']}")
         if not ok:
             failures.append(row["journal"])
     print(f"{len(rows) - len(failures)} of {len(rows)} recorded runs decided as expected")

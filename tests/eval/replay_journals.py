@@ -35,6 +35,7 @@ def replay(row, journal, binary):
     v = report["report"]["verdict"]
     label, top, candidates = hidden_rank_eval.read_verdict(v)
     result = dict(row, label=label, top=top[:2], candidates=candidates[:12], group_wide=v.get("group_wide", False),
+                  sync_group=v.get("sync_group", ""),
                   rank_z=round(v["evidence"].get("rank_z", 0), 2),
                   windows=[w["label"] for w in report["windows"]], replayed=True)
     if row.get("stage") is not None:
