@@ -16,7 +16,7 @@ still be decided as a user needs:
   the next window on supporting evidence; session 6's row 35, a slow optimizer on rank 2, was
   charged to the same rank's forward: found since the rank's strongly slower stage is named;
   session 29's 2x3 pipeline with a collective over the whole job must read CLEAR, its
-  "expect_label", not AMBIGUOUS CONCURRENT; session 30's two healthy pipelines with that
+  "expect_label", not AMBIGUOUS CONCURRENT, in its "expect_sync_group" pp0; session 30's two healthy pipelines with that
   collective read CLEAR on a rank's loss_sync, a late exit from the dp_sync before it).
 
   tests/eval/recorded_runs_test.py bazel-bin/daemon/analyze/stagefrontier

@@ -230,10 +230,9 @@ TEST_CASE("row 7, carried: a named recurring fault stays named when a spike else
 TEST_CASE("row 7, confirmed: recurrences short of a strong mean shift need the window before",
           "[scenario]") {
   // Two ranks, 6 ms (5% of the step, SPEC's smallest fault) 1 step in 12 from step 100: the
-  // recurrences stand out and are material (kRecurrenceMaterial),
-  // the mean shift stays short of rank_z_strong. A descheduled healthy rank looks like this in
-  // one window; a fault stays. Named from the window after the one it began in
-  // (confirm_recurring).
+  // recurrences stand out and are material (kRecurrenceMaterial: 3 ms no longer is), the mean
+  // shift stays short of rank_z_strong. A descheduled healthy rank looks like this in one
+  // window; a fault stays. Named from the window after the one it began in (confirm_recurring).
   SimConfig c = Ddp(2);
   c.steps = 300;
   c.faults.push_back(MustFault("slow:optimizer:rank=1:magnitude=6ms:every=12:start=100"));
