@@ -79,6 +79,7 @@ FAULT_START = 40
 
 # One sfctl client and step wait for the evaluations (bazel-bin, as BIN here).
 from hidden_rank_eval import sfctl, wait_steps  # noqa: E402
+from replay_journals import journal_report  # noqa: E402
 
 
 def job_windows(port, job, row):
@@ -287,12 +288,10 @@ def replay_row(row, work):
     if not journals:
         result.update(error=f"no journal of {row['job']} under {work}")
     else:
-        out = subprocess.run([f"{BIN}/daemon/analyze/stagefrontier", "journal", journals[-1],
-                              "--json"], capture_output=True, text=True)
-        if out.returncode != 0:
-            result.update(error=f"replaying {journals[-1]}: {out.stderr.strip()[:200]}")
+        report, error = journal_report(journals[-1], f"{BIN}/daemon/analyze/stagefrontier")
+        if report is None:
+            result.update(error=f"replaying {journals[-1]}: {error[:200]}")
         else:
-            report = json.loads(out.stdout)
             v = report["report"]["verdict"]
             result.update(
                 label=v["label"], reason=v.get("reason", ""), sync_group=v.get("sync_group", ""),

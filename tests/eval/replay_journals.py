@@ -26,12 +26,19 @@ def journal_of(row, runs):
     return os.path.join(runs, f"row{row['index']:02d}", "data", "eval.journal")
 
 
-def replay(row, journal, binary):
-    """`row` re-decided from `journal`: the verdict over its last 100 steps, judged."""
+def journal_report(journal, binary):
+    """`binary journal JOURNAL --json`, parsed: (report, "") or (None, the error it printed)."""
     out = subprocess.run([binary, "journal", journal, "--json"], capture_output=True, text=True)
     if out.returncode != 0:
-        return dict(row, error=out.stderr.strip(), top1=False, top2=False)
-    report = json.loads(out.stdout)
+        return None, out.stderr.strip()
+    return json.loads(out.stdout), ""
+
+
+def replay(row, journal, binary):
+    """`row` re-decided from `journal`: the verdict over its last 100 steps, judged."""
+    report, error = journal_report(journal, binary)
+    if report is None:
+        return dict(row, error=error, top1=False, top2=False)
     v = report["report"]["verdict"]
     label, top, candidates = hidden_rank_eval.read_verdict(v)
     result = dict(row, label=label, top=top[:2], candidates=candidates[:12], group_wide=v.get("group_wide", False),
