@@ -78,6 +78,7 @@ FAULT_START = 40
 
 
 # One sfctl client and step wait for the evaluations (bazel-bin, as BIN here).
+import fault_signal  # noqa: E402
 from hidden_rank_eval import sfctl, wait_steps  # noqa: E402
 from replay_journals import journal_report  # noqa: E402
 
@@ -243,6 +244,7 @@ def run_row(row, work, daemons, port, master_port, timeout):
             result.update(magnitude_pct=round(100 * row["fault_ms"] * 1e6 / healthy, 1)
                           if healthy else None)
         judge(row, result)
+        add_signal(row, glob.glob(os.path.join(work, "data*", f"{job}.journal")), result)
     except Exception as e:
         result.setdefault("error", f"reading the verdict: {e}")
     if "error" in result:
@@ -303,6 +305,7 @@ def replay_row(row, work):
                 windows=[w["label"] for w in report["windows"] if w["group"] == "job"],
                 replayed=True)
             judge(row, result)
+            add_signal(row, journals, result)
     if "error" in result:
         result.update({k: False for k in (("top1", "top2", "clear", "mean_hit", "max_hit")
                                           if row.get("stage") is not None else ("healthy",))})
@@ -320,6 +323,32 @@ def expected_group(row):
                         if row["stage"] in TP_TENSOR_STAGES else None)
         return f"pp0.tp{row['rank'] % t_size}", tensor_group
     return f"pp{row['rank'] // row['shape'][1]}", None
+
+
+def role_peers(row):
+    """The ranks the faulty rank is compared with: the other replicas' rank at the same
+    pipeline stage (pipeline_loop) or tensor position (tp_loop)."""
+    if row.get("workload") == "tp":
+        t_size, d = row["shape"]
+        return [r * t_size + row["rank"] % t_size for r in range(d)
+                if r * t_size + row["rank"] % t_size != row["rank"]]
+    d = row["shape"][1]
+    s = row["rank"] // d
+    return [s * d + r for r in range(d) if s * d + r != row["rank"]]
+
+
+def add_signal(row, journals, result):
+    """What the marks carry about the fault (fault_signal.py): result["signal"], from the
+    largest of `journals` (a row's coordinator journal); a faulty row only."""
+    if row.get("stage") is None or not journals:
+        return
+    try:
+        result["signal"] = fault_signal.journal_signal(
+            max(journals, key=os.path.getsize), f"{BIN}/daemon/analyze/stagefrontier",
+            row["rank"], role_peers(row), row["stage"], row["start"],
+            result.get("window_steps"))
+    except (OSError, RuntimeError, ValueError) as e:
+        result["signal"] = dict(error=str(e)[:200])
 
 
 def draw_tp(seed, first_index, rows, healthy, steps):
@@ -395,7 +424,8 @@ def effect_lines(results):
     healthy rows of the same kind (workload, shape, schedule, balanced or not) in these
     results, beside what the fault would add if nothing absorbed it (fault_ms / every). A
     sleeping rank frees its core for the others on this oversubscribed machine, so a fault
-    can cost the job less than its length, or nothing measurable."""
+    can cost the job less than its length, or nothing measurable. Then what the stage marks
+    carry about it (the row's "signal", fault_signal.py)."""
     def kind(r):
         return (r.get("workload", "pipeline"), tuple(r["shape"]), schedule(r),
                 bool(r.get("stage_work_ms")))
@@ -414,6 +444,11 @@ def effect_lines(results):
                    f"{r['fault_ms']:.1f} ms every {r['every']}: nominal "
                    f"+{r['fault_ms'] / r['every']:.2f} ms/step, measured {measured}; "
                    f"read {r.get('label', 'error')} {r.get('reason', '')}".rstrip())
+        sig = r.get("signal") or {}
+        if sig.get("steps"):
+            out.append(f"    its marks: {sig['gap_ms']:+.2f} ms a step against its role peers "
+                       f"(sd {sig['sd_ms']:.2f} ms), z {sig['z_run']:.1f} over the run, "
+                       f"{sig.get('z_verdict', 0):.1f} in the verdict's window")
     return (["misses, the fault's effect on the step:"] + out) if out else []
 
 

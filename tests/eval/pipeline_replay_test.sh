@@ -21,6 +21,15 @@ cat "$tmp/summary.txt"
 grep -qE '^all +1 +100\.0% +100\.0% +100\.0%.*\| +1 +100\.0%' "$tmp/summary.txt" || fail "summary"
 grep -q '"sync_group": "pp0"' "$tmp/replayed.jsonl" || fail "the fault's group"
 grep -q "error rows: 0" "$tmp/summary.txt" || fail "error rows"
+# The faulty row carries what its marks show (fault_signal.py): fwd of rank 1 against ranks 0
+# and 2, about the injected 8.4 ms a step.
+python3 - "$tmp/replayed.jsonl" <<'PY' || fail "the fault's signal"
+import json, sys
+rows = {r["index"]: r for r in map(json.loads, open(sys.argv[1]))}
+s = rows[7]["signal"]
+assert 7.5 < s["gap_ms"] < 9.5 and s["z_run"] > 50 and s["z_verdict"] > 20, s
+assert "signal" not in rows[20], rows[20]
+PY
 # The rows file is only read.
 [ "$(wc -l < "$tmp/rows.jsonl")" -eq 2 ] || fail "rows file changed"
 # A missing journal: an error row, scored as a miss.
