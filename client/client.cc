@@ -140,6 +140,12 @@ Client::~Client() {
   if (enabled_ && slot_ != nullptr && !InForkedChild()) shm::ReleaseSlot(*slot_);
 }
 
+void Client::NoteUncaughtException() noexcept {
+  if (enabled_ && slot_ != nullptr && !InForkedChild()) {
+    slot_->exit_reason.store(shm::v1::kExitException, std::memory_order_release);
+  }
+}
+
 void Client::Close() noexcept {
   if (hang_dumper_ != nullptr) hang_dumper_->Close();
   if (capture_running_ && !InForkedChild()) EndCallbackCapture();

@@ -38,6 +38,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -142,6 +143,10 @@ class Client {
     const int64_t t = shm::MonotonicNowNs();
     if (recorder_.Mark(k, t)) PublishOpen(t, OpenAfter(k));
   }
+  // Stage k's scope is left by an exception: its time is recorded as Exit's, but stage k stays
+  // published as open, so that a trainer that then ends on the exception is placed where it
+  // raised (NoteUncaughtException); one that catches it publishes its next stage as usual.
+  void ExitRaising(StageId k) noexcept { recorder_.Exit(k, shm::MonotonicNowNs()); }
   // Stage k ended at t_ns (CLOCK_MONOTONIC), for boundaries known only after the fact.
   void MarkAt(StageId k, int64_t t_ns) noexcept {
     const int64_t t = t_ns + SelfTestDelayAtEndOf(k);
@@ -156,17 +161,33 @@ class Client {
   }
   // Ends the step and publishes it (unless paused or sampled out).
   void EndStep() noexcept;
+  // The trainer is ending on an uncaught exception: stored in the slot (exit_reason), so that
+  // when the slot is released the coordinator reads this rank as gone mid-step, where its open
+  // stage says, not as a rank that finished its work. Call it from a top-level handler before
+  // exiting (Python's stagefrontier installs one in sys.excepthook; C: sf_note_uncaught_
+  // exception). One store, no system call: safe in a std::terminate handler.
+  void NoteUncaughtException() noexcept;
 
   class StageScope {
    public:
-    StageScope(Client* c, StageId k) noexcept : client_(c), stage_(k) { client_->Enter(k); }
-    ~StageScope() { client_->Exit(stage_); }
+    StageScope(Client* c, StageId k) noexcept
+        : client_(c), stage_(k), exceptions_(std::uncaught_exceptions()) {
+      client_->Enter(k);
+    }
+    ~StageScope() {
+      if (std::uncaught_exceptions() > exceptions_) {
+        client_->ExitRaising(stage_);
+      } else {
+        client_->Exit(stage_);
+      }
+    }
     StageScope(const StageScope&) = delete;
     StageScope& operator=(const StageScope&) = delete;
 
    private:
     Client* client_;
     StageId stage_;
+    int exceptions_;  // in flight at the scope's start: more at its end is an unwind
   };
   // RAII: enters stage k now, exits it when the scope ends.
   [[nodiscard]] StageScope Scope(StageId k) noexcept { return StageScope(this, k); }

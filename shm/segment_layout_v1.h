@@ -175,6 +175,15 @@ inline constexpr bool LayoutSourceHasLayout(uint32_t source) {
          source == kLayoutSourceInferred;
 }
 
+// SlotHeader::exit_reason values: why the owner released its slot, when it says (docs/
+// segment-format.md "Exit reason"). 0 also for a clean end and for a stub that predates it.
+inline constexpr uint32_t kExitNotSaid = 0;
+inline constexpr uint32_t kExitException = 1;  // the trainer ends on an uncaught exception
+inline constexpr uint32_t kExitReasonMax = kExitException;
+inline constexpr const char* ExitReasonName(uint32_t reason) {
+  return reason == kExitNotSaid ? "" : reason == kExitException ? "exception" : "invalid";
+}
+
 // SlotHeader::open_stage values besides 1 + k (stage k is open).
 inline constexpr uint32_t kOpenStageNone = 0;  // nothing published (an older stub, or none yet)
 inline constexpr uint32_t kOpenStageBetweenSteps = 0xFFFFFFFFU;  // the step ended, no new one
@@ -214,7 +223,11 @@ struct alignas(kCacheLine) SlotHeader {
   // source"): how the owner came by its layout, or why it has none (LayoutSource). Written
   // with the identity at every claim.
   uint32_t layout_source;  // 1652
-  uint8_t reserved1[8];    // 1656
+  // Exit reason extension (bytes v1 reserved as zero; docs/segment-format.md "Exit reason"):
+  // kExitException once the owner's trainer is ending on an uncaught exception, stored before
+  // the release; the open stage above then still names where it was. Cleared by every claim.
+  std::atomic<uint32_t> exit_reason;  // 1656
+  uint8_t reserved1[4];               // 1660
   // Reader line: written by the sidecar only.
   alignas(kCacheLine) std::atomic<uint64_t> read_cursor;  // 1664 records consumed
   std::atomic<uint32_t> reader_pid;                       // 1672
@@ -254,6 +267,7 @@ static_assert(offsetof(SlotHeader, pipeline_stages) == 58);
 static_assert(offsetof(SlotHeader, tensor_rank) == 60);
 static_assert(offsetof(SlotHeader, tensor_size) == 62);
 static_assert(offsetof(SlotHeader, layout_source) == 1652);
+static_assert(offsetof(SlotHeader, exit_reason) == 1656);
 static_assert(offsetof(SlotHeader, stages) == 64);
 static_assert(offsetof(SlotHeader, write_cursor) == 1600);
 static_assert(offsetof(SlotHeader, open_seq) == 1624);

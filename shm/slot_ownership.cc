@@ -173,6 +173,7 @@ absl::StatusOr<ClaimResult> ClaimSlot(const SegmentView& view, uint32_t local_ra
   slot.dump_signal.store(0, std::memory_order_relaxed);
   slot.dump_answered_id.store(0, std::memory_order_relaxed);
   slot.dump_request_id.store(0, std::memory_order_relaxed);
+  slot.exit_reason.store(v1::kExitNotSaid, std::memory_order_relaxed);
   // Nor its open stage (it may have died mid-write, leaving the sequence odd).
   ResetOpenStage(slot);
   // A record the previous owner began but never published carries an odd sequence number.

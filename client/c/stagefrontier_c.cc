@@ -138,6 +138,9 @@ void sf_mark(sf_client* client, int32_t id) {
 void sf_end_step(sf_client* client) {
   if (client != nullptr) client->impl->EndStep();
 }
+void sf_note_uncaught_exception(sf_client* client) {
+  if (client != nullptr) client->impl->NoteUncaughtException();
+}
 
 int sf_client_enabled(const sf_client* client) {
   return client != nullptr && client->impl->enabled() ? 1 : 0;

@@ -151,6 +151,9 @@ void sf_enter(sf_client* client, int32_t stage_id); /* stage scope begins */
 void sf_exit(sf_client* client, int32_t stage_id);  /* stage scope ends */
 void sf_mark(sf_client* client, int32_t stage_id);  /* stage ended now */
 void sf_end_step(sf_client* client);
+/* The trainer is ending on an error mid-step: call before exiting (abort, exit(1)), so that the
+   coordinator reads this rank as gone where its open stage says, not as finished. */
+void sf_note_uncaught_exception(sf_client* client);
 
 /* 1 if recording, 0 if disabled (or client is NULL). */
 int sf_client_enabled(const sf_client* client);

@@ -17,7 +17,8 @@ custom optimizer).
 
 Hangs, for the stall verdict's tests: --hang STAGE:RANK:STEP[:SECONDS] (RANK sleeps in STAGE of
 STEP, an hour by default, while the others block in the next all-reduce), --die STAGE:RANK:STEP
-(RANK kills itself with SIGKILL there) and --pause STEP:SECONDS (every rank sleeps between STEP
+(RANK kills itself with SIGKILL there), --raise STAGE:RANK:STEP (RANK raises an exception there
+that nothing catches: the trainer ends on it) and --pause STEP:SECONDS (every rank sleeps between STEP
 and the next, as a checkpoint would: a group-wide pause, not a hang).
 """
 import argparse
@@ -70,11 +71,11 @@ class Fault:
 
 
 class Stop:
-    """--hang STAGE:RANK:STEP[:SECONDS] or --die STAGE:RANK:STEP."""
+    """--hang STAGE:RANK:STEP[:SECONDS], --die STAGE:RANK:STEP or --raise STAGE:RANK:STEP."""
 
     def __init__(self, spec, action):
         parts = spec.split(":")
-        if len(parts) not in (3, 4) or (action == "die" and len(parts) != 3):
+        if len(parts) not in (3, 4) or (action != "hang" and len(parts) != 3):
             raise SystemExit(f"--{action} wants STAGE:RANK:STEP{'[:SECONDS]' if action == 'hang' else ''}"
                              f", got {spec!r}")
         self.stage, self.rank, self.step = parts[0], int(parts[1]), int(parts[2])
@@ -88,6 +89,8 @@ class Stop:
         print(f"EVENT {time.time():.3f}", flush=True)
         if self.action == "die":
             os.kill(os.getpid(), signal.SIGKILL)
+        if self.action == "raise":
+            raise RuntimeError(f"injected: rank {rank} raises in {stage} of step {step}")
         time.sleep(self.seconds)
 
 
@@ -195,6 +198,8 @@ def main():
     p.add_argument("--profile-dir", default=".", help="where trace_rank<R>.json goes")
     p.add_argument("--hang", default="", help="STAGE:RANK:STEP[:SECONDS]: RANK sleeps there")
     p.add_argument("--die", default="", help="STAGE:RANK:STEP: RANK kills itself there")
+    p.add_argument("--raise", dest="raise_", default="",
+                   help="STAGE:RANK:STEP: RANK raises an exception there, uncaught")
     p.add_argument("--pause", default="", help="STEP:SECONDS: every rank sleeps after STEP")
     args = p.parse_args()
     torch.set_num_threads(1)
@@ -202,7 +207,8 @@ def main():
     rank = dist.get_rank()
     fault = Fault(args.fault, args.fault_every, args.fault_start, rank, args.fault_stop)
     fault.stops = ([Stop(args.hang, "hang")] if args.hang else []) + \
-        ([Stop(args.die, "die")] if args.die else [])
+        ([Stop(args.die, "die")] if args.die else []) + \
+        ([Stop(args.raise_, "raise")] if args.raise_ else [])
     pause_step, pause_s = (int(args.pause.split(":")[0]), float(args.pause.split(":")[1])) \
         if args.pause else (-1, 0.0)
     model = DDP(Model(fault, args.features, args.hidden))

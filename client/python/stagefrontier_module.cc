@@ -49,9 +49,15 @@ PyObject* ScopeEnter(PyObject* self, PyObject*) {
   return self;
 }
 
-PyObject* ScopeExit(PyObject* self, PyObject* const*, Py_ssize_t) {
+PyObject* ScopeExit(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   auto* s = reinterpret_cast<StageScopeObject*>(self);
-  (*s->client)->Exit(s->id);
+  // Left by an exception (exc_type set): the stage stays published as open, so that a trainer
+  // ending on it is placed where it raised (Client::ExitRaising).
+  if (nargs > 0 && args[0] != Py_None) {
+    (*s->client)->ExitRaising(s->id);
+  } else {
+    (*s->client)->Exit(s->id);
+  }
   Py_RETURN_FALSE;  // never swallows the trainer's exception
 }
 
@@ -80,6 +86,11 @@ PyTypeObject* g_scope_type = nullptr;
 
 struct PyClient {
   std::shared_ptr<Client> client;
+  // Every client this process made, for the uncaught-exception hook (only under the GIL).
+  static std::vector<std::weak_ptr<Client>>& All() {
+    static auto* all = new std::vector<std::weak_ptr<Client>>();
+    return *all;
+  }
   py::dict scopes;  // name -> StageScope
 
   Client::StageId Id(PyObject* name) const {
@@ -221,6 +232,9 @@ std::unique_ptr<PyClient> MakeClient(const std::vector<std::pair<std::string, st
   if (!client.ok()) throw py::value_error(std::string(client.status().message()));
   auto out = std::make_unique<PyClient>();
   out->client = std::shared_ptr<Client>(*std::move(client));
+  std::vector<std::weak_ptr<Client>>& all = PyClient::All();
+  std::erase_if(all, [](const std::weak_ptr<Client>& c) { return c.expired(); });
+  all.push_back(out->client);
   for (size_t k = 0; k < out->client->schema().size(); ++k) {
     PyObject* obj = PyType_GenericAlloc(g_scope_type, 0);
     if (obj == nullptr) throw py::error_already_set();
@@ -399,6 +413,14 @@ PYBIND11_MODULE(_stagefrontier, m) {
   if (g_scope_type == nullptr) throw py::error_already_set();
   m.attr("StageScope") = py::handle(reinterpret_cast<PyObject*>(g_scope_type));
 
+  m.def(
+      "_note_uncaught_exception",
+      [] {
+        for (const std::weak_ptr<Client>& w : PyClient::All()) {
+          if (std::shared_ptr<Client> c = w.lock()) c->NoteUncaughtException();
+        }
+      },
+      "Client.note_uncaught_exception() of every client this process made (sys.excepthook).");
   py::class_<PyClient> cls(m, "Client");
   cls.def(py::init(&MakeClient), py::arg("stages"), py::kw_only(), py::arg("job_id") = py::none(),
           py::arg("rank") = py::none(), py::arg("local_rank") = py::none(),
@@ -425,6 +447,11 @@ PYBIND11_MODULE(_stagefrontier, m) {
           },
           py::arg("step") = py::none())
       .def("end_step", [](PyClient& c) { c.client->EndStep(); })
+      .def(
+          "note_uncaught_exception", [](PyClient& c) { c.client->NoteUncaughtException(); },
+          "The trainer is ending on an uncaught exception (stagefrontier's sys.excepthook calls "
+          "it for every client): the coordinator reads this rank as gone where its open stage "
+          "says, not as finished")
       .def(
           "close", [](PyClient& c) { c.client->Close(); },
           "Stops recording and gives the slot back now (at exit: the next run takes it cleanly)")

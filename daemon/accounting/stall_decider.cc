@@ -99,15 +99,43 @@ std::string WaitingTail(const StallInputs& in, const std::vector<int32_t>& waiti
 
 StallDecision Dead(const StallInputs& in, const Census& c) {
   StallDecision d = Begin(StallKind::kDead, true);
-  Name(c.dead, "dead", &d);
+  // Who left first: a rank that raised in its own work is the cause (a launcher then kills the
+  // others, as torchrun does), then a killed one; a rank that raised while it waited in a
+  // collective is that collective's victim (Gloo raises when a peer's connection closes).
+  const auto order = [&](int32_t r) {
+    const RankPosition& p = in.ranks[r];
+    if (!p.raised) return 1;
+    const bool waits = p.known && p.stage >= 0 && static_cast<size_t>(p.stage) < in.schema.size() &&
+                       in.schema.IsWait(static_cast<size_t>(p.stage));
+    return waits ? 2 : 0;
+  };
+  std::vector<int32_t> dead = c.dead;
+  std::stable_sort(dead.begin(), dead.end(),
+                   [&](int32_t a, int32_t b) { return order(a) < order(b); });
+  Name(dead, "dead", &d);
   Name(c.waiting, "waiting", &d);
   d.waiting = static_cast<int32_t>(c.waiting.size());
-  const RankPosition& p = in.ranks[c.dead[0]];
-  d.text = absl::StrCat(RankList(c.dead), c.dead.size() == 1 ? " is" : " are",
-                        " gone: ", c.dead.size() == 1 ? "its process" : "their processes", " died",
-                        p.known ? absl::StrCat(" in ", Where(in.schema, p)) : "",
-                        p.node.empty() ? "" : absl::StrCat(" on node ", std::string(p.node)),
-                        WaitingTail(in, c.waiting));
+  const RankPosition& p = in.ranks[dead[0]];
+  const std::string where =
+      absl::StrCat(p.known ? absl::StrCat(" in ", Where(in.schema, p)) : "",
+                   p.node.empty() ? "" : absl::StrCat(" on node ", std::string(p.node)));
+  const bool any_raised =
+      std::any_of(dead.begin(), dead.end(), [&](int32_t r) { return in.ranks[r].raised; });
+  if (any_raised) {
+    const std::vector<int32_t> others(dead.begin() + 1, dead.end());
+    d.text = absl::StrCat(
+        "rank ", dead[0],
+        " is gone: ", p.raised ? "its trainer ended on an uncaught exception" : "its process died",
+        where,
+        others.empty() ? ""
+                       : absl::StrCat("; ", RankList(others), others.size() == 1 ? " is" : " are",
+                                      " gone too"),
+        WaitingTail(in, c.waiting));
+    return d;
+  }
+  d.text = absl::StrCat(RankList(dead), dead.size() == 1 ? " is" : " are",
+                        " gone: ", dead.size() == 1 ? "its process" : "their processes", " died",
+                        where, WaitingTail(in, c.waiting));
   return d;
 }
 

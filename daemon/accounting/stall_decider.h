@@ -43,6 +43,7 @@ struct RankPosition {
   int32_t stage = -1;         // the open stage; -1 between steps
   int64_t open_ns = 0;        // how long it has been open, now
   bool process_gone = false;  // the slot's owner process is dead (same PID namespace)
+  bool raised = false;        // it ended on an uncaught exception (process_gone is set too)
   bool sidecar_lost = false;  // its sidecar stopped reporting
   bool finished = false;      // released its slot cleanly: the rank ended, not stuck
   std::string_view node;      // valid during DecideStall

@@ -32,6 +32,7 @@ const char* StateName(uint32_t state) {
 
 SlotOpenStage OpenStageOf(const shm::v1::SlotHeader& slot, const shm::SlotReport& r) {
   SlotOpenStage out;
+  out.exit_reason = shm::v1::ExitReasonName(slot.exit_reason.load(std::memory_order_acquire));
   shm::OpenStage o;
   out.readable = shm::ReadOpenStage(slot, &o);
   if (!out.readable || !o.known()) return out;
@@ -150,6 +151,14 @@ std::string RenderSegmentText(const SegmentSummary& s) {
     if (!stages.empty()) absl::StrAppend(&out, "    schema ", stages, "\n");
     if (i < s.open.size()) {
       absl::StrAppend(&out, "    ", RenderOpenStage(s.open[i], r.owner), "\n");
+      if (!s.open[i].exit_reason.empty()) {
+        absl::StrAppend(&out, "    exit reason: ", s.open[i].exit_reason,
+                        s.open[i].exit_reason == "exception"
+                            ? " (its trainer ended on an uncaught exception, where the open "
+                              "stage says)"
+                            : "",
+                        "\n");
+      }
     }
     if (!r.last_error.empty()) absl::StrAppend(&out, "    last error: ", r.last_error, "\n");
   }
@@ -202,6 +211,7 @@ std::string RenderSegmentJson(const SegmentSummary& s) {
                           {"invalid", r.invalid},
                           {"gap_steps", r.gap_steps},
                           {"open", open},
+                          {"exit_reason", i < s.open.size() ? s.open[i].exit_reason : ""},
                           {"last_error", r.last_error}});
   }
   return j.dump(2) + "\n";

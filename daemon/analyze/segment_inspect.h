@@ -26,6 +26,8 @@ struct SlotOpenStage {
   int64_t step = 0;
   std::string stage;   // the stage's name; "" between steps or for an index off the schema
   int64_t age_ns = 0;  // how long it has been open, on this node's monotonic clock
+  // The slot's exit_reason (shm::v1::ExitReasonName): "" none said, "exception", "invalid".
+  std::string exit_reason;
 };
 
 struct SegmentSummary {

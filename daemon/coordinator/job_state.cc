@@ -787,10 +787,11 @@ void JobState::NoteRefused(int32_t rank, const std::string& node, absl::string_v
 }
 
 bool JobState::FinishedLocked(int32_t rank) const {
-  // Its stub released the slot cleanly (owner "none") after reporting, and the sidecar read
-  // everything: it will send nothing more, and is not missing for that.
+  // Its stub released the slot cleanly (owner "none", no exit reason: a trainer that ended on
+  // an uncaught exception left mid-step) after reporting, and the sidecar read everything: it
+  // will send nothing more, and is not missing for that.
   const RankHealthState& h = ranks_[rank];
-  return h.owner == "none" && h.pending == 0 && aligner_.last_step(rank) >= 0;
+  return h.owner == "none" && !h.Raised() && h.pending == 0 && aligner_.last_step(rank) >= 0;
 }
 
 const char* JobState::ConditionLocked(int32_t rank) const {
@@ -877,6 +878,9 @@ void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string&
   h.probe_intervals = health.probe_intervals();
   h.probe_dropped = health.probe_dropped();
   h.owner = health.owner();
+  h.exit_reason = health.exit_reason() == "exception" ? "exception"
+                  : health.exit_reason().empty()      ? ""
+                                                      : "invalid";
   h.pending = health.pending();
   h.last_error = health.last_error();
   // A name from the sidecar: kept only if it is one the slot can say.
@@ -918,7 +922,9 @@ void JobState::CheckStall(int64_t now_ns) {
   std::vector<RankLiveness> live(static_cast<size_t>(world_size_));
   for (int32_t r = 0; r < world_size_; ++r) {
     live[r].finished = FinishedLocked(r);
-    live[r].process_gone = ranks_[r].owner == "dead";
+    // Released on an uncaught exception: gone, as a killed process is.
+    live[r].raised = ranks_[r].owner == "none" && ranks_[r].Raised();
+    live[r].process_gone = ranks_[r].owner == "dead" || live[r].raised;
   }
   const std::optional<v1::Stall> event =
       stall_.Check(now_ns, std::max(aligner_.last_closed(), aligner_.newest_step()), live, paused_,

@@ -175,6 +175,7 @@ std::optional<v1::Stall> StallWatch::Check(int64_t now_ns, int64_t newest_step,
       if (r < liveness.size()) {
         a.finished = liveness[r].finished;
         a.process_gone = liveness[r].process_gone;
+        a.raised = liveness[r].raised;
       }
     }
     d = DecideStall({*schema_, at, since, LimitNs(), options_.pause_alarm_ns});

@@ -360,8 +360,11 @@ void SegmentDrainer::FillHealth(v1::Health* out, int64_t now_ns) const {
         h->set_capture_state(capture);
       }
       // A dead owner's last open stage is where it died (the stall verdict's "dead"); a silent
-      // one (another PID namespace, no step for a minute) may be the hung rank itself.
-      if (r.owner != shm::OwnerHealth::kNone) {
+      // one (another PID namespace, no step for a minute) may be the hung rank itself; an owner
+      // that released the slot on an uncaught exception left it where it raised.
+      const uint32_t exit_reason = slot.exit_reason.load(std::memory_order_acquire);
+      h->set_exit_reason(shm::v1::ExitReasonName(exit_reason));
+      if (r.owner != shm::OwnerHealth::kNone || exit_reason != shm::v1::kExitNotSaid) {
         FillOpenStage(slot, r, now, h);
       }
     }

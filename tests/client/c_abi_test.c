@@ -293,6 +293,7 @@ int main(void) {
   sf_begin_step(NULL);
   sf_enter(NULL, 0);
   sf_end_step(NULL);
+  sf_note_uncaught_exception(NULL);
   sf_client_destroy(NULL);
   EXPECT(sf_stage_id(NULL, "a") == -1);
   EXPECT(sf_client_get_stats(NULL, &st) == SF_ERR_INVALID_ARGUMENT);

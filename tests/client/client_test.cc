@@ -768,6 +768,48 @@ TEST_CASE("the open stage follows every API style, and a forked child never publ
   CHECK(open().stage() == 0);
 }
 
+// docs/segment-format.md "Exit reason": a scope left by an exception keeps its stage open, and a
+// trainer ending on one says so in the slot before the release; the next owner starts clean.
+TEST_CASE("an uncaught exception: where it raised, and the exit reason") {
+  const std::string dir = MakeTempDir();
+  auto c = Client::Create(kStages, Options(dir), kNoEnv);
+  REQUIRE(c.ok());
+  auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
+  REQUIRE(seg.ok());
+  const shm::v1::SlotHeader& slot = (*seg)->view().slot(0);
+  auto open = [&] {
+    shm::OpenStage o;
+    REQUIRE(shm::ReadOpenStage(slot, &o));
+    return o;
+  };
+  Client& cl = **c;
+  cl.BeginStep(4);
+  try {
+    auto scope = cl.Scope(2);
+    throw std::runtime_error("trainer error");
+  } catch (const std::runtime_error&) {
+  }
+  CHECK(open().stage() == 2);  // not 3: the stage did not end normally
+  CHECK(cl.stats().misuse == 0);
+  {
+    auto scope = cl.Scope(3);  // caught, and on: the next stage is published as usual
+  }
+  cl.EndStep();
+  CHECK(cl.stats().steps_recorded == 1);
+  CHECK(slot.exit_reason.load() == shm::v1::kExitNotSaid);
+  cl.BeginStep();
+  cl.Enter(1);
+  cl.NoteUncaughtException();
+  CHECK(slot.exit_reason.load() == shm::v1::kExitException);
+  c->reset();  // the release keeps the reason and the stage it was in
+  CHECK(slot.state.load() == shm::v1::kSlotReleased);
+  CHECK(slot.exit_reason.load() == shm::v1::kExitException);
+  CHECK(open().stage() == 1);
+  auto next = Client::Create(kStages, Options(dir), kNoEnv);
+  REQUIRE(next.ok());
+  CHECK(slot.exit_reason.load() == shm::v1::kExitNotSaid);
+}
+
 TEST_CASE("step bookkeeping: explicit numbers, implicit ends, misuse") {
   const std::string dir = MakeTempDir();
   auto c = Client::Create(kStages, Options(dir), kNoEnv);

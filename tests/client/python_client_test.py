@@ -74,6 +74,61 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(c.stats()["misuse"], 0)
         self.assertEqual(c.current_step, 7)
 
+    def test_an_uncaught_exception_is_told_to_the_slot(self):
+        """A trainer that ends on an exception raised inside a stage: the slot says so
+        (exit_reason, slot offset 1656) and still names the stage it raised in; the trainer's
+        traceback and exit status are Python's own. A clean exit says nothing."""
+        script = (
+            "import stagefrontier, sys\n"
+            "c = stagefrontier.Client(stages=%r, job_id='py', rank=1, local_rank=1,\n"
+            "    world_size=2, local_world_size=2, shm_dir=sys.argv[1], quiet=True)\n"
+            "c.begin_step(7)\n"
+            "with c.stage('data'):\n"
+            "    pass\n"
+            "if sys.argv[2] == 'raise':\n"
+            "    with c.stage('forward'):\n"
+            "        raise RuntimeError('trainer error')\n"
+            "c.end_step()\n" % (STAGES,))
+        seg = os.path.join(self.dir, "stagefrontier.py.seg")
+        out = subprocess.run([sys.executable, "-c", script, self.dir, "raise"],
+                             capture_output=True, text=True)
+        self.assertEqual(out.returncode, 1)
+        self.assertIn("RuntimeError: trainer error", out.stderr)
+        self.assertEqual(self.slot_field(None, 1656), 1)
+        slot = [s for s in json.loads(segment(seg, "--json"))["slots"]
+                if s["local_rank"] == 1][0]
+        self.assertEqual(slot["state"], "released")
+        self.assertEqual(slot["exit_reason"], "exception")
+        self.assertEqual((slot["open"]["stage"], slot["open"]["step"]), ("forward", 7))
+        self.assertIn("exit reason: exception", segment(seg))
+        # The next owner of the slot starts with nothing said; a clean exit says nothing.
+        out = subprocess.run([sys.executable, "-c", script, self.dir, "clean"],
+                             capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(self.slot_field(None, 1656), 0)
+        slot = [s for s in json.loads(segment(seg, "--json"))["slots"]
+                if s["local_rank"] == 1][0]
+        self.assertEqual(slot["exit_reason"], "")
+        self.assertTrue(slot["open"]["between_steps"])
+
+    def test_a_caught_exception_leaves_the_stage_open_until_the_next(self):
+        c = self.client()
+        c.begin_step(3)
+        with self.assertRaises(RuntimeError):
+            with c.stage("forward"):
+                raise RuntimeError("caught")
+        info = json.loads(segment(os.path.join(self.dir, "stagefrontier.py.seg"), "--json"))
+        slot = [s for s in info["slots"] if s["local_rank"] == 1][0]
+        self.assertEqual(slot["open"]["stage"], "forward")
+        self.assertEqual(slot["exit_reason"], "")
+        with c.stage("backward"):
+            pass
+        c.end_step()
+        self.assertEqual(c.stats()["steps_recorded"], 1)
+        c.note_uncaught_exception()
+        self.assertEqual(self.slot_field(c, 1656), 1)
+        c.close()
+
     def test_a_scope_kept_after_its_client_is_gone_is_safe(self):
         import gc
         c = self.client()

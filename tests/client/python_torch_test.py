@@ -73,6 +73,44 @@ class TorchTest(unittest.TestCase):
         # Uninstalled: PyTorch is back to itself.
         self.assertFalse(getattr(torch.Tensor.backward, "_stagefrontier", False))
 
+    def test_an_exception_leaves_open_the_stage_it_raised_in(self):
+        """docs/segment-format.md "Exit reason": a trainer that ends on an exception is placed
+        where it raised, so the instrumentation's own marks must not move the open stage on."""
+        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        model = Model()
+        sf = sft.Instrumentation(job_id="ex2", rank=0, local_rank=0, world_size=1,
+                                 local_world_size=1, shm_dir=d, quiet=True).install(model=model)
+        seg = os.path.join(d, "stagefrontier.ex2.seg")
+
+        def open_stage():
+            out = subprocess.run([CLI, "segment", seg, "--json"], check=True,
+                                 capture_output=True, text=True)
+            return json.loads(out.stdout)["slots"][0]["open"]["stage"]
+
+        def boom(grad):
+            raise RuntimeError("backward failed")
+
+        try:
+            x, y = torch.ones(2, 4), torch.ones(2, 1)
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            hook = model.lin.weight.register_hook(boom)
+            with self.assertRaises(RuntimeError):
+                loss.backward()
+            self.assertEqual(open_stage(), "backward")
+            hook.remove()
+            model(x).sum().backward()
+
+            class Failing(torch.optim.SGD):
+                def step(self, closure=None):
+                    raise RuntimeError("optimizer failed")
+
+            with self.assertRaises(RuntimeError):
+                Failing(model.parameters(), lr=0.01).step()
+            self.assertEqual(open_stage(), "optimizer")
+            self.assertEqual(sf.stats()["steps_recorded"], 0)  # the step was not ended
+        finally:
+            sf.uninstall()
+
     def test_ddp_backward_ends_when_the_last_gradient_is_ready(self):
         # One-rank Gloo DDP (no comm hook: no Python runs on Gloo's threads). A gradient hook
         # on the first layer sleeps 20 ms inside backward: that is local work, so it must land

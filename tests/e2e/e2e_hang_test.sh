@@ -6,8 +6,11 @@
 #     the stall gauge is up; the verdict watch got the event at once; the stacks of rank 0 and
 #     of a waiting rank were taken at once and `sfctl capture-report` shows them side by side.
 #  2. Rank 1 kills itself with SIGKILL in its backward stage at step 100: STALLED dead, rank 1,
-#     told apart from a stuck rank.
-#     The node ledger counts both hangs against node0.
+#     told apart from a stuck rank; Gloo then raises in ranks 0 and 2, waiting in grad_sync:
+#     named after it, gone too. Then rank 2 raises an exception in forward at step 90 that its
+#     trainer does not catch: STALLED dead, rank 2 first, "ended on an uncaught exception" (it
+#     used to read finished, as did the others: the job read finished, no stall).
+#     The node ledger counts the three hangs against node0.
 #  3. Every rank pauses 8 s after step 100 (a checkpoint): a group-wide pause, no alarm.
 #  4. The node's sidecar is killed while the job trains: sidecar_lost, no alarm (the
 #     monitoring stopped, not the job). Also: a coordinator restarted during stall 1 reports it.
@@ -99,15 +102,29 @@ reply=$(wait_verdict dead1 STALLED 40)
 sf_ctl suspects --job dead1
 stall=$(jq -c '.verdict.stall' <<<"$reply")
 [ "$(jq -r '.reason' <<<"$stall")" = dead ] || sf_fail "not dead: $stall"
-[ "$(jq -r '[.ranks[] | select(.role == "dead") | .rank // 0] | join(",")' <<<"$stall")" = 1 ] \
-  || sf_fail "not rank 1 dead: $stall"
+[ "$(jq -r '[.ranks[] | select(.role == "dead") | .rank // 0] | .[0]' <<<"$stall")" = 1 ] \
+  || sf_fail "not rank 1 dead first: $stall"
+[[ "$(jq -r '.text' <<<"$stall")" == "rank 1 is gone: its process died in backward of step 100"* ]] \
+  || sf_fail "dead text: $stall"
 kill -9 "${pids[@]}" 2>/dev/null || true
 pids=()
-# The node ledger charged node0 with both hangs, one of them a dead rank.
+job raise1 17477 --steps 1000 --raise forward:2:90
+reply=$(wait_verdict raise1 STALLED 40)
+sf_ctl suspects --job raise1
+stall=$(jq -c '.verdict.stall' <<<"$reply")
+[ "$(jq -r '.reason' <<<"$stall")" = dead ] || sf_fail "raise: not dead: $stall"
+[ "$(jq -r '.ranks[0].rank // 0' <<<"$stall")" = 2 ] || sf_fail "raise: not rank 2: $stall"
+[ "$(jq -r '.ranks[0].stage' <<<"$stall")" = forward ] || sf_fail "raise: not forward: $stall"
+[ "$(jq -r '.ranks[0].step' <<<"$stall")" = 90 ] || sf_fail "raise: not step 90: $stall"
+jq -r '.text' <<<"$stall" | grep -q "rank 2 is gone: its trainer ended on an uncaught exception" \
+  || sf_fail "raise text: $stall"
+kill -9 "${pids[@]}" 2>/dev/null || true
+pids=()
+# The node ledger charged node0 with the three hangs, two of them dead ranks.
 nodes=$(sf_ctl --json nodes)
-[ "$(jq -r '.nodes[] | select(.node == "node0") | .hangs // 0' <<<"$nodes")" = 2 ] \
+[ "$(jq -r '.nodes[] | select(.node == "node0") | .hangs // 0' <<<"$nodes")" = 3 ] \
   || sf_fail "node ledger hangs: $nodes"
-[ "$(jq -r '.nodes[] | select(.node == "node0") | .hangs_dead // 0' <<<"$nodes")" = 1 ] \
+[ "$(jq -r '.nodes[] | select(.node == "node0") | .hangs_dead // 0' <<<"$nodes")" = 2 ] \
   || sf_fail "node ledger dead hangs: $nodes"
 
 echo "== 3. every rank pauses 8 s after step 100 (a checkpoint): no alarm"

@@ -5,7 +5,8 @@ one process each, as torchrun's workers: RANK, WORLD_SIZE, MASTER_ADDR...) that 
 known way, and polls `sfctl suspects` until the job reads STALLED:
 
   * hang rows: a rank stuck in an io, compute or sync stage (inside an all-reduce the others
-    finished), killed with SIGKILL mid-step, stuck before a send/recv in a pipeline job, or
+    finished), killed with SIGKILL mid-step, ending on an uncaught exception mid-step (the
+    others' collective then fails too), stuck before a send/recv in a pipeline job, or
     calling another collective than its peers (a desync); on the explicit Python API
     (tests/eval/workloads/hang_loop.py) and plain DDP under stagefrontier.torch.run
     (client/examples/ddp_example.py). A row passes when the verdict names the expected reason
@@ -85,6 +86,16 @@ HANGS = [
      ("dead", 1, "backward", 100)),
     ("DDP SIGKILL in forward, 4", "ddp", 4, ["--die", "forward:3:80"], ("dead", 3, "forward", 80)),
     ("DDP SIGKILL in data, 2", "ddp", 2, ["--die", "data:0:120"], ("dead", 0, "data", 120)),
+    ("uncaught exception in compute, API", "loop", 3, ["--raise", "compute:1:110"],
+     ("dead", 1, "compute", 110)),
+    ("uncaught exception in load, API, 4", "loop", 4, ["--raise", "load:3:80"],
+     ("dead", 3, "load", 80)),
+    ("uncaught exception in update, API, 2", "loop", 2, ["--raise", "update:0:130"],
+     ("dead", 0, "update", 130)),
+    ("DDP uncaught exception in forward", "ddp", 3, ["--raise", "forward:2:100"],
+     ("dead", 2, "forward", 100)),
+    ("DDP uncaught exception in data, 4", "ddp", 4, ["--raise", "data:1:90"],
+     ("dead", 1, "data", 90)),
 ]
 CONTROLS = [
     ("healthy, API", "loop", 3, ["--steps", "600"]),
@@ -112,7 +123,8 @@ def drawn(rows, seed):
         rng = random.Random(seed * 1000 + i)
         rank, step = rng.randrange(world), rng.randint(60, 200)
         flags = list(flags)
-        k = next(j for j, f in enumerate(flags) if f in ("--hang", "--die", "--desync"))
+        k = next(j for j, f in enumerate(flags)
+                 if f in ("--hang", "--die", "--raise", "--desync"))
         fields = flags[k + 1].split(":")
         if flags[k] == "--desync":
             # Not rank 0: the broadcast's root would send and go on, a desync that never

@@ -93,6 +93,46 @@ TEST_CASE("a dead rank is told from a stuck one") {
         "ranks wait in grad_sync of step 150");
 }
 
+TEST_CASE("a rank that raised is named before the ranks its launcher killed after it") {
+  // Rank 2's trainer ended on an uncaught exception in backward; torchrun then killed rank 0.
+  std::vector<RankPosition> ranks = {At(150, 3), At(150, 3), At(150, 2), At(150, 3)};
+  ranks[0].process_gone = true;
+  ranks[2].process_gone = true;
+  ranks[2].raised = true;
+  StallDecision d = Decide(ranks);
+  CHECK(d.kind == StallKind::kDead);
+  CHECK(Named(d, "dead") == std::vector<int32_t>{2, 0});
+  CHECK(d.text ==
+        "rank 2 is gone: its trainer ended on an uncaught exception in backward of step 150 on "
+        "node node-a; rank 0 is gone too; 2 ranks wait in grad_sync of step 150");
+  ranks[0].process_gone = false;
+  d = Decide(ranks);
+  CHECK(Named(d, "dead") == std::vector<int32_t>{2});
+  CHECK(d.text ==
+        "rank 2 is gone: its trainer ended on an uncaught exception in backward of step 150 on "
+        "node node-a; 3 ranks wait in grad_sync of step 150");
+}
+
+TEST_CASE("a rank that raised inside a collective is its victim, not the cause") {
+  // Rank 1 was killed in forward; Gloo then raised in ranks 0 and 3, waiting in grad_sync.
+  std::vector<RankPosition> ranks = {At(150, 3), At(150, 1), At(150, 3), At(150, 3)};
+  for (int r : {0, 1, 3}) ranks[r].process_gone = true;
+  ranks[0].raised = ranks[3].raised = true;
+  StallDecision d = Decide(ranks);
+  CHECK(Named(d, "dead") == std::vector<int32_t>{1, 0, 3});
+  CHECK(d.text ==
+        "rank 1 is gone: its process died in forward of step 150 on node node-a; ranks 0, 3 are "
+        "gone too; 1 rank waits in grad_sync of step 150");
+  // One that raised in its own work comes before both.
+  ranks[2].process_gone = ranks[2].raised = true;
+  ranks[2].stage = 5;
+  d = Decide(ranks);
+  CHECK(Named(d, "dead") == std::vector<int32_t>{2, 1, 0, 3});
+  CHECK(d.text.rfind("rank 2 is gone: its trainer ended on an uncaught exception in optimizer of "
+                     "step 150",
+                     0) == 0);
+}
+
 TEST_CASE("ranks waiting in different collectives are a desync") {
   const StallDecision d = Decide({At(150, 3), At(150, 3), At(150, 4)});
   CHECK(d.kind == StallKind::kDesync);

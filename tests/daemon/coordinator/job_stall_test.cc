@@ -52,11 +52,13 @@ void Feed(JobState& job, int first, int last) {
 
 // What the sidecar says of rank `rank`: open in `stage` of `step` for `age_ns`.
 void Position(JobState& job, int rank, int64_t step, const std::string& stage, int64_t age_ns,
-              const std::string& owner = "alive", uint64_t stream = 0) {
+              const std::string& owner = "alive", uint64_t stream = 0,
+              const std::string& exit_reason = "") {
   v1::SlotHealth h;
   h.set_job("hang");
   h.set_rank(rank);
   h.set_owner(owner);
+  h.set_exit_reason(exit_reason);
   h.set_open_known(true);
   h.set_open_step(step);
   h.set_open_stage(stage);
@@ -160,6 +162,39 @@ TEST_CASE("a paused job is not stalled, nor one whose ranks all finished") {
   for (int r = 0; r < kWorld; ++r) Position(**job, r, 9, "", kS, "none");
   (*job)->CheckStall(120 * kS);
   CHECK((*job)->VerdictsAfter(0).empty());
+}
+
+TEST_CASE("a rank released on an uncaught exception is gone mid-step, not finished") {
+  const std::string dir = TempDir();
+  auto job = JobState::Create(Decl(0), Options(dir), nullptr);
+  REQUIRE(job.ok());
+  Feed(**job, 0, 9);
+  (*job)->CheckStall(kS);
+  // Rank 1 raised in forward of step 10 and released its slot; ranks 0 and 2 wait.
+  Position(**job, 0, 10, "grad_sync", kS);
+  Position(**job, 1, 10, "forward", kS, "none", 0, "exception");
+  Position(**job, 2, 10, "grad_sync", kS);
+  v1::JobInfo info;
+  (*job)->Info(&info);
+  CHECK(info.state() != "finished");
+  (*job)->CheckStall(10 * kS);
+  auto events = (*job)->VerdictsAfter(0);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].verdict().reason() == "dead");
+  CHECK(events[0].verdict().stall().text() ==
+        "rank 1 is gone: its trainer ended on an uncaught exception in forward of step 10 on node "
+        "node-a; 2 ranks wait in grad_sync of step 10");
+  // The same release without a reason is a rank that finished: not stalled on its account.
+  Position(**job, 1, 10, "", kS, "none");
+  v1::GetHealthReply health;
+  (*job)->Health(&health);
+  REQUIRE(health.ranks_size() == kWorld);
+  CHECK(health.ranks(1).state() == "finished");
+  // A reason no stub writes (the slot's bytes are the trainer's) is not taken for a raise.
+  Position(**job, 1, 10, "forward", kS, "none", 0, "invalid");
+  health.Clear();
+  (*job)->Health(&health);
+  CHECK(health.ranks(1).state() == "finished");
 }
 
 TEST_CASE("a dead rank, and a stall limit of the job's own") {

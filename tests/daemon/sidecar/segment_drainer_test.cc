@@ -361,6 +361,28 @@ TEST_CASE("health says where each live rank is: open stage, step and age; once p
   REQUIRE(h.slots_size() == 2);
   CHECK(h.slots(1).owner() == "dead");
   CHECK(h.slots(1).open_known());
+  CHECK(h.slots(1).exit_reason().empty());
+
+  // Released cleanly: no position, no reason. Released on an uncaught exception (the stub's
+  // exit_reason): the reason and the stage it raised in; a value no stub writes: "invalid".
+  w0.Publish(43, now, shm::OpenCode(1));
+  shm::ReleaseSlot(slot0);
+  h.Clear();
+  drainer.FillHealth(&h, now);
+  CHECK(h.slots(0).owner() == "none");
+  CHECK_FALSE(h.slots(0).open_known());
+  CHECK(h.slots(0).exit_reason().empty());
+  slot0.exit_reason.store(shm::v1::kExitException);
+  h.Clear();
+  drainer.FillHealth(&h, now);
+  CHECK(h.slots(0).exit_reason() == "exception");
+  CHECK(h.slots(0).open_known());
+  CHECK(h.slots(0).open_step() == 43);
+  CHECK(h.slots(0).open_stage() == "fwd");
+  slot0.exit_reason.store(77);
+  h.Clear();
+  drainer.FillHealth(&h, now);
+  CHECK(h.slots(0).exit_reason() == "invalid");
 }
 
 // A one-slot segment (layout v2) in a fresh directory, with slot 0 claimed (stages compute,

@@ -8,6 +8,8 @@ it happens:
   --hang STAGE:RANK:STEP[:SECONDS]  RANK sleeps in STAGE of STEP (allreduce: after the
                                     collective completed, still inside the stage)
   --die STAGE:RANK:STEP             RANK kills itself with SIGKILL in STAGE of STEP
+  --raise STAGE:RANK:STEP           RANK raises an exception in STAGE of STEP, uncaught: the
+                                    trainer ends on it (the others' collective then fails too)
   --desync RANK:STEP                RANK calls a broadcast (stage bcast) instead of the
                                     all-reduce at STEP
 Controls, which must not alarm: --pause STEP:SECONDS (every rank sleeps between STEP and the
@@ -48,6 +50,7 @@ def main():
     p.add_argument("--pipeline", action="store_true")
     p.add_argument("--hang", default="")
     p.add_argument("--die", default="")
+    p.add_argument("--raise", dest="raise_", default="")
     p.add_argument("--desync", default="")
     p.add_argument("--pause", default="")
     p.add_argument("--eval", default="")
@@ -57,17 +60,20 @@ def main():
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     hang, die = spec(args.hang, 3, "hang"), spec(args.die, 3, "die")
+    raise_ = spec(args.raise_, 3, "raise")
     desync = spec(args.desync, 2, "desync")
     pause, evalp, hiccup = spec(args.pause, 2, "pause"), spec(args.eval, 2, "eval"), \
         spec(args.hiccup, 3, "hiccup")
 
     def stop(stage, step):
-        """The --hang and --die actions, where they apply."""
-        for s, action in ((hang, "hang"), (die, "die")):
+        """The --hang, --die and --raise actions, where they apply."""
+        for s, action in ((hang, "hang"), (die, "die"), (raise_, "raise")):
             if s and s[0] == stage and int(s[1]) == rank and int(s[2]) == step:
                 event()
                 if action == "die":
                     os.kill(os.getpid(), signal.SIGKILL)
+                if action == "raise":
+                    raise RuntimeError(f"injected: rank {rank} raises in {stage} of step {step}")
                 time.sleep(float(s[3]) if len(s) > 3 else 3600)
 
     if args.pipeline:

@@ -573,11 +573,15 @@ class Instrumentation:
                 launches_before = len(sf.bucket_launch_ns)
                 sf.grad_ready_ns = None
                 sf._grads_ready = 0
+                raised = True
                 try:
                     if sf.annotating():  # a capture's trace needs the range too
                         with _profiler_range("backward"):
-                            return orig(*args, **kwargs)
-                    return orig(*args, **kwargs)
+                            out = orig(*args, **kwargs)
+                    else:
+                        out = orig(*args, **kwargs)
+                    raised = False
+                    return out
                 finally:
                     sf._backward_depth -= 1
                     end = time.monotonic_ns()
@@ -590,8 +594,13 @@ class Instrumentation:
                         local_end = min(sf.grad_ready_ns, end)
                     else:
                         local_end = end
-                    sf.mark("backward", local_end)
-                    sf.mark("grad_sync", end)
+                    if not raised:
+                        sf.mark("backward", local_end)
+                        sf.mark("grad_sync", end)
+                    elif launches or sf.grad_ready_ns is not None:
+                        # Raised in the wait (an all-reduce that failed: a peer gone): the
+                        # open stage stays grad_sync, where a trainer ending on it was.
+                        sf.mark("backward", local_end)
 
             return backward
 
@@ -606,11 +615,11 @@ class Instrumentation:
 
                     def make_step(step_orig):
                         def step(o, *a, **k):
-                            try:
-                                with sf.stage("optimizer"):
-                                    return step_orig(o, *a, **k)
-                            finally:
-                                sf.step_boundary()
+                            # Not on an exception: the step stays open where it raised.
+                            with sf.stage("optimizer"):
+                                out = step_orig(o, *a, **k)
+                            sf.step_boundary()
+                            return out
 
                         return step
 
