@@ -404,6 +404,56 @@ void DefineClientState(py::class_<PyClient>& cls) {
                              [](const PyClient& c) { return c.client->schema().ToString(); });
 }
 
+// Capture requests and answers (stagefrontier.torch runs the captures).
+void DefineCaptures(py::class_<PyClient>& cls) {
+  cls.def("should_capture_trace",
+          [](const PyClient& c) { return c.client->should_capture_trace(); })
+      .def_property_readonly(
+          "capture_window",
+          [](const PyClient& c) -> std::optional<std::pair<int64_t, int64_t>> {
+            if (c.client->capture_last_step() < c.client->capture_first_step()) {
+              return std::nullopt;
+            }
+            return std::make_pair(c.client->capture_first_step(), c.client->capture_last_step());
+          },
+          "The trace window (first, last) of the capture request in force, or None.")
+      .def(
+          "declare_capture_handler", [](PyClient& c) { c.client->DeclareCaptureHandler(); },
+          "This trainer runs captures (stagefrontier.torch): a request whose steps are past "
+          "when it arrives is answered 'missed' by the stub.")
+      .def(
+          "answer_capture",
+          [](PyClient& c, int64_t first_step, const std::string& state, const std::string& failure,
+             uint64_t nbytes) {
+            const auto s = stagefrontier::shm::ParseCaptureState(state);
+            if (!s) throw py::value_error("unknown capture state \"" + state + "\"");
+            const auto f = stagefrontier::shm::ParseCaptureFailure(failure);
+            if (!f) throw py::value_error("unknown capture failure \"" + failure + "\"");
+            c.client->AnswerCapture(first_step, *s, *f, nbytes);
+          },
+          py::arg("first_step"), py::arg("state"), py::arg("failure") = "", py::arg("bytes") = 0,
+          "Answers the capture request whose window starts at first_step: state running, "
+          "done (bytes: the trace's size) or failed (failure: busy, start, write, missed).");
+}
+
+// The uncaught-exception hook's way in (docs/segment-format.md "Exit reason"): every client of
+// the process, for the hook stagefrontier/__init__.py chains before sys.excepthook.
+void DefineExitReason(py::module_& m, py::class_<PyClient>& cls) {
+  m.def(
+      "_note_uncaught_exception",
+      [] {
+        for (const std::weak_ptr<Client>& w : PyClient::All()) {
+          if (std::shared_ptr<Client> c = w.lock()) c->NoteUncaughtException();
+        }
+      },
+      "Client.note_uncaught_exception() of every client this process made (sys.excepthook).");
+  cls.def(
+      "note_uncaught_exception", [](PyClient& c) { c.client->NoteUncaughtException(); },
+      "The trainer is ending on an uncaught exception (stagefrontier's sys.excepthook calls it "
+      "for every client): the coordinator reads this rank as gone where its open stage says, "
+      "not as finished");
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_stagefrontier, m) {
@@ -413,14 +463,6 @@ PYBIND11_MODULE(_stagefrontier, m) {
   if (g_scope_type == nullptr) throw py::error_already_set();
   m.attr("StageScope") = py::handle(reinterpret_cast<PyObject*>(g_scope_type));
 
-  m.def(
-      "_note_uncaught_exception",
-      [] {
-        for (const std::weak_ptr<Client>& w : PyClient::All()) {
-          if (std::shared_ptr<Client> c = w.lock()) c->NoteUncaughtException();
-        }
-      },
-      "Client.note_uncaught_exception() of every client this process made (sys.excepthook).");
   py::class_<PyClient> cls(m, "Client");
   cls.def(py::init(&MakeClient), py::arg("stages"), py::kw_only(), py::arg("job_id") = py::none(),
           py::arg("rank") = py::none(), py::arg("local_rank") = py::none(),
@@ -448,11 +490,6 @@ PYBIND11_MODULE(_stagefrontier, m) {
           py::arg("step") = py::none())
       .def("end_step", [](PyClient& c) { c.client->EndStep(); })
       .def(
-          "note_uncaught_exception", [](PyClient& c) { c.client->NoteUncaughtException(); },
-          "The trainer is ending on an uncaught exception (stagefrontier's sys.excepthook calls "
-          "it for every client): the coordinator reads this rank as gone where its open stage "
-          "says, not as finished")
-      .def(
           "close", [](PyClient& c) { c.client->Close(); },
           "Stops recording and gives the slot back now (at exit: the next run takes it cleanly)")
       .def("enter", [](PyClient& c, const py::str& name) { c.client->Enter(c.Id(name.ptr())); })
@@ -477,38 +514,12 @@ PYBIND11_MODULE(_stagefrontier, m) {
            "The collective probe ring of this client's slot, for a framework hook to report "
            "collective intervals. Raises RuntimeError if it cannot be attached (a layout v1 "
            "segment, or another live producer such as libsfprobe.so).")
-      .def("stats", &Stats, "Counters: steps begun, recorded, dropped, not recorded, ...")
-      .def("should_capture_trace",
-           [](const PyClient& c) { return c.client->should_capture_trace(); })
-      .def_property_readonly(
-          "capture_window",
-          [](const PyClient& c) -> std::optional<std::pair<int64_t, int64_t>> {
-            if (c.client->capture_last_step() < c.client->capture_first_step()) {
-              return std::nullopt;
-            }
-            return std::make_pair(c.client->capture_first_step(), c.client->capture_last_step());
-          },
-          "The trace window (first, last) of the capture request in force, or None.")
-      .def(
-          "declare_capture_handler", [](PyClient& c) { c.client->DeclareCaptureHandler(); },
-          "This trainer runs captures (stagefrontier.torch): a request whose steps are past "
-          "when it arrives is answered 'missed' by the stub.")
-      .def(
-          "answer_capture",
-          [](PyClient& c, int64_t first_step, const std::string& state, const std::string& failure,
-             uint64_t nbytes) {
-            const auto s = stagefrontier::shm::ParseCaptureState(state);
-            if (!s) throw py::value_error("unknown capture state \"" + state + "\"");
-            const auto f = stagefrontier::shm::ParseCaptureFailure(failure);
-            if (!f) throw py::value_error("unknown capture failure \"" + failure + "\"");
-            c.client->AnswerCapture(first_step, *s, *f, nbytes);
-          },
-          py::arg("first_step"), py::arg("state"), py::arg("failure") = "", py::arg("bytes") = 0,
-          "Answers the capture request whose window starts at first_step: state running, "
-          "done (bytes: the trace's size) or failed (failure: busy, start, write, missed).");
+      .def("stats", &Stats, "Counters: steps begun, recorded, dropped, not recorded, ...");
+  DefineCaptures(cls);
   DefineClientState(cls);
   DefineProbeRing(m);
   DefineHangDumps(cls);
+  DefineExitReason(m, cls);
 
   // The hot methods, installed as plain CPython method descriptors.
   cls.attr("stage") = py::reinterpret_steal<py::object>(

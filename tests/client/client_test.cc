@@ -670,6 +670,13 @@ TEST_CASE("a forked child (a DataLoader worker) does not write into the parent's
   CHECK((*seg)->view().slot(0).state.load() == shm::v1::kSlotActive);
 }
 
+// What the slot says is open now (docs/segment-format.md, "Open stage").
+shm::OpenStage OpenStageIn(const shm::v1::SlotHeader& slot) {
+  shm::OpenStage o;
+  REQUIRE(shm::ReadOpenStage(slot, &o));
+  return o;
+}
+
 // The open stage the stub publishes in its slot (docs/segment-format.md, "Open stage").
 TEST_CASE("the open stage follows every API style, and a forked child never publishes it") {
   const std::string dir = MakeTempDir();
@@ -678,11 +685,7 @@ TEST_CASE("the open stage follows every API style, and a forked child never publ
   auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
   REQUIRE(seg.ok());
   const shm::v1::SlotHeader& slot = (*seg)->view().slot(0);
-  auto open = [&] {
-    shm::OpenStage o;
-    REQUIRE(shm::ReadOpenStage(slot, &o));
-    return o;
-  };
+  auto open = [&] { return OpenStageIn(slot); };
   CHECK_FALSE(open().known());  // nothing before the first step
   Client& cl = **c;
   const int64_t t0 = shm::MonotonicNowNs();
@@ -777,11 +780,7 @@ TEST_CASE("an uncaught exception: where it raised, and the exit reason") {
   auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
   REQUIRE(seg.ok());
   const shm::v1::SlotHeader& slot = (*seg)->view().slot(0);
-  auto open = [&] {
-    shm::OpenStage o;
-    REQUIRE(shm::ReadOpenStage(slot, &o));
-    return o;
-  };
+  auto open = [&] { return OpenStageIn(slot); };
   Client& cl = **c;
   cl.BeginStep(4);
   try {
