@@ -922,8 +922,9 @@ void JobState::CheckStall(int64_t now_ns) {
   std::vector<RankLiveness> live(static_cast<size_t>(world_size_));
   for (int32_t r = 0; r < world_size_; ++r) {
     live[r].finished = FinishedLocked(r);
-    // Released on an uncaught exception: gone, as a killed process is.
-    live[r].raised = ranks_[r].owner == "none" && ranks_[r].Raised();
+    // Ended on an uncaught exception: gone, as a killed process is, whether it released the
+    // slot or still hangs in its exit (a collective library's teardown can).
+    live[r].raised = ranks_[r].Raised();
     live[r].process_gone = ranks_[r].owner == "dead" || live[r].raised;
   }
   const std::optional<v1::Stall> event =

@@ -47,7 +47,7 @@ struct StallOptions {
 struct RankLiveness {
   bool finished = false;  // released its slot cleanly after reporting
   bool process_gone = false;
-  bool raised = false;  // released it on an uncaught exception (then process_gone too)
+  bool raised = false;  // its trainer ended on an uncaught exception (then process_gone too)
 };
 
 class StallWatch {

@@ -184,6 +184,10 @@ TEST_CASE("a rank released on an uncaught exception is gone mid-step, not finish
   CHECK(events[0].verdict().stall().text() ==
         "rank 1 is gone: its trainer ended on an uncaught exception in forward of step 10 on node "
         "node-a; 2 ranks wait in grad_sync of step 10");
+  // Said before a release that never comes (an exit stuck in a library's teardown): gone too.
+  Position(**job, 1, 10, "forward", kS, "alive", 0, "exception");
+  (*job)->CheckStall(10 * kS + kS / 2);
+  CHECK((*job)->VerdictsAfter(0).size() == 1);  // the same stall, unchanged
   // The same release without a reason is a rank that finished: not stalled on its account.
   Position(**job, 1, 10, "", kS, "none");
   v1::GetHealthReply health;
