@@ -18,8 +18,8 @@ custom optimizer).
 Hangs, for the stall verdict's tests: --hang STAGE:RANK:STEP[:SECONDS] (RANK sleeps in STAGE of
 STEP, an hour by default, while the others block in the next all-reduce), --die STAGE:RANK:STEP
 (RANK kills itself with SIGKILL there), --raise STAGE:RANK:STEP (RANK raises an exception there
-that nothing catches: the trainer ends on it) and --pause STEP:SECONDS (every rank sleeps between STEP
-and the next, as a checkpoint would: a group-wide pause, not a hang).
+that nothing catches: the trainer ends on it) and --pause STEP:SECONDS (every rank sleeps
+between STEP and the next, as a checkpoint would: a group-wide pause, not a hang).
 """
 import argparse
 import os
