@@ -179,7 +179,6 @@ inline constexpr bool LayoutSourceHasLayout(uint32_t source) {
 // segment-format.md "Exit reason"). 0 also for a clean end and for a stub that predates it.
 inline constexpr uint32_t kExitNotSaid = 0;
 inline constexpr uint32_t kExitException = 1;  // the trainer ends on an uncaught exception
-inline constexpr uint32_t kExitReasonMax = kExitException;
 inline constexpr const char* ExitReasonName(uint32_t reason) {
   return reason == kExitNotSaid ? "" : reason == kExitException ? "exception" : "invalid";
 }

@@ -27,6 +27,12 @@ std::string Where(const StageSchema& schema, const RankPosition& p) {
   return absl::StrCat(schema.stage(static_cast<size_t>(p.stage)).name, " of step ", p.step);
 }
 
+// The rank is known to be in a wait (sync) stage of the schema.
+bool InWaitStage(const StallInputs& in, const RankPosition& p) {
+  return p.known && p.stage >= 0 && static_cast<size_t>(p.stage) < in.schema.size() &&
+         in.schema.IsWait(static_cast<size_t>(p.stage));
+}
+
 // The ranks of one kind, classified once.
 struct Census {
   std::vector<int32_t> active, dead, lost, known, waiting, other;
@@ -47,9 +53,7 @@ Census Count(const StallInputs& in) {
       c.lost.push_back(rank);
     } else if (p.known) {
       c.known.push_back(rank);
-      const bool waits = p.stage >= 0 && static_cast<size_t>(p.stage) < in.schema.size() &&
-                         in.schema.IsWait(static_cast<size_t>(p.stage));
-      (waits ? c.waiting : c.other).push_back(rank);
+      (InWaitStage(in, p) ? c.waiting : c.other).push_back(rank);
     }
   }
   return c;
@@ -104,10 +108,7 @@ StallDecision Dead(const StallInputs& in, const Census& c) {
   // collective is that collective's victim (Gloo raises when a peer's connection closes).
   const auto order = [&](int32_t r) {
     const RankPosition& p = in.ranks[r];
-    if (!p.raised) return 1;
-    const bool waits = p.known && p.stage >= 0 && static_cast<size_t>(p.stage) < in.schema.size() &&
-                       in.schema.IsWait(static_cast<size_t>(p.stage));
-    return waits ? 2 : 0;
+    return !p.raised ? 1 : InWaitStage(in, p) ? 2 : 0;
   };
   std::vector<int32_t> dead = c.dead;
   std::stable_sort(dead.begin(), dead.end(),

@@ -791,7 +791,7 @@ bool JobState::FinishedLocked(int32_t rank) const {
   // an uncaught exception left mid-step) after reporting, and the sidecar read everything: it
   // will send nothing more, and is not missing for that.
   const RankHealthState& h = ranks_[rank];
-  return h.owner == "none" && !h.Raised() && h.pending == 0 && aligner_.last_step(rank) >= 0;
+  return h.owner == "none" && !h.raised && h.pending == 0 && aligner_.last_step(rank) >= 0;
 }
 
 const char* JobState::ConditionLocked(int32_t rank) const {
@@ -878,9 +878,7 @@ void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string&
   h.probe_intervals = health.probe_intervals();
   h.probe_dropped = health.probe_dropped();
   h.owner = health.owner();
-  h.exit_reason = health.exit_reason() == "exception" ? "exception"
-                  : health.exit_reason().empty()      ? ""
-                                                      : "invalid";
+  h.raised = health.exit_reason() == shm::v1::ExitReasonName(shm::v1::kExitException);
   h.pending = health.pending();
   h.last_error = health.last_error();
   // A name from the sidecar: kept only if it is one the slot can say.
@@ -924,7 +922,7 @@ void JobState::CheckStall(int64_t now_ns) {
     live[r].finished = FinishedLocked(r);
     // Ended on an uncaught exception: gone, as a killed process is, whether it released the
     // slot or still hangs in its exit (a collective library's teardown can).
-    live[r].raised = ranks_[r].Raised();
+    live[r].raised = ranks_[r].raised;
     live[r].process_gone = ranks_[r].owner == "dead" || live[r].raised;
   }
   const std::optional<v1::Stall> event =

@@ -16,7 +16,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -225,10 +224,9 @@ class JobState {
     uint64_t probe_intervals = 0, probe_dropped = 0;
     const char* layout_source = "";  // shm::v1::LayoutSourceName's, from the latest health
     std::string owner;
-    // shm::v1::ExitReasonName's, from the latest health: "" none said, "exception" (its trainer
-    // ended on an uncaught exception: released mid-step, not finished), "invalid".
-    const char* exit_reason = "";
-    bool Raised() const { return std::string_view(exit_reason) == "exception"; }
+    // The latest health's exit_reason is "exception": its trainer ended on an uncaught exception
+    // (gone mid-step, not finished; any other value the slot's bytes may say is not taken).
+    bool raised = false;
     uint64_t pending = 0;  // records the sidecar has not read from the slot yet
     std::string last_error;
     std::string refused;      // why this rank's declaration was refused (NoteRefused)

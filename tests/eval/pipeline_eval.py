@@ -330,11 +330,11 @@ def role_peers(row):
     pipeline stage (pipeline_loop) or tensor position (tp_loop)."""
     if row.get("workload") == "tp":
         t_size, d = row["shape"]
-        return [r * t_size + row["rank"] % t_size for r in range(d)
-                if r * t_size + row["rank"] % t_size != row["rank"]]
-    d = row["shape"][1]
-    s = row["rank"] // d
-    return [s * d + r for r in range(d) if s * d + r != row["rank"]]
+        ranks = [r * t_size + row["rank"] % t_size for r in range(d)]
+    else:
+        d = row["shape"][1]
+        ranks = [row["rank"] // d * d + r for r in range(d)]
+    return [r for r in ranks if r != row["rank"]]
 
 
 def add_signal(row, journals, result):
