@@ -206,9 +206,13 @@ class FindingCollector {
   void TraceLateStarts() {
     for (const auto& [path, s] : stats_) {
       if (s.outlier || !LateStart(s)) continue;
-      // A child that starts late because its parent did is not a finding of its own.
+      // A child that starts late because its parent did is not a finding of its own; one that
+      // starts materially later still than its parent is (the time went inside the parent).
       const std::string parent = ParentOf(path);
-      if (!parent.empty() && stats_.count(parent) && LateStart(stats_.at(parent))) continue;
+      if (!parent.empty() && stats_.count(parent) && LateStart(stats_.at(parent)) &&
+          s.start_delay_ns - stats_.at(parent).start_delay_ns < material_) {
+        continue;
+      }
       const std::string cause = CauseOf(path);
       if (cause.empty()) {
         ++without_cause_;
@@ -277,7 +281,12 @@ class FindingCollector {
       if (cur.predecessor.empty() || !stats_.count(cur.predecessor)) break;  // first under parent
       const PathStats& pred = stats_.at(cur.predecessor);
       if (pred.outlier) return cur.predecessor;  // blame reaches an operator that took longer
-      if (!EndedLate(pred)) return AddGap(at, cur, pred);
+      // The gap is the cause when the predecessor ended on time, or ended late by less than
+      // the gap holds (a parent that began a little late shifts its first children too).
+      const double gap = cur.start_delay_ns - std::max(0.0, pred.end_delay_ns);
+      if (!EndedLate(pred) || (gap >= material_ && gap > pred.end_delay_ns)) {
+        return AddGap(at, cur, pred);
+      }
       at = cur.predecessor;
     }
     return std::string();
