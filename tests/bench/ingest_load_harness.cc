@@ -742,7 +742,13 @@ int main(int argc, char** argv) {
         verdict_from_end_ms.empty() ? -1 : verdict_from_end_ms.back());
   }
   std::printf("coordinator RSS at the end: %.1f MB\n", rss_end / 1e6);
-  if (o.data_dir.empty()) {
+  // A run that lost streams or records keeps the coordinator's log for the reason.
+  const bool troubled = shared->failed.load() > 0 || shared->late.load() > 0;
+  if (shared->failed.load() > 0) {
+    std::printf("streams that ended with an error: %d (the first three are printed above)\n",
+                shared->failed.load());
+  }
+  if (o.data_dir.empty() && !troubled) {
     const std::string rm = "rm -rf " + dir;
     if (std::system(rm.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", dir.c_str());
   } else {
