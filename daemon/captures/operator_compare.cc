@@ -209,8 +209,9 @@ class FindingCollector {
       // A child that starts late because its parent did is not a finding of its own; one that
       // starts materially later still than its parent is (the time went inside the parent).
       const std::string parent = ParentOf(path);
-      if (!parent.empty() && stats_.count(parent) && LateStart(stats_.at(parent)) &&
-          s.start_delay_ns - stats_.at(parent).start_delay_ns < material_) {
+      const auto up = stats_.find(parent);
+      if (up != stats_.end() && LateStart(up->second) &&
+          s.start_delay_ns - up->second.start_delay_ns < material_) {
         continue;
       }
       const std::string cause = CauseOf(path);
@@ -285,18 +286,19 @@ class FindingCollector {
       // the gap holds (a parent that began a little late shifts its first children too).
       const double gap = cur.start_delay_ns - std::max(0.0, pred.end_delay_ns);
       if (!EndedLate(pred) || (gap >= material_ && gap > pred.end_delay_ns)) {
-        return AddGap(at, cur, pred);
+        return AddGap(at, cur, gap);
       }
       at = cur.predecessor;
     }
     return std::string();
   }
 
-  // The predecessor ended on time: the time went in the gap before `at`. Between two
+  // The time went in the gap before `at` (`gap`: how much later than the references it started
+  // after its predecessor's end). Between two
   // operators of one traced function, that is the function's own time (what a profiler calls
   // self time): the function is the culprit. Between operators with no traced function
   // around them, the gap is a dependency edge.
-  std::string AddGap(const std::string& at, const PathStats& cur, const PathStats& pred) {
+  std::string AddGap(const std::string& at, const PathStats& cur, double gap) {
     const std::string holder = ParentOf(at);
     const bool own = !holder.empty() && holder == ParentOf(cur.predecessor);
     const auto leaf = [&](const std::string& p) { return p.substr(holder.size() + 3); };
@@ -308,7 +310,7 @@ class FindingCollector {
       f.path = cause;
       f.role = own ? OperatorRole::kCulprit : OperatorRole::kDependency;
       f.own_time = own;
-      f.excess_ns = cur.start_delay_ns - std::max(0.0, pred.end_delay_ns);
+      f.excess_ns = gap;
       f.start_delay_ns = cur.start_delay_ns;
       f.z = cur.start_z;
       f.within = holder;

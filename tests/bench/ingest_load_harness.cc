@@ -743,10 +743,11 @@ int main(int argc, char** argv) {
   }
   std::printf("coordinator RSS at the end: %.1f MB\n", rss_end / 1e6);
   // A run that lost streams or records keeps the coordinator's log for the reason.
-  const bool troubled = shared->failed.load() > 0 || shared->late.load() > 0;
-  if (shared->failed.load() > 0) {
+  const int failed = shared->failed.load();
+  const bool troubled = failed > 0 || shared->late.load() > 0;
+  if (failed > 0) {
     std::printf("streams that ended with an error: %d (the first three are printed above)\n",
-                shared->failed.load());
+                failed);
   }
   if (o.data_dir.empty() && !troubled) {
     const std::string rm = "rm -rf " + dir;
