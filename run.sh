@@ -66,6 +66,9 @@ case "$1" in
     echo "== the package layers (tests/layers/check.sh)"
     tests/layers/check.sh 2>&1 | tee "$log" || true
     count_checks "$log"
+    echo "== no shell pipe into a reader that stops early (tests/lint/shell_pipes.sh)"
+    tests/lint/shell_pipes.sh 2>&1 | tee "$log" || true
+    count_checks "$log"
     echo "== getting-started and the README's PyTorch section as written, in a fresh clone"
     echo "   (tests/docs/docs_walk.sh)"
     tests/docs/docs_walk.sh 2>&1 | tee "$log" || true  # prints the docs' output: count its own line

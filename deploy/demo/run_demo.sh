@@ -39,7 +39,7 @@ echo "\$ sfctl suspects --job demo"
 sf_ctl suspects --job demo
 echo
 echo "\$ sfctl health --job demo   (first lines)"
-sf_ctl health --job demo | head -4
+sf_ctl health --job demo | sed -n 1,4p
 echo
 sf_demo_hold "$web"
 echo "== stopping the sidecars and the coordinator (SIGTERM: they flush and exit)"
@@ -65,10 +65,10 @@ for ((i = 0; i < 1200; i++)); do
 done
 wait "${SF_TRAINER_PIDS[0]}" || echo "(torchrun failed: $SF_WORK/torchrun.log)"
 echo "\$ sfctl suspects --job ops"
-sf_ctl suspects --job ops | head -3
+sf_ctl suspects --job ops | sed -n 1,3p
 echo
 echo "\$ sfctl captures --job ops   (first lines)"
-sf_ctl captures --job ops | head -3
+sf_ctl captures --job ops | sed -n 1,3p
 echo
 echo "\$ sfctl capture-report --job ops --capture 1"
 sf_ctl capture-report --job ops --capture 1 --wait 30 || true

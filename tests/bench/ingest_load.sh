@@ -36,7 +36,7 @@ run() {
   fi
 }
 # field REGEX OUTPUT: the first capture of REGEX (sed -E) in OUTPUT, "-" if none.
-field() { local v; v=$(sed -nE "s/$1/\\1/p" <<<"$2" | head -1); echo "${v:--}"; }
+field() { local v; v=$(sed -nE "s/$1/\\1/p" <<<"$2" | sed -n 1p); echo "${v:--}"; }
 
 saturated="" default=""
 if [[ "$mode" != "--default" ]]; then

@@ -24,7 +24,7 @@ gcc -std=c11 -Wall -Wextra -Werror -I. client/examples/toy_loop.c -Lclient/c -ls
   -o "$tmp/toy_loop" || fail "gcc could not build the C example against $lib"
 # Under --config=asan the library itself needs the sanitizer runtimes loaded first.
 preload=()
-if readelf -d "$lib" | grep -q 'libasan'; then
+if readelf -d "$lib" | grep 'libasan' >/dev/null; then
   preload=(LD_PRELOAD="$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0)
 fi
 env "${preload[@]}" STAGEFRONTIER_SHM_DIR="$tmp" LD_LIBRARY_PATH=client/c "$tmp/toy_loop" 5 \

@@ -16,6 +16,6 @@ grep -q 'write(2, "BEGIN' "$trace" || { echo "FAILED: no BEGIN marker in the tra
 grep -q 'write(2, "END' "$trace" || { echo "FAILED: no END marker in the trace"; exit 1; }
 echo "system calls between BEGIN and END over 1M marks: $calls"
 if [ "$calls" -ne 0 ]; then
-  awk '/write\(2, "BEGIN/ {on=1; next} /write\(2, "END/ {on=0} on' "$trace" | head -20
+  awk '/write\(2, "BEGIN/ {on=1; next} /write\(2, "END/ {on=0} on' "$trace" | sed -n 1,20p
   exit 1
 fi

@@ -209,7 +209,7 @@ blocks() {
   if ! /usr/bin/python3 "$origin/tests/docs/doc_commands.py" "$origin/$1" "${@:2}" \
     >"$state/blocks.json" 2>"$state/extract.err"; then
     sed 's|'"$origin"'/||' "$state/extract.err" >&2
-    fail "$1" - "the walk cannot run this doc's blocks as written: $(sed 's|'"$origin"'/||' "$state/extract.err" | head -n 3)"
+    fail "$1" - "the walk cannot run this doc's blocks as written: $(sed 's|'"$origin"'/||' "$state/extract.err" | sed -n 1,3p)"
     return 1
   fi
   sed -i 's|'"$origin"'/||' "$state/blocks.json"
@@ -258,7 +258,7 @@ if blocks "$doc"; then
     run_block "$doc" "$coordinator_block" "$(sed -n "${coordinator_block}p" "$state/blocks.json")"
     (cd "$(cat "$state/cwd")" && sleep 2 && eval "$suspects_cmd") </dev/null >"$state/mine.after" 2>&1
     diff "$state/mine.before" "$state/mine.after" >/dev/null \
-      || fail "$doc" "$coordinator_block" "after a restart on the same --data-dir sfctl answers differently: $(diff "$state/mine.before" "$state/mine.after" | head -n 10)"
+      || fail "$doc" "$coordinator_block" "after a restart on the same --data-dir sfctl answers differently: $(diff "$state/mine.before" "$state/mine.after" | sed -n 1,10p)"
     cat "$state/mine.after"
     stop_background
   fi

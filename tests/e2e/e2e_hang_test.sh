@@ -77,15 +77,15 @@ stacks_id=$(jq -r '[.decisions[] | select(.kind == "stacks" and .asked)][0].id /
 sf_ctl captures --job hung1
 report=$(sf_ctl capture-report --job hung1 --capture "$stacks_id" --wait 40) \
   || sf_fail "stack report: $report"
-echo "$report" | head -60
+echo "$report" | sed -n 1,60p
 grep -q '^== rank 0 (stuck in forward at step 150' <<<"$report" || sf_fail "no stuck rank 0"
 # Rank 0's main thread sleeps in the fault injector's hit(), called from the model's forward.
-sed -n '/^== rank 0 /,/^== rank [1-9]/p' <<<"$report" | grep -q 'in hit' \
+sed -n '/^== rank 0 /,/^== rank [1-9]/p' <<<"$report" | grep 'in hit' >/dev/null \
   || sf_fail "rank 0's stack does not show where it hangs"
-sed -n '/^== rank 0 /,/^== rank [1-9]/p' <<<"$report" | grep -q 'in forward' \
+sed -n '/^== rank 0 /,/^== rank [1-9]/p' <<<"$report" | grep 'in forward' >/dev/null \
   || sf_fail "rank 0's stack has no forward"
 grep -q '^== rank [12] (waiting in grad_sync at step 150' <<<"$report" || sf_fail "no waiting rank"
-sed -n '/^== rank [12] /,$p' <<<"$report" | grep -q 'in backward' \
+sed -n '/^== rank [12] /,$p' <<<"$report" | grep 'in backward' >/dev/null \
   || sf_fail "the waiting rank's stack is not in backward (DDP's all-reduce wait)"
 # A coordinator restarted during the stall reports it at once, from its journal.
 kill -TERM "$SF_COORD_PID" && wait "$SF_COORD_PID" 2>/dev/null || true
@@ -116,7 +116,7 @@ stall=$(jq -c '.verdict.stall' <<<"$reply")
 [ "$(jq -r '.ranks[0].rank // 0' <<<"$stall")" = 2 ] || sf_fail "raise: not rank 2: $stall"
 [ "$(jq -r '.ranks[0].stage' <<<"$stall")" = forward ] || sf_fail "raise: not forward: $stall"
 [ "$(jq -r '.ranks[0].step' <<<"$stall")" = 90 ] || sf_fail "raise: not step 90: $stall"
-jq -r '.text' <<<"$stall" | grep -q "rank 2 is gone: its trainer ended on an uncaught exception" \
+jq -r '.text' <<<"$stall" | grep "rank 2 is gone: its trainer ended on an uncaught exception" >/dev/null \
   || sf_fail "raise text: $stall"
 kill -9 "${pids[@]}" 2>/dev/null || true
 pids=()
@@ -149,7 +149,7 @@ kill -KILL "$SF_SIDECAR_PID_node0"
 wait "$SF_SIDECAR_PID_node0" 2>/dev/null || true
 unset SF_SIDECAR_PID_node0
 reply=$(wait_verdict lost1 STALLED 30)
-sf_ctl suspects --job lost1 | head -4
+sf_ctl suspects --job lost1 | sed -n 1,4p
 [ "$(jq -r '.verdict.stall.reason' <<<"$reply")" = sidecar_lost ] || sf_fail "not lost: $reply"
 [ "$(jq -r '.verdict.stall.alarm // false' <<<"$reply")" = false ] || sf_fail "alarm: $reply"
 kill -9 "${pids[@]}" 2>/dev/null || true

@@ -15,7 +15,7 @@ sf_start_sidecar idle0
 sleep 8
 cut=$(sf_metric 17562 'stagefrontier_ingest_streams_cut_total{reason="idle"}')
 [ "${cut:-missing}" = 0 ] || sf_fail "the idle sidecar's stream was cut $cut times: $(
-  grep 'ended' "$SF_WORK/coordinator.log" | head -3)"
+  grep 'ended' "$SF_WORK/coordinator.log" | sed -n 1,3p)"
 connects=$(grep -c "sidecar idle0 .* connected" "$SF_WORK/coordinator.log" || true)
 [ "$connects" = 1 ] || sf_fail "the sidecar connected $connects times"
 # It said so: the max gap under half the idle timeout.

@@ -38,7 +38,7 @@ first=$(jq -r '[.decisions[] | select(.asked)] | last | .first_step' <<<"$caps")
 [ "$first" -gt 199 ] || sf_fail "the capture's first step $first is inside the job"
 [ "$missed" = "the job ended at step 199 before the capture's first step $first" ] \
   || sf_fail "missed: '$missed' ($caps)"
-sf_ctl captures --job end | grep -q "missed: the job ended at step 199" || sf_fail "sfctl captures"
+sf_ctl captures --job end | grep "missed: the job ended at step 199" >/dev/null || sf_fail "sfctl captures"
 
 jobs=$(sf_ctl --json jobs)
 [ "$(jq -r '.jobs[0].state' <<<"$jobs")" = finished ] || sf_fail "job not finished: $jobs"
@@ -46,7 +46,7 @@ health=$(sf_ctl --json health --job end)
 [ "$(jq -r '.state' <<<"$health")" = finished ] || sf_fail "health: $health"
 [ "$(jq '[.ranks[] | select(.state == "finished")] | length' <<<"$health")" = 4 ] \
   || sf_fail "4 ranks finished: $health"
-sf_ctl health --job end | grep -q "4 finished (job finished)" || sf_fail "sfctl health"
+sf_ctl health --job end | grep "4 finished (job finished)" >/dev/null || sf_fail "sfctl health"
 # The Prometheus gauge counts them finished, none missing.
 gauge() {
   curl -sf "http://127.0.0.1:17472/metrics" | grep '^stagefrontier_ranks{' \

@@ -31,8 +31,8 @@ jobs=$(sf_ctl --json jobs)
 [ "$(jq -r '.jobs[0].partial_steps' <<<"$jobs")" = 0 ] || sf_fail "partial steps: $jobs"
 [ "$(jq -r '.jobs[0].state' <<<"$jobs")" = finished ] || sf_fail "job not finished: $jobs"
 [ "$(jq -r '.jobs[0].ranks_missing' <<<"$jobs")" = 0 ] || sf_fail "missing: $jobs"
-sf_ctl jobs | grep -q "(finished)" || sf_fail "sfctl jobs does not say finished"
-sf_ctl health --job job1 | grep -q "16 finished (job finished)" || sf_fail "sfctl health"
+sf_ctl jobs | grep "(finished)" >/dev/null || sf_fail "sfctl jobs does not say finished"
+sf_ctl health --job job1 | grep "16 finished (job finished)" >/dev/null || sf_fail "sfctl health"
 health=$(sf_ctl --json health --job job1)
 [ "$(jq '[.ranks[] | select(.state == "finished")] | length' <<<"$health")" = 16 ] \
   || sf_fail "16 ranks finished: $health"

@@ -45,15 +45,15 @@ second=$(jq -c '.jobs[] | select(.job == "none@2")' <<<"$jobs")
 [ "$(jq -r '.current' <<<"$second")" = true ] || sf_fail "second run not current: $second"
 [ "$(jq -r '.generation' <<<"$second")" = 2 ] || sf_fail "generation: $second"
 [ "$(jq -r '.job_id' <<<"$second")" = none ] || sf_fail "job id: $second"
-sf_ctl jobs | grep -qE '^none +2 .*\(earlier run\)' || sf_fail "sfctl jobs does not say earlier run"
+sf_ctl jobs | grep -E '^none +2 .*\(earlier run\)' >/dev/null || sf_fail "sfctl jobs does not say earlier run"
 
 # "none" names the newest run; nothing of it was a duplicate of the first.
 health=$(sf_ctl --json health --job none)
 [ "$(jq -r '.job' <<<"$health")" = none@2 ] || sf_fail "--job none is not the second run: $health"
 dups=$(jq '[.ranks[].duplicates // 0 | tonumber] | add' <<<"$health")
 [ "$dups" = 0 ] || sf_fail "duplicates in the second run: $health"
-sf_ctl suspects --job none@1 | grep -q '^job none, window' || sf_fail "first run unreadable"
-sf_ctl suspects --job none | grep -q '^job none@2, window' || sf_fail "second run's verdict"
+sf_ctl suspects --job none@1 | grep '^job none, window' >/dev/null || sf_fail "first run unreadable"
+sf_ctl suspects --job none | grep '^job none@2, window' >/dev/null || sf_fail "second run's verdict"
 grep -q 'job none: a new run (rank [01] came back as a new process at step 0 after step 299)' \
   "$SF_WORK/coordinator.log" || sf_fail "the coordinator did not log the new run"
 if grep -h 'took over' "$SF_WORK"/run2-rank*.log; then

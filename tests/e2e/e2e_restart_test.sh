@@ -47,7 +47,7 @@ grep "journal compacted" "$SF_WORK/coordinator.log" | tail -1
 [ "$compactions_before" -ge 1 ] && [ "$compactions" -gt "$compactions_before" ] \
   || sf_fail "the live journal must be compacted before and after the coordinator's restart"
 ! grep -q "journal not compacted" "$SF_WORK/coordinator.log" || sf_fail "a compaction failed"
-sf_ctl suspects --job job1 | head -3
+sf_ctl suspects --job job1 | sed -n 1,3p
 [ "$(sf_ctl --json suspects --job job1 | jq -r '.verdict.label + " " + .verdict.suspects[0].stage + " " + (.verdict.suspects[0].rank|tostring)')" = "CLEAR data 11" ] \
   || sf_fail "verdict after restarts"
 live=$(sf_ctl --json watch --job job1 --count 4)

@@ -17,7 +17,7 @@ long_probe() {
     --stage data --delay-ms 5 --steps 500 --lead-steps 20 --wait 600 >"$file" 2>&1 &
   long_pid=$!
   for _ in $(seq 50); do grep -q "^self-test [0-9]*:" "$file" && break; sleep 0.2; done
-  long_id=$(sed -n 's/^self-test \([0-9]*\):.*/\1/p' "$file" | head -1)
+  long_id=$(sed -n 's/^self-test \([0-9]*\):.*/\1/p' "$file" | sed -n 1p)
   [ -n "$long_id" ] || sf_fail "the probe did not start: $(cat "$file")"
 }
 

@@ -93,6 +93,6 @@ echo "tensor-parallel job: $tp_summary"
   sf_fail "tp: candidates not the tensor group [2,3]: $tp_summary"
 [ "$(jq -c .verdict.candidate_stages <<<"$json")" = '["fwd"]' ] ||
   sf_fail "tp: candidate stage not fwd: $tp_summary"
-jq -r .verdict.explanation <<<"$json" | grep -q "^Tensor group: ranks 2, 3" ||
+jq -r .verdict.explanation <<<"$json" | grep "^Tensor group: ranks 2, 3" >/dev/null ||
   sf_fail "tp: the explanation does not name the tensor group: $(jq -r .verdict.explanation <<<"$json")"
 echo PASS

@@ -41,9 +41,9 @@ shown=$("$venv/bin/pip" show stagefrontier)  # not piped into grep -q: SIGPIPE +
 [[ "$shown" == *"Location: $venv/lib/python3.11/site-packages"* ]] || sf_fail "pip show: $shown"
 [ -x "$venv/bin/stagefrontier-torch-run" ] || sf_fail "no stagefrontier-torch-run script"
 [ -x "$venv/bin/stagefrontier-torchrun" ] || sf_fail "no stagefrontier-torchrun script"
-"$venv/bin/stagefrontier-torchrun" --help | grep -q "usage: stagefrontier-torchrun" \
+"$venv/bin/stagefrontier-torchrun" --help | grep "usage: stagefrontier-torchrun" >/dev/null \
   || sf_fail "stagefrontier-torchrun --help"
-"$venv/bin/python" -m stagefrontier.torch.run --help | grep -q "usage: python -m stagefrontier" \
+"$venv/bin/python" -m stagefrontier.torch.run --help | grep "usage: python -m stagefrontier" >/dev/null \
   || sf_fail "stagefrontier.torch.run --help"  # (was: exit 2, "unknown flag --help")
 
 # Regression (issue 30, items 1-3): torch 1.13's torchrun on Python 3.11 died on its own default

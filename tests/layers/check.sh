@@ -22,7 +22,7 @@ fi
 if bazel build --nobuild //... >/dev/null 2>&1; then
   echo "//tests/layers:analysis PASSED"
 else
-  bazel build --nobuild //... 2>&1 | grep -E '^ERROR' | head -n 20
+  bazel build --nobuild //... 2>&1 | grep -E '^ERROR' | sed -n 1,20p
   echo "//tests/layers:analysis FAILED"
   rc=1
 fi

@@ -73,7 +73,7 @@ diff "$tmp/plain_report.txt" "$tmp/compact_report.txt" || fail "the compacted jo
 "$SF" journal-compact --round-us "$JOURNAL" --out "$tmp/us.journal" > "$tmp/us.txt" || fail "--round-us"
 grep -q 'the same records, durations rounded to 1000 ns' "$tmp/us.txt" || fail "--round-us output"
 [ "$(stat -c %s "$tmp/us.journal")" -lt "$(stat -c %s "$tmp/compact.journal")" ] || fail "--round-us size"
-"$SF" journal "$tmp/us.journal" | grep -q '^VERDICT ' || fail "the microsecond archive does not account"
+"$SF" journal "$tmp/us.journal" | grep '^VERDICT ' >/dev/null || fail "the microsecond archive does not account"
 set +e
 "$SF" journal-compact "$JOURNAL" --out "$tmp/compact.journal" > /dev/null 2> "$tmp/err.txt"; rc=$?
 set -e
