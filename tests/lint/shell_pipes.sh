@@ -11,7 +11,7 @@ early='\|[[:space:]]*(head\b|grep[[:space:]]+(-[a-zA-Z]*[qm]|--quiet|--silent|--
 # The matcher must catch what it is for (a check that cannot fail is no check).
 probe=$'x | grep -q y\nx | head -3\nx |grep -qE y\nx | grep -m1 y\nx | grep y >/dev/null\nx | sed -n 1,3p'
 caught=$(grep -cE "$early" <<<"$probe")
-found=$(git ls-files -z '*.sh' | xargs -0 grep -nE "$early" || true)
+found=$(git ls-files -z '*.sh' ':!tests/lint/shell_pipes.sh' | xargs -0 grep -nE "$early" || true)
 if [ "$caught" -ne 4 ]; then
   echo "the matcher caught $caught of the 4 early-closing pipes in its own sample"
   echo "//tests/lint:no_early_closing_pipes FAILED"
