@@ -575,6 +575,15 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // A coordinator already on the port (another harness run) would take this run's clients: its
+  // own coordinator could not bind and exits, and both runs' figures are wrong together.
+  if (PortAnswers(o.port)) {
+    std::fprintf(stderr,
+                 "port %d already answers: another coordinator (another harness run?) listens "
+                 "there; stop it or pass --port\n",
+                 o.port);
+    return 2;
+  }
   char tmpl[] = "/tmp/sf_load_XXXXXX";
   const std::string dir = mkdtemp(tmpl);
   const std::string data = o.data_dir.empty() ? dir + "/data" : o.data_dir;
@@ -593,7 +602,12 @@ int main(int argc, char** argv) {
   cargs.insert(cargs.end(), o.coordinator_args.begin(), o.coordinator_args.end());
   const pid_t coord = Spawn(cargs, dir + "/coordinator.log");
   // No gRPC in this process before the clients fork (gRPC does not survive fork).
-  if (!WaitFor([&] { return PortAnswers(o.port); }, 30)) {
+  bool exited = false;  // reaped: later waitpid calls on it would fail, not say so again
+  const auto coordinator_exited = [&] {
+    return exited = exited || waitpid(coord, nullptr, WNOHANG) == coord;
+  };
+  if (!WaitFor([&] { return coordinator_exited() || PortAnswers(o.port); }, 30) ||
+      coordinator_exited()) {
     std::fprintf(stderr, "the coordinator did not listen; see %s/coordinator.log\n", dir.c_str());
     kill(coord, SIGKILL);
     return 1;
