@@ -111,6 +111,103 @@ class TorchTest(unittest.TestCase):
         finally:
             sf.uninstall()
 
+    def test_a_peer_gone_in_backward_leaves_grad_sync_open(self):
+        """Two real Gloo ranks; the peer exits after two steps, so the survivor's next backward
+        raises from the gradient all-reduce. With grad_ready=False (no comm hook) backward is
+        mixed and nothing marks where local work ended: the collective's error must still
+        place the survivor in grad_sync (waiting on the peer), not in backward (its own work),
+        or a hang verdict blames the victim. A local error stays in backward.
+        (It fails before the fix: backward stayed open.)"""
+        import socket
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        peer = subprocess.Popen([sys.executable, "-c", (
+            "import os, torch, torch.distributed as dist\n"
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            f"dist.init_process_group('gloo', init_method='tcp://127.0.0.1:{port}', rank=1, "
+            "world_size=2)\n"
+            "m = DDP(torch.nn.Linear(4, 1))\n"
+            "for _ in range(2): m(torch.ones(2, 4)).sum().backward()\n"
+            "os._exit(0)\n")])
+        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        sf = sft.Instrumentation(grad_ready=False, job_id="gone", rank=0, local_rank=0,
+                                 world_size=2, local_world_size=2, shm_dir=d, quiet=True)
+        self.assertIn(("backward", "mixed"), sf.stages)
+        sf.install()
+        seg = os.path.join(d, "stagefrontier.gone.seg")
+
+        def open_stage():
+            out = subprocess.run([CLI, "segment", seg, "--json"], check=True,
+                                 capture_output=True, text=True)
+            return json.loads(out.stdout)["slots"][0]["open"]["stage"]
+
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0,
+                                world_size=2)
+        try:
+            model = DDP(torch.nn.Linear(4, 1))
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            for _ in range(2):  # the peer's two steps (DDP rebuilds its buckets in the second
+                model(torch.ones(2, 4)).sum().backward()  # forward: a collective there)
+                opt.step()
+            self.assertEqual(peer.wait(timeout=60), 0)
+            with self.assertRaises(RuntimeError) as raised:
+                model(torch.ones(2, 4)).sum().backward()
+            collective_failure = sys.modules["stagefrontier.torch.instrument"]._collective_failure
+            self.assertTrue(collective_failure(raised.exception), str(raised.exception))
+            self.assertEqual(open_stage(), "grad_sync")
+            opt.step()  # ends that step
+
+            def local(grad):
+                raise RuntimeError("a gradient hook failed")
+
+            hook = model.module.weight.register_hook(local)
+            with self.assertRaises(RuntimeError):
+                model(torch.ones(2, 4)).sum().backward()
+            hook.remove()
+            self.assertEqual(open_stage(), "backward")
+        finally:
+            sf.uninstall()
+            peer.kill()
+            dist.destroy_process_group()
+
+    def test_a_hook_raising_after_some_gradients_were_ready_is_local_work(self):
+        # grad_ready on: the last layer's gradients are ready (DDP may launch their bucket)
+        # when the first layer's hook raises. Local work failed: backward stays open (it read
+        # as grad_sync while any gradient had been ready).
+        import socket
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        sf = sft.Instrumentation(job_id="hk", rank=0, local_rank=0, world_size=1,
+                                 local_world_size=1, shm_dir=d, quiet=True).install()
+        seg = os.path.join(d, "stagefrontier.hk.seg")
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0,
+                                world_size=1)
+        try:
+            model = DDP(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 1)))
+
+            def boom(grad):
+                raise RuntimeError("a gradient hook failed")
+
+            model.module[0].weight.register_hook(boom)
+            with self.assertRaises(RuntimeError):
+                model(torch.ones(2, 4)).sum().backward()
+            self.assertGreater(sf._grads_ready, 0)  # some gradients were ready
+            out = subprocess.run([CLI, "segment", seg, "--json"], check=True,
+                                 capture_output=True, text=True)
+            self.assertEqual(json.loads(out.stdout)["slots"][0]["open"]["stage"], "backward")
+        finally:
+            sf.uninstall()
+            dist.destroy_process_group()
+
     def test_ddp_backward_ends_when_the_last_gradient_is_ready(self):
         # One-rank Gloo DDP (no comm hook: no Python runs on Gloo's threads). A gradient hook
         # on the first layer sleeps 20 ms inside backward: that is local work, so it must land
