@@ -110,6 +110,7 @@ struct Shared {
   std::atomic<int64_t> accepted;            // rank-steps acknowledged as accepted
   std::atomic<int64_t> late;                // ... as late (for steps already closed)
   std::atomic<int64_t> rejected;            // rank-steps in rejections
+  std::atomic<int64_t> duplicates;          // ... as already received (another stream's ranks)
   std::atomic<int64_t> batches;             // step batches acknowledged
   std::atomic<int64_t> health;              // health messages queued (sidecar batching)
   std::atomic<int64_t> send_start_ns;       // when step 0 starts (set before phase 2)
@@ -390,6 +391,7 @@ class NodeStream final
       } else {
         shared_->accepted.fetch_add(a.accepted());
         shared_->late.fetch_add(a.late());
+        shared_->duplicates.fetch_add(a.duplicates());
         shared_->batches.fetch_add(1);
         if (++acked_ == batches_) shared_->finished.fetch_add(1);
       }
@@ -726,10 +728,11 @@ int main(int argc, char** argv) {
   std::sort(verdict_from_end_ms.begin(), verdict_from_end_ms.end());
   const int64_t accepted = shared->accepted.load();
   std::printf(
-      "sent for %.2f s: %lld rank-steps accepted (late %lld, rejected %lld) in %lld "
-      "batches: %.3f M rank-steps/s wall\n",
+      "sent for %.2f s: %lld rank-steps accepted (late %lld, rejected %lld, duplicates %lld) in "
+      "%lld batches: %.3f M rank-steps/s wall\n",
       send_s, static_cast<long long>(accepted), static_cast<long long>(shared->late.load()),
       static_cast<long long>(shared->rejected.load()),
+      static_cast<long long>(shared->duplicates.load()),
       static_cast<long long>(shared->batches.load()), accepted / send_s / 1e6);
   if (o.sidecar_batching) {
     std::printf("health messages: %lld (%.0f a second)\n",
@@ -758,7 +761,7 @@ int main(int argc, char** argv) {
   std::printf("coordinator RSS at the end: %.1f MB\n", rss_end / 1e6);
   // A run that lost streams or records keeps the coordinator's log for the reason.
   const int failed = shared->failed.load();
-  const bool troubled = failed > 0 || shared->late.load() > 0;
+  const bool troubled = failed > 0 || shared->late.load() > 0 || shared->duplicates.load() > 0;
   if (failed > 0) {
     std::printf("streams that ended with an error: %d (the first three are printed above)\n",
                 failed);
