@@ -140,9 +140,11 @@ Client::~Client() {
   if (enabled_ && slot_ != nullptr && !InForkedChild()) shm::ReleaseSlot(*slot_);
 }
 
-void Client::NoteUncaughtException() noexcept {
+void Client::NoteUncaughtException(bool in_collective) noexcept {
   if (enabled_ && slot_ != nullptr && !InForkedChild()) {
-    slot_->exit_reason.store(shm::v1::kExitException, std::memory_order_release);
+    slot_->exit_reason.store(
+        in_collective ? shm::v1::kExitCollectiveException : shm::v1::kExitException,
+        std::memory_order_release);
   }
 }
 

@@ -166,7 +166,8 @@ class Client {
   // stage says, not as a rank that finished its work. Call it from a top-level handler before
   // exiting (Python's stagefrontier installs one in sys.excepthook; C: sf_note_uncaught_
   // exception). One store, no system call: safe in a std::terminate handler.
-  void NoteUncaughtException() noexcept;
+  // `in_collective`: the exception is a collective's failure (a peer gone), not the trainer's own.
+  void NoteUncaughtException(bool in_collective = false) noexcept;
 
   class StageScope {
    public:

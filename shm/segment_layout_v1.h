@@ -179,8 +179,14 @@ inline constexpr bool LayoutSourceHasLayout(uint32_t source) {
 // segment-format.md "Exit reason"). 0 also for a clean end and for a stub that predates it.
 inline constexpr uint32_t kExitNotSaid = 0;
 inline constexpr uint32_t kExitException = 1;  // the trainer ends on an uncaught exception
+// ... that a collective raised (the process group's error: a peer gone), so the rank is that
+// collective's victim wherever its open stage is (DDP's forward broadcasts too).
+inline constexpr uint32_t kExitCollectiveException = 2;
 inline constexpr const char* ExitReasonName(uint32_t reason) {
-  return reason == kExitNotSaid ? "" : reason == kExitException ? "exception" : "invalid";
+  return reason == kExitNotSaid               ? ""
+         : reason == kExitException           ? "exception"
+         : reason == kExitCollectiveException ? "collective_exception"
+                                              : "invalid";
 }
 
 // SlotHeader::open_stage values besides 1 + k (stage k is open).

@@ -137,10 +137,13 @@ class Mixer(torch.nn.Module):
 
 
 class Model(torch.nn.Module):
-    def __init__(self, fault, features, hidden):
+    def __init__(self, fault, features, hidden, batchnorm=False):
         super().__init__()
         self.fault = fault
-        self.net = torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.ReLU(),
+        # BatchNorm's running statistics are buffers: DDP then broadcasts them from rank 0 at
+        # the start of every forward (a collective inside a compute stage).
+        norm = [torch.nn.BatchNorm1d(hidden)] if batchnorm else []
+        self.net = torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.ReLU(), *norm,
                                        torch.nn.Linear(hidden, hidden), torch.nn.ReLU())
         self.mixer = Mixer(fault, hidden)
         self.head = torch.nn.Linear(hidden, 1)
@@ -201,6 +204,8 @@ def main():
     p.add_argument("--raise", dest="raise_", default="",
                    help="STAGE:RANK:STEP: RANK raises an exception there, uncaught")
     p.add_argument("--pause", default="", help="STEP:SECONDS: every rank sleeps after STEP")
+    p.add_argument("--batchnorm", action="store_true",
+                   help="a BatchNorm layer: DDP broadcasts its buffers in every forward")
     args = p.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
@@ -211,7 +216,7 @@ def main():
         ([Stop(args.raise_, "raise")] if args.raise_ else [])
     pause_step, pause_s = (int(args.pause.split(":")[0]), float(args.pause.split(":")[1])) \
         if args.pause else (-1, 0.0)
-    model = DDP(Model(fault, args.features, args.hidden))
+    model = DDP(Model(fault, args.features, args.hidden, args.batchnorm))
     # The backward fault: a hook on the first layer's weight gradient (inside backward).
     model.module.net[0].weight.register_hook(lambda g: (fault.hit("backward"), g)[1])
     opt = TrainingSGD(model.parameters(), fault, lr=1e-3)

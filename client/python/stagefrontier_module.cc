@@ -441,17 +441,21 @@ void DefineCaptures(py::class_<PyClient>& cls) {
 void DefineExitReason(py::module_& m, py::class_<PyClient>& cls) {
   m.def(
       "_note_uncaught_exception",
-      [] {
+      [](bool in_collective) {
         for (const std::weak_ptr<Client>& w : PyClient::All()) {
-          if (std::shared_ptr<Client> c = w.lock()) c->NoteUncaughtException();
+          if (std::shared_ptr<Client> c = w.lock()) c->NoteUncaughtException(in_collective);
         }
       },
+      py::arg("in_collective") = false,
       "Client.note_uncaught_exception() of every client this process made (sys.excepthook).");
   cls.def(
-      "note_uncaught_exception", [](PyClient& c) { c.client->NoteUncaughtException(); },
+      "note_uncaught_exception",
+      [](PyClient& c, bool in_collective) { c.client->NoteUncaughtException(in_collective); },
+      py::arg("in_collective") = false,
       "The trainer is ending on an uncaught exception (stagefrontier's sys.excepthook calls it "
       "for every client): the coordinator reads this rank as gone where its open stage says, "
-      "not as finished");
+      "not as finished. in_collective: a collective raised it (a peer gone), so the rank is "
+      "that collective's victim");
 }
 
 }  // namespace

@@ -105,10 +105,11 @@ StallDecision Dead(const StallInputs& in, const Census& c) {
   StallDecision d = Begin(StallKind::kDead, true);
   // Who left first: a rank that raised in its own work is the cause (a launcher then kills the
   // others, as torchrun does), then a killed one; a rank that raised while it waited in a
-  // collective is that collective's victim (Gloo raises when a peer's connection closes).
+  // collective, or raised the collective's own error, is that collective's victim (Gloo raises
+  // when a peer's connection closes).
   const auto order = [&](int32_t r) {
     const RankPosition& p = in.ranks[r];
-    return !p.raised ? 1 : InWaitStage(in, p) ? 2 : 0;
+    return !p.raised ? 1 : (p.raised_in_collective || InWaitStage(in, p)) ? 2 : 0;
   };
   std::vector<int32_t> dead = c.dead;
   std::stable_sort(dead.begin(), dead.end(),

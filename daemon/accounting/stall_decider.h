@@ -44,6 +44,9 @@ struct RankPosition {
   int64_t open_ns = 0;        // how long it has been open, now
   bool process_gone = false;  // the slot's owner process is dead (same PID namespace)
   bool raised = false;        // it ended on an uncaught exception (process_gone is set too)
+  // ... that a collective raised (the process group's error: a peer gone), wherever its open
+  // stage is (a compute stage may hold a collective: DDP's forward broadcasts).
+  bool raised_in_collective = false;
   bool sidecar_lost = false;  // its sidecar stopped reporting
   bool finished = false;      // released its slot cleanly: the rank ended, not stuck
   std::string_view node;      // valid during DecideStall

@@ -152,10 +152,14 @@ std::string RenderSegmentText(const SegmentSummary& s) {
     if (i < s.open.size()) {
       absl::StrAppend(&out, "    ", RenderOpenStage(s.open[i], r.owner), "\n");
       if (!s.open[i].exit_reason.empty()) {
-        absl::StrAppend(&out, "    exit reason: ", s.open[i].exit_reason,
-                        s.open[i].exit_reason == "exception"
+        const std::string& why = s.open[i].exit_reason;
+        absl::StrAppend(&out, "    exit reason: ", why,
+                        why == "exception"
                             ? " (its trainer ended on an uncaught exception, where the open "
                               "stage says)"
+                        : why == "collective_exception"
+                            ? " (its trainer ended on a collective's error, a peer gone, where "
+                              "the open stage says)"
                             : "",
                         "\n");
       }

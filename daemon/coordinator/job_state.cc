@@ -878,7 +878,10 @@ void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string&
   h.probe_intervals = health.probe_intervals();
   h.probe_dropped = health.probe_dropped();
   h.owner = health.owner();
-  h.raised = health.exit_reason() == shm::v1::ExitReasonName(shm::v1::kExitException);
+  h.raised_in_collective =
+      health.exit_reason() == shm::v1::ExitReasonName(shm::v1::kExitCollectiveException);
+  h.raised = h.raised_in_collective ||
+             health.exit_reason() == shm::v1::ExitReasonName(shm::v1::kExitException);
   h.pending = health.pending();
   h.last_error = health.last_error();
   // A name from the sidecar: kept only if it is one the slot can say.
@@ -923,6 +926,7 @@ void JobState::CheckStall(int64_t now_ns) {
     // Ended on an uncaught exception: gone, as a killed process is, whether it released the
     // slot or still hangs in its exit (a collective library's teardown can).
     live[r].raised = ranks_[r].raised;
+    live[r].raised_in_collective = ranks_[r].raised_in_collective;
     live[r].process_gone = ranks_[r].owner == "dead" || live[r].raised;
   }
   const std::optional<v1::Stall> event =

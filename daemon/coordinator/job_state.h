@@ -224,9 +224,11 @@ class JobState {
     uint64_t probe_intervals = 0, probe_dropped = 0;
     const char* layout_source = "";  // shm::v1::LayoutSourceName's, from the latest health
     std::string owner;
-    // The latest health's exit_reason is "exception": its trainer ended on an uncaught exception
-    // (gone mid-step, not finished; any other value the slot's bytes may say is not taken).
+    // The latest health's exit_reason is "exception" or "collective_exception": its trainer
+    // ended on an uncaught exception (gone mid-step, not finished; any other value the slot's
+    // bytes may say is not taken); ..._in_collective: one a collective raised (a peer gone).
     bool raised = false;
+    bool raised_in_collective = false;
     uint64_t pending = 0;  // records the sidecar has not read from the slot yet
     std::string last_error;
     std::string refused;      // why this rank's declaration was refused (NoteRefused)

@@ -176,6 +176,7 @@ std::optional<v1::Stall> StallWatch::Check(int64_t now_ns, int64_t newest_step,
         a.finished = liveness[r].finished;
         a.process_gone = liveness[r].process_gone;
         a.raised = liveness[r].raised;
+        a.raised_in_collective = liveness[r].raised_in_collective;
       }
     }
     d = DecideStall({*schema_, at, since, LimitNs(), options_.pause_alarm_ns});

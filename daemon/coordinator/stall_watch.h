@@ -48,6 +48,7 @@ struct RankLiveness {
   bool finished = false;  // released its slot cleanly after reporting
   bool process_gone = false;
   bool raised = false;  // its trainer ended on an uncaught exception (then process_gone too)
+  bool raised_in_collective = false;  // ... that a collective raised (a peer gone)
 };
 
 class StallWatch {

@@ -807,6 +807,8 @@ TEST_CASE("an uncaught exception: where it raised, and the exit reason") {
   auto next = Client::Create(kStages, Options(dir), kNoEnv);
   REQUIRE(next.ok());
   CHECK(slot.exit_reason.load() == shm::v1::kExitNotSaid);
+  (*next)->NoteUncaughtException(/*in_collective=*/true);  // a peer gone: the victim's reason
+  CHECK(slot.exit_reason.load() == shm::v1::kExitCollectiveException);
 }
 
 TEST_CASE("step bookkeeping: explicit numbers, implicit ends, misuse") {

@@ -88,6 +88,10 @@ class ClientTest(unittest.TestCase):
             "if sys.argv[2] == 'raise':\n"
             "    with c.stage('forward'):\n"
             "        raise RuntimeError('trainer error')\n"
+            "if sys.argv[2] == 'peer':  # what torch 1.13's Gloo raises when a peer is gone\n"
+            "    with c.stage('forward'):\n"
+            "        raise RuntimeError('[../third_party/gloo/gloo/transport/tcp/pair.cc:598] '\n"
+            "                           'Connection closed by peer [127.0.0.1]:60591')\n"
             "c.end_step()\n" % (STAGES,))
         seg = os.path.join(self.dir, "stagefrontier.py.seg")
         out = subprocess.run([sys.executable, "-c", script, self.dir, "raise"],
@@ -101,6 +105,18 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(slot["exit_reason"], "exception")
         self.assertEqual((slot["open"]["stage"], slot["open"]["step"]), ("forward", 7))
         self.assertIn("exit reason: exception", segment(seg))
+        # The process group's error: the rank is a collective's victim (reason 2).
+        out = subprocess.run([sys.executable, "-c", script, self.dir, "peer"],
+                             capture_output=True, text=True)
+        self.assertEqual(out.returncode, 1)
+        self.assertIn("Connection closed by peer", out.stderr)
+        self.assertEqual(self.slot_field(None, 1656), 2)
+        slot = [s for s in json.loads(segment(seg, "--json"))["slots"]
+                if s["local_rank"] == 1][0]
+        self.assertEqual(slot["exit_reason"], "collective_exception")
+        self.assertEqual((slot["open"]["stage"], slot["open"]["step"]), ("forward", 7))
+        self.assertIn("exit reason: collective_exception (its trainer ended on a collective's "
+                      "error", segment(seg))
         # The next owner of the slot starts with nothing said; a clean exit says nothing.
         out = subprocess.run([sys.executable, "-c", script, self.dir, "clean"],
                              capture_output=True, text=True)

@@ -120,11 +120,23 @@ jq -r '.text' <<<"$stall" | grep "rank 2 is gone: its trainer ended on an uncaug
   || sf_fail "raise text: $stall"
 kill -9 "${pids[@]}" 2>/dev/null || true
 pids=()
-# The node ledger charged node0 with the three hangs, two of them dead ranks.
+# Rank 1 killed after its all-reduce: rank 0 raises Gloo's error from DDP's buffer broadcast in
+# forward of step 101 (a compute stage). That rank is the peer's victim (exit reason
+# collective_exception), so the killed rank is named first, not rank 0.
+job deadbn 17478 --steps 1000 --batchnorm --die optimizer:1:100
+reply=$(wait_verdict deadbn STALLED 40)
+sf_ctl suspects --job deadbn
+stall=$(jq -c '.verdict.stall' <<<"$reply")
+[ "$(jq -r '.reason' <<<"$stall")" = dead ] || sf_fail "deadbn: not dead: $stall"
+[[ "$(jq -r '.text' <<<"$stall")" == "rank 1 is gone: its process died in optimizer of step 100"* ]] \
+  || sf_fail "deadbn: the killed rank is not named first: $stall"
+kill -9 "${pids[@]}" 2>/dev/null || true
+pids=()
+# The node ledger charged node0 with the four hangs, three of them dead ranks.
 nodes=$(sf_ctl --json nodes)
-[ "$(jq -r '.nodes[] | select(.node == "node0") | .hangs // 0' <<<"$nodes")" = 3 ] \
+[ "$(jq -r '.nodes[] | select(.node == "node0") | .hangs // 0' <<<"$nodes")" = 4 ] \
   || sf_fail "node ledger hangs: $nodes"
-[ "$(jq -r '.nodes[] | select(.node == "node0") | .hangs_dead // 0' <<<"$nodes")" = 2 ] \
+[ "$(jq -r '.nodes[] | select(.node == "node0") | .hangs_dead // 0' <<<"$nodes")" = 3 ] \
   || sf_fail "node ledger dead hangs: $nodes"
 
 echo "== 3. every rank pauses 8 s after step 100 (a checkpoint): no alarm"

@@ -113,6 +113,25 @@ TEST_CASE("a rank that raised is named before the ranks its launcher killed afte
         "node node-a; 3 ranks wait in grad_sync of step 150");
 }
 
+TEST_CASE("a rank that raised a collective's error in a compute stage is its victim too") {
+  // Rank 2 was killed in backward; rank 0 raised Gloo's error from DDP's buffer broadcast at
+  // the start of forward (a compute stage), rank 3 its own error in forward: rank 3 is the
+  // cause, then the killed rank 2, and rank 0 (the broadcast's victim) last.
+  std::vector<RankPosition> ranks = {At(151, 1), At(150, 4), At(150, 2), At(151, 1)};
+  ranks[2].process_gone = true;
+  ranks[0].process_gone = ranks[0].raised = ranks[0].raised_in_collective = true;
+  StallDecision d = Decide(ranks);
+  CHECK(Named(d, "dead") == std::vector<int32_t>{2, 0});
+  CHECK(d.text.rfind("rank 2 is gone: its process died in backward of step 150", 0) == 0);
+  ranks[0].raised_in_collective = false;  // as before the reason existed: named the cause
+  d = Decide(ranks);
+  CHECK(Named(d, "dead") == std::vector<int32_t>{0, 2});
+  ranks[0].raised_in_collective = true;
+  ranks[3].process_gone = ranks[3].raised = true;
+  d = Decide(ranks);
+  CHECK(Named(d, "dead") == std::vector<int32_t>{3, 2, 0});
+}
+
 TEST_CASE("a rank that raised inside a collective is its victim, not the cause") {
   // Rank 1 was killed in forward; Gloo then raised in ranks 0 and 3, waiting in grad_sync.
   std::vector<RankPosition> ranks = {At(150, 3), At(150, 1), At(150, 3), At(150, 3)};

@@ -201,6 +201,40 @@ TEST_CASE("a rank released on an uncaught exception is gone mid-step, not finish
   CHECK(health.ranks(1).state() == "finished");
 }
 
+TEST_CASE("a rank that raised a collective's error is the victim of a killed peer") {
+  const std::string dir = TempDir();
+  auto job = JobState::Create(Decl(0), Options(dir), nullptr);
+  REQUIRE(job.ok());
+  Feed(**job, 0, 9);
+  (*job)->CheckStall(kS);
+  // Rank 0 was killed in backward of step 10; rank 1 raised Gloo's error from a broadcast in
+  // forward of step 11 (a compute stage); rank 2 waits.
+  Position(**job, 0, 10, "backward", kS, "dead");
+  Position(**job, 1, 11, "forward", kS, "none", 0, "collective_exception");
+  Position(**job, 2, 10, "grad_sync", kS);
+  (*job)->CheckStall(10 * kS);
+  auto events = (*job)->VerdictsAfter(0);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].verdict().reason() == "dead");
+  CHECK(events[0].verdict().stall().text() ==
+        "rank 0 is gone: its process died on node node-a; rank 1 is gone too; 1 rank waits in "
+        "grad_sync of step 10");
+  // Its own error instead: rank 1 is the cause (named first, where it raised).
+  auto own = JobState::Create(Decl(0), Options(TempDir()), nullptr);
+  REQUIRE(own.ok());
+  Feed(**own, 0, 9);
+  (*own)->CheckStall(kS);
+  Position(**own, 0, 10, "backward", kS, "dead");
+  Position(**own, 1, 11, "forward", kS, "none", 0, "exception");
+  Position(**own, 2, 10, "grad_sync", kS);
+  (*own)->CheckStall(10 * kS);
+  events = (*own)->VerdictsAfter(0);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].verdict().stall().text().rfind(
+            "rank 1 is gone: its trainer ended on an uncaught exception in forward of step 11",
+            0) == 0);
+}
+
 TEST_CASE("a dead rank, and a stall limit of the job's own") {
   const std::string dir = TempDir();
   auto job = JobState::Create(Decl(0), Options(dir), nullptr);

@@ -379,6 +379,10 @@ TEST_CASE("health says where each live rank is: open stage, step and age; once p
   CHECK(h.slots(0).open_known());
   CHECK(h.slots(0).open_step() == 43);
   CHECK(h.slots(0).open_stage() == "fwd");
+  slot0.exit_reason.store(shm::v1::kExitCollectiveException);
+  h.Clear();
+  drainer.FillHealth(&h, now);
+  CHECK(h.slots(0).exit_reason() == "collective_exception");
   slot0.exit_reason.store(77);
   h.Clear();
   drainer.FillHealth(&h, now);

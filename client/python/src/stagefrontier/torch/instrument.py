@@ -14,8 +14,8 @@ optimizer (compute).
   and backward, which then contains the wait, is declared `mixed`.
   A backward that raises leaves open the stage it raised in: grad_sync when every gradient
   was ready (with the comm hook: once a bucket was launched), or when the exception is a
-  collective's failure (a peer gone, a Gloo or NCCL error: `_collective_failure`); backward
-  otherwise.
+  collective's failure (a peer gone, a Gloo or NCCL error: stagefrontier.collective_failure);
+  backward otherwise.
 * optimizer: `Optimizer.step`; the step ends when it returns, and the next one begins.
 
 Hangs (stagefrontier/hang_dump.py): faulthandler is registered for SIGUSR2, so that at a
@@ -56,6 +56,8 @@ import sys
 import threading
 import time
 
+import stagefrontier
+
 DEFAULT_STAGES = [
     ("data", "io"),
     ("forward", "compute"),
@@ -69,27 +71,6 @@ _ACTIVE = None
 
 def _warn(msg):
     print(f"stagefrontier.torch: {msg}", file=sys.stderr, flush=True)
-
-
-# What the process group's errors say (torch 1.13's Gloo: "[../third_party/gloo/gloo/transport/
-# tcp/pair.cc:598] Connection closed by peer [127.0.0.1]:60591"; NCCL's name themselves).
-_COLLECTIVE_FAILURE_MARKS = ("gloo/", "nccl", "connection closed by peer",
-                             "connection reset by peer")
-
-
-def _collective_failure(exc):
-    """True when `exc` is a collective's failure (a peer gone, a communicator aborted), which
-    a backward raises from its wait for the gradient all-reduce, not from local work."""
-    try:
-        import torch.distributed as dist
-
-        error = getattr(dist, "DistError", None)  # torch >= 2.1: the backends' errors
-        if isinstance(error, type) and isinstance(exc, error):
-            return True
-        text = str(exc)[:4096].lower()
-    except Exception:  # an exception whose str() raises: say local, as before
-        return False
-    return any(mark in text for mark in _COLLECTIVE_FAILURE_MARKS)
 
 
 LAYOUT_KEYS = ("pipeline_stage", "pipeline_stages", "tensor_rank", "tensor_size")
@@ -598,14 +579,17 @@ class Instrumentation:
                 launches_before = len(sf.bucket_launch_ns)
                 sf.grad_ready_ns = None
                 sf._grads_ready = 0
-                failure = None
+                # On an exception: whether the process group raised it. Not the exception
+                # itself: kept in this frame, its traceback would hold the frame (and the
+                # autograd graph) in a cycle.
+                collective = None
                 try:
                     if sf.annotating():  # a capture's trace needs the range too
                         with _profiler_range("backward"):
                             return orig(*args, **kwargs)
                     return orig(*args, **kwargs)
                 except BaseException as e:
-                    failure = e
+                    collective = stagefrontier.collective_failure(e)
                     raise
                 finally:
                     sf._backward_depth -= 1
@@ -620,10 +604,10 @@ class Instrumentation:
                     else:
                         local_end = end
                     all_ready = 0 < sf._grad_params <= sf._grads_ready
-                    if failure is None:
+                    if collective is None:
                         sf.mark("backward", local_end)
                         sf.mark("grad_sync", end)
-                    elif launches or all_ready or _collective_failure(failure):
+                    elif launches or all_ready or collective:
                         # Raised in the wait (an all-reduce that failed: a peer gone): the
                         # open stage stays grad_sync, where a trainer ending on it was. A
                         # gradient hook that raises after some gradients were ready is
