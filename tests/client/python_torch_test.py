@@ -46,6 +46,22 @@ def drain(directory, job):
         return [json.loads(line) for line in f]
 
 
+def free_port():
+    """A TCP port on 127.0.0.1 no one listens on now (Gloo's rendezvous)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def open_stage(seg):
+    """The stage the segment's first slot publishes as open (`stagefrontier segment`)."""
+    out = subprocess.run([CLI, "segment", seg, "--json"], check=True, capture_output=True,
+                         text=True)
+    return json.loads(out.stdout)["slots"][0]["open"]["stage"]
+
+
 class TorchTest(unittest.TestCase):
     def test_plain_loop_becomes_stages(self):
         d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
@@ -82,11 +98,6 @@ class TorchTest(unittest.TestCase):
                                  local_world_size=1, shm_dir=d, quiet=True).install(model=model)
         seg = os.path.join(d, "stagefrontier.ex2.seg")
 
-        def open_stage():
-            out = subprocess.run([CLI, "segment", seg, "--json"], check=True,
-                                 capture_output=True, text=True)
-            return json.loads(out.stdout)["slots"][0]["open"]["stage"]
-
         def boom(grad):
             raise RuntimeError("backward failed")
 
@@ -96,7 +107,7 @@ class TorchTest(unittest.TestCase):
             hook = model.lin.weight.register_hook(boom)
             with self.assertRaises(RuntimeError):
                 loss.backward()
-            self.assertEqual(open_stage(), "backward")
+            self.assertEqual(open_stage(seg), "backward")
             hook.remove()
             model(x).sum().backward()
 
@@ -106,7 +117,7 @@ class TorchTest(unittest.TestCase):
 
             with self.assertRaises(RuntimeError):
                 Failing(model.parameters(), lr=0.01).step()
-            self.assertEqual(open_stage(), "optimizer")
+            self.assertEqual(open_stage(seg), "optimizer")
             self.assertEqual(sf.stats()["steps_recorded"], 0)  # the step was not ended
         finally:
             sf.uninstall()
@@ -118,13 +129,10 @@ class TorchTest(unittest.TestCase):
         place the survivor in grad_sync (waiting on the peer), not in backward (its own work),
         or a hang verdict blames the victim. A local error stays in backward.
         (It fails before the fix: backward stayed open.)"""
-        import socket
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         peer = subprocess.Popen([sys.executable, "-c", (
             "import os, torch, torch.distributed as dist\n"
             "from torch.nn.parallel import DistributedDataParallel as DDP\n"
@@ -140,11 +148,6 @@ class TorchTest(unittest.TestCase):
         sf.install()
         seg = os.path.join(d, "stagefrontier.gone.seg")
 
-        def open_stage():
-            out = subprocess.run([CLI, "segment", seg, "--json"], check=True,
-                                 capture_output=True, text=True)
-            return json.loads(out.stdout)["slots"][0]["open"]["stage"]
-
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0,
                                 world_size=2)
         try:
@@ -158,7 +161,7 @@ class TorchTest(unittest.TestCase):
                 model(torch.ones(2, 4)).sum().backward()
             collective_failure = sys.modules["stagefrontier"].collective_failure
             self.assertTrue(collective_failure(raised.exception), str(raised.exception))
-            self.assertEqual(open_stage(), "grad_sync")
+            self.assertEqual(open_stage(seg), "grad_sync")
             opt.step()  # ends that step
 
             def local(grad):
@@ -168,7 +171,7 @@ class TorchTest(unittest.TestCase):
             with self.assertRaises(RuntimeError):
                 model(torch.ones(2, 4)).sum().backward()
             hook.remove()
-            self.assertEqual(open_stage(), "backward")
+            self.assertEqual(open_stage(seg), "backward")
         finally:
             sf.uninstall()
             peer.kill()
@@ -178,13 +181,10 @@ class TorchTest(unittest.TestCase):
         # grad_ready on: the last layer's gradients are ready (DDP may launch their bucket)
         # when the first layer's hook raises. Local work failed: backward stays open (it read
         # as grad_sync while any gradient had been ready).
-        import socket
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
         sf = sft.Instrumentation(job_id="hk", rank=0, local_rank=0, world_size=1,
                                  local_world_size=1, shm_dir=d, quiet=True).install()
@@ -201,9 +201,7 @@ class TorchTest(unittest.TestCase):
             with self.assertRaises(RuntimeError):
                 model(torch.ones(2, 4)).sum().backward()
             self.assertGreater(sf._grads_ready, 0)  # some gradients were ready
-            out = subprocess.run([CLI, "segment", seg, "--json"], check=True,
-                                 capture_output=True, text=True)
-            self.assertEqual(json.loads(out.stdout)["slots"][0]["open"]["stage"], "backward")
+            self.assertEqual(open_stage(seg), "backward")
         finally:
             sf.uninstall()
             dist.destroy_process_group()
@@ -213,13 +211,10 @@ class TorchTest(unittest.TestCase):
         # on the first layer sleeps 20 ms inside backward: that is local work, so it must land
         # in `backward`, and `grad_sync` (the all-reduce wait after the last gradient) stays
         # short.
-        import socket
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
         sf = sft.Instrumentation(job_id="gr", rank=0, local_rank=0, world_size=1,
                                  local_world_size=1, shm_dir=d, quiet=True)
