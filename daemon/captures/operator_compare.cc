@@ -294,10 +294,9 @@ class FindingCollector {
   }
 
   // The time went in the gap before `at` (`gap`: how much later than the references it started
-  // after its predecessor's end). Between two
-  // operators of one traced function, that is the function's own time (what a profiler calls
-  // self time): the function is the culprit. Between operators with no traced function
-  // around them, the gap is a dependency edge.
+  // after its predecessor's end). Between two operators of one traced function, that is the
+  // function's own time (what a profiler calls self time): the function is the culprit. Between
+  // operators with no traced function around them, the gap is a dependency edge.
   std::string AddGap(const std::string& at, const PathStats& cur, double gap) {
     const std::string holder = ParentOf(at);
     const bool own = !holder.empty() && holder == ParentOf(cur.predecessor);
