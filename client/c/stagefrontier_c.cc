@@ -141,6 +141,9 @@ void sf_end_step(sf_client* client) {
 void sf_note_uncaught_exception(sf_client* client) {
   if (client != nullptr) client->impl->NoteUncaughtException();
 }
+void sf_note_collective_exception(sf_client* client) {
+  if (client != nullptr) client->impl->NoteUncaughtException(/*in_collective=*/true);
+}
 
 int sf_client_enabled(const sf_client* client) {
   return client != nullptr && client->impl->enabled() ? 1 : 0;

@@ -154,6 +154,10 @@ void sf_end_step(sf_client* client);
 /* The trainer is ending on an error mid-step: call before exiting (abort, exit(1)), so that the
    coordinator reads this rank as gone where its open stage says, not as finished. */
 void sf_note_uncaught_exception(sf_client* client);
+/* The same, when the error is a collective's (the communication library's: a peer gone, an NCCL
+   or Gloo failure): the rank raised waiting on its peers, so a hang verdict counts it among that
+   collective's victims rather than naming it the cause. */
+void sf_note_collective_exception(sf_client* client);
 
 /* 1 if recording, 0 if disabled (or client is NULL). */
 int sf_client_enabled(const sf_client* client);

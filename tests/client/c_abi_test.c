@@ -71,8 +71,10 @@ static int request_dump(const char* segment_path, uint32_t local_rank, uint64_t 
   return raise(SIGUSR2);
 }
 
-/* The rank layout of a slot (segment-format.md: four u16 at slot offset 56). */
-static int read_layout(const char* segment_path, uint32_t local_rank, uint16_t out[4]) {
+/* `n` bytes at offset `at` of a slot (segment-format.md: slot at slots_offset + local_rank *
+ * slot_bytes). */
+static int read_slot(const char* segment_path, uint32_t local_rank, size_t at, void* out,
+                     size_t n) {
   const int fd = open(segment_path, O_RDONLY);
   if (fd < 0) return -1;
   struct stat st;
@@ -83,9 +85,22 @@ static int read_layout(const char* segment_path, uint32_t local_rank, uint16_t o
   uint64_t slots_offset, slot_bytes;
   memcpy(&slots_offset, base + 128, sizeof slots_offset);
   memcpy(&slot_bytes, base + 40, sizeof slot_bytes);
-  memcpy(out, base + slots_offset + local_rank * slot_bytes + 56, 4 * sizeof(uint16_t));
+  memcpy(out, base + slots_offset + local_rank * slot_bytes + at, n);
   munmap(base, (size_t)st.st_size);
   return 0;
+}
+
+/* The rank layout of a slot (four u16 at slot offset 56). */
+static int read_layout(const char* segment_path, uint32_t local_rank, uint16_t out[4]) {
+  return read_slot(segment_path, local_rank, 56, out, 4 * sizeof(uint16_t));
+}
+
+/* Why the slot's owner said it ended (u32 at slot offset 1656; segment-format.md "Exit
+ * reason"). */
+static uint32_t read_exit_reason(const char* segment_path, uint32_t local_rank) {
+  uint32_t reason = 99;
+  if (read_slot(segment_path, local_rank, 1656, &reason, sizeof reason) != 0) return 98;
+  return reason;
 }
 
 /* The file's content once it exists (polled up to 5 s), or "". */
@@ -289,11 +304,35 @@ int main(void) {
     sf_client_destroy(c);
   }
 
+  /* An uncaught exception is said in the slot (1), a collective's as such (2); a claim clears
+   * it. */
+  {
+    char seg[512];
+    snprintf(seg, sizeof seg, "%s/stagefrontier.cabi4.seg", tmp ? tmp : "/tmp");
+    sf_client_options eo;
+    sf_client_options_init(&eo);
+    eo.job_id = "cabi4";
+    eo.quiet = 1;
+    EXPECT(sf_client_create(&eo, stages, 2, &c, err, sizeof err) == SF_OK);
+    EXPECT(read_exit_reason(seg, 0) == 0);
+    sf_note_uncaught_exception(c);
+    EXPECT(read_exit_reason(seg, 0) == 1);
+    sf_client_destroy(c);
+    EXPECT(read_exit_reason(seg, 0) == 1); /* kept past the release, for the sidecar */
+    EXPECT(sf_client_create(&eo, stages, 2, &c, err, sizeof err) == SF_OK);
+    EXPECT(read_exit_reason(seg, 0) == 0);
+    sf_note_collective_exception(c);
+    EXPECT(read_exit_reason(seg, 0) == 2);
+    sf_client_destroy(c);
+    EXPECT(read_exit_reason(seg, 0) == 2);
+  }
+
   /* A NULL handle is always safe. */
   sf_begin_step(NULL);
   sf_enter(NULL, 0);
   sf_end_step(NULL);
   sf_note_uncaught_exception(NULL);
+  sf_note_collective_exception(NULL);
   sf_client_destroy(NULL);
   EXPECT(sf_stage_id(NULL, "a") == -1);
   EXPECT(sf_client_get_stats(NULL, &st) == SF_ERR_INVALID_ARGUMENT);

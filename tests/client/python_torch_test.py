@@ -244,6 +244,68 @@ class TorchTest(unittest.TestCase):
                                     world_size=1, local_world_size=1, shm_dir=d, quiet=True)
         self.assertIn(("backward", "mixed"), plain.stages)
 
+    def test_grad_sync_shown_live_with_unused_parameters_and_two_models(self):
+        """The live grad_sync (a stall verdict's "waiting in the all-reduce") must come once
+        the gradients of *this* backward are all ready: with a parameter DDP finds unused (no
+        accumulator runs for it) and with a second DDP model that this backward does not touch.
+        (It fails before the fix: every DDP model's every parameter was awaited, so grad_sync
+        was never shown in either case.)"""
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        class Unused(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.used = torch.nn.Linear(4, 1)
+                self.unused = torch.nn.Linear(4, 1)
+
+            def forward(self, x):
+                return self.used(x)
+
+        class Shown:  # the client, recording what it is asked to show open
+            def __init__(self, client):
+                self.client, self.shown = client, []
+
+            def show_open(self, stage, t_ns):
+                self.shown.append(stage)
+                return self.client.show_open(stage, t_ns)
+
+            def __getattr__(self, name):
+                return getattr(self.client, name)
+
+        port = free_port()
+        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        sf = sft.Instrumentation(job_id="gu", rank=0, local_rank=0, world_size=1,
+                                 local_world_size=1, shm_dir=d, quiet=True).install()
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0,
+                                world_size=1)
+        try:
+            model = DDP(Unused(), find_unused_parameters=True)
+            other = DDP(torch.nn.Linear(4, 1))  # built, not used in these steps
+            recorder = Shown(sf._client)
+            sf._client = recorder
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            shown = []
+            for _ in range(3):
+                opt.zero_grad()
+                model(torch.ones(2, 4)).sum().backward()
+                opt.step()
+                shown.append(recorder.shown.count("grad_sync"))
+                recorder.shown.clear()
+            # The first backward cannot know the unused parameter goes without a gradient
+            # (shown none, as before); from the second on, its 2 gradients are all.
+            self.assertEqual(shown, [0, 1, 1])
+            self.assertEqual(sf._grads_expected(id(model)), 2)
+            self.assertEqual(sf._grads_expected(id(other)), 2)  # its parameters, never seen
+            # Now only `other`: its gradients are all of this backward, at once.
+            other_opt = torch.optim.SGD(other.parameters(), lr=0.01)
+            other(torch.ones(2, 4)).sum().backward()
+            other_opt.step()
+            self.assertEqual(recorder.shown.count("grad_sync"), 1)
+        finally:
+            sf.uninstall()
+            dist.destroy_process_group()
+
     def test_explicit_api_and_custom_stage(self):
         d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
         sf = sft.Instrumentation(extra_stages=[("eval", "compute")], job_id="ex", rank=0,

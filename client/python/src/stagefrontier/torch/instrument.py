@@ -204,11 +204,16 @@ class Instrumentation:
             grad_ready = os.environ.get("STAGEFRONTIER_TORCH_GRAD_READY", "1") == "1"
         self.grad_ready = grad_ready and not comm_hook
         self.grad_ready_ns = None  # the last gradient accumulated in this backward
-        # Gradients DDP waits for, and how many this backward has accumulated: when all are,
-        # local work is done and the rank waits for the all-reduce (shown live as grad_sync,
-        # so that a stall verdict tells a rank stuck in backward from ranks waiting there).
-        self._grad_params = 0
-        self._grads_ready = 0
+        # Gradients each DDP model delivers in a backward, and how many this backward has
+        # accumulated: when every model that ran forward since the last backward has all of
+        # its gradients, local work is done and the rank waits for the all-reduce (shown live
+        # as grad_sync, so that a stall verdict tells a rank stuck in backward from ranks
+        # waiting there). Keyed by id(ddp); see _all_grads_ready.
+        self._grad_params = {}  # every parameter that requires a gradient
+        self._grad_counts = {}  # gradients seen in the last completed backwards (at most 8)
+        self._grads_seen = {}  # in this backward
+        self._forwarded = set()  # models whose forward ran since the last backward
+        self._grads_ready = 0  # in this backward, all models together
         # Also emit each stage as a torch.profiler range "stagefrontier:<stage>", so that a
         # profiler trace can be reduced to the same stages (`stagefrontier reduce-trace`).
         if annotate is None:
@@ -531,6 +536,7 @@ class Instrumentation:
 
         def make_forward(orig):
             def forward(module, *args, **kwargs):
+                sf._forwarded.add(id(module))
                 if sf._forward_depth > 0:
                     return orig(module, *args, **kwargs)
                 sf._forward_depth += 1
@@ -579,6 +585,7 @@ class Instrumentation:
                 launches_before = len(sf.bucket_launch_ns)
                 sf.grad_ready_ns = None
                 sf._grads_ready = 0
+                sf._grads_seen.clear()
                 # On an exception: whether the process group raised it. Not the exception
                 # itself: kept in this frame, its traceback would hold the frame (and the
                 # autograd graph) in a cycle.
@@ -603,7 +610,7 @@ class Instrumentation:
                         local_end = min(sf.grad_ready_ns, end)
                     else:
                         local_end = end
-                    all_ready = 0 < sf._grad_params <= sf._grads_ready
+                    all_ready = sf._all_grads_ready()
                     if collective is None:
                         sf.mark("backward", local_end)
                         sf.mark("grad_sync", end)
@@ -613,6 +620,7 @@ class Instrumentation:
                         # gradient hook that raises after some gradients were ready is
                         # local work: backward stays open.
                         sf.mark("backward", local_end)
+                    sf._end_grad_counts(learn=collective is None)
 
             return backward
 
@@ -648,12 +656,16 @@ class Instrumentation:
         (which launches the buckets): the last to run marks the end of local backward work."""
         sf = self
 
+        key = id(ddp)
+
         def ready(*_):
             now = time.monotonic_ns()
             sf.grad_ready_ns = now
             sf._grads_ready += 1
-            if sf._grads_ready == sf._grad_params and sf._client is not None:
-                sf._client.show_open("grad_sync", now)
+            sf._grads_seen[key] = sf._grads_seen.get(key, 0) + 1
+            if sf._grads_seen[key] == sf._grads_expected(key) and sf._all_grads_ready():
+                if sf._client is not None:
+                    sf._client.show_open("grad_sync", now)
 
         try:
             accumulators = []
@@ -663,10 +675,37 @@ class Instrumentation:
                     acc.register_hook(ready)
                     accumulators.append(acc)  # the hooks live as long as their nodes
             ddp._stagefrontier_accumulators = accumulators
-            sf._grad_params += len(accumulators)
+            sf._grad_params[key] = len(accumulators)
         except Exception as e:
             _warn(f"cannot see when gradients are ready ({e}); backward then holds the "
                   "all-reduce wait and grad_sync is measured as zero")
+
+    def _grads_expected(self, key):
+        """Gradients model `key` delivers in a backward: its parameters at first, then the
+        most it delivered in its last 32 completed backwards. Fewer than its parameters when some
+        go unused (find_unused_parameters: DDP marks those ready itself, no accumulator runs).
+        The most, not the last, so that a backward of a varying graph never shows grad_sync
+        before its local work is done (it then shows none, as without the hooks)."""
+        counts = self._grad_counts.get(key)
+        return max(counts) if counts else self._grad_params.get(key, 0)
+
+    def _all_grads_ready(self):
+        """Whether every DDP model in this backward (those whose forward ran since the last
+        backward; all of them if none did) has delivered its gradients."""
+        keys = [k for k in self._forwarded if k in self._grad_params] or list(self._grad_params)
+        return bool(keys) and all(
+            0 < self._grads_expected(k) <= self._grads_seen.get(k, 0) for k in keys)
+
+    def _end_grad_counts(self, learn):
+        """A backward ended; when it returned (learn), remember how many gradients each model
+        in it delivered."""
+        import collections
+
+        for key in self._forwarded if learn else ():
+            seen = self._grads_seen.get(key, 0)
+            if seen > 0 and key in self._grad_params:
+                self._grad_counts.setdefault(key, collections.deque(maxlen=32)).append(seen)
+        self._forwarded.clear()
 
     def _register_comm_hook(self, ddp):
         import torch.distributed as dist
