@@ -94,11 +94,33 @@ StallDecision Stuck(const StallInputs& in, std::vector<int32_t> stuck,
   return d;
 }
 
+// "; 2 ranks wait in grad_sync of step 150", or where each waits when they wait in different
+// places (DDP's buffer broadcast at the start of forward holds the authoritative rank while the
+// others went on to the gradient all-reduce): "; 2 ranks wait: 1 in buffer_sync of step 101,
+// 1 in grad_sync of step 101".
 std::string WaitingTail(const StallInputs& in, const std::vector<int32_t>& waiting) {
   if (waiting.empty()) return "";
-  const RankPosition& w = in.ranks[waiting[0]];
-  return absl::StrCat("; ", waiting.size(), waiting.size() == 1 ? " rank waits" : " ranks wait",
-                      " in ", Where(in.schema, w));
+  std::vector<std::pair<std::string, int>> places;  // in order of the first rank there
+  for (int32_t r : waiting) {
+    std::string where = Where(in.schema, in.ranks[r]);
+    auto it =
+        std::find_if(places.begin(), places.end(), [&](const auto& p) { return p.first == where; });
+    if (it == places.end()) {
+      places.emplace_back(std::move(where), 1);
+    } else {
+      ++it->second;
+    }
+  }
+  const std::string count =
+      absl::StrCat("; ", waiting.size(), waiting.size() == 1 ? " rank waits" : " ranks wait");
+  if (places.size() == 1) return absl::StrCat(count, " in ", places[0].first);
+  constexpr size_t kPlacesInText = 3;
+  std::vector<std::string> shown;
+  for (size_t i = 0; i < std::min(places.size(), kPlacesInText); ++i) {
+    shown.push_back(absl::StrCat(places[i].second, " in ", places[i].first));
+  }
+  if (places.size() > kPlacesInText) shown.push_back("...");
+  return absl::StrCat(count, ": ", absl::StrJoin(shown, ", "));
 }
 
 StallDecision Dead(const StallInputs& in, const Census& c) {

@@ -306,6 +306,59 @@ class TorchTest(unittest.TestCase):
             sf.uninstall()
             dist.destroy_process_group()
 
+    def test_ddp_buffer_broadcast_wait_is_buffer_sync(self):
+        """A model with BatchNorm: DDP broadcasts its buffers from rank 0 at the start of every
+        forward, so a rank whose peer is late waits there. That wait must be the sync stage
+        buffer_sync, not forward (a compute stage: the engine would take it for this rank's
+        own slow work). Two real Gloo ranks; rank 0 (the peer) sleeps 150 ms before each
+        forward. (It fails before the change: no buffer_sync, forward held the wait.)"""
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        port = free_port()
+        peer = subprocess.Popen([sys.executable, "-c", (
+            "import time, torch, torch.distributed as dist\n"
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            f"dist.init_process_group('gloo', init_method='tcp://127.0.0.1:{port}', rank=0, "
+            "world_size=2)\n"
+            "torch.manual_seed(0)\n"
+            "m = DDP(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8)))\n"
+            "opt = torch.optim.SGD(m.parameters(), lr=0.01)\n"
+            "for _ in range(4):\n"
+            "    time.sleep(0.15)\n"
+            "    m(torch.ones(2, 4)).sum().backward(); opt.step()\n"
+            "dist.destroy_process_group()\n")])
+        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        sf = sft.Instrumentation(job_id="bn", rank=1, local_rank=0, world_size=2,
+                                 local_world_size=1, shm_dir=d, quiet=True).install()
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=1,
+                                world_size=2)
+        try:
+            torch.manual_seed(0)
+            model = DDP(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8)))
+            self.assertEqual([n for n, _ in sf.stages], ["data", "buffer_sync", "forward",
+                                                         "backward", "grad_sync", "optimizer"])
+            self.assertIn(("buffer_sync", "sync"), sf.stages)
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            for _ in range(4):
+                model(torch.ones(2, 4)).sum().backward()
+                opt.step()
+            self.assertEqual(peer.wait(timeout=60), 0)
+        finally:
+            sf.uninstall()
+            peer.kill()
+            dist.destroy_process_group()
+        records = drain(d, "bn")
+        self.assertEqual(len(records), 4)
+        for r in records[1:]:  # the first step also waits for the peer's start
+            b = r["boundaries_ns"]  # start, data, buffer_sync, forward, backward, ...
+            self.assertGreater(b[2] - b[1], 100_000_000, b)  # the wait for rank 0
+            self.assertLess(b[3] - b[2], 50_000_000, b)  # forward: the module's own work
+        # A model without buffers keeps the default stages.
+        plain = sft.Instrumentation(job_id="bn2", rank=0, local_rank=0, world_size=1,
+                                    local_world_size=1, shm_dir=d, quiet=True)
+        self.assertNotIn("buffer_sync", plain.names)
+
     def test_explicit_api_and_custom_stage(self):
         d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
         sf = sft.Instrumentation(extra_stages=[("eval", "compute")], job_id="ex", rank=0,

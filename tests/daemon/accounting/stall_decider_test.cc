@@ -60,6 +60,26 @@ TEST_CASE("a rank in a compute stage while the others wait in the sync stage is 
         "step 150");
 }
 
+TEST_CASE("ranks waiting in different places are each counted where they wait") {
+  // DDP's buffer broadcast: rank 1 (the authoritative rank) waits at the start of step 101's
+  // forward for rank 0, stuck in its optimizer; rank 2 went on to the all-reduce. The text said
+  // "2 ranks wait in other_sync of step 101" before, where the first of them was.
+  const StallDecision d = Decide({At(100, 5, 20 * kS), At(101, 4), At(101, 3)});
+  CHECK(d.kind == StallKind::kHung);
+  CHECK(Named(d, "stuck") == std::vector<int32_t>{0});
+  CHECK(d.text ==
+        "rank 0 stuck in optimizer of step 100 for 20.0 s; 2 ranks wait: 1 in other_sync of "
+        "step 101, 1 in grad_sync of step 101");
+  // Past three places the rest is elided.
+  const StageSchema four = *StageSchema::Parse("work:compute,a:sync,b:sync,c:sync,d:sync");
+  const std::vector<RankPosition> ranks = {At(100, 0, 20 * kS), At(100, 1), At(100, 2),
+                                           At(100, 3),          At(100, 4), At(100, 1)};
+  const StallDecision many = DecideStall({four, ranks, 12 * kS, 5 * kS, 60 * kS});
+  CHECK(many.text ==
+        "rank 0 stuck in work of step 100 for 20.0 s; 5 ranks wait: 2 in a of step "
+        "100, 1 in b of step 100, 1 in c of step 100, ...");
+}
+
 TEST_CASE("a rank stuck in its data loader, between steps, or at an earlier step is hung") {
   CHECK(Named(Decide({At(150, 3), At(151, 0, 30 * kS), At(150, 3)}), "stuck") ==
         std::vector<int32_t>{1});

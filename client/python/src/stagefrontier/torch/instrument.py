@@ -4,6 +4,11 @@ Stages (schema order): data (io), forward (compute), backward (compute), grad_sy
 optimizer (compute).
 
 * data: each DataLoader iterator `__next__`.
+* buffer_sync (sync), only for a model with buffers (BatchNorm's running statistics) that DDP
+  broadcasts from rank 0 at the start of every forward: DDP's work before the module's forward,
+  i.e. the other ranks' wait for that broadcast. Added before forward when such a DDP is built
+  before the client is created (the default: the client waits for the first DDP) and the stages
+  are the default ones; otherwise the wait stays inside forward.
 * forward: `DistributedDataParallel.forward` (or the model passed to `instrument`).
 * backward: `Tensor.backward` / `torch.autograd.backward`, up to the moment the last gradient
   was ready for DDP's all-reduce: by default a hook after each parameter's gradient
@@ -219,6 +224,7 @@ class Instrumentation:
         if annotate is None:
             annotate = os.environ.get("STAGEFRONTIER_TORCH_ANNOTATE", "0") == "1"
         self.annotate = annotate
+        stages_given = stages
         if stages is None:
             # Without a way to see the end of local work, backward contains the all-reduce
             # wait: say so (mixed).
@@ -226,6 +232,14 @@ class Instrumentation:
                 (n, "mixed" if n == "backward" else k) for n, k in DEFAULT_STAGES]
         self.stages = list(stages) + list(extra_stages)
         self.names = {name for name, _ in self.stages}
+        # DDP broadcasts a model's buffers (BatchNorm's running statistics) from rank 0 at the
+        # start of every forward: a wait on the other ranks inside a compute stage. With the
+        # default stages and such a DDP seen before the client is created, the schema gains a
+        # sync stage `buffer_sync` before forward that holds DDP's work before the module's
+        # own forward (_forward_split).
+        self._auto_stages = stages_given is None
+        self._buffer_sync = False  # a DDP that broadcasts buffers was seen
+        self._buffer_sync_open = False  # in a DDP forward, before the module's forward ran
         # Profiler captures the coordinator asks for (capture.py). A script that runs its own
         # torch.profiler should turn them off (captures=False, STAGEFRONTIER_CAPTURES=0,
         # `--no-captures`): two profilers cannot run at once, and ours could be the one
@@ -292,6 +306,10 @@ class Instrumentation:
         it, so that what could not be inferred is seen on the coordinator too)."""
         self._pending = False
         self.layout_note = note
+        if self._auto_stages and self._buffer_sync and "buffer_sync" not in self.names:
+            at = [name for name, _ in self.stages].index("forward")
+            self.stages.insert(at, ("buffer_sync", "sync"))
+            self.names.add("buffer_sync")
         try:
             try:
                 self._client = _new_client(self.stages, layout, source, self._client_kwargs)
@@ -534,6 +552,8 @@ class Instrumentation:
 
         self._patch(dl._BaseDataLoaderIter, "__next__", make_next)
 
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
         def make_forward(orig):
             def forward(module, *args, **kwargs):
                 sf._forwarded.add(id(module))
@@ -541,6 +561,10 @@ class Instrumentation:
                     return orig(module, *args, **kwargs)
                 sf._forward_depth += 1
                 try:
+                    if "buffer_sync" in sf.names and sf._client is not None:
+                        if isinstance(module, DDP):
+                            return sf._forward_split(orig, module, args, kwargs)
+                        sf.mark("buffer_sync")  # not a DDP: nothing waited for
                     with sf.stage("forward"):
                         return orig(module, *args, **kwargs)
                 finally:
@@ -548,17 +572,30 @@ class Instrumentation:
 
             return forward
 
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
         self._patch(DDP, "forward", make_forward)
         if model is not None:
             self._remember_model(model)
-            if not isinstance(model, DDP):
+            if isinstance(model, DDP):
+                self._note_ddp(model)
+            else:
                 self._patch(type(model), "forward", make_forward)
+
+        def make_run_forward(orig):
+            def _run_ddp_forward(ddp, *args, **kwargs):
+                if sf._buffer_sync_open:  # DDP's broadcasts are done: the module's work begins
+                    sf._buffer_sync_open = False
+                    sf.mark("buffer_sync")
+                return orig(ddp, *args, **kwargs)
+
+            return _run_ddp_forward
+
+        if hasattr(DDP, "_run_ddp_forward"):
+            self._patch(DDP, "_run_ddp_forward", make_run_forward)
 
         def make_ddp_init(orig):
             def __init__(ddp, *args, **kwargs):
                 orig(ddp, *args, **kwargs)
+                sf._note_ddp(ddp)
                 try:
                     sf._on_ddp(ddp)
                 except Exception as e:  # never stop training for the layout
@@ -679,6 +716,41 @@ class Instrumentation:
         except Exception as e:
             _warn(f"cannot see when gradients are ready ({e}); backward then holds the "
                   "all-reduce wait and grad_sync is measured as zero")
+
+    def _note_ddp(self, ddp):
+        """Whether `ddp` broadcasts buffers in its forward (the schema's buffer_sync, when the
+        client is still to be created). Needs DDP's _run_ddp_forward (torch >= 1.12) to tell
+        where its own work before the module's forward ends."""
+        try:
+            if (getattr(ddp, "broadcast_buffers", False)
+                    and hasattr(type(ddp), "_run_ddp_forward")
+                    and next(iter(ddp.module.buffers()), None) is not None):
+                self._buffer_sync = True
+        except Exception:  # never stop training for the schema
+            pass
+
+    def _forward_split(self, orig, ddp, args, kwargs):
+        """A DDP forward when the schema has buffer_sync: DDP's own work before the module's
+        forward (the buffer broadcast, at its second step the bucket order's) is buffer_sync,
+        shown open live, so that a rank waiting there at a hang reads as waiting; the module's
+        forward is forward. An exception leaves open the stage it raised in."""
+        self.begin()
+        self._client.show_open("buffer_sync", time.monotonic_ns())
+        self._buffer_sync_open = True
+        try:
+            if self.annotating():
+                with _profiler_range("forward"):
+                    out = orig(ddp, *args, **kwargs)
+            else:
+                out = orig(ddp, *args, **kwargs)
+        except BaseException:
+            self._buffer_sync_open = False
+            raise
+        if self._buffer_sync_open:  # the module's forward did not run through DDP's path
+            self._buffer_sync_open = False
+            self.mark("buffer_sync")
+        self.mark("forward")
+        return out
 
     def _grads_expected(self, key):
         """Gradients model `key` delivers in a backward: its parameters at first, then the
