@@ -55,6 +55,19 @@ def free_port():
         return s.getsockname()[1]
 
 
+def gloo_rank(job, rank=0, world=1, port=None):
+    """An installed Instrumentation of `job` (rank `rank` of `world`, its segment in a fresh
+    directory) and this process's Gloo group on 127.0.0.1:`port`. Returns (sf, directory)."""
+    import torch.distributed as dist
+
+    d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+    sf = sft.Instrumentation(job_id=job, rank=rank, local_rank=0, world_size=world,
+                             local_world_size=1, shm_dir=d, quiet=True).install()
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port or free_port()}",
+                            rank=rank, world_size=world)
+    return sf, d
+
+
 def open_stage(seg):
     """The stage the segment's first slot publishes as open (`stagefrontier segment`)."""
     out = subprocess.run([CLI, "segment", seg, "--json"], check=True, capture_output=True,
@@ -184,13 +197,8 @@ class TorchTest(unittest.TestCase):
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        port = free_port()
-        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
-        sf = sft.Instrumentation(job_id="hk", rank=0, local_rank=0, world_size=1,
-                                 local_world_size=1, shm_dir=d, quiet=True).install()
+        sf, d = gloo_rank("hk")
         seg = os.path.join(d, "stagefrontier.hk.seg")
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0,
-                                world_size=1)
         try:
             model = DDP(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 1)))
 
@@ -273,12 +281,7 @@ class TorchTest(unittest.TestCase):
             def __getattr__(self, name):
                 return getattr(self.client, name)
 
-        port = free_port()
-        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
-        sf = sft.Instrumentation(job_id="gu", rank=0, local_rank=0, world_size=1,
-                                 local_world_size=1, shm_dir=d, quiet=True).install()
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0,
-                                world_size=1)
+        sf, d = gloo_rank("gu")
         try:
             model = DDP(Unused(), find_unused_parameters=True)
             other = DDP(torch.nn.Linear(4, 1))  # built, not used in these steps
@@ -328,11 +331,7 @@ class TorchTest(unittest.TestCase):
             "    time.sleep(0.15)\n"
             "    m(torch.ones(2, 4)).sum().backward(); opt.step()\n"
             "dist.destroy_process_group()\n")])
-        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
-        sf = sft.Instrumentation(job_id="bn", rank=1, local_rank=0, world_size=2,
-                                 local_world_size=1, shm_dir=d, quiet=True).install()
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=1,
-                                world_size=2)
+        sf, d = gloo_rank("bn", rank=1, world=2, port=port)
         try:
             torch.manual_seed(0)
             model = DDP(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8)))
