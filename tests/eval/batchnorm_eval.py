@@ -66,8 +66,7 @@ def hang_row(stage, rank, work, port, timeout_s=90):
         except Exception:
             pass
         time.sleep(0.5)
-    for t in trainers:
-        t.kill()
+    h.stop(trainers)  # SIGTERM: torchrun ends its workers (the sleeping rank among them)
     h.stop(procs)
     logs.close()
     ranks = [(int(r["rank"]), r.get("stage", ""), r["role"]) for r in stall.get("ranks", [])]

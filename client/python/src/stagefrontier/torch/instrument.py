@@ -215,7 +215,7 @@ class Instrumentation:
         # as grad_sync, so that a stall verdict tells a rank stuck in backward from ranks
         # waiting there). Keyed by id(ddp); see _all_grads_ready.
         self._grad_params = {}  # every parameter that requires a gradient
-        self._grad_counts = {}  # gradients seen in the last completed backwards (at most 8)
+        self._grad_counts = {}  # gradients seen in the last completed backwards (at most 32)
         self._grads_seen = {}  # in this backward
         self._forwarded = set()  # models whose forward ran since the last backward
         self._grads_ready = 0  # in this backward, all models together
