@@ -218,7 +218,6 @@ class Instrumentation:
         self._grad_counts = {}  # gradients seen in the last completed backwards (at most 32)
         self._grads_seen = {}  # in this backward
         self._forwarded = set()  # models whose forward ran since the last backward
-        self._grads_ready = 0  # in this backward, all models together
         # Also emit each stage as a torch.profiler range "stagefrontier:<stage>", so that a
         # profiler trace can be reduced to the same stages (`stagefrontier reduce-trace`).
         if annotate is None:
@@ -621,7 +620,6 @@ class Instrumentation:
                 sf._backward_depth += 1
                 launches_before = len(sf.bucket_launch_ns)
                 sf.grad_ready_ns = None
-                sf._grads_ready = 0
                 sf._grads_seen.clear()
                 # On an exception: whether the process group raised it. Not the exception
                 # itself: kept in this frame, its traceback would hold the frame (and the
@@ -698,7 +696,6 @@ class Instrumentation:
         def ready(*_):
             now = time.monotonic_ns()
             sf.grad_ready_ns = now
-            sf._grads_ready += 1
             sf._grads_seen[key] = sf._grads_seen.get(key, 0) + 1
             if sf._grads_seen[key] == sf._grads_expected(key) and sf._all_grads_ready():
                 if sf._client is not None:
