@@ -55,14 +55,15 @@ def free_port():
         return s.getsockname()[1]
 
 
-def gloo_rank(job, rank=0, world=1, port=None):
+def gloo_rank(job, rank=0, world=1, port=None, annotate=None):
     """An installed Instrumentation of `job` (rank `rank` of `world`, its segment in a fresh
     directory) and this process's Gloo group on 127.0.0.1:`port`. Returns (sf, directory)."""
     import torch.distributed as dist
 
     d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
     sf = sft.Instrumentation(job_id=job, rank=rank, local_rank=0, world_size=world,
-                             local_world_size=1, shm_dir=d, quiet=True).install()
+                             local_world_size=1, shm_dir=d, quiet=True,
+                             annotate=annotate).install()
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port or free_port()}",
                             rank=rank, world_size=world)
     return sf, d
@@ -314,7 +315,9 @@ class TorchTest(unittest.TestCase):
         forward, so a rank whose peer is late waits there. That wait must be the sync stage
         buffer_sync, not forward (a compute stage: the engine would take it for this rank's
         own slow work). Two real Gloo ranks; rank 0 (the peer) sleeps 150 ms before each
-        forward. (It fails before the change: no buffer_sync, forward held the wait.)"""
+        forward. (It fails before the change: no buffer_sync, forward held the wait.) With
+        --annotate, the profiler's stage ranges split alike (they had "forward" hold the wait:
+        reduce-trace and the capture analysis put it in forward)."""
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -331,7 +334,7 @@ class TorchTest(unittest.TestCase):
             "    time.sleep(0.15)\n"
             "    m(torch.ones(2, 4)).sum().backward(); opt.step()\n"
             "dist.destroy_process_group()\n")])
-        sf, d = gloo_rank("bn", rank=1, world=2, port=port)
+        sf, d = gloo_rank("bn", rank=1, world=2, port=port, annotate=True)
         try:
             torch.manual_seed(0)
             model = DDP(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8)))
@@ -339,9 +342,10 @@ class TorchTest(unittest.TestCase):
                                                          "backward", "grad_sync", "optimizer"])
             self.assertIn(("buffer_sync", "sync"), sf.stages)
             opt = torch.optim.SGD(model.parameters(), lr=0.01)
-            for _ in range(4):
-                model(torch.ones(2, 4)).sum().backward()
-                opt.step()
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                for _ in range(4):
+                    model(torch.ones(2, 4)).sum().backward()
+                    opt.step()
             self.assertEqual(peer.wait(timeout=60), 0)
         finally:
             sf.uninstall()
@@ -353,6 +357,16 @@ class TorchTest(unittest.TestCase):
             b = r["boundaries_ns"]  # start, data, buffer_sync, forward, backward, ...
             self.assertGreater(b[2] - b[1], 100_000_000, b)  # the wait for rank 0
             self.assertLess(b[3] - b[2], 50_000_000, b)  # forward: the module's own work
+        ranges = {}  # the profiler's stage ranges, in microseconds
+        for e in prof.events():
+            if e.name.startswith("stagefrontier:"):
+                ranges.setdefault(e.name, []).append(e.time_range.end - e.time_range.start)
+        self.assertEqual(len(ranges.get("stagefrontier:buffer_sync", [])), 4, ranges)
+        self.assertEqual(len(ranges.get("stagefrontier:forward", [])), 4, ranges)
+        for waited in ranges["stagefrontier:buffer_sync"][1:]:
+            self.assertGreater(waited, 100_000, ranges)
+        for own in ranges["stagefrontier:forward"]:
+            self.assertLess(own, 50_000, ranges)
         # A model without buffers keeps the default stages.
         plain = sft.Instrumentation(job_id="bn2", rank=0, local_rank=0, world_size=1,
                                     local_world_size=1, shm_dir=d, quiet=True)

@@ -239,6 +239,7 @@ class Instrumentation:
         self._auto_stages = stages_given is None
         self._buffer_sync = False  # a DDP that broadcasts buffers was seen
         self._buffer_sync_open = False  # in a DDP forward, before the module's forward ran
+        self._buffer_sync_range = None  # its profiler range, when annotating
         # Profiler captures the coordinator asks for (capture.py). A script that runs its own
         # torch.profiler should turn them off (captures=False, STAGEFRONTIER_CAPTURES=0,
         # `--no-captures`): two profilers cannot run at once, and ours could be the one
@@ -584,6 +585,10 @@ class Instrumentation:
                 if sf._buffer_sync_open:  # DDP's broadcasts are done: the module's work begins
                     sf._buffer_sync_open = False
                     sf.mark("buffer_sync")
+                    sf._end_buffer_sync_range()
+                    if sf.annotating():
+                        with _profiler_range("forward"):
+                            return orig(ddp, *args, **kwargs)
                 return orig(ddp, *args, **kwargs)
 
             return _run_ddp_forward
@@ -734,20 +739,29 @@ class Instrumentation:
         self.begin()
         self._client.show_open("buffer_sync", time.monotonic_ns())
         self._buffer_sync_open = True
+        if self.annotating():  # the profiler's ranges split where the stages do
+            self._buffer_sync_range = _profiler_range("buffer_sync")
+            self._buffer_sync_range.__enter__()
         try:
-            if self.annotating():
-                with _profiler_range("forward"):
-                    out = orig(ddp, *args, **kwargs)
-            else:
-                out = orig(ddp, *args, **kwargs)
+            out = orig(ddp, *args, **kwargs)
         except BaseException:
             self._buffer_sync_open = False
+            self._end_buffer_sync_range()
             raise
         if self._buffer_sync_open:  # the module's forward did not run through DDP's path
             self._buffer_sync_open = False
             self.mark("buffer_sync")
+            self._end_buffer_sync_range()
         self.mark("forward")
         return out
+
+    def _end_buffer_sync_range(self):
+        """Ends the profiler range "buffer_sync" of _forward_split, if open. It ends inside
+        DDP's own "DistributedDataParallel.forward" range, which began after it: the trace's
+        stage ranges then end where the stub's stages do."""
+        r, self._buffer_sync_range = self._buffer_sync_range, None
+        if r is not None:
+            r.__exit__(None, None, None)
 
     def _grads_expected(self, key):
         """Gradients model `key` delivers in a backward: its parameters at first, then the
