@@ -76,6 +76,20 @@ def open_stage(seg):
     return json.loads(out.stdout)["slots"][0]["open"]["stage"]
 
 
+class Shown:
+    """A stub's client, recording the stages it is asked to show open."""
+
+    def __init__(self, client):
+        self.client, self.shown = client, []
+
+    def show_open(self, stage, t_ns):
+        self.shown.append(stage)
+        return self.client.show_open(stage, t_ns)
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+
 class TorchTest(unittest.TestCase):
     def test_plain_loop_becomes_stages(self):
         d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
@@ -271,17 +285,6 @@ class TorchTest(unittest.TestCase):
             def forward(self, x):
                 return self.used(x)
 
-        class Shown:  # the client, recording what it is asked to show open
-            def __init__(self, client):
-                self.client, self.shown = client, []
-
-            def show_open(self, stage, t_ns):
-                self.shown.append(stage)
-                return self.client.show_open(stage, t_ns)
-
-            def __getattr__(self, name):
-                return getattr(self.client, name)
-
         sf, d = gloo_rank("gu")
         try:
             model = DDP(Unused(), find_unused_parameters=True)
@@ -299,8 +302,8 @@ class TorchTest(unittest.TestCase):
             # The first backward cannot know the unused parameter goes without a gradient
             # (shown none, as before); from the second on, its 2 gradients are all.
             self.assertEqual(shown, [0, 1, 1])
-            self.assertEqual(sf._grads_expected(id(model)), 2)
-            self.assertEqual(sf._grads_expected(id(other)), 2)  # its parameters, never seen
+            self.assertEqual(sf._grads_expected(model._stagefrontier_key), 2)
+            self.assertEqual(sf._grads_expected(other._stagefrontier_key), 2)  # its parameters, never seen
             # Now only `other`: its gradients are all of this backward, at once.
             other_opt = torch.optim.SGD(other.parameters(), lr=0.01)
             other(torch.ones(2, 4)).sum().backward()
@@ -309,6 +312,129 @@ class TorchTest(unittest.TestCase):
         finally:
             sf.uninstall()
             dist.destroy_process_group()
+
+    def test_a_ddp_built_again_each_epoch_leaves_no_hooks_behind(self):
+        """Regression: a DDP's gradient hooks were never removed, and a DDP built again over
+        the same parameters (one per epoch) shares their accumulators: every gradient ran one
+        more hook per DDP ever built (and a new DDP given a freed one's id() counted both sets
+        as its own, showing grad_sync with half the gradients ready)."""
+        import gc
+
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        import torch.distributed as dist
+
+        sf, d = gloo_rank("re")
+        try:
+            inner = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 1))
+            opt = torch.optim.SGD(inner.parameters(), lr=0.01)
+            seen = []
+            model = None
+            for _ in range(5):
+                model = DDP(inner)  # built while the last one still lives, as in a loop
+                gc.collect()  # the last one is freed
+                for _ in range(2):
+                    opt.zero_grad()
+                    model(torch.ones(2, 4)).sum().backward()
+                    seen.append(sum(sf._grads_seen.values()))
+                    opt.step()
+            self.assertEqual(seen, [4] * 10)  # 2 weights, 2 biases: one hook each
+            self.assertLessEqual(len(sf._grad_params), 1)
+            self.assertEqual(sf.stats()["steps_recorded"], 10)
+        finally:
+            sf.uninstall()
+            dist.destroy_process_group()
+
+    def test_a_forward_without_grad_does_not_hold_back_grad_sync(self):
+        """Regression: a DDP forward under torch.no_grad (a GAN's generator, an EMA or
+        teacher model, an evaluation between steps) counted that model as awaited by the next
+        backward, which delivers none of its gradients: grad_sync was never shown live."""
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        import torch.distributed as dist
+
+        sf, d = gloo_rank("ng")
+        try:
+            gen = DDP(torch.nn.Linear(4, 4))
+            disc = DDP(torch.nn.Linear(4, 1))
+            recorder = Shown(sf._client)
+            sf._client = recorder
+            opt = torch.optim.SGD(disc.parameters(), lr=0.01)
+            for _ in range(3):
+                opt.zero_grad()
+                with torch.no_grad():
+                    fake = gen(torch.ones(2, 4))
+                disc(fake).sum().backward()
+                opt.step()
+            self.assertEqual(recorder.shown.count("grad_sync"), 3)
+        finally:
+            sf.uninstall()
+            dist.destroy_process_group()
+
+    def test_an_optimizer_step_is_one_step_wrapped_or_built_before_install(self):
+        """Regressions: an optimizer that delegates to another (ZeroRedundancyOptimizer, a
+        wrapper class) recorded two steps per step, the second nearly empty, and counted a
+        misuse; an optimizer built before install() never ended a step."""
+        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        model = torch.nn.Linear(4, 1)
+        early = torch.optim.Adagrad(model.parameters(), lr=0.01)  # before install
+        sf = sft.Instrumentation(job_id="op", rank=0, local_rank=0, world_size=1,
+                                 local_world_size=1, shm_dir=d, quiet=True).install()
+
+        class Wrapper(torch.optim.Optimizer):
+            def __init__(self, inner):
+                self.inner = inner
+                super().__init__(inner.param_groups[0]["params"], {})
+
+            def step(self, closure=None):
+                return self.inner.step(closure)
+
+        try:
+            wrapped = Wrapper(torch.optim.SGD(model.parameters(), lr=0.01))
+            for i, opt in enumerate((early, early, wrapped, wrapped)):
+                opt.zero_grad()
+                model(torch.ones(2, 4)).sum().backward()
+                opt.step()
+                self.assertEqual(sf.stats()["steps_recorded"], i + 1)
+            self.assertEqual(sf.stats()["misuse"], 0)
+        finally:
+            sf.uninstall()
+
+    def test_a_forward_recomputed_in_backward_stays_in_backward(self):
+        """Regression: activation checkpointing runs a forward again inside backward; when
+        its class was patched (install(model=nn.Sequential(...)) patches every nn.Sequential)
+        it entered forward there, and that part of backward counted in forward. The block
+        sleeps 30 ms per forward: forward holds one sleep, backward the recomputed one."""
+        from torch.utils.checkpoint import checkpoint
+
+        class Sleep(torch.nn.Module):
+            def forward(self, x):
+                time.sleep(0.03)
+                return x
+
+        class Checkpointed(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.block = torch.nn.Sequential(torch.nn.Linear(4, 8), Sleep(), torch.nn.Tanh())
+
+            def forward(self, x):
+                return checkpoint(self.block, x)
+
+        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        model = torch.nn.Sequential(Checkpointed(), torch.nn.Linear(8, 1))
+        sf = sft.Instrumentation(job_id="ck", rank=0, local_rank=0, world_size=1,
+                                 local_world_size=1, shm_dir=d, quiet=True).install(model=model)
+        try:
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            for _ in range(3):
+                opt.zero_grad()
+                model(torch.ones(2, 4, requires_grad=True)).sum().backward()
+                opt.step()
+            self.assertEqual(sf.stats()["steps_recorded"], 3)
+        finally:
+            sf.uninstall()
+        for r in drain(d, "ck"):
+            b = r["boundaries_ns"]  # start, data, forward, backward, grad_sync, optimizer
+            self.assertLess(b[2] - b[1], 45_000_000, b)  # one sleep, not two
+            self.assertGreaterEqual(b[3] - b[2], 30_000_000, b)  # the recomputed forward
 
     def test_ddp_buffer_broadcast_wait_is_buffer_sync(self):
         """A model with BatchNorm: DDP broadcasts its buffers from rank 0 at the start of every

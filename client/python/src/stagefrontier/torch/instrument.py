@@ -213,11 +213,16 @@ class Instrumentation:
         # accumulated: when every model that ran forward since the last backward has all of
         # its gradients, local work is done and the rank waits for the all-reduce (shown live
         # as grad_sync, so that a stall verdict tells a rank stuck in backward from ranks
-        # waiting there). Keyed by id(ddp); see _all_grads_ready.
+        # waiting there). Keyed by a number each DDP gets (ddp._stagefrontier_key; id() is
+        # reused once a model is freed); see _all_grads_ready.
         self._grad_params = {}  # every parameter that requires a gradient
         self._grad_counts = {}  # gradients seen in the last completed backwards (at most 32)
+        self._grad_most = {}  # the most of _grad_counts' (read at every gradient)
         self._grads_seen = {}  # in this backward
-        self._forwarded = set()  # models whose forward ran since the last backward
+        self._forwarded = set()  # models whose forward ran with grad since the last backward
+        self._grad_hooks = {}  # key -> the hooks' handles, removed when the DDP is freed
+        self._ddps_freed = []  # keys of DDPs freed since the last backward (weakref.finalize)
+        self._next_key = 0
         # Also emit each stage as a torch.profiler range "stagefrontier:<stage>", so that a
         # profiler trace can be reduced to the same stages (`stagefrontier reduce-trace`).
         if annotate is None:
@@ -258,6 +263,7 @@ class Instrumentation:
         self._probe_seq = 0
         self._forward_depth = 0
         self._backward_depth = 0
+        self._optimizer_depth = 0
         self._models = []  # weak references: the DDP models built and the model installed
         self._patches = []
         self._capture = None
@@ -517,6 +523,7 @@ class Instrumentation:
     def _remember_model(self, model):
         import weakref
 
+        self._models = [r for r in self._models if r() is not None]
         try:
             self._models.append(weakref.ref(model))
         except TypeError:  # not weakly referenceable: its modules are named by class only
@@ -556,8 +563,13 @@ class Instrumentation:
 
         def make_forward(orig):
             def forward(module, *args, **kwargs):
-                sf._forwarded.add(id(module))
-                if sf._forward_depth > 0:
+                # Recomputed in backward (activation checkpointing): part of backward.
+                if sf._backward_depth > 0:
+                    return orig(module, *args, **kwargs)
+                key = getattr(module, "_stagefrontier_key", None)
+                if key is not None and torch.is_grad_enabled():  # no_grad: no backward awaits it
+                    sf._forwarded.add(key)
+                if sf._forward_depth > 0:  # inside another model's forward: part of it
                     return orig(module, *args, **kwargs)
                 sf._forward_depth += 1
                 try:
@@ -626,6 +638,7 @@ class Instrumentation:
                 launches_before = len(sf.bucket_launch_ns)
                 sf.grad_ready_ns = None
                 sf._grads_seen.clear()
+                sf._forget_freed_ddps()
                 # On an exception: whether the process group raised it. Not the exception
                 # itself: kept in this frame, its traceback would hold the frame (and the
                 # autograd graph) in a cycle.
@@ -667,36 +680,55 @@ class Instrumentation:
         self._patch(torch.Tensor, "backward", make_backward)
         self._patch(torch.autograd, "backward", make_backward)
 
+        def make_step(step_orig):
+            def step(o, *a, **k):
+                # An optimizer that delegates to another (ZeroRedundancyOptimizer, a wrapper)
+                # is one step: only the outermost call is the stage.
+                if sf._optimizer_depth > 0:
+                    return step_orig(o, *a, **k)
+                sf._optimizer_depth += 1
+                try:
+                    # Not on an exception: the step stays open where it raised.
+                    with sf.stage("optimizer"):
+                        out = step_orig(o, *a, **k)
+                finally:
+                    sf._optimizer_depth -= 1
+                sf.step_boundary()
+                return out
+
+            return step
+
+        def patch_step(cls):
+            if not getattr(cls.step, "_stagefrontier", False):
+                sf._patch(cls, "step", make_step)
+
         def make_opt_init(orig):
             def __init__(opt, *args, **kwargs):
                 orig(opt, *args, **kwargs)
-                cls = type(opt)
-                if not getattr(cls.step, "_stagefrontier", False):
-
-                    def make_step(step_orig):
-                        def step(o, *a, **k):
-                            # Not on an exception: the step stays open where it raised.
-                            with sf.stage("optimizer"):
-                                out = step_orig(o, *a, **k)
-                            sf.step_boundary()
-                            return out
-
-                        return step
-
-                    sf._patch(cls, "step", make_step)
+                patch_step(type(opt))  # a class defined after install
 
             return __init__
 
         self._patch(torch.optim.Optimizer, "__init__", make_opt_init)
+        # And the classes already defined, for an optimizer built before install.
+        classes = list(torch.optim.Optimizer.__subclasses__())
+        while classes:
+            cls = classes.pop()
+            classes.extend(cls.__subclasses__())
+            if "step" in vars(cls):
+                patch_step(cls)
 
         return self
 
     def _register_grad_ready_hooks(self, ddp):
         """A post-hook on each parameter's gradient accumulator, registered after DDP's own
         (which launches the buckets): the last to run marks the end of local backward work."""
-        sf = self
+        import weakref
 
-        key = id(ddp)
+        sf = self
+        self._forget_freed_ddps()
+        key = self._next_key
+        self._next_key += 1
 
         def ready(*_):
             now = time.monotonic_ns()
@@ -707,14 +739,21 @@ class Instrumentation:
                     sf._client.show_open("grad_sync", now)
 
         try:
-            accumulators = []
+            accumulators, handles = [], []
             for p in ddp.module.parameters():
                 if p.requires_grad:
                     acc = p.expand_as(p).grad_fn.next_functions[0][0]
-                    acc.register_hook(ready)
+                    handles.append(acc.register_hook(ready))
                     accumulators.append(acc)  # the hooks live as long as their nodes
             ddp._stagefrontier_accumulators = accumulators
+            ddp._stagefrontier_key = key
             sf._grad_params[key] = len(accumulators)
+            sf._grad_hooks[key] = handles
+            # A DDP built again over the same parameters (one per epoch) shares their
+            # accumulators: the freed one's hooks must go, or every gradient runs one more
+            # hook per DDP ever built. Only noted here (the collector may run at any point of
+            # a backward); _forget_freed_ddps removes them between backwards.
+            weakref.finalize(ddp, sf._ddps_freed.append, key).atexit = False
         except Exception as e:
             _warn(f"cannot see when gradients are ready ({e}); backward then holds the "
                   "all-reduce wait and grad_sync is measured as zero")
@@ -739,10 +778,10 @@ class Instrumentation:
         self.begin()
         self._client.show_open("buffer_sync", time.monotonic_ns())
         self._buffer_sync_open = True
-        if self.annotating():  # the profiler's ranges split where the stages do
-            self._buffer_sync_range = _profiler_range("buffer_sync")
-            self._buffer_sync_range.__enter__()
         try:
+            if self.annotating():  # the profiler's ranges split where the stages do
+                self._buffer_sync_range = _profiler_range("buffer_sync")
+                self._buffer_sync_range.__enter__()
             out = orig(ddp, *args, **kwargs)
         except BaseException:
             self._buffer_sync_open = False
@@ -769,8 +808,8 @@ class Instrumentation:
         go unused (find_unused_parameters: DDP marks those ready itself, no accumulator runs).
         The most, not the last, so that a backward of a varying graph never shows grad_sync
         before its local work is done (it then shows none, as without the hooks)."""
-        counts = self._grad_counts.get(key)
-        return max(counts) if counts else self._grad_params.get(key, 0)
+        most = self._grad_most.get(key)
+        return most if most is not None else self._grad_params.get(key, 0)
 
     def _all_grads_ready(self):
         """Whether every DDP model in this backward (those whose forward ran since the last
@@ -787,8 +826,21 @@ class Instrumentation:
         for key in self._forwarded if learn else ():
             seen = self._grads_seen.get(key, 0)
             if seen > 0 and key in self._grad_params:
-                self._grad_counts.setdefault(key, collections.deque(maxlen=32)).append(seen)
+                counts = self._grad_counts.setdefault(key, collections.deque(maxlen=32))
+                counts.append(seen)
+                self._grad_most[key] = max(counts)
         self._forwarded.clear()
+        self._forget_freed_ddps()
+
+    def _forget_freed_ddps(self):
+        """Removes the gradient hooks and counts of the DDP models freed since last time."""
+        while self._ddps_freed:
+            key = self._ddps_freed.pop()
+            for handle in self._grad_hooks.pop(key, ()):
+                handle.remove()
+            for d in (self._grad_params, self._grad_counts, self._grad_most, self._grads_seen):
+                d.pop(key, None)
+            self._forwarded.discard(key)
 
     def _register_comm_hook(self, ddp):
         import torch.distributed as dist
