@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -201,6 +202,7 @@ void Client::Attach(bool quiet) {
   }
   segment_ = *std::move(seg);
   slot_ = &segment_->view().slot(local_rank);
+  owner_pid_ = static_cast<uint32_t>(getpid());
   writer_ = shm::RingWriter(segment_->view(), local_rank);
   open_ = shm::OpenStageWriter(slot_);
   enabled_ = true;
@@ -213,9 +215,14 @@ void Client::BeginStep(int64_t step) noexcept {
   ++stats_.steps_begun;
   current_step_ = step;
   next_step_ = step + 1;
-  if (enabled_ && !InForkedChild() && shm::PollControl(*slot_, &control_seq_, &control_)) {
-    ++stats_.control_updates;
-    OnSelfTestRequest();
+  if (enabled_ && !InForkedChild()) {
+    // A long first step (compiling) or a checkpoint between steps must not read as a silent
+    // owner to a claimer in another PID namespace.
+    slot_->heartbeat_ns.store(t, std::memory_order_relaxed);
+    if (shm::PollControl(*slot_, &control_seq_, &control_)) {
+      ++stats_.control_updates;
+      OnSelfTestRequest();
+    }
   }
   // A forked child's copy neither starts nor ends the parent's captures.
   if (capture_handler_ && enabled_ && !InForkedChild()) CaptureAtBeginStep(step);
@@ -240,6 +247,14 @@ void Client::EndStep() noexcept {
   if (enabled_ && segment_->lost()) {
     // Someone truncated the segment file: our pages are private zeros now (mapping_guard.h).
     Disable(absl::StrCat("segment ", segment_->path(), " was truncated while in use"),
+            /*quiet=*/false);
+  }
+  if (enabled_ && !InForkedChild() &&
+      slot_->owner_pid.load(std::memory_order_relaxed) != owner_pid_) {
+    // Another process took the slot over (it judged this one silent): two writers on one
+    // ring would corrupt both; the slot is theirs.
+    Disable(absl::StrCat("local rank ", identity_.local_rank, "'s slot was taken over by pid ",
+                         slot_->owner_pid.load(std::memory_order_relaxed)),
             /*quiet=*/false);
   }
   if (!enabled_ || InForkedChild()) {
@@ -287,6 +302,10 @@ void Client::OnSelfTestRequest() noexcept {
   if (!allow_selftest_) {
     answer = shm::v1::kSelfTestNotAllowed;
   } else if (c.selftest_stage >= schema_.size() || c.selftest_delay_us > kMaxSelfTestDelayUs ||
+             // Step numbers in range first: the sidecar's bytes, whose difference could
+             // overflow past the cap.
+             !shm::ValidStepNumber(c.selftest_first_step) ||
+             !shm::ValidStepNumber(c.selftest_last_step) ||
              c.selftest_last_step - c.selftest_first_step >= kMaxSelfTestSteps) {
     answer = shm::v1::kSelfTestBadRequest;
   }

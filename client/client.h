@@ -280,7 +280,10 @@ class Client {
   // At the end of stage k: sleeps the self-test delay if this step still owes it to k and
   // returns it in ns; else 0 (one branch: the steady state pays nothing more).
   int64_t SelfTestDelayAtEndOf(StageId k) noexcept {
-    return selftest_pending_ && k == selftest_.stage ? InjectSelfTestDelay() : 0;
+    // Not in a child forked mid-step (a DataLoader worker): the delay and its count are the
+    // parent's.
+    return selftest_pending_ && k == selftest_.stage && !InForkedChild() ? InjectSelfTestDelay()
+                                                                         : 0;
   }
   // Sleeps the self-test delay (this step's stage end); returns the delay in ns.
   int64_t InjectSelfTestDelay() noexcept;
@@ -298,6 +301,7 @@ class Client {
   StepRecorder recorder_;
   std::unique_ptr<shm::MappedSegment> segment_;
   shm::v1::SlotHeader* slot_ = nullptr;
+  uint32_t owner_pid_ = 0;  // this process, as the slot's owner_pid says while it owns it
   shm::RingWriter writer_;
   shm::OpenStageWriter open_;
   bool enabled_ = false;

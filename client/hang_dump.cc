@@ -283,7 +283,9 @@ void HangDumper::Run() noexcept {
     pollfd p[2] = {{read_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
     if (poll(p, 2, -1) < 0) {
       if (errno == EINTR) continue;
-      Fail(absl::StrCat("poll: ", std::strerror(errno)));
+      char what[160];  // no allocation here: Run may not throw
+      std::snprintf(what, sizeof(what), "poll: %s", std::strerror(errno));
+      Fail(what);
       return;
     }
     if (p[1].revents != 0) return;
@@ -301,7 +303,7 @@ void HangDumper::Run() noexcept {
   }
 }
 
-bool HangDumper::Collect(std::string* text, uint64_t* truncated) noexcept {
+bool HangDumper::Collect(std::string* text, uint64_t* truncated) {
   const int64_t start = shm::MonotonicNowNs();
   bool eof = false;
   char buf[65536];
@@ -333,7 +335,7 @@ bool HangDumper::Collect(std::string* text, uint64_t* truncated) noexcept {
   return !(eof && text->empty());
 }
 
-void HangDumper::Handle(const std::string& text, uint64_t truncated) noexcept {
+void HangDumper::Handle(const std::string& text, uint64_t truncated) {
   shm::v1::SlotHeader& slot = *context_.slot;
   const uint64_t id = slot.dump_request_id.load(std::memory_order_acquire);
   const uint64_t answered = slot.dump_answered_id.load(std::memory_order_acquire);
@@ -436,13 +438,13 @@ bool HangDumper::WriteDump(const HangDumpRequest& request, const std::string& te
   }
 }
 
-void HangDumper::Fail(const std::string& what) noexcept {
+void HangDumper::Fail(absl::string_view what) noexcept {
   dump_errors_.fetch_add(1, std::memory_order_relaxed);
   if (!error_said_.exchange(true)) {
     std::fprintf(stderr,
-                 "stagefrontier: rank %d: hang dump failed: %s (the trainer is not affected; "
+                 "stagefrontier: rank %d: hang dump failed: %.*s (the trainer is not affected; "
                  "further failures are counted, not said)\n",
-                 context_.rank, what.c_str());
+                 context_.rank, static_cast<int>(what.size()), what.data());
   }
 }
 

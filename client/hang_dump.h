@@ -58,6 +58,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "base/mutex.h"
 #include "shm/segment_layout_v1.h"
 
@@ -154,13 +155,14 @@ class HangDumper {
   absl::Status Start();
   void Run() noexcept;
   // Reads the pipe until 300 ms pass without new bytes; false if asked to stop.
-  bool Collect(std::string* text, uint64_t* truncated) noexcept;
-  void Handle(const std::string& text, uint64_t truncated) noexcept;
+  // Both allocate, and may throw (bad_alloc): Run catches it.
+  bool Collect(std::string* text, uint64_t* truncated);
+  void Handle(const std::string& text, uint64_t truncated);
   // Writes the dump file; false (said and counted) on a failure.
   bool WriteDump(const HangDumpRequest& request, const std::string& text,
                  uint64_t truncated) noexcept;
   HangDumpRequest RequestFor(uint64_t id) const;
-  void Fail(const std::string& what) noexcept;
+  void Fail(absl::string_view what) noexcept;  // allocates nothing
 
   HangDumpOptions options_;
   Context context_;

@@ -23,11 +23,17 @@ absl::Status ProbeRingWriter::Claim(const SegmentView& view, uint32_t local_rank
   const uint32_t pid = static_cast<uint32_t>(getpid());
   uint32_t current = ring.producer_pid.load(std::memory_order_acquire);
   while (true) {
-    if (current != 0 && current != pid) {
-      if (ProcessExists(current)) {
-        return absl::AlreadyExistsError(absl::StrCat("the probe ring of local rank ", local_rank,
-                                                     " is fed by process ", current));
-      }
+    // This process already feeding it (libsfprobe preloaded and stagefrontier.torch's comm
+    // hook, say) is refused too: the ring has one producer, and two in one process would race
+    // on its cursor.
+    if (current == pid) {
+      return absl::AlreadyExistsError(absl::StrCat("the probe ring of local rank ", local_rank,
+                                                   " is fed by this process (", pid,
+                                                   ") already: one producer per ring"));
+    }
+    if (current != 0 && ProcessExists(current)) {
+      return absl::AlreadyExistsError(absl::StrCat("the probe ring of local rank ", local_rank,
+                                                   " is fed by process ", current));
     }
     if (ring.producer_pid.compare_exchange_weak(current, pid, std::memory_order_acq_rel)) break;
   }

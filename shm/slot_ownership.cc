@@ -190,9 +190,13 @@ absl::StatusOr<ClaimResult> ClaimSlot(const SegmentView& view, uint32_t local_ra
   return result;
 }
 
-void ReleaseSlot(v1::SlotHeader& slot) {
+bool ReleaseSlot(v1::SlotHeader& slot) {
+  // A slot another process took over (this one judged silent across PID namespaces) is
+  // theirs: releasing it would free it under them.
+  uint32_t me = static_cast<uint32_t>(getpid());
+  if (slot.owner_pid.load(std::memory_order_acquire) != me) return false;
   slot.state.store(v1::kSlotReleased, std::memory_order_release);
-  slot.owner_pid.store(0, std::memory_order_release);
+  return slot.owner_pid.compare_exchange_strong(me, 0, std::memory_order_acq_rel);
 }
 
 namespace {

@@ -99,8 +99,9 @@ OwnerHealth JudgeOwner(const v1::SlotHeader& slot, int64_t now_ns,
                                                     const SlotIdentity& identity,
                                                     int64_t stale_after_ns = kDefaultStaleAfterNs);
 
-// Marks the slot released by its owner (clean exit); records already published stay readable.
-void ReleaseSlot(v1::SlotHeader& slot);
+// Marks the slot released by its owner, this process (clean exit); records already published
+// stay readable. False, and nothing done, when another process owns it now.
+bool ReleaseSlot(v1::SlotHeader& slot);
 
 }  // namespace stagefrontier::shm
 

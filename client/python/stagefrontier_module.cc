@@ -36,7 +36,8 @@ namespace {
 // The context manager returned by Client.stage(name): a plain CPython type, because
 // pybind11's dispatch of __enter__/__exit__ costs ~0.8 us a pair and this runs 10+ times per
 // training step. One per stage, created once. It shares ownership of the C++ client, so a
-// scope kept after its Client is gone stays safe.
+// scope kept after its Client is gone stays safe. Only Client.stage makes one (Python code
+// cannot: a scope without a client would crash the trainer at __enter__).
 struct StageScopeObject {
   PyObject_HEAD std::shared_ptr<Client>* client;  // heap-held: PyObject memory is C-allocated
   Client::StageId id;
@@ -80,7 +81,7 @@ PyType_Slot kScopeSlots[] = {{Py_tp_dealloc, reinterpret_cast<void*>(ScopeDeallo
                              {0, nullptr}};
 
 PyType_Spec kScopeSpec = {"stagefrontier.StageScope", sizeof(StageScopeObject), 0,
-                          Py_TPFLAGS_DEFAULT, kScopeSlots};
+                          Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION, kScopeSlots};
 
 PyTypeObject* g_scope_type = nullptr;
 

@@ -409,6 +409,46 @@ TEST_CASE("self-test: an opted-in stub delays the stage, marks the records and a
   CHECK(slot.selftest_state.load() == 0);
 }
 
+TEST_CASE("self-test: a child forked mid-step neither sleeps it nor counts it") {
+  // Regression: the pending delay was copied into a child forked inside the step (a
+  // DataLoader started in the data stage): its end of the stage slept and counted a self-test
+  // step in the parent's slot.
+  const std::string dir = MakeTempDir();
+  const GetEnv allow = [](const char* n) -> const char* {
+    return std::string(n) == "STAGEFRONTIER_ALLOW_SELFTEST" ? "1" : nullptr;
+  };
+  auto c = Client::Create(kStages, Options(dir), allow);
+  REQUIRE(c.ok());
+  auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
+  REQUIRE(seg.ok());
+  shm::v1::SlotHeader& slot = (*seg)->view().slot(0);
+  shm::ControlRequest req;
+  req.selftest_stage = 0;
+  req.selftest_delay_us = 300'000;
+  req.selftest_first_step = 1;
+  req.selftest_last_step = 1;
+  shm::PostControl(slot, req);
+  RunStep(**c);  // step 0: the request is accepted
+  REQUIRE(slot.selftest_state.load() == shm::v1::kSelfTestAccepted);
+  (*c)->BeginStep();  // step 1 owes the delay at the end of stage 0
+  const pid_t child = fork();
+  if (child == 0) {
+    const int64_t t0 = shm::MonotonicNowNs();
+    (*c)->Enter(0);
+    (*c)->Exit(0);
+    const int64_t slept = shm::MonotonicNowNs() - t0;
+    _exit(slept < 200'000'000 && slot.selftest_steps_done.load() == 0 ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  (*c)->Enter(0);
+  (*c)->Exit(0);  // the parent still pays it
+  (*c)->EndStep();
+  CHECK(slot.selftest_steps_done.load() == 1);
+}
+
 TEST_CASE("self-test: refused unless the trainer opted in, and over the caps") {
   const std::string dir = MakeTempDir();
   auto c = Client::Create(kStages, Options(dir), kNoEnv);
@@ -441,6 +481,14 @@ TEST_CASE("self-test: refused unless the trainer opted in, and over the caps") {
   req.selftest_delay_us = Client::kMaxSelfTestDelayUs + 1;
   req.selftest_first_step = 100;
   req.selftest_last_step = 100;
+  shm::PostControl(slot1, req);
+  RunStep(**d);
+  CHECK(slot1.selftest_state.load() == shm::v1::kSelfTestBadRequest);
+  // Regression: a span whose difference overflows int64 passed the 1,000-step cap (UB; it
+  // wrapped negative), delaying every step from then on.
+  req.selftest_delay_us = 1'000;
+  req.selftest_first_step = -(int64_t{1} << 62);
+  req.selftest_last_step = (int64_t{1} << 62) + 1;
   shm::PostControl(slot1, req);
   RunStep(**d);
   CHECK(slot1.selftest_state.load() == shm::v1::kSelfTestBadRequest);
@@ -875,6 +923,29 @@ TEST_CASE("a trainer survives its segment being truncated and stops recording") 
   const ClientStats s = (*c)->stats();
   CHECK(s.steps_recorded + s.steps_not_recorded + s.steps_dropped_full == 6);
   CHECK(s.steps_not_recorded >= 4);
+}
+
+TEST_CASE("a trainer whose slot another process took over stops writing and leaves it") {
+  // Regression: across PID namespaces a claimer takes a slot whose heartbeat is 60 s old (a
+  // long compile, a checkpoint); the old owner kept writing the ring (two producers) and, at
+  // exit, freed the new owner's slot.
+  const std::string dir = MakeTempDir();
+  auto c = Client::Create(kStages, Options(dir), kNoEnv);
+  REQUIRE(c.ok());
+  RunStep(**c);
+  auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
+  REQUIRE(seg.ok());
+  shm::v1::SlotHeader& slot = (*seg)->view().slot(0);
+  const uint32_t newcomer = static_cast<uint32_t>(getppid());
+  slot.owner_pid.store(newcomer);  // what the newcomer's claim leaves
+  const uint64_t written = slot.write_cursor.load();
+  for (int i = 0; i < 3; ++i) RunStep(**c);
+  CHECK_FALSE((*c)->enabled());
+  CHECK_THAT((*c)->disabled_reason(), Catch::Contains("taken over by pid"));
+  CHECK(slot.write_cursor.load() == written);  // nothing more published
+  c->reset();
+  CHECK(slot.owner_pid.load() == newcomer);
+  CHECK(slot.state.load() == shm::v1::kSlotActive);
 }
 
 }  // namespace

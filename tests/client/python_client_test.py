@@ -155,6 +155,12 @@ class ClientTest(unittest.TestCase):
         with scope:  # the scope shares ownership of the C++ client
             pass
         self.assertEqual(type(scope).__name__, "StageScope")
+        # Regression: stagefrontier.StageScope() made a scope without a client, whose
+        # __enter__ dereferenced null (a crash of the trainer).
+        with self.assertRaises(TypeError):
+            stagefrontier.StageScope()
+        with self.assertRaises(TypeError):
+            type(scope)()
 
     def test_errors(self):
         with self.assertRaisesRegex(ValueError, "unknown stage kind"):

@@ -86,6 +86,12 @@ TEST_CASE("one producer per probe ring; a v1 segment has none to claim") {
   ProbeRingWriter a;
   REQUIRE(a.Claim(*seg.view, 1, v2::kProbeBackendHostClock).ok());
   CHECK(seg.view->probe_ring(1).producer_pid.load() == static_cast<uint32_t>(getpid()));
+  // Regression: a second producer in the same process was let in (two writers on one
+  // single-producer ring).
+  ProbeRingWriter a2;
+  absl::Status same = a2.Claim(*seg.view, 1, v2::kProbeBackendCuda);
+  CHECK(absl::IsAlreadyExists(same));
+  CHECK_THAT(std::string(same.message()), Catch::Contains("this process"));
   // Another live process holds it: refused.
   seg.view->probe_ring(0).producer_pid.store(static_cast<uint32_t>(getppid()));
   ProbeRingWriter b;

@@ -54,12 +54,26 @@ TEST_CASE("claiming a free slot writes identity and schema") {
   CHECK(absl::IsUnavailable(again.status()));
   CHECK(again.status().message() == "local rank 1 already has a client in this process");
 
-  ReleaseSlot(b.view->slot(1));
+  CHECK(ReleaseSlot(b.view->slot(1)));
   CHECK(JudgeOwner(s, MonotonicNowNs()) == OwnerHealth::kNone);
   auto third = ClaimSlot(*b.view, 1, Identity());
   REQUIRE(third.ok());
   CHECK(third->generation == 2);
   CHECK_FALSE(third->reclaimed_stale);
+}
+
+TEST_CASE("a slot taken over by another process is not released by its old owner") {
+  // Regression: the old owner's clean exit stored owner 0 and `released` unconditionally,
+  // freeing the slot of the process that had taken it over (across PID namespaces, after 60 s
+  // without a heartbeat).
+  Buffer b(2, 4);
+  REQUIRE(ClaimSlot(*b.view, 1, Identity()).ok());
+  v1::SlotHeader& s = b.view->slot(1);
+  const uint32_t newcomer = static_cast<uint32_t>(getppid());
+  s.owner_pid.store(newcomer);  // what the newcomer's claim leaves
+  CHECK_FALSE(ReleaseSlot(s));
+  CHECK(s.owner_pid.load() == newcomer);
+  CHECK(s.state.load() == v1::kSlotActive);
 }
 
 TEST_CASE("a claim writes the rank layout at offset 56, and every claim overwrites it") {
