@@ -30,9 +30,11 @@ void OnSigbus(int sig, siginfo_t* info, void* context) {
     const size_t size = r.size.load(std::memory_order_acquire);
     if (addr < base || addr - base >= size) continue;
     // mmap is async-signal-safe (a system call). The range keeps its address: pointers into
-    // it stay valid, they now point at private zeros.
+    // it stay valid, they now point at private zeros. MAP_NORESERVE: a segment's size is its
+    // writer's to choose, and a private mapping larger than memory and swap is refused
+    // without it (the process then died of the SIGBUS).
     void* p = mmap(reinterpret_cast<void*>(base), size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
     if (p != MAP_FAILED) {
       r.lost.store(1, std::memory_order_release);
       g_faults.fetch_add(1, std::memory_order_relaxed);

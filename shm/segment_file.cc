@@ -130,9 +130,20 @@ absl::StatusOr<std::unique_ptr<MappedSegment>> MappedSegment::MapExisting(const 
   }
   // Guard before the first access: the file may be truncated between fstat and here.
   MappingGuard guard = guard_sigbus ? MappingGuard::Watch(base, size) : MappingGuard();
-  absl::StatusOr<SegmentView> view = SegmentView::Open(base, size);
+  absl::StatusOr<SegmentView> view =
+      guard_sigbus && !guard.guarded()
+          // Unguarded, a truncation by its writer would kill this process: refused.
+          ? absl::ResourceExhaustedError(absl::StrCat("no SIGBUS guard left for it (",
+                                                      kMaxGuardedRanges,
+                                                      " segments are mapped at once at most)"))
+          : SegmentView::Open(base, size);
   if (view.ok() && guard.lost()) {
     view = absl::DataLossError("the file was truncated while being opened");
+  }
+  if (view.ok() && size > view->total_bytes()) {
+    // Its writer chose the size; nothing beyond the geometry is a segment's.
+    view = absl::DataLossError(absl::StrCat("the file is ", size, " bytes but its header says ",
+                                            view->total_bytes(), ": not a segment's size"));
   }
   if (!view.ok()) {
     guard.Release();

@@ -1,6 +1,7 @@
 #include "daemon/sidecar/owner_signal.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -117,6 +118,12 @@ absl::Status CheckSlotClaims(const OwnerSignalTarget& t) {
   }
   if (t.pid == static_cast<uint32_t>(::getpid())) {
     return absl::InvalidArgumentError(absl::StrCat("its slot names the sidecar's own pid ", t.pid));
+  }
+  if ((t.segment_mode & (S_IWGRP | S_IWOTH)) != 0 &&
+      (t.segment_uid == 0 || t.segment_uid == ::geteuid())) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "its segment is writable by its group or others and owned by uid ", t.segment_uid,
+        " (root or this sidecar's user): its slot may be another user's writing"));
   }
   const uint64_t own_ns = shm::CurrentPidNamespace();
   if (own_ns == 0) return absl::UnavailableError("cannot read the sidecar's own PID namespace");

@@ -12,6 +12,10 @@
 //     effective and saved uids are the segment file's owner, and it catches the signal (SigCgt:
 //     a handler is installed; SIGUSR2's default action would kill it, an ignored one is lost).
 //
+//   - a segment writable by its group or others (so its writer may be another user) is refused
+//     when it is owned by root or by this process's user: a group member must not aim the
+//     signal at root's daemons (a root sidecar's --create-job segment is root's, 0660).
+//
 // So the worst a hostile slot can do is have a handled SIGUSR1/2 sent to another process of the
 // segment owner's own, which that user could do anyway; nothing is killed by it. No check reads
 // /proc/<pid>/maps (or anything else that takes the target's mmap lock): a trainer stuck in the
@@ -42,6 +46,7 @@ struct OwnerSignalTarget {
   uint64_t pid_ns = 0;    // slot owner_pid_ns (untrusted)
   int signal_number = 0;  // slot dump_signal (untrusted): only SIGUSR1 or SIGUSR2 are sent
   uid_t segment_uid = 0;  // owner of the segment file (fstat/lstat by the sidecar)
+  mode_t segment_mode = 0600;       // its permission bits (the same stat)
   const char* proc_root = "/proc";  // tests: a fake tree (its "self" a link to /proc/self)
 };
 

@@ -148,6 +148,12 @@ void SegmentDrainer::Attach(const std::string& path) {
   if (quarantined_files_.count(id) > 0) return;  // said when it was quarantined
   absl::StatusOr<std::unique_ptr<shm::MappedSegment>> seg = shm::MappedSegment::Attach(path);
   absl::Status s = seg.ok() ? (*seg)->LockForReading() : seg.status();
+  if (s.ok() && path != shm::SegmentPath(options_.dir, (*seg)->view().job_id())) {
+    // The file name is what --job, the skip list and the directory's owner go by: a segment
+    // whose header names another job would have its writer speak for that job.
+    s = absl::PermissionDeniedError(absl::StrCat("its header names job \"", (*seg)->view().job_id(),
+                                                 "\", not the job of its file name"));
+  }
   if (!s.ok()) {
     // Retried every rescan (a segment may still be being created), said once per file.
     auto it = refused_.find(path);
@@ -505,6 +511,7 @@ absl::Status SegmentDrainer::AskStackDump(Attached& a, uint32_t local_rank, uint
     t.pid_ns = slot.owner_pid_ns.load(std::memory_order_relaxed);
     t.signal_number = static_cast<int>(slot.dump_signal.load(std::memory_order_relaxed));
     t.segment_uid = st.st_uid;
+    t.segment_mode = st.st_mode & 07777;
     s = SignalSegmentUser(t);
     if (s.ok()) {
       ++stack_dumps_signalled_;

@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 #include <string>
+#include <vector>
 
 #include "tests/shm/test_support.h"
 
@@ -160,6 +161,35 @@ TEST_CASE("damaged and foreign segment files are refused with a clear message") 
     absl::Status s = AttachDamaged(dir, "other", [](std::string& b) { b = "hello world\n"; });
     CHECK(Message(s).find("not a StageFrontier segment") != std::string::npos);
   }
+  SECTION("longer than its header says") {
+    // Regression: the whole file was mapped and guarded, so its writer chose how much a
+    // truncation made the sidecar remap (a terabyte killed it).
+    absl::Status s = AttachDamaged(dir, "long", [](std::string& b) { b.resize(b.size() + 4096); });
+    CHECK(absl::IsDataLoss(s));
+    CHECK(Message(s).find("its header says") != std::string::npos);
+    CHECK(Message(s).find("not a segment's size") != std::string::npos);
+  }
+}
+
+TEST_CASE("a segment no SIGBUS guard is left for is refused, not mapped unguarded") {
+  // Regression: past 256 mapped segments the guard table was full and the next segment was
+  // mapped unguarded: its writer truncating it killed the sidecar.
+  const std::string dir = MakeTempDir();
+  REQUIRE(MappedSegment::OpenOrCreate(Options(dir, "g")).ok());
+  static char taken[kMaxGuardedRanges][64];
+  std::vector<MappingGuard> fill;
+  for (int i = 0; i < kMaxGuardedRanges; ++i) {
+    MappingGuard g = MappingGuard::Watch(taken[i], sizeof(taken[i]));
+    if (!g.guarded()) break;
+    fill.push_back(std::move(g));
+  }
+  auto seg = MappedSegment::Attach(SegmentPath(dir, "g"));
+  REQUIRE_FALSE(seg.ok());
+  CHECK(absl::IsResourceExhausted(seg.status()));
+  CHECK(Message(seg.status()).find("no SIGBUS guard left") != std::string::npos);
+  CHECK(MappedSegment::Attach(SegmentPath(dir, "g"), /*guard_sigbus=*/false).ok());
+  fill.clear();  // released
+  CHECK(MappedSegment::Attach(SegmentPath(dir, "g")).ok());
 }
 
 }  // namespace

@@ -237,6 +237,15 @@ TEST_CASE("a real trainer that catches the signal is signalled; others are refus
   CHECK_THAT(std::string(s.message()), Catch::Contains("not as the segment's owner (uid 4242)"));
   CHECK_FALSE(child.Signalled(100));
 
+  // Regression: a group-writable segment owned by the sidecar's own user (a root sidecar's
+  // --create-job segment) let a group member aim the signal at that user's processes.
+  t = TargetFor(child.pid, seg, SIGUSR2);
+  t.segment_mode = 0660;
+  s = SignalSegmentUser(t);
+  CHECK(s.code() == absl::StatusCode::kPermissionDenied);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("writable by its group or others"));
+  CHECK_FALSE(child.Signalled(100));
+
   // All checks pass: the child takes the signal.
   s = SignalSegmentUser(TargetFor(child.pid, seg, SIGUSR2));
   INFO(s.ToString());

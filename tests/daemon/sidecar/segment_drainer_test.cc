@@ -554,7 +554,18 @@ TEST_CASE("damaged segments are quarantined with one line; other segments go on"
     std::fclose(f);
   }
   REQUIRE(symlink(good->path().c_str(), (dir + "/stagefrontier.link.seg").c_str()) == 0);
+  // Regression: a segment named for one job whose header names another was drained as that
+  // other job's (a user's trainer speaking for someone else's job).
+  {
+    auto other = NewSegment(dir, "theirs", 2);
+    REQUIRE(other.ok());
+  }
+  REQUIRE(rename((dir + "/stagefrontier.theirs.seg").c_str(),
+                 (dir + "/stagefrontier.mine.seg").c_str()) == 0);
   for (int i = 0; i < 5; ++i) drainer.Rescan();
+  CHECK(CountContaining(log,
+                        "stagefrontier.mine.seg: its header names job \"theirs\", not the "
+                        "job of its file name") == 1);
   CHECK(drainer.segment_count() == 1);
   CHECK(drainer.quarantined() == 2);
   CHECK(CountContaining(log, "quarantined segment of job truncated: segment") == 1);
