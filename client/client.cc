@@ -214,7 +214,7 @@ void Client::BeginStep(int64_t step) noexcept {
   const int64_t t = shm::MonotonicNowNs();
   ++stats_.steps_begun;
   current_step_ = step;
-  next_step_ = step + 1;
+  next_step_ = step < INT64_MAX ? step + 1 : step;  // the caller's number: no overflow
   if (enabled_ && !InForkedChild()) {
     // A long first step (compiling) or a checkpoint between steps must not read as a silent
     // owner to a claimer in another PID namespace.
@@ -273,7 +273,8 @@ void Client::EndStep() noexcept {
   }
   // The step after a capture window too: the profiler's stop and export (stagefrontier.torch)
   // or the end callback run after the window's last step ended, so they land in that step.
-  if (control_.CapturesTrace(current_step_) || control_.CapturesTrace(current_step_ - 1)) {
+  if (control_.CapturesTrace(current_step_) ||
+      (current_step_ > INT64_MIN && control_.CapturesTrace(current_step_ - 1))) {
     flags |= shm::v1::kRecordTraceCaptured;
   }
   if (selftest_injected_) flags |= shm::v1::kRecordSelfTestDelay;

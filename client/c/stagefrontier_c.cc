@@ -6,6 +6,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "client/client.h"
@@ -17,7 +18,9 @@ struct sf_client {
 
 namespace {
 
-void WriteError(char* err, size_t err_len, const std::string& message) {
+// A string_view: called from catch handlers, where a std::string built from e.what() could
+// throw bad_alloc across the C boundary.
+void WriteError(char* err, size_t err_len, std::string_view message) {
   if (err == nullptr || err_len == 0) return;
   const size_t n = std::min(message.size(), err_len - 1);
   std::memcpy(err, message.data(), n);
@@ -28,6 +31,15 @@ void WriteError(char* err, size_t err_len, const std::string& message) {
 bool Has(const sf_client_options* o, size_t field_end) { return o->struct_size >= field_end; }
 
 #define SF_HAS(o, field) Has(o, offsetof(sf_client_options, field) + sizeof((o)->field))
+
+// In a catch handler: the copy may throw bad_alloc, which must not cross the C boundary.
+void SetLastError(sf_client* client, const char* what) noexcept {
+  try {
+    client->last_error = what;
+  } catch (...) {
+    client->last_error.clear();
+  }
+}
 
 }  // namespace
 
@@ -198,9 +210,9 @@ int sf_enable_hang_dumps(sf_client* client, int signal_number,
         return SF_ERR_INTERNAL;
     }
   } catch (const std::exception& e) {
-    client->last_error = e.what();
+    SetLastError(client, e.what());
   } catch (...) {
-    client->last_error = "unknown exception";
+    SetLastError(client, "unknown exception");
   }
   return SF_ERR_INTERNAL;
 }

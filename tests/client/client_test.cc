@@ -899,9 +899,17 @@ TEST_CASE("steps the sidecar or coordinator would refuse are counted, not publis
   (*c)->EndStep();
   (*c)->BeginStep(-5);
   (*c)->EndStep();
+  // The extremes: refused alike, and no signed overflow on the way (UBSan under --config=asan
+  // caught step + 1 and step - 1 there).
+  (*c)->BeginStep(INT64_MAX);
+  (*c)->EndStep();
+  (*c)->BeginStep();  // the next number after INT64_MAX: saturated
+  (*c)->EndStep();
+  (*c)->BeginStep(INT64_MIN);
+  (*c)->EndStep();
   (*c)->BeginStep(7);
   (*c)->EndStep();
-  CHECK((*c)->stats().steps_invalid == 2);
+  CHECK((*c)->stats().steps_invalid == 5);
   CHECK((*c)->stats().steps_recorded == 2);
   const auto got = DrainAll(dir);
   REQUIRE(got.size() == 2);
