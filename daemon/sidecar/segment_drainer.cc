@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -126,10 +127,12 @@ void SegmentDrainer::Rescan() {
   }
   dir_refused_ = false;
   std::vector<std::string> found;
+  std::set<std::string> listed;  // to forget refusals of files gone since
   while (const dirent* e = ::readdir(dir)) {
     const std::string name = e->d_name;
     if (!absl::StartsWith(name, "stagefrontier.") || !absl::EndsWith(name, ".seg")) continue;
     const std::string path = absl::StrCat(options_.dir, "/", name);
+    if (!refused_.empty()) listed.insert(path);
     if (!options_.job.empty() && path != shm::SegmentPath(options_.dir, options_.job)) continue;
     const bool skipped = std::any_of(
         options_.skip_jobs.begin(), options_.skip_jobs.end(),
@@ -138,6 +141,9 @@ void SegmentDrainer::Rescan() {
     if (known_paths_.count(path) == 0) found.push_back(path);
   }
   ::closedir(dir);
+  // A refusal is remembered per file name, to say it once; names a trainer creates and removes
+  // must not pile up in the (root) sidecar.
+  std::erase_if(refused_, [&](const auto& entry) { return listed.count(entry.first) == 0; });
   std::sort(found.begin(), found.end());
   for (const std::string& path : found) Attach(path);
 }

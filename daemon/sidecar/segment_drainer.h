@@ -115,6 +115,8 @@ class SegmentDrainer {
   // kStackDumpIntervalNs).
   uint64_t stack_dumps_signalled() const { return stack_dumps_signalled_; }
   uint64_t stack_dumps_refused() const { return stack_dumps_refused_; }
+  // Segment files refused and still listed (each said once).
+  size_t refused_count() const { return refused_.size(); }
 
   // A stack dump is attempted (checks, then maybe a signal) at most once per slot in this
   // interval: a flood of requests is neither a flood of signals nor of /proc reads.

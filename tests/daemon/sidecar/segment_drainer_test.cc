@@ -566,6 +566,11 @@ TEST_CASE("damaged segments are quarantined with one line; other segments go on"
   CHECK(CountContaining(log,
                         "stagefrontier.mine.seg: its header names job \"theirs\", not the "
                         "job of its file name") == 1);
+  // Refusals are remembered per file name while the file is there, not after.
+  CHECK(drainer.refused_count() == 3);  // garbage, link, mine
+  REQUIRE(unlink((dir + "/stagefrontier.mine.seg").c_str()) == 0);
+  drainer.Rescan();
+  CHECK(drainer.refused_count() == 2);
   CHECK(drainer.segment_count() == 1);
   CHECK(drainer.quarantined() == 2);
   CHECK(CountContaining(log, "quarantined segment of job truncated: segment") == 1);
