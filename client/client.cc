@@ -398,6 +398,9 @@ void Client::CaptureAtBeginStep(int64_t step) noexcept {
   // The first step of the window this trainer runs. Without callbacks the trainer's own
   // handler (stagefrontier.torch) starts its profiler and answers.
   if (capture_callbacks_.begin == nullptr) return;
+  // A window that replaced a running one and covers this step too: the running one ends
+  // first (answered with what it captured), never two begins in a row.
+  if (capture_running_) EndCallbackCapture();
   void* user = capture_callbacks_.user;
   auto* begin = capture_callbacks_.begin;
   if (!CallCaptureCallback([&] { return begin(user, step, c.trace_last_step); })) {

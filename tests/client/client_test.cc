@@ -642,6 +642,23 @@ TEST_CASE("capture callbacks: failures, exceptions, late and withdrawn requests"
     CHECK(log.ended[0] == std::make_pair<int64_t, int64_t>(0, 1));
     CHECK(slot.capture_state.load() == shm::v1::kCaptureDone);
   }
+  SECTION("a request replaced mid-capture by one that covers this step: one ends, one begins") {
+    // Regression: the begin callback ran again while the first capture was running, and the
+    // first window was never answered.
+    shm::PostControl(slot, TraceWindow(0, 100));
+    RunStep(**c);  // 0
+    RunStep(**c);  // 1
+    shm::PostControl(slot, TraceWindow(2, 3));
+    RunStep(**c);  // 2
+    REQUIRE(log.begun.size() == 2);
+    REQUIRE(log.ended.size() == 1);
+    CHECK(log.ended[0] == std::make_pair<int64_t, int64_t>(0, 1));
+    CHECK(log.begun[1] == std::make_pair<int64_t, int64_t>(2, 3));
+    RunStep(**c);  // 3
+    REQUIRE(log.ended.size() == 2);
+    CHECK(log.ended[1] == std::make_pair<int64_t, int64_t>(2, 3));
+    CHECK(slot.capture_answered_first_step.load() == 2);
+  }
   SECTION("a client destroyed mid-capture ends it") {
     shm::PostControl(slot, TraceWindow(0, 100));
     RunStep(**c);
