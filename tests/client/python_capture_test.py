@@ -138,6 +138,83 @@ class CaptureTest(unittest.TestCase):
         self.assertEqual([(a[0], a[1]) for a in self.answers],
                          [(1, "running"), (1, "done"), (3, "running"), (3, "done")])
 
+    def test_links_planted_in_the_capture_folder_are_never_followed(self):
+        """Regression: the job's folder was created with makedirs and the trace written with
+        open(path, 'w') and os.replace: a link another user planted at the folder, the
+        temporary name or the trace's name made the trainer write or truncate its target."""
+        victim = os.path.join(self.dir, "victim")
+        with open(victim, "w") as f:
+            f.write("keep me")
+        # The folder itself a link: refused, nothing written through it.
+        real = os.path.join(self.dir, "real")
+        os.makedirs(real)
+        folder_link = os.path.join(self.dir, "job")
+        os.symlink(real, folder_link)
+        c = self.capture(folder_link)
+        run(c, range(1, 4), {1, 2})
+        self.assertEqual(len(c.failed), 1)
+        self.assertEqual(os.listdir(real), [])
+        # Links at the temporary and the final names: replaced as names, never followed.
+        folder = os.path.join(self.dir, "ok")
+        os.makedirs(folder)
+        name = "trace_rank3_step1.json"
+        os.symlink(victim, os.path.join(folder, f"{name}.{os.getpid()}.part"))
+        os.symlink(victim, os.path.join(folder, name))
+        c = self.capture(folder)
+        run(c, range(1, 4), {1, 2})
+        self.assertEqual(len(c.done), 1, c.failed)
+        with open(victim) as f:
+            self.assertEqual(f.read(), "keep me")
+        self.assertFalse(os.path.islink(os.path.join(folder, name)))
+        self.assertEqual(step_names(os.path.join(folder, name)),
+                         ["ProfilerStep#1", "ProfilerStep#2"])
+        self.assertEqual(sorted(os.listdir(folder)), [name])  # no temporary left
+
+    def test_a_failed_write_leaves_no_temporary_file(self):
+        class Failing:
+            def export_chrome_trace(self, path):
+                with open(path, "w") as f:
+                    f.write("half a trace")
+                raise OSError(28, "No space left on device")
+
+        c = self.capture()
+        with self.assertRaises(OSError):
+            c._write(Failing(), "trace_rank3_step9.json")
+        self.assertEqual(os.listdir(self.dir), [])
+
+    def test_a_request_replacing_a_failed_one_is_captured(self):
+        """Regression: after a failure, a new request whose window followed straight on was
+        neither captured nor answered (the coordinator waited for its answer for good)."""
+        c = self.capture()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+            c.on_step_begin(10, True, request_first=10)  # busy: request 10 fails
+            c.on_step_end()
+        for step in (11, 12, 13):  # request 11 replaces it, the profiler now free
+            c.on_step_begin(step, True, request_first=11)
+            work()
+            c.on_step_end()
+        c.finish()
+        self.assertEqual([d[:2] for d in c.done], [(11, 13)])
+        self.assertEqual([(a[0], a[1]) for a in self.answers],
+                         [(10, "failed"), (11, "running"), (11, "done")])
+
+    def test_a_child_forked_during_a_capture_runs_without_the_profiler(self):
+        """Regression: a DataLoader worker forked while a capture ran inherited the profiler,
+        on, and recorded its every operation for its whole life."""
+        c = self.capture()
+        c.on_step_begin(1, True, request_first=1)
+        self.assertTrue(torch.autograd._profiler_enabled())
+        pid = os.fork()
+        if pid == 0:
+            ok = not torch.autograd._profiler_enabled() and not c.active
+            c.finish()  # the parent's to write: nothing here
+            os._exit(0 if ok and not os.listdir(self.dir) else 1)
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+        c.on_step_end()
+        c.finish()
+        self.assertEqual(len(c.done), 1)
+
     def test_an_answer_that_raises_is_only_warned(self):
         def broken(*_):
             raise RuntimeError("no stub")

@@ -392,6 +392,22 @@ class ClientTest(unittest.TestCase):
         self.assertIsNone(dumps.client)  # nothing keeps the client alive past its user
         c.close()
         self.assertEqual(warnings, [])  # no torch, no NCCL: nothing to say about the recorder
+        # Regression: a handler the script installed after the dumps were enabled (SLURM's
+        # --signal=USR2 preemption, say) was replaced by the default action at close, and the
+        # script's next SIGUSR2 ended the process.
+        c3 = self.client()
+        dumps = enable_hang_dumps(c3, warn=warnings.append, directory=os.path.join(captures, "p3"))
+        self.assertIsNotNone(dumps, warnings)
+        got = []
+        signal.signal(signal.SIGUSR2, lambda *_: got.append(1))
+        try:
+            dumps.close()
+            os.kill(os.getpid(), signal.SIGUSR2)  # the script's handler, not the default
+            self.assertEqual(got, [1])
+        finally:
+            signal.signal(signal.SIGUSR2, signal.SIG_DFL)
+            faulthandler.unregister(signal.SIGUSR2)  # its stale registration, for later tests
+            c3.close()
         # A handler the script installed first is kept.
         c2 = self.client()
         signal.signal(signal.SIGUSR2, lambda *_: None)

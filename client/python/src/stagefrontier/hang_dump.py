@@ -158,7 +158,12 @@ class HangDumps:
         except Exception:
             pass
         try:
-            faulthandler.unregister(signal.SIGUSR2)
+            # faulthandler's unregister puts back the action it saw at register (the default):
+            # over a handler the script installed since (signal.signal: getsignal then names
+            # it; faulthandler's own leaves SIG_DFL there), that would end the process at the
+            # script's next SIGUSR2. Left registered then: the script's handler is what runs.
+            if signal.getsignal(signal.SIGUSR2) is signal.SIG_DFL:
+                faulthandler.unregister(signal.SIGUSR2)
         except Exception:
             pass
         if self._thread is not None:

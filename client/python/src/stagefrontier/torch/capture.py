@@ -3,7 +3,10 @@ steps FIRST..LAST (`sfctl control --trace-rank R --trace-steps FIRST:LAST`, or t
 policy after a verdict), torch.profiler runs for exactly those steps and the Chrome trace is
 written to the capture directory, in a folder named after the job, as
 <job>/trace_rank<R>_step<FIRST>.json (written under a temporary name, then renamed, so the
-sidecar, which sends finished files to the coordinator, never reads half a file).
+sidecar, which sends finished files to the coordinator, never reads half a file). The job's
+folder must be this process's user's; nothing in it is opened through a link another user
+could plant (the folder is opened without following links and the trace written through its
+descriptor, the temporary file created exclusively).
 
 Each captured step is a "ProfilerStep#<N>" range with the stub's step number N, each stage
 a "stagefrontier:<stage>" range and, when the instrumentation knows the model, each module's
@@ -21,6 +24,7 @@ per rank in `sfctl captures`. The directory is STAGEFRONTIER_CAPTURE_DIR, by def
 import os
 import sys
 import time
+import weakref
 
 
 def default_directory():
@@ -50,6 +54,21 @@ class TraceCapture:
         self.last_step = None
         self.step_range = None
         self.refused_from = None  # the window's first step, once it failed: no retry per step
+        self._refused_request = None  # the request that failed (a new one is tried)
+        self._forked = False  # in a child forked from the process that made this
+        # A DataLoader worker forked while a capture runs would inherit the profiler, on, and
+        # record every operation for its whole life: the child turns it off.
+        me = weakref.ref(self)
+
+        def in_child():
+            c = me()
+            if c is not None:
+                c._forget_in_child()
+
+        try:
+            os.register_at_fork(after_in_child=in_child)
+        except Exception:
+            pass
         self.done = []    # (first_step, last_step, path, bytes)
         self.failed = []  # (first_step, reason)
 
@@ -60,11 +79,16 @@ class TraceCapture:
     def on_step_begin(self, step, wanted, request_first=None):
         """At the start of step `step`; `wanted`: the stub says this step is to be captured;
         `request_first`: the first step of the request's window (for the answer)."""
+        if self._forked:
+            return
         if not wanted:
             if self.profiler is not None:
                 self.finish()
-            self.refused_from = None
+            self.refused_from = self._refused_request = None
             return
+        if self.refused_from is not None and request_first is not None and \
+                request_first != self._refused_request:
+            self.refused_from = None  # a new request replaced the one that failed: try it
         if self.profiler is not None and request_first is not None and \
                 request_first != self.request_first:
             self.finish()  # a new request replaced the one running
@@ -118,7 +142,7 @@ class TraceCapture:
     def finish(self):
         """Stops the running capture and writes its trace (also at exit)."""
         prof, first, last = self.profiler, self.first_step, self.last_step
-        if prof is None:
+        if prof is None or self._forked:
             return
         self.on_step_end()
         if self.module_ranges is not None:
@@ -128,12 +152,7 @@ class TraceCapture:
         started = time.monotonic()
         try:
             prof.stop()
-            os.makedirs(self.directory, exist_ok=True)
-            path = os.path.join(self.directory, f"trace_rank{self.rank}_step{first}.json")
-            temporary = f"{path}.{os.getpid()}.part"
-            prof.export_chrome_trace(temporary)
-            os.replace(temporary, path)
-            size = os.path.getsize(path)
+            path, size = self._write(prof, f"trace_rank{self.rank}_step{first}.json")
         except Exception as e:
             self._fail(first, f"the trace was not written: {e}", "write")
             return
@@ -142,8 +161,75 @@ class TraceCapture:
         self._warn(f"captured steps {first}..{last} of rank {self.rank}: {path} ({size} bytes, "
                    f"stopped and written in {time.monotonic() - started:.3f} s)")
 
+    def _write(self, prof, name):
+        """Writes the trace as `name` in the job's folder; returns (path, bytes). The folder is
+        created if missing and must be this user's; it is opened without following a link, the
+        temporary file is created exclusively in it and written through its descriptor
+        (/proc/self/fd), then renamed in the same folder: a link or file another user planted
+        is never followed, truncated or written. A failure leaves no temporary file."""
+        parent, leaf = os.path.split(os.path.abspath(self.directory))
+        os.makedirs(parent, exist_ok=True)  # the capture directory: the operator's
+        parent_fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            try:
+                os.mkdir(leaf, 0o777, dir_fd=parent_fd)
+            except FileExistsError:
+                pass
+            folder = os.open(leaf, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                             dir_fd=parent_fd)
+        finally:
+            os.close(parent_fd)
+        try:
+            owner = os.fstat(folder).st_uid
+            if owner != os.geteuid():
+                raise PermissionError(f"{self.directory} belongs to uid {owner}, not to this "
+                                      f"process's {os.geteuid()}")
+            temporary = f"{name}.{os.getpid()}.part"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                fd = os.open(temporary, flags, 0o666, dir_fd=folder)
+            except FileExistsError:  # this pid's, from an earlier run of the same steps
+                os.unlink(temporary, dir_fd=folder)
+                fd = os.open(temporary, flags, 0o666, dir_fd=folder)
+            try:
+                prof.export_chrome_trace(f"/proc/self/fd/{fd}")  # reopens this very file
+                size = os.fstat(fd).st_size
+                os.rename(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
+            except BaseException:
+                try:
+                    os.unlink(temporary, dir_fd=folder)
+                except OSError:
+                    pass
+                raise
+            finally:
+                os.close(fd)
+        finally:
+            os.close(folder)
+        return os.path.join(self.directory, name), size
+
+    def _forget_in_child(self):
+        """In a forked child: the parent's capture is not this process's. The profiler running
+        at the fork is turned off (it would record the worker's every operation), and nothing
+        is written or answered from here."""
+        self._forked = True
+        prof, self.profiler = self.profiler, None
+        ranges, self.module_ranges = self.module_ranges, None
+        self.step_range = None
+        self._answer_to = None
+        try:
+            if ranges is not None:
+                ranges.stop()
+            if prof is not None:
+                import torch
+
+                if torch.autograd._profiler_enabled():
+                    torch.autograd._disable_profiler()
+        except Exception:
+            pass
+
     def _fail(self, first_step, reason, failure):
         self.refused_from = first_step
+        self._refused_request = self.request_first
         self.failed.append((first_step, reason))
         self._warn(f"capture from step {first_step} failed: {reason}; training goes on")
         self._answer("failed", failure=failure)
