@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/common/log_safe.h"
 #include "shm/control_channel.h"
 
 namespace stagefrontier {
@@ -87,7 +88,7 @@ void CaptureTrigger::OnControlAck(const v1::ControlAck& ack) {
   if (!ack.applied()) {
     ++counters_.ranks_failed;
     log_lines_.push_back(absl::StrCat("capture ", id, " of job ", ack.job(), ": rank ", ack.rank(),
-                                      ": no stacks: ", a.error));
+                                      ": no stacks: ", LogSafe(a.error, 300)));
   }
 }
 

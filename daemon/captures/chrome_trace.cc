@@ -36,6 +36,25 @@ struct ErrorPosition : nlohmann::json_sax<json> {
   }
 };
 
+// The trainer's text, as it reaches reports, sfctl's terminal and the logs: control characters
+// (C0, DEL, and C1 as UTF-8 encodes them) become '?', so that a trace cannot move a cursor,
+// set a terminal title or forge a log line, and a name is at most kMaxNameBytes.
+constexpr size_t kMaxNameBytes = 1024;
+std::string Printable(const std::string& text) {
+  std::string out = text.substr(0, kMaxNameBytes);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(out[i]);
+    if (c < 0x20 || c == 0x7f) {
+      out[i] = '?';
+    } else if (c == 0xc2 && i + 1 < out.size() && static_cast<unsigned char>(out[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(out[i + 1]) <= 0x9f) {
+      out[i] = '?';
+      out[i + 1] = '?';
+    }
+  }
+  return out;
+}
+
 absl::Status Bad(const std::string& name, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(name, ": ", what));
 }
@@ -44,7 +63,7 @@ absl::Status Bad(const std::string& name, const std::string& what) {
 std::string IdText(const json& e, const char* key) {
   const auto it = e.find(key);
   if (it == e.end()) return "";
-  if (it->is_string()) return it->get<std::string>();
+  if (it->is_string()) return Printable(it->get<std::string>());
   if (it->is_number_integer()) return std::to_string(it->get<int64_t>());
   if (it->is_number_unsigned()) return std::to_string(it->get<uint64_t>());
   return it->dump();  // depth-bounded by the parse
@@ -112,7 +131,7 @@ absl::StatusOr<ChromeTrace> ParseChromeTrace(absl::string_view text, const std::
     const auto nm = e.find("name");
     if (ph == e.end() || !ph->is_string() || ph->get_ref<const std::string&>() != "X") continue;
     if (nm == e.end() || !nm->is_string()) continue;
-    const std::string& event_name = nm->get_ref<const std::string&>();
+    const std::string event_name = Printable(nm->get_ref<const std::string&>());
     const auto ts = e.find("ts");
     const auto dur = e.find("dur");
     if (ts == e.end() || !ts->is_number() || dur == e.end() || !dur->is_number()) {
@@ -128,7 +147,7 @@ absl::StatusOr<ChromeTrace> ParseChromeTrace(absl::string_view text, const std::
     TraceEvent ev;
     ev.name = event_name;
     if (const auto cat = e.find("cat"); cat != e.end() && cat->is_string()) {
-      ev.category = cat->get<std::string>();
+      ev.category = Printable(cat->get<std::string>());
     }
     ev.process = IdText(e, "pid");
     ev.thread = IdText(e, "tid");

@@ -15,6 +15,22 @@ StepAligner::StepAligner(int32_t world_size, uint32_t stage_count, AlignerOption
       last_accepted_(static_cast<size_t>(world_size), -1),
       claimed_(static_cast<size_t>(world_size), -1) {}
 
+int64_t StepAligner::CachedReference() {
+  if (!reference_valid_) {
+    reference_ = Reference();
+    reference_valid_ = true;
+    ++reference_computations_;
+  }
+  return reference_;
+}
+
+void StepAligner::RaiseClaim(int32_t rank, int64_t step) {
+  int64_t& claim = claimed_[rank];
+  if (step <= claim) return;
+  if (claim <= reference_) reference_valid_ = false;  // from the lower half: it may move
+  claim = step;
+}
+
 int64_t StepAligner::Reference() {
   std::vector<int64_t> seen;
   for (int64_t c : claimed_) {
@@ -36,11 +52,15 @@ AlignOutcome StepAligner::Add(int32_t rank, int64_t step, const int64_t* duratio
   }
   auto it = pending_.find(step);
   if (it != pending_.end() && Has(it->second, rank)) return AlignOutcome::kDuplicate;
-  claimed_[rank] = std::max(claimed_[rank], step);
-  // The median is computed only for a record that looks far ahead of the last closed step.
+  RaiseClaim(rank, step);
+  // The median is needed only for a record that looks far ahead of the last closed step.
   if (step - std::max<int64_t>(last_closed_, 0) > options_.max_step_lead &&
-      step - Reference() > options_.max_step_lead) {
+      step - CachedReference() > options_.max_step_lead) {
     return AlignOutcome::kFarAhead;
+  }
+  if (it == pending_.end() &&
+      static_cast<int64_t>(pending_.size()) >= 2 * options_.max_pending_steps + 64) {
+    return AlignOutcome::kFarAhead;  // more open steps than a job is allowed to hold
   }
   if (it == pending_.end()) {
     it = pending_.try_emplace(step).first;
@@ -88,6 +108,7 @@ void StepAligner::RecomputeNewest(int32_t rank) {
   // Without a pending step of its own, the rank is at most where the job closed.
   last_accepted_[rank] = newest >= 0 ? newest : std::min(last_accepted_[rank], last_closed_);
   claimed_[rank] = last_accepted_[rank];
+  reference_valid_ = false;
 }
 
 std::vector<int64_t> StepAligner::Orphans() const {
@@ -121,6 +142,7 @@ StepInput StepAligner::Close(int64_t step) {
   Pending p = std::move(it->second);
   pending_.erase(it);
   last_closed_ = step;
+  reference_valid_ = false;
   in.captured = p.captured;
   in.ranks.resize(p.ranks.size());
   for (size_t i = 0; i < p.ranks.size(); ++i) {

@@ -30,7 +30,10 @@ namespace stagefrontier {
 struct AlignerOptions {
   // A step closes as partial once this long has passed since its first record arrived.
   int64_t deadline_ns = 5'000'000'000;
-  // At most this many steps wait; the oldest is closed when one more arrives.
+  // At most this many steps wait; the oldest is closed when one more arrives. Within one
+  // message nothing closes, so a record that would open a step past twice that (and 64 more)
+  // is refused as far ahead: a hostile rank's 100,000 new steps in one batch would otherwise
+  // hold 100,000 world-sized bitmaps at once.
   int64_t max_pending_steps = 1024;
   // A record more than this many steps beyond where the job is (the median of the ranks'
   // newest steps) is refused as implausible. When every rank jumps (a restart with other step
@@ -77,6 +80,8 @@ class StepAligner {
   int64_t newest_step() const { return newest_; }
   int64_t last_closed() const { return last_closed_; }
   size_t pending_steps() const { return pending_.size(); }
+  // How many times the median of the ranks' claims was computed (tests: a bound on the cost).
+  int64_t reference_computations() const { return reference_computations_; }
   // Restarts every pending step's deadline at `now_ns` (after a journal replay, whose
   // arrival times mean nothing on this run's clock).
   void RestartDeadlines(int64_t now_ns) {
@@ -103,6 +108,12 @@ class StepAligner {
   // Where the job is: the median of the ranks' newest claimed steps (records refused as far
   // ahead count as claims, so that a job-wide jump is followed), at least the last closed.
   int64_t Reference();
+  // Reference(), computed again only when it may have moved: a claim that was at or below it
+  // changed, or a step closed. A rank's claim already above the median moving further up
+  // cannot move it, so a run of far-ahead records costs one median, not one each (a world of
+  // 131,072 ranks made each a full copy and nth_element, under the job's lock).
+  int64_t CachedReference();
+  void RaiseClaim(int32_t rank, int64_t step);
   void RecomputeNewest(int32_t rank);
 
   int32_t world_size_;
@@ -115,6 +126,9 @@ class StepAligner {
   int32_t missing_ = 0;
   int64_t last_closed_ = -1;
   int64_t newest_ = -1;
+  int64_t reference_ = -1;
+  bool reference_valid_ = false;
+  int64_t reference_computations_ = 0;
 };
 
 }  // namespace stagefrontier

@@ -50,6 +50,28 @@ TEST_CASE("malformed traces name the file and what is wrong") {
   CHECK(ParseChromeTrace("[]", "x.json").ok());
 }
 
+// Regression (hostile input): an event's name reached sfctl's terminal, the reports and the
+// coordinator's log as it was: an escape sequence or a newline forged output there.
+TEST_CASE("control characters in a trace's names never leave the parser") {
+  // JSON escapes: the parsed name holds ESC, BEL, a newline and U+009B (CSI).
+  const std::string evil = "a\\u001b]52;c;x\\u0007\\n[info] fake\\u009b2J";
+  auto trace = ParseChromeTrace("[{\"ph\":\"X\",\"name\":\"" + evil +
+                                    "\",\"cat\":\"c\\u001b\",\"pid\":\"p\\n\",\"ts\":1,\"dur\":1}]",
+                                "x.json");
+  REQUIRE(trace.ok());
+  REQUIRE(trace->events.size() == 1);
+  CHECK(trace->events[0].name == "a?]52;c;x??[info] fake??2J");
+  CHECK(trace->events[0].category == "c?");
+  CHECK(trace->events[0].process == "p?");
+  const std::string message =
+      std::string(ParseChromeTrace("[{\"ph\":\"X\",\"name\":\"" + evil + "\",\"ts\":1}]", "x.json")
+                      .status()
+                      .message());
+  CHECK(message.find('\x1b') == std::string::npos);
+  CHECK(message.find('\n') == std::string::npos);
+  CHECK_THAT(message, Catch::Contains("(\"a?]52;c;x??[info] fake??2J\")"));
+}
+
 TEST_CASE("a pid nested 200,000 arrays deep is refused, not recursed into (issue 28, attack 3)") {
   // The attack's trace: one complete event whose pid nests 200,000 arrays (400 KB). Turning it
   // into text recursed once per level and overflowed the coordinator's report thread.

@@ -133,5 +133,37 @@ TEST_CASE("a step is captured when any rank's record was inside a profiler captu
   CHECK(a.Close(1).captured);
 }
 
+// Regression (hostile input): every far-ahead record copied all ranks' claims and took their
+// median, under the job's lock: a batch of 65,536 such records at 131,072 ranks was minutes
+// of CPU. A run of them from one rank now costs one median; a rank that may move it still
+// recomputes it.
+TEST_CASE("a run of far-ahead records costs one median, and the median still follows") {
+  StepAligner a(64, 2, {.deadline_ns = 100, .max_pending_steps = 100, .max_step_lead = 1000});
+  for (int r = 0; r < 64; ++r) CHECK(a.Add(r, 0, kD, 0, 0) == AlignOutcome::kAccepted);
+  a.Close(a.NextClosable(0).value());
+  const int64_t before = a.reference_computations();
+  for (int64_t s = 0; s < 10'000; ++s) {
+    CHECK(a.Add(3, 1'000'000 + s, kD, 0, 1) == AlignOutcome::kFarAhead);
+  }
+  CHECK(a.reference_computations() - before <= 1);
+  // Half the ranks and one more jump too: the median moves, and the job follows.
+  for (int r = 0; r < 33; ++r) a.Add(r == 3 ? 63 : r, 2'000'000, kD, 0, 2);
+  CHECK(a.Add(40, 2'000'000, kD, 0, 2) == AlignOutcome::kAccepted);
+}
+
+// Regression (hostile input): within one message nothing closes, so one rank's batch of
+// 100,000 new steps opened 100,000 steps, each with a world-sized bitmap.
+TEST_CASE("a rank cannot open more steps than twice the pending bound at once") {
+  StepAligner a(4, 2, {.deadline_ns = 100, .max_pending_steps = 8, .max_step_lead = 100'000});
+  int accepted = 0;
+  int refused = 0;
+  for (int64_t s = 0; s < 1'000; ++s) {
+    (a.Add(1, s, kD, 0, 0) == AlignOutcome::kAccepted ? accepted : refused) += 1;
+  }
+  CHECK(accepted == 2 * 8 + 64);
+  CHECK(refused == 1'000 - accepted);
+  CHECK(a.pending_steps() == static_cast<size_t>(accepted));
+}
+
 }  // namespace
 }  // namespace stagefrontier
