@@ -340,6 +340,12 @@ class TorchTest(unittest.TestCase):
             self.assertEqual(seen, [4] * 10)  # 2 weights, 2 biases: one hook each
             self.assertLessEqual(len(sf._grad_params), 1)
             self.assertEqual(sf.stats()["steps_recorded"], 10)
+            # Regression: uninstall() left the gradient hooks (and the instance as the active
+            # one, which instrument() then handed back with no patches).
+            sf.uninstall()
+            self.assertIsNone(sys.modules["stagefrontier.torch.instrument"]._ACTIVE)
+            model(torch.ones(2, 4)).sum().backward()
+            self.assertEqual(sum(sf._grads_seen.values()), 4)  # the last backward's, no more
         finally:
             sf.uninstall()
             dist.destroy_process_group()

@@ -900,11 +900,22 @@ class Instrumentation:
         self._patches.clear()
 
     def uninstall(self):
+        """Undoes install(): the patches, the gradient hooks, a running capture (written, its
+        profiler and module hooks off), the hang dumps' handler; instrument() then makes a new
+        instance."""
+        global _ACTIVE
+        if self._capture is not None:
+            self._capture.finish()
         self._restore_patches()
+        for key in list(self._grad_hooks):
+            for handle in self._grad_hooks.pop(key):
+                handle.remove()
         # The SIGUSR2 handler belongs to this instance's client: give it back too.
         if self._hang_dumps is not None:
             self._hang_dumps.close()
             self._hang_dumps = None
+        if _ACTIVE is self:
+            _ACTIVE = None
 
 
 def _profiler_range(name):
