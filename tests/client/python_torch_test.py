@@ -504,6 +504,25 @@ class TorchTest(unittest.TestCase):
                                     local_world_size=1, shm_dir=d, quiet=True)
         self.assertNotIn("buffer_sync", plain.names)
 
+    def test_the_flight_recorder_is_asked_for_before_the_process_group(self):
+        """Regression: the Flight Recorder's setting was made when the client was created (at
+        the first DDP or step), after the script's init_process_group had read it: NCCL's
+        recorder stayed off under the launcher."""
+        code = ("import os, stagefrontier.torch as sft\n"
+                "sft.Instrumentation(job_id='fr', rank=0, local_rank=0, world_size=1, "
+                "local_world_size=1, shm_dir=os.environ['D'], quiet=True)\n"
+                "print(os.environ.get('TORCH_FR_BUFFER_SIZE'))\n")
+        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        env = {k: v for k, v in os.environ.items() if "BUFFER_SIZE" not in k}
+        env["D"] = d
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        self.assertNotEqual(out, "None")
+        env["STAGEFRONTIER_HANG_DUMPS"] = "0"
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        self.assertEqual(out, "None")
+
     def test_explicit_api_and_custom_stage(self):
         d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
         sf = sft.Instrumentation(extra_stages=[("eval", "compute")], job_id="ex", rank=0,

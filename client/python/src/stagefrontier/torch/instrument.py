@@ -268,8 +268,17 @@ class Instrumentation:
         self._patches = []
         self._capture = None
         # Every thread's stack when the coordinator asks at a hang (hang_dump.py);
-        # STAGEFRONTIER_HANG_DUMPS=0 turns it off.
+        # STAGEFRONTIER_HANG_DUMPS=0 turns it off. NCCL's Flight Recorder is asked for now:
+        # torch reads its setting when the process group is made, and the client (which
+        # enables the dumps) usually comes after the script's init_process_group.
         self._hang_dumps = None
+        if os.environ.get("STAGEFRONTIER_HANG_DUMPS", "1") != "0":
+            try:
+                from stagefrontier.hang_dump import turn_on_flight_recorder
+
+                turn_on_flight_recorder()
+            except Exception:  # evidence only
+                pass
         # The layout is fixed when the stub's client is created. Unless it is given, the client
         # waits for the script's first DDP, whose process group tells the rank's role, or for
         # the first step, whichever comes first (_start_client).
