@@ -624,6 +624,51 @@ class TorchTest(unittest.TestCase):
         self.assertIn("nn.Module: Model", names)
         self.assertIn("nn.Module: lin (Linear)", names)
 
+    def test_the_scripts_own_profiler_wins_over_a_capture(self):
+        """Regression: a capture of ours running when the script's profiler began tracing (or
+        begun while the script's scheduled profiler still waited) made the script's
+        profiler raise "Profiler is already enabled" in its training loop."""
+        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        model = Model()
+        sf = sft.Instrumentation(job_id="own", rank=0, local_rank=0, world_size=1,
+                                 local_world_size=1, shm_dir=d, quiet=True).install(model=model)
+
+        class Asked:  # the stub, as if the coordinator had asked for every step
+            def __init__(self, client):
+                self.client = client
+
+            def __getattr__(self, name):
+                return getattr(self.client, name)
+
+            def should_capture_trace(self):
+                return True
+
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+        def step():
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(torch.ones(4, 4)), torch.ones(4, 1)).backward()
+            opt.step()
+
+        try:
+            sf.client = Asked(sf.client)
+            sf.capture.directory = d
+            step()
+            step()
+            self.assertTrue(sf.capture.active)
+            # The script starts its own, scheduled: waiting one step, then tracing.
+            schedule = torch.profiler.schedule(wait=1, warmup=0, active=2)
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                        schedule=schedule) as prof:
+                for _ in range(4):
+                    step()
+                    prof.step()
+            self.assertEqual(len(sf.capture.done), 1)  # ours ended before theirs traced
+            # While theirs was started, ours did not start again: busy.
+            self.assertTrue(any("busy" in why for _, why in sf.capture.failed))
+        finally:
+            sf.uninstall()
+
     def test_layout_inferred_from_ddp_group_ranks(self):
         from stagefrontier.torch.instrument import infer_layout
 

@@ -35,8 +35,13 @@ def default_directory():
 class TraceCapture:
     """Follows the stub's trace window step by step (`on_step_begin` / `on_step_end`)."""
 
-    def __init__(self, rank, directory=None, warn=None, job=None, answer=None, modules=None):
+    def __init__(self, rank, directory=None, warn=None, job=None, answer=None, modules=None,
+                 busy=None):
         self.rank = rank
+        # busy(): a profiler of the script's is started (stagefrontier.torch tracks them), even
+        # one whose schedule has not begun recording yet.
+        self._busy = busy or (lambda: False)
+        self.starting = False  # our own profiler is being started (not the script's)
         # modules(): the models whose submodules' forwards become named ranges (None: no
         # module ranges).
         self._modules = modules
@@ -118,14 +123,18 @@ class TraceCapture:
         try:
             import torch
 
-            if torch.autograd._profiler_enabled():
+            if torch.autograd._profiler_enabled() or self._busy():
                 self._fail(step, "the profiler is busy (the script profiles itself)", "busy")
                 return
             activities = [torch.profiler.ProfilerActivity.CPU]
             if torch.cuda.is_available():
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
             prof = torch.profiler.profile(activities=activities)
-            prof.start()
+            self.starting = True
+            try:
+                prof.start()
+            finally:
+                self.starting = False
         except Exception as e:
             self._fail(step, f"the profiler did not start: {e}", "start")
             return

@@ -60,6 +60,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 
 import stagefrontier
 
@@ -264,6 +265,7 @@ class Instrumentation:
         self._forward_depth = 0
         self._backward_depth = 0
         self._optimizer_depth = 0
+        self._user_profilers = weakref.WeakSet()  # the script's, started and not stopped
         self._models = []  # weak references: the DDP models built and the model installed
         self._patches = []
         self._capture = None
@@ -352,7 +354,8 @@ class Instrumentation:
 
             self._capture = TraceCapture(client.rank, warn=_warn, job=client.job_id,
                                          answer=client.answer_capture,
-                                         modules=self._live_models)
+                                         modules=self._live_models,
+                                         busy=lambda: len(self._user_profilers) > 0)
             client.declare_capture_handler()
         if client.enabled:
             from stagefrontier.hang_dump import enable_hang_dumps
@@ -719,6 +722,7 @@ class Instrumentation:
             return __init__
 
         self._patch(torch.optim.Optimizer, "__init__", make_opt_init)
+        self._patch_user_profilers(torch)
         # And the classes already defined, for an optimizer built before install.
         classes = list(torch.optim.Optimizer.__subclasses__())
         while classes:
@@ -728,6 +732,48 @@ class Instrumentation:
                 patch_step(cls)
 
         return self
+
+    def _patch_user_profilers(self, torch):
+        """The script's own profiler wins: two cannot run at once, and the second to start
+        raises ("Profiler is already enabled") in whoever started it, the script's training
+        loop included. A capture of ours ends (its trace written) before a profiler of the
+        script's begins tracing, and none starts while one of the script's is started (a
+        scheduled one still waiting included)."""
+        import torch.autograd.profiler as autograd_profiler
+
+        sf = self
+
+        def make_prepare(orig):
+            def _prepare_trace(p, *a, **k):
+                cap = sf._capture
+                if cap is not None and cap.active and not cap.starting:
+                    cap.finish()
+                return orig(p, *a, **k)
+
+            return _prepare_trace
+
+        def make_start(orig):
+            def start(p, *a, **k):
+                cap = sf._capture
+                if cap is None or not cap.starting:
+                    sf._user_profilers.add(p)
+                return orig(p, *a, **k)
+
+            return start
+
+        def make_stop(orig):
+            def stop(p, *a, **k):
+                sf._user_profilers.discard(p)
+                return orig(p, *a, **k)
+
+            return stop
+
+        try:
+            self._patch(autograd_profiler.profile, "_prepare_trace", make_prepare)
+            self._patch(torch.profiler.profile, "start", make_start)
+            self._patch(torch.profiler.profile, "stop", make_stop)
+        except Exception as e:  # a torch without these: captures may then meet the script's
+            _warn(f"the script's own profiler is not watched ({e})")
 
     def _register_grad_ready_hooks(self, ddp):
         """A post-hook on each parameter's gradient accumulator, registered after DDP's own
