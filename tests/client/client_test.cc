@@ -62,6 +62,10 @@ ClientOptions Options(const std::string& dir, int local_rank = 0, int64_t capaci
 }
 
 const GetEnv kNoEnv = [](const char*) -> const char* { return nullptr; };
+// An environment that opts in to self-tests (STAGEFRONTIER_ALLOW_SELFTEST=1), and nothing else.
+const GetEnv kAllowSelfTest = [](const char* n) -> const char* {
+  return std::string(n) == "STAGEFRONTIER_ALLOW_SELFTEST" ? "1" : nullptr;
+};
 
 void RunStep(Client& c) {
   c.BeginStep();
@@ -368,10 +372,7 @@ TEST_CASE("control requests: pause, sampling and trace capture") {
 
 TEST_CASE("self-test: an opted-in stub delays the stage, marks the records and answers") {
   const std::string dir = MakeTempDir();
-  const GetEnv allow = [](const char* n) -> const char* {
-    return std::string(n) == "STAGEFRONTIER_ALLOW_SELFTEST" ? "1" : nullptr;
-  };
-  auto c = Client::Create(kStages, Options(dir), allow);
+  auto c = Client::Create(kStages, Options(dir), kAllowSelfTest);
   REQUIRE(c.ok());
   CHECK((*c)->selftest_allowed());
   auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
@@ -414,10 +415,7 @@ TEST_CASE("self-test: a child forked mid-step neither sleeps it nor counts it") 
   // DataLoader started in the data stage): its end of the stage slept and counted a self-test
   // step in the parent's slot.
   const std::string dir = MakeTempDir();
-  const GetEnv allow = [](const char* n) -> const char* {
-    return std::string(n) == "STAGEFRONTIER_ALLOW_SELFTEST" ? "1" : nullptr;
-  };
-  auto c = Client::Create(kStages, Options(dir), allow);
+  auto c = Client::Create(kStages, Options(dir), kAllowSelfTest);
   REQUIRE(c.ok());
   auto seg = shm::MappedSegment::Attach(shm::SegmentPath(dir, "test"));
   REQUIRE(seg.ok());

@@ -76,6 +76,31 @@ def open_stage(seg):
     return json.loads(out.stdout)["slots"][0]["open"]["stage"]
 
 
+class Asked:
+    """A stub's client, as if the coordinator had asked for a trace of every step."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+    def should_capture_trace(self):
+        return True
+
+
+def capturing_rank(job):
+    """An installed Instrumentation of `job` over a Model, its client asked to capture every
+    step into a fresh directory. Returns (sf, model, directory)."""
+    d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+    model = Model()
+    sf = sft.Instrumentation(job_id=job, rank=0, local_rank=0, world_size=1, local_world_size=1,
+                             shm_dir=d, quiet=True).install(model=model)
+    sf.client = Asked(sf.client)
+    sf.capture.directory = d
+    return sf, model, d
+
+
 class Shown:
     """A stub's client, recording the stages it is asked to show open."""
 
@@ -585,25 +610,9 @@ class TorchTest(unittest.TestCase):
         # Regression: backward was a profiler range only with --annotate, so a capture's trace
         # had no "stagefrontier:backward" and the coordinator could not analyse a backward
         # verdict ("stage backward never lasted in a captured step").
-        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
-        model = Model()
-        sf = sft.Instrumentation(job_id="cap", rank=0, local_rank=0, world_size=1,
-                                 local_world_size=1, shm_dir=d, quiet=True).install(model=model)
-
-        class Asked:  # the stub, as if the coordinator had asked for these steps
-            def __init__(self, client):
-                self.client = client
-
-            def __getattr__(self, name):
-                return getattr(self.client, name)
-
-            def should_capture_trace(self):
-                return True
-
+        sf, model, d = capturing_rank("cap")
         try:
             self.assertFalse(sf.annotate)
-            sf.client = Asked(sf.client)
-            sf.capture.directory = d
             opt = torch.optim.SGD(model.parameters(), lr=0.01)
             for x, y in DataLoader(Slow(), batch_size=4):  # 3 steps
                 opt.zero_grad()
@@ -628,21 +637,7 @@ class TorchTest(unittest.TestCase):
         """Regression: a capture of ours running when the script's profiler began tracing (or
         begun while the script's scheduled profiler still waited) made the script's
         profiler raise "Profiler is already enabled" in its training loop."""
-        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
-        model = Model()
-        sf = sft.Instrumentation(job_id="own", rank=0, local_rank=0, world_size=1,
-                                 local_world_size=1, shm_dir=d, quiet=True).install(model=model)
-
-        class Asked:  # the stub, as if the coordinator had asked for every step
-            def __init__(self, client):
-                self.client = client
-
-            def __getattr__(self, name):
-                return getattr(self.client, name)
-
-            def should_capture_trace(self):
-                return True
-
+        sf, model, d = capturing_rank("own")
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
 
         def step():
@@ -651,8 +646,6 @@ class TorchTest(unittest.TestCase):
             opt.step()
 
         try:
-            sf.client = Asked(sf.client)
-            sf.capture.directory = d
             step()
             step()
             self.assertTrue(sf.capture.active)
