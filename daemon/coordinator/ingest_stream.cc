@@ -258,12 +258,21 @@ void IngestStream::Reject(v1::BatchAck* ack, const std::string& job, int32_t ran
 bool IngestStream::OnDeclaration(const v1::RankDeclaration& d, v1::BatchAck* ack,
                                  std::vector<v1::ControlRequest>* to_send) {
   const auto key = std::make_pair(d.job(), d.rank());
+  // A refusal is kept (so that the rank's steps are refused with its reason) for this many
+  // (job, rank) pairs at most: a trainer that keeps declaring new ranks or job names must not
+  // grow the stream without bound. Past it, their steps read "not declared on this stream".
+  constexpr size_t kMaxRefusalsKept = 4096;
+  auto keep_refusal = [&](Declared refused) {
+    if (refusals_kept_ >= kMaxRefusalsKept && declared_.count(key) == 0) return;
+    if (declared_.count(key) == 0 || declared_[key].status.ok()) ++refusals_kept_;
+    declared_[key] = std::move(refused);
+  };
   if (declared_jobs_.count(d.job()) == 0 &&
       static_cast<int32_t>(declared_jobs_.size()) >= deps_.limits.max_jobs_per_stream) {
     const absl::Status s = absl::ResourceExhaustedError(absl::StrCat(
         "job \"", LogSafe(d.job()), "\" refused: this stream already declared ranks of ",
         declared_jobs_.size(), " jobs (--max-jobs-per-stream)"));
-    declared_[key] = {nullptr, s, nullptr, d};
+    keep_refusal({nullptr, s, nullptr, d});
     Reject(ack, d.job(), d.rank(), s, 0);
     return true;
   }
@@ -276,7 +285,7 @@ bool IngestStream::OnDeclaration(const v1::RankDeclaration& d, v1::BatchAck* ack
       return false;
     }
     std::shared_ptr<JobState> existing = deps_.jobs->Find(d.job());
-    declared_[key] = {nullptr, job.status(), existing, d};
+    keep_refusal({nullptr, job.status(), existing, d});
     Reject(ack, d.job(), d.rank(), job.status(), 0);
     if (existing != nullptr) existing->NoteRefused(d.rank(), node_, job.status().message(), 0);
     if (deps_.log) deps_.log(absl::StrCat("sidecar ", Who(), ": ", job.status().message()));
@@ -284,6 +293,9 @@ bool IngestStream::OnDeclaration(const v1::RankDeclaration& d, v1::BatchAck* ack
   }
   declared_jobs_.insert(d.job());
   (*job)->NoteOwner(d, node_);
+  if (auto old = declared_.find(key); old != declared_.end() && !old->second.status.ok()) {
+    --refusals_kept_;
+  }
   declared_[key] = {*job, absl::OkStatus(), nullptr, d};
   if (auto early = early_health_.find(key); early != early_health_.end()) {
     (*job)->UpdateStubHealth(early->second, node_, id_);

@@ -130,6 +130,7 @@ class IngestStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
   std::string node_;
   std::shared_ptr<SidecarSessions::Session> session_;
   std::map<std::pair<std::string, int32_t>, Declared> declared_;
+  size_t refusals_kept_ = 0;  // entries of declared_ that hold a refusal (bounded)
   std::set<std::string> declared_jobs_;
   // The newest health of slots whose job the coordinator did not know yet, applied when the
   // rank is declared: the sidecar sends health before the batch that declares new ranks, and

@@ -7,11 +7,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/common/access_tokens.h"
 #include "daemon/common/grpc_security.h"
 #include "daemon/coordinator/query_service.h"
@@ -293,6 +295,37 @@ TEST_CASE("a rank whose declaration is refused shows in health: refused, why, ho
   CHECK(health.ranks(2).state() == "unseen");
   CHECK(good.End().ok());
   CHECK(other.End().ok());
+}
+
+// Regression (hostile input): every refused declaration was kept for the stream's life, so a
+// trainer declaring ever new ranks or job names grew it without bound.
+TEST_CASE("a stream keeps at most 4,096 refusals; later ones are refused without a trace") {
+  ResourceLimits limits;
+  limits.max_jobs_per_stream = 1;
+  Server srv(limits);
+  Stream s(srv);
+  REQUIRE(s.rw->Write(Hello()));
+  int seq = 0;
+  int rejected = 0;
+  for (int first = 0; first < 4'100; first += 500) {  // the test server takes 64 KB messages
+    v1::StepBatch b;
+    b.set_batch_seq(++seq);
+    if (first == 0) Declare(&b, 0, "one");
+    for (int r = first; r < std::min(first + 500, 4'100); ++r) {
+      Declare(&b, r % 8, absl::StrCat("other", r).c_str());
+    }
+    rejected += SendBatch(s, b).rejections_size();
+  }
+  CHECK(rejected == 4'100);
+  v1::StepBatch steps;
+  steps.set_batch_seq(++seq);
+  AddSteps(&steps, 0, 0, 1, "other0");             // a refusal kept: its reason
+  AddSteps(&steps, 4'099 % 8, 0, 1, "other4099");  // past the bound: not kept
+  const v1::BatchAck ack = SendBatch(s, steps);
+  REQUIRE(ack.rejections_size() == 2);
+  CHECK_THAT(ack.rejections(0).message(), Catch::Contains("--max-jobs-per-stream"));
+  CHECK_THAT(ack.rejections(1).message(), Catch::Contains("was not declared on this stream"));
+  CHECK(s.End().ok());
 }
 
 // Issue 28, item 5: tokens need not all be the shared one that may do everything.
