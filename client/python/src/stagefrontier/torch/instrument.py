@@ -533,8 +533,6 @@ class Instrumentation:
         return [m for m in (ref() for ref in self._models) if m is not None]
 
     def _remember_model(self, model):
-        import weakref
-
         self._models = [r for r in self._models if r() is not None]
         try:
             self._models.append(weakref.ref(model))
@@ -778,8 +776,6 @@ class Instrumentation:
     def _register_grad_ready_hooks(self, ddp):
         """A post-hook on each parameter's gradient accumulator, registered after DDP's own
         (which launches the buckets): the last to run marks the end of local backward work."""
-        import weakref
-
         sf = self
         self._forget_freed_ddps()
         key = self._next_key
