@@ -380,21 +380,39 @@ bool HangDumper::WriteDump(const HangDumpRequest& request, const std::string& te
                            uint64_t truncated) noexcept {
   try {
     const std::string dir = absl::StrCat(context_.directory, "/", context_.job);
-    const std::string path =
-        absl::StrCat(dir, "/stacks_rank", context_.rank, "_capture", request.capture_id, ".txt");
-    const std::string part = absl::StrCat(path, ".", owner_pid_, ".part");
+    const std::string name =
+        absl::StrCat("stacks_rank", context_.rank, "_capture", request.capture_id, ".txt");
+    const std::string path = absl::StrCat(dir, "/", name);
+    const std::string part = absl::StrCat(name, ".", owner_pid_, ".part");
     if (!MakeDirs(dir)) {
       Fail(absl::StrCat("cannot create ", dir, ": ", std::strerror(errno)));
       return false;
     }
+    // The job's folder is opened without following a link and must be this user's: a link
+    // another user planted there would have the dump written (and renamed over a file) in a
+    // folder of theirs choosing. Everything below goes through its descriptor.
+    const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir_fd < 0) {
+      Fail(absl::StrCat("cannot open ", dir, ": ", std::strerror(errno)));
+      return false;
+    }
+    struct DirCloser {
+      int fd;
+      ~DirCloser() { close(fd); }
+    } dir_closer{dir_fd};
+    struct stat dir_st {};
+    if (fstat(dir_fd, &dir_st) != 0 || dir_st.st_uid != geteuid()) {
+      Fail(absl::StrCat(dir, " is not this user's folder (owner uid ", dir_st.st_uid, ")"));
+      return false;
+    }
     constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
     // 0666 less the umask, as Python's open(): a sidecar of the trainer's group may read it.
-    int fd = open(part.c_str(), kFlags, 0666);
-    if (fd < 0 && errno == EEXIST && unlink(part.c_str()) == 0) {  // ours, from an older try
-      fd = open(part.c_str(), kFlags, 0666);
+    int fd = openat(dir_fd, part.c_str(), kFlags, 0666);
+    if (fd < 0 && errno == EEXIST && unlinkat(dir_fd, part.c_str(), 0) == 0) {  // an older try
+      fd = openat(dir_fd, part.c_str(), kFlags, 0666);
     }
     if (fd < 0) {
-      Fail(absl::StrCat("cannot create ", part, ": ", std::strerror(errno)));
+      Fail(absl::StrCat("cannot create ", dir, "/", part, ": ", std::strerror(errno)));
       return false;
     }
     std::string header = absl::StrCat(
@@ -427,10 +445,10 @@ bool HangDumper::WriteDump(const HangDumpRequest& request, const std::string& te
       error = errno;
       ok = false;
     }
-    if (ok && rename(part.c_str(), path.c_str()) == 0) return true;
+    if (ok && renameat(dir_fd, part.c_str(), dir_fd, name.c_str()) == 0) return true;
     if (ok) error = errno;
     Fail(absl::StrCat("cannot write ", path, ": ", std::strerror(error)));
-    unlink(part.c_str());
+    unlinkat(dir_fd, part.c_str(), 0);
     return false;
   } catch (const std::exception& e) {
     Fail(e.what());

@@ -182,6 +182,26 @@ TEST_CASE("the callback's text lands in the file; a throwing callback is noted, 
   CHECK(f.client->stats().dumps_written == 2);
 }
 
+// Regression: the dump went through the job folder's path: a link planted there (another
+// user's, in a shared capture directory) had the trainer write and rename files in the folder
+// it named.
+TEST_CASE("a job folder that is a link is not written through: the dump fails, counted") {
+  Fixture f;
+  const std::string elsewhere = f.dir + "/elsewhere";
+  REQUIRE(mkdir(elsewhere.c_str(), 0700) == 0);
+  REQUIRE(mkdir((f.dir + "/captures").c_str(), 0700) == 0);
+  REQUIRE(symlink(elsewhere.c_str(), f.JobDir().c_str()) == 0);
+  REQUIRE(f.client->EnableHangDumps(f.Dumps()).ok());
+  f.slot->dump_request_id.store(5);
+  REQUIRE(raise(SIGUSR2) == 0);
+  for (int i = 0; i < 500 && f.client->stats().dump_errors == 0; ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  CHECK(f.client->stats().dump_errors == 1);
+  CHECK(f.client->stats().dumps_written == 0);
+  CHECK(ListDir(elsewhere).empty());
+}
+
 TEST_CASE("a signal without a request writes nothing and is counted") {
   Fixture f;
   REQUIRE(f.client->EnableHangDumps(f.Dumps()).ok());
