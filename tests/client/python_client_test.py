@@ -418,6 +418,23 @@ class ClientTest(unittest.TestCase):
         finally:
             signal.signal(signal.SIGUSR2, signal.SIG_DFL)
 
+    def test_evidence_files_are_never_written_through_a_link(self):
+        """Regression: the Flight Recorder dump was written through its folder's path: a link
+        planted there redirected it into another folder."""
+        from stagefrontier.hang_dump import write_in_folder
+
+        mine = os.path.join(self.dir, "fr_mine")
+        os.makedirs(mine)
+        write_in_folder(mine, "flightrec_rank0_capture1.json", "{}")
+        self.assertEqual(os.listdir(mine), ["flightrec_rank0_capture1.json"])
+        elsewhere = os.path.join(self.dir, "fr_elsewhere")
+        os.makedirs(elsewhere)
+        link = os.path.join(self.dir, "fr_link")
+        os.symlink(elsewhere, link)
+        with self.assertRaises(OSError):
+            write_in_folder(link, "flightrec_rank0_capture2.json", "{}")
+        self.assertEqual(os.listdir(elsewhere), [])
+
     def test_no_segment_means_a_counting_no_op(self):
         c = self.client(shm_dir=os.path.join(self.dir, "missing"))
         self.assertFalse(c.enabled)

@@ -464,8 +464,10 @@ class TorchTest(unittest.TestCase):
             sf.uninstall()
         for r in drain(d, "ck"):
             b = r["boundaries_ns"]  # start, data, forward, backward, grad_sync, optimizer
-            self.assertLess(b[2] - b[1], 45_000_000, b)  # one sleep, not two
-            self.assertGreaterEqual(b[3] - b[2], 30_000_000, b)  # the recomputed forward
+            # The recomputed forward's sleep is backward's (before the fix backward held
+            # about 1 ms and forward both sleeps); forward keeps its own.
+            self.assertGreaterEqual(b[3] - b[2], 30_000_000, b)
+            self.assertGreaterEqual(b[2] - b[1], 30_000_000, b)
 
     def test_ddp_buffer_broadcast_wait_is_buffer_sync(self):
         """A model with BatchNorm: DDP broadcasts its buffers from rank 0 at the start of every
