@@ -421,11 +421,14 @@ class ClientTest(unittest.TestCase):
     def test_evidence_files_are_never_written_through_a_link(self):
         """Regression: the Flight Recorder dump was written through its folder's path: a link
         planted there redirected it into another folder."""
-        from stagefrontier.hang_dump import write_in_folder
+        from stagefrontier.evidence_file import write_all, write_in_own_folder
+
+        def write_in_folder(directory, name, text):  # as dump_flight_recorder writes
+            return write_in_own_folder(directory, name, lambda fd: write_all(fd, text))
 
         mine = os.path.join(self.dir, "fr_mine")
         os.makedirs(mine)
-        write_in_folder(mine, "flightrec_rank0_capture1.json", "{}")
+        self.assertEqual(write_in_folder(mine, "flightrec_rank0_capture1.json", "{}"), 2)
         self.assertEqual(os.listdir(mine), ["flightrec_rank0_capture1.json"])
         elsewhere = os.path.join(self.dir, "fr_elsewhere")
         os.makedirs(elsewhere)

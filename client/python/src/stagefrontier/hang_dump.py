@@ -70,35 +70,6 @@ def turn_on_flight_recorder():
         os.environ["TORCH_NCCL_TRACE_BUFFER_SIZE"] = FLIGHT_RECORDER_ENTRIES
 
 
-def write_in_folder(directory, name, text):
-    """Writes `text` as `name` in `directory` (under a temporary name, then renamed) without
-    following a link: the folder is opened without following one and must be this user's, and
-    the file is created exclusively through its descriptor. A link another user planted in a
-    shared capture directory then fails the write instead of redirecting it."""
-    folder = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        owner = os.fstat(folder).st_uid
-        if owner != os.geteuid():
-            raise PermissionError(f"{directory} belongs to uid {owner}, not to this process's "
-                                  f"{os.geteuid()}")
-        tmp = f"{name}.{os.getpid()}.part"
-        # The umask decides, as for the stacks beside it (a sidecar of the same group reads it).
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o666, dir_fd=folder)
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-            os.rename(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
-        except BaseException:
-            try:
-                os.unlink(tmp, dir_fd=folder)
-            except OSError:
-                pass
-            raise
-    finally:
-        os.close(folder)
-
-
 def dump_flight_recorder(path):
     """Writes torch's NCCL Flight Recorder dump (JSON) to `path`, under a temporary name then
     renamed. Returns None when written, else why not (no NCCL process group, a torch without
@@ -125,7 +96,10 @@ def dump_flight_recorder(path):
             text = dump()
         if isinstance(text, bytes):
             text = text.decode("utf-8", "replace")
-        write_in_folder(os.path.dirname(path) or ".", os.path.basename(path), text)
+        from stagefrontier.evidence_file import write_all, write_in_own_folder
+
+        write_in_own_folder(os.path.dirname(path) or ".", os.path.basename(path),
+                            lambda fd: write_all(fd, text))
         return None
     except Exception as e:  # evidence only: never let it hurt the trainer
         return f"the dump failed ({e})"

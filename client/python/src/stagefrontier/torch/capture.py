@@ -171,49 +171,14 @@ class TraceCapture:
                    f"stopped and written in {time.monotonic() - started:.3f} s)")
 
     def _write(self, prof, name):
-        """Writes the trace as `name` in the job's folder; returns (path, bytes). The folder is
-        created if missing and must be this user's; it is opened without following a link, the
-        temporary file is created exclusively in it and written through its descriptor
-        (/proc/self/fd), then renamed in the same folder: a link or file another user planted
-        is never followed, truncated or written. A failure leaves no temporary file."""
-        parent, leaf = os.path.split(os.path.abspath(self.directory))
-        os.makedirs(parent, exist_ok=True)  # the capture directory: the operator's
-        parent_fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            try:
-                os.mkdir(leaf, 0o777, dir_fd=parent_fd)
-            except FileExistsError:
-                pass
-            folder = os.open(leaf, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                             dir_fd=parent_fd)
-        finally:
-            os.close(parent_fd)
-        try:
-            owner = os.fstat(folder).st_uid
-            if owner != os.geteuid():
-                raise PermissionError(f"{self.directory} belongs to uid {owner}, not to this "
-                                      f"process's {os.geteuid()}")
-            temporary = f"{name}.{os.getpid()}.part"
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            try:
-                fd = os.open(temporary, flags, 0o666, dir_fd=folder)
-            except FileExistsError:  # this pid's, from an earlier run of the same steps
-                os.unlink(temporary, dir_fd=folder)
-                fd = os.open(temporary, flags, 0o666, dir_fd=folder)
-            try:
-                prof.export_chrome_trace(f"/proc/self/fd/{fd}")  # reopens this very file
-                size = os.fstat(fd).st_size
-                os.rename(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
-            except BaseException:
-                try:
-                    os.unlink(temporary, dir_fd=folder)
-                except OSError:
-                    pass
-                raise
-            finally:
-                os.close(fd)
-        finally:
-            os.close(folder)
+        """Writes the trace as `name` in the job's folder (made if missing); returns (path,
+        bytes). The profiler exports into the temporary file through /proc/self/fd, which
+        reopens that very file: no link in the folder is followed (evidence_file.py)."""
+        from stagefrontier.evidence_file import write_in_own_folder
+
+        size = write_in_own_folder(
+            self.directory, name, lambda fd: prof.export_chrome_trace(f"/proc/self/fd/{fd}"),
+            create=True)
         return os.path.join(self.directory, name), size
 
     def _forget_in_child(self):
