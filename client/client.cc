@@ -249,13 +249,15 @@ void Client::EndStep() noexcept {
     Disable(absl::StrCat("segment ", segment_->path(), " was truncated while in use"),
             /*quiet=*/false);
   }
-  if (enabled_ && !InForkedChild() &&
-      slot_->owner_pid.load(std::memory_order_relaxed) != owner_pid_) {
+  if (enabled_ && !InForkedChild()) {
     // Another process took the slot over (it judged this one silent): two writers on one
     // ring would corrupt both; the slot is theirs.
-    Disable(absl::StrCat("local rank ", identity_.local_rank, "'s slot was taken over by pid ",
-                         slot_->owner_pid.load(std::memory_order_relaxed)),
-            /*quiet=*/false);
+    const uint32_t owner = slot_->owner_pid.load(std::memory_order_relaxed);
+    if (owner != owner_pid_) {
+      Disable(absl::StrCat("local rank ", identity_.local_rank, "'s slot was taken over by pid ",
+                           owner),
+              /*quiet=*/false);
+    }
   }
   if (!enabled_ || InForkedChild()) {
     ++stats_.steps_not_recorded;

@@ -263,9 +263,15 @@ bool IngestStream::OnDeclaration(const v1::RankDeclaration& d, v1::BatchAck* ack
   // grow the stream without bound. Past it, their steps read "not declared on this stream".
   constexpr size_t kMaxRefusalsKept = 4096;
   auto keep_refusal = [&](Declared refused) {
-    if (refusals_kept_ >= kMaxRefusalsKept && declared_.count(key) == 0) return;
-    if (declared_.count(key) == 0 || declared_[key].status.ok()) ++refusals_kept_;
-    declared_[key] = std::move(refused);
+    auto it = declared_.find(key);
+    if (it == declared_.end()) {
+      if (refusals_kept_ >= kMaxRefusalsKept) return;
+      ++refusals_kept_;
+      declared_.emplace(key, std::move(refused));
+      return;
+    }
+    if (it->second.status.ok()) ++refusals_kept_;  // an accepted rank, now refused
+    it->second = std::move(refused);
   };
   if (declared_jobs_.count(d.job()) == 0 &&
       static_cast<int32_t>(declared_jobs_.size()) >= deps_.limits.max_jobs_per_stream) {
