@@ -881,7 +881,6 @@ class Instrumentation:
                 counts.append(seen)
                 self._grad_most[key] = max(counts)
         self._forwarded.clear()
-        self._forget_freed_ddps()
 
     def _forget_freed_ddps(self):
         """Removes the gradient hooks and counts of the DDP models freed since last time."""
