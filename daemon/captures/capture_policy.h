@@ -165,6 +165,8 @@ class CapturePolicy {
 
   // The job's decisions, oldest first (at most options.decisions_kept).
   std::vector<CaptureDecision> Decisions(const std::string& job) const;
+  // Forgets everything kept for the job (it left the coordinator's memory).
+  void Forget(const std::string& job) { jobs_.erase(job); }
 
   const CapturePolicyOptions& options() const { return options_; }
   void set_options(CapturePolicyOptions options) { options_ = std::move(options); }

@@ -211,6 +211,13 @@ void CaptureTrigger::OnJobFinished(const std::string& job, int64_t last_step, in
   pace.in_flight = 0;
 }
 
+void CaptureTrigger::OnJobRetired(const std::string& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pace_.erase(job);
+  answers_.erase(job);
+  policy_.Forget(job);
+}
+
 int CaptureTrigger::MissStalled(int64_t now_ns) {
   std::lock_guard<std::mutex> lock(mu_);
   // A slow job closes windows rarely: wait for three of its window intervals at least.

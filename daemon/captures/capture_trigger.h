@@ -59,6 +59,8 @@ class CaptureTrigger : public VerdictObserver, public CaptureAnswerObserver {
   // (CapturePolicy::OnStall), whether captures are automatic or not: a hang leaves no later
   // moment to ask.
   void OnJobStall(const std::string& job, const v1::Stall& stall, int64_t wall_ns) override;
+  // Forgets the job's pace, answers and capture decisions.
+  void OnJobRetired(const std::string& job) override;
   // A sidecar's answer to a stack request: a refusal (no dump handler, a process that does
   // not check out) is kept as that rank's answer, so the report says why its stacks are
   // missing.

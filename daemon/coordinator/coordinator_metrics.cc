@@ -208,6 +208,51 @@ JobMetrics CoordinatorMetrics::ForJob(const std::string& job, const StageSchema&
 
 namespace {
 
+template <typename T>
+void RemoveSeries(prometheus::Family<T>* family, T* series) {
+  if (series != nullptr) family->Remove(series);
+}
+
+template <typename T>
+void RemoveSeries(prometheus::Family<T>* family, const std::vector<T*>& series) {
+  for (T* s : series) RemoveSeries(family, s);
+}
+
+}  // namespace
+
+void CoordinatorMetrics::DropJob(const JobMetrics& m) {
+  for (prometheus::Counter* c :
+       {m.rank_steps_accepted, m.rank_steps_duplicate, m.rank_steps_late, m.rank_steps_rejected}) {
+    RemoveSeries(rank_steps_, c);
+  }
+  for (prometheus::Counter* c :
+       {m.steps_complete, m.steps_partial, m.steps_captured, m.steps_rejected}) {
+    RemoveSeries(steps_, c);
+  }
+  RemoveSeries(exposed_step_, m.exposed_step_seconds);
+  RemoveSeries(stage_exposed_, m.stage_exposed_seconds);
+  RemoveSeries(stage_excess_, m.stage_excess_seconds);
+  RemoveSeries(probe_collectives_, m.probe_bracketed);
+  RemoveSeries(probe_collectives_, m.probe_violations);
+  RemoveSeries(top_suspect_rank_, m.top_suspect_rank);
+  RemoveSeries(verdicts_, m.verdicts_healthy);
+  RemoveSeries(verdicts_, m.verdicts_clear);
+  RemoveSeries(verdicts_, m.verdicts_ambiguous);  // [0] is null
+  RemoveSeries(window_label_, m.window_label);
+  RemoveSeries(stalled_, m.stalled_seconds);
+  RemoveSeries(detector_condition_, m.detector_condition);
+  for (prometheus::Gauge* g :
+       {m.ranks_reporting, m.ranks_lagging, m.ranks_missing, m.ranks_finished}) {
+    RemoveSeries(ranks_, g);
+  }
+  for (prometheus::Counter* c : {m.stub_dropped, m.stub_torn, m.stub_invalid}) {
+    RemoveSeries(stub_records_, c);
+  }
+  RemoveSeries(verdict_delay_, m.verdict_delay_seconds);
+}
+
+namespace {
+
 prometheus::Counter& KnownOrInternal(
     const std::map<absl::StatusCode, prometheus::Counter*>& by_code, absl::StatusCode code) {
   auto it = by_code.find(code);

@@ -67,6 +67,9 @@ class CoordinatorMetrics {
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
   // Creates (or finds) the series of job `job`.
   JobMetrics ForJob(const std::string& job, const StageSchema& schema);
+  // Removes a job's series from /metrics (the job left memory): a coordinator that serves
+  // job after job must not export every job it ever saw. `m`'s handles dangle afterwards.
+  void DropJob(const JobMetrics& m);
 
   prometheus::Gauge& sidecar_streams() { return *sidecar_streams_; }
   prometheus::Counter& ingest_batches() { return *ingest_batches_; }

@@ -119,6 +119,12 @@ void AddLimitFlags(CLI::App& app, CoordinatorOptions* o, UnitFlags* u) {
                  "jobs one sidecar stream may declare ranks of")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  app.add_option("--job-retire-idle-ms", limits.job_retire_idle_ms,
+                 "a job whose ranks showed no life for this long stops counting against "
+                 "--max-jobs and --max-jobs-per-stream: it leaves memory when a new job needs "
+                 "room (its journal stays, and it comes back if its ranks do)")
+      ->check(CLI::Range(int64_t{1'000}, int64_t{30} * 86'400'000))
+      ->capture_default_str();
   app.add_option("--max-streams", limits.max_streams, "concurrent sidecar streams")
       ->check(CLI::Range(1, 1 << 24))
       ->capture_default_str();

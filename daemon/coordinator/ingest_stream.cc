@@ -8,6 +8,7 @@
 #include "base/mutex.h"
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/log_safe.h"
+#include "daemon/coordinator/resource_limits.h"
 #include "grpc/grpc_security_constants.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "shm/monotonic_clock.h"
@@ -256,7 +257,7 @@ void IngestStream::Reject(v1::BatchAck* ack, const std::string& job, int32_t ran
 }
 
 bool IngestStream::OnDeclaration(const v1::RankDeclaration& d, v1::BatchAck* ack,
-                                 std::vector<v1::ControlRequest>* to_send) {
+                                 std::vector<v1::ControlRequest>* to_send, bool again) {
   const auto key = std::make_pair(d.job(), d.rank());
   // A refusal is kept (so that the rank's steps are refused with its reason) for this many
   // (job, rank) pairs at most: a trainer that keeps declaring new ranks or job names must not
@@ -275,7 +276,11 @@ bool IngestStream::OnDeclaration(const v1::RankDeclaration& d, v1::BatchAck* ack
   };
   if (declared_jobs_.count(d.job()) == 0 &&
       static_cast<int32_t>(declared_jobs_.size()) >= deps_.limits.max_jobs_per_stream) {
-    const absl::Status s = absl::ResourceExhaustedError(absl::StrCat(
+    ForgetIdleJobs(shm::MonotonicNowNs());
+  }
+  if (declared_jobs_.count(d.job()) == 0 &&
+      static_cast<int32_t>(declared_jobs_.size()) >= deps_.limits.max_jobs_per_stream) {
+    const absl::Status s = NoRoom(absl::StrCat(
         "job \"", LogSafe(d.job()), "\" refused: this stream already declared ranks of ",
         declared_jobs_.size(), " jobs (--max-jobs-per-stream)"));
     keep_refusal({nullptr, s, nullptr, d});
@@ -294,7 +299,9 @@ bool IngestStream::OnDeclaration(const v1::RankDeclaration& d, v1::BatchAck* ack
     keep_refusal({nullptr, job.status(), existing, d});
     Reject(ack, d.job(), d.rank(), job.status(), 0);
     if (existing != nullptr) existing->NoteRefused(d.rank(), node_, job.status().message(), 0);
-    if (deps_.log) deps_.log(absl::StrCat("sidecar ", Who(), ": ", job.status().message()));
+    if (deps_.log && !again) {
+      deps_.log(absl::StrCat("sidecar ", Who(), ": ", job.status().message()));
+    }
     return true;
   }
   declared_jobs_.insert(d.job());
@@ -333,6 +340,25 @@ std::optional<absl::StatusOr<IngestCounts>> IngestStream::FollowNewRun(Declared&
   return d.job->Ingest(rs, node_, now, id_);
 }
 
+bool IngestStream::DeclareAgain(const std::pair<std::string, int32_t>& key, int64_t now_ns,
+                                std::vector<v1::ControlRequest>* to_send, bool* ended) {
+  if (again_batch_ != static_cast<int64_t>(messages_read_)) {
+    if (now_ns < next_again_ns_) return false;
+    next_again_ns_ = now_ns + 1'000'000'000;
+    again_batch_ = static_cast<int64_t>(messages_read_);
+  }
+  auto it = declared_.find(key);
+  if (it == declared_.end() || !IsNoRoom(it->second.status)) return false;
+  const v1::RankDeclaration d = it->second.declaration;
+  v1::BatchAck scratch;  // the steps' refusal goes in the real ack
+  if (!OnDeclaration(d, &scratch, to_send, /*again=*/true)) {
+    *ended = true;
+    return false;
+  }
+  it = declared_.find(key);
+  return it != declared_.end() && it->second.status.ok();
+}
+
 bool IngestStream::OnBatch(const v1::StepBatch& batch) {
   deps_.metrics->ingest_batches().Increment();
   v1::CoordinatorMessage reply;
@@ -354,6 +380,13 @@ bool IngestStream::OnBatch(const v1::StepBatch& batch) {
                                                      " was not declared on this stream")),
           rs.count());
       continue;
+    }
+    if (IsNoRoom(it->second.status)) {
+      bool ended = false;
+      const auto key = it->first;
+      DeclareAgain(key, now, &to_send, &ended);
+      if (ended) return false;
+      it = declared_.find(key);  // still there: refusals and their jobs' entries stay
     }
     if (!it->second.status.ok()) {
       Reject(ack, rs.job(), rs.rank(), it->second.status, rs.count());
@@ -402,6 +435,29 @@ bool IngestStream::OnBatch(const v1::StepBatch& batch) {
   return true;
 }
 
+void IngestStream::ForgetIdleJobs(int64_t now_ns) {
+  const int64_t idle_ns = deps_.limits.job_retire_idle_ms * 1'000'000;
+  for (auto j = declared_jobs_.begin(); j != declared_jobs_.end();) {
+    const auto first = declared_.lower_bound({*j, INT32_MIN});
+    auto last = first;
+    bool idle = true;
+    for (; last != declared_.end() && last->first.first == *j; ++last) {
+      // Each rank's entry holds the generation its steps go to.
+      if (last->second.job != nullptr && !last->second.job->IdleFor(now_ns, idle_ns)) idle = false;
+    }
+    if (!idle) {
+      ++j;
+      continue;
+    }
+    for (auto e = first; e != last; ++e) {
+      if (!e->second.status.ok()) --refusals_kept_;
+    }
+    declared_.erase(first, last);
+    deps_.sessions->Forget(session_, *j);
+    j = declared_jobs_.erase(j);
+  }
+}
+
 void IngestStream::OnHealth(const v1::Health& health) {
   deps_.metrics->ingest_health_reports().Increment();
   for (const v1::SlotHealth& h : health.slots()) {
@@ -420,6 +476,11 @@ void IngestStream::OnHealth(const v1::Health& health) {
     if (deps_.capture_answers != nullptr && h.capture_state() != 0) {
       deps_.capture_answers->OnCaptureAnswer(h.job(), h);
     }
+  }
+  // A sidecar sends health at least every 30 s (health_cadence.h).
+  if (const int64_t now = shm::MonotonicNowNs(); now >= next_forget_ns_) {
+    next_forget_ns_ = now + 10'000'000'000;
+    ForgetIdleJobs(now);
   }
 }
 

@@ -107,12 +107,23 @@ class IngestStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
   bool OnHello(const v1::Hello& hello);
   bool OnBatch(const v1::StepBatch& batch);
   // One declaration of a batch: the job (created on first sight), the rank's process noted,
-  // the session bound; false when the stream ended (storage unavailable).
+  // the session bound; false when the stream ended (storage unavailable). `again`: a
+  // declaration refused for want of room (IsNoRoom), tried again: a refusal is not logged.
   bool OnDeclaration(const v1::RankDeclaration& d, v1::BatchAck* ack,
-                     std::vector<v1::ControlRequest>* to_send);
+                     std::vector<v1::ControlRequest>* to_send, bool again = false);
+  // The steps of a rank whose declaration was refused for want of room: its declaration is
+  // tried again, in at most one batch a second per stream (a job idle since may have left
+  // room, and the sidecar declares a rank once). True if it is accepted now.
+  bool DeclareAgain(const std::pair<std::string, int32_t>& key, int64_t now_ns,
+                    std::vector<v1::ControlRequest>* to_send, bool* ended);
   void Reject(v1::BatchAck* ack, const std::string& job, int32_t rank, const absl::Status& s,
               uint32_t records);
   void OnHealth(const v1::Health& health);
+  // Forgets the declarations of jobs idle for limits.job_retire_idle_ms (JobState::IdleFor):
+  // a sidecar's stream lives for days and serves job after job, and --max-jobs-per-stream
+  // counts the jobs it serves, not every job it ever served. Their JobStates are let go, so
+  // that the registry may retire them.
+  void ForgetIdleJobs(int64_t now_ns);
   void OnControlAck(const v1::ControlAck& ack);
   // Starts the next queued write if none is in flight.
   void MaybeWrite();
@@ -132,6 +143,9 @@ class IngestStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
   std::map<std::pair<std::string, int32_t>, Declared> declared_;
   size_t refusals_kept_ = 0;  // entries of declared_ that hold a refusal (bounded)
   std::set<std::string> declared_jobs_;
+  int64_t next_forget_ns_ = 0;  // OnHealth looks for idle jobs at most every 10 s
+  int64_t next_again_ns_ = 0;   // DeclareAgain: a batch at most every second
+  int64_t again_batch_ = -1;    // the batch (messages_read_) DeclareAgain may try in
   // The newest health of slots whose job the coordinator did not know yet, applied when the
   // rank is declared: the sidecar sends health before the batch that declares new ranks, and
   // that batch may close the job's first window (whose capture decision reads the health).

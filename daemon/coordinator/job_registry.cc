@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -52,6 +53,10 @@ absl::Status JobRegistry::RestoreAll() {
     ::unlink(absl::StrCat(options_.data_dir, "/", name).c_str());
   }
   std::sort(names.begin(), names.end());
+  {
+    MutexLock lock(&mu_);
+    names = NewestJobsLocked(names);
+  }
   absl::Status first;
   auto refuse = [&](const std::string& path, const absl::Status& s) {
     if (first.ok()) first = s;
@@ -109,9 +114,148 @@ absl::Status JobRegistry::RestoreAll() {
     MutexLock lock(&mu_);
     AddLocked(std::shared_ptr<JobState>(*std::move(job)));
   }
-  MutexLock lock(&mu_);
-  for (const auto& [id, job] : current_) TrimGenerationsLocked(id);
+  {
+    MutexLock lock(&mu_);
+    for (const auto& [id, job] : current_) TrimGenerationsLocked(id);
+  }
+  TellRetired();
   return first;
+}
+
+void JobRegistry::TellRetired() {
+  std::vector<std::string> names;
+  {
+    MutexLock lock(&mu_);
+    names.swap(to_tell_);
+  }
+  for (const std::string& name : names) {
+    for (VerdictObserver* o : options_.observers) o->OnJobRetired(name);
+  }
+}
+
+std::vector<std::string> JobRegistry::NewestJobsLocked(const std::vector<std::string>& names) {
+  struct Id {
+    int64_t newest_mtime_ns = 0;
+    uint32_t newest_generation = 0;
+    std::string newest_name;  // its newest generation's journal
+    std::vector<std::string> names;
+  };
+  std::map<std::string, Id> ids;
+  std::vector<std::string> unparsed;  // left to RestoreAll's own checks
+  for (const std::string& name : names) {
+    std::string id;
+    uint32_t generation = 0;
+    if (!ParseJobName(name.substr(0, name.size() - sizeof(".journal") + 1), &id, &generation)) {
+      unparsed.push_back(name);
+      continue;
+    }
+    Id& i = ids[id];
+    struct stat st {};
+    if (::lstat(absl::StrCat(options_.data_dir, "/", name).c_str(), &st) == 0) {
+      i.newest_mtime_ns = std::max<int64_t>(
+          i.newest_mtime_ns, int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec);
+    }
+    if (i.newest_name.empty() || std::max<uint32_t>(generation, 1) > i.newest_generation) {
+      i.newest_generation = std::max<uint32_t>(generation, 1);
+      i.newest_name = name;
+    }
+    i.names.push_back(name);
+  }
+  if (static_cast<int64_t>(ids.size()) <= options_.limits.max_jobs) return names;
+  std::vector<std::pair<int64_t, std::string>> by_age;
+  for (const auto& [id, i] : ids) by_age.emplace_back(i.newest_mtime_ns, id);
+  std::sort(by_age.begin(), by_age.end(), std::greater<>());
+  std::vector<std::string> kept = std::move(unparsed);
+  for (size_t k = 0; k < by_age.size(); ++k) {
+    const Id& i = ids[by_age[k].second];
+    if (static_cast<int64_t>(k) < options_.limits.max_jobs) {
+      kept.insert(kept.end(), i.names.begin(), i.names.end());
+    } else {
+      retired_[by_age[k].second] = absl::StrCat(options_.data_dir, "/", i.newest_name);
+      ++retired_count_;
+    }
+  }
+  if (log_) {
+    log_(absl::StrCat(ids.size(), " jobs have journals in ", options_.data_dir, ": restoring the ",
+                      options_.limits.max_jobs, " written last (--max-jobs); the other ",
+                      ids.size() - static_cast<size_t>(options_.limits.max_jobs),
+                      " stay on disk, each restored when a rank of it declares itself"));
+  }
+  std::sort(kept.begin(), kept.end());
+  return kept;
+}
+
+bool JobRegistry::RetireIdleLocked(int64_t now_ns, const std::string& for_job) {
+  const int64_t idle_ns = options_.limits.job_retire_idle_ms * 1'000'000;
+  const std::string* victim = nullptr;
+  int64_t oldest = 0;
+  for (const auto& [id, job] : current_) {
+    // Held by current_ and jobs_ only: no stream, watch, acknowledgement or query uses it, and
+    // none can start to without this lock.
+    if (!job->IdleFor(now_ns, idle_ns) || job.use_count() > 2) continue;
+    if (victim == nullptr || job->last_active_ns() < oldest) {
+      victim = &id;
+      oldest = job->last_active_ns();
+    }
+  }
+  if (victim == nullptr) return false;
+  const std::string id = *victim;
+  std::vector<std::shared_ptr<JobState>> leaving;  // freed before this returns
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    if (it->second->id() == id) {
+      to_tell_.push_back(it->first);
+      leaving.push_back(std::move(it->second));
+      it = jobs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  const std::string path = JournalPath(options_.data_dir, current_.at(id)->name());
+  current_.erase(id);
+  retired_[id] = path;
+  ++retired_count_;
+  if (log_) {
+    log_(absl::StrCat("job ", id, " left memory to make room for job ", LogSafe(for_job),
+                      ": its ranks showed no life for ", (now_ns - oldest) / 1'000'000'000,
+                      " s (--job-retire-idle-ms); its journal stays at ", path,
+                      ", and it is restored from it if a rank of it declares itself"));
+  }
+  return true;
+}
+
+absl::StatusOr<std::unique_ptr<JobState>> JobRegistry::NewJobLocked(const v1::RankDeclaration& decl,
+                                                                    int64_t now_ns) {
+  if (auto retired = retired_.find(decl.job()); retired != retired_.end()) {
+    JournalOpenInfo info;
+    absl::StatusOr<std::unique_ptr<JobState>> job =
+        JobState::Restore(retired->second, options_, metrics_, &info, now_ns);
+    if (absl::IsDataLoss(job.status())) {
+      job = JobState::Salvage(retired->second, decl, options_, metrics_, &info, now_ns);
+    }
+    if (job.ok()) {
+      if (log_) {
+        log_(absl::StrCat("restored job ", (*job)->name(), " from ", retired->second,
+                          " (it had left memory): ", info.Describe()));
+      }
+      retired_.erase(retired);
+      return job;
+    }
+    if (!absl::IsNotFound(job.status())) return job.status();
+    retired_.erase(retired);  // its journal was removed: the job starts a new one
+  }
+  auto salvage = salvage_.find(decl.job());
+  if (salvage == salvage_.end()) return JobState::Create(decl, options_, metrics_);
+  JournalOpenInfo info;
+  absl::StatusOr<std::unique_ptr<JobState>> job =
+      JobState::Salvage(salvage->second, decl, options_, metrics_, &info, now_ns);
+  if (job.ok()) {
+    if (log_) {
+      log_(absl::StrCat("salvaged job ", decl.job(), " from ", salvage->second,
+                        " under the declaration of rank ", decl.rank(), ": ", info.Describe()));
+    }
+    salvage_.erase(salvage);
+  }
+  return job;
 }
 
 void JobRegistry::AddLocked(std::shared_ptr<JobState> job) {
@@ -135,6 +279,7 @@ void JobRegistry::TrimGenerationsLocked(const std::string& id) {
   for (size_t i = 0; i + kGenerationsKept < runs.size(); ++i) {
     if (runs[i]->superseded()) {
       jobs_.erase(runs[i]->name());
+      to_tell_.push_back(runs[i]->name());
       if (log_) {
         log_(absl::StrCat("job ", runs[i]->name(), " (an earlier run of ", id,
                           ") left memory: more than ", kGenerationsKept,
@@ -177,39 +322,41 @@ absl::StatusOr<std::shared_ptr<JobState>> JobRegistry::StartGeneration(
       }
     }
   }
+  TellRetired();
   if (absl::Status s = next->CheckDeclaration(decl); !s.ok()) return s;
   next->NoteOwner(decl, node);
   return next;
 }
 
 absl::StatusOr<std::shared_ptr<JobState>> JobRegistry::Declare(const v1::RankDeclaration& decl) {
-  MutexLock lock(&mu_);
+  absl::StatusOr<std::shared_ptr<JobState>> job;
+  {
+    MutexLock lock(&mu_);
+    job = DeclareLocked(decl);
+  }
+  TellRetired();
+  return job;
+}
+
+absl::StatusOr<std::shared_ptr<JobState>> JobRegistry::DeclareLocked(
+    const v1::RankDeclaration& decl) {
   auto it = current_.find(decl.job());
   if (it == current_.end()) {
     if (!allowed_.empty() && allowed_.count(decl.job()) == 0) {
       return absl::NotFoundError(absl::StrCat("job \"", LogSafe(decl.job()),
                                               "\" is not one this coordinator accepts (--jobs)"));
     }
-    if (static_cast<int32_t>(current_.size()) >= options_.limits.max_jobs) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("job \"", LogSafe(decl.job()), "\" refused: this coordinator already holds ",
-                       current_.size(), " jobs (--max-jobs)"));
+    const int64_t now = shm::MonotonicNowNs();
+    if (static_cast<int32_t>(current_.size()) >= options_.limits.max_jobs &&
+        !RetireIdleLocked(now, decl.job())) {
+      return NoRoom(absl::StrCat("job \"", LogSafe(decl.job()),
+                                 "\" refused: this coordinator already holds ", current_.size(),
+                                 " jobs (--max-jobs), none of them idle for --job-retire-idle-ms (",
+                                 options_.limits.job_retire_idle_ms / 1000, " s) and unused"));
     }
-    absl::StatusOr<std::unique_ptr<JobState>> job;
-    auto salvage = salvage_.find(decl.job());
-    if (salvage != salvage_.end()) {
-      JournalOpenInfo info;
-      job = JobState::Salvage(salvage->second, decl, options_, metrics_, &info,
-                              shm::MonotonicNowNs());
-      if (job.ok()) {
-        if (log_) {
-          log_(absl::StrCat("salvaged job ", decl.job(), " from ", salvage->second,
-                            " under the declaration of rank ", decl.rank(), ": ", info.Describe()));
-        }
-        salvage_.erase(salvage);
-      }
-    } else {
-      job = JobState::Create(decl, options_, metrics_);
+    absl::StatusOr<std::unique_ptr<JobState>> job = NewJobLocked(decl, now);
+    while (IsNoRoom(job.status()) && RetireIdleLocked(now, decl.job())) {
+      job = NewJobLocked(decl, now);
     }
     if (!job.ok()) return job.status();
     AddLocked(std::shared_ptr<JobState>(*std::move(job)));
@@ -237,6 +384,17 @@ std::vector<std::shared_ptr<JobState>> JobRegistry::All() const {
   std::vector<std::shared_ptr<JobState>> out;
   for (const auto& [name, job] : jobs_) out.push_back(job);
   return out;
+}
+
+std::string JobRegistry::RetiredJournal(const std::string& id) const {
+  MutexLock lock(&mu_);
+  auto it = retired_.find(id);
+  return it == retired_.end() ? "" : it->second;
+}
+
+uint64_t JobRegistry::retired_count() const {
+  MutexLock lock(&mu_);
+  return retired_count_;
 }
 
 std::vector<std::string> JobRegistry::PendingSalvage() const {

@@ -9,6 +9,12 @@
 //   absl::StatusOr<std::shared_ptr<JobState>> job = jobs.Declare(declaration);
 //   jobs.Find("run42");      // the newest generation of run42
 //   jobs.Find("run42@1");    // its first run
+//
+// Jobs that ended leave memory when room is needed: a job none of whose ranks showed life for
+// --job-retire-idle-ms (JobState::IdleFor) and that nothing but the registry uses is retired,
+// least recently active first, when a new job would pass --max-jobs or the memory budget. Its
+// journal stays; the job is restored from it if a rank of it declares itself again. A restart
+// restores the --max-jobs most recently written jobs and leaves the others retired.
 #ifndef STAGEFRONTIER_DAEMON_COORDINATOR_JOB_REGISTRY_H_
 #define STAGEFRONTIER_DAEMON_COORDINATOR_JOB_REGISTRY_H_
 
@@ -44,8 +50,9 @@ class JobRegistry {
   // that restored stay registered.
   [[nodiscard]] absl::Status RestoreAll();
 
-  // The job a rank declares itself for, created on first sight. NotFound for a job outside
-  // the allowlist; ResourceExhausted past --max-jobs; the job's CheckDeclaration status for a
+  // The job a rank declares itself for, created on first sight (or restored, if it was
+  // retired). NotFound for a job outside the allowlist; ResourceExhausted past --max-jobs or
+  // the memory budget with no idle job to retire; the job's CheckDeclaration status for a
   // mismatching rank; JobState::Create's (or Salvage's) errors, Unavailable among them when
   // the data directory cannot take a new journal now.
   [[nodiscard]] absl::StatusOr<std::shared_ptr<JobState>> Declare(
@@ -70,6 +77,10 @@ class JobRegistry {
   static constexpr uint32_t kMaxGenerations = 256;
   // Journals waiting for their job to declare itself (declaration lost), by job id.
   std::vector<std::string> PendingSalvage() const;
+  // The journal of job id `id` if it was retired from memory (it ended; see above), else "".
+  std::string RetiredJournal(const std::string& id) const;
+  // Jobs retired from memory since the start (restored ones included).
+  uint64_t retired_count() const;
   // What every job rings when it appended verdicts: the registry's own bell, the last of the
   // jobs' observers. Never null.
   VerdictBell* verdict_bell() const { return &own_bell_; }
@@ -81,14 +92,35 @@ class JobRegistry {
   std::set<std::string> allowed_;
   Log log_;
   mutable Mutex mu_;
+  absl::StatusOr<std::shared_ptr<JobState>> DeclareLocked(const v1::RankDeclaration& declaration)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells the observers (OnJobRetired) of the runs that left memory, outside the lock.
+  void TellRetired() ABSL_LOCKS_EXCLUDED(mu_);
   // Makes `job` its id's current generation if it is the newest; marks the others superseded.
   void AddLocked(std::shared_ptr<JobState> job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Unloads `id`'s oldest generations beyond kGenerationsKept (never the current one).
   void TrimGenerationsLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Retires the least recently active job that is idle and used by nothing but the registry
+  // (every generation of its id leaves memory, synchronously: a job of the same name may be
+  // restored next). False if none may go.
+  bool RetireIdleLocked(int64_t now_ns, const std::string& for_job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A new job for `decl` (none of its id held): from its retired journal, its salvaged one,
+  // or created.
+  absl::StatusOr<std::unique_ptr<JobState>> NewJobLocked(const v1::RankDeclaration& decl,
+                                                         int64_t now_ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RestoreAll's choice: the journals of the --max-jobs ids written last (all of them when
+  // fewer); the other ids are noted retired, each with its newest generation's journal.
+  std::vector<std::string> NewestJobsLocked(const std::vector<std::string>& names)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::map<std::string, std::shared_ptr<JobState>> jobs_ ABSL_GUARDED_BY(mu_);     // by name
   std::map<std::string, std::shared_ptr<JobState>> current_ ABSL_GUARDED_BY(mu_);  // by id
   std::map<std::string, std::string> salvage_ ABSL_GUARDED_BY(mu_);  // job id -> journal path
+  std::map<std::string, std::string> retired_ ABSL_GUARDED_BY(mu_);  // job id -> journal path
+  uint64_t retired_count_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> to_tell_ ABSL_GUARDED_BY(mu_);  // runs that left memory, by name
 };
 
 }  // namespace stagefrontier

@@ -109,7 +109,12 @@ JobState::JobState(std::string id, uint32_t generation, int32_t world_size, Stag
       layouts_(static_cast<size_t>(world_size)),
       layouts_unknown_(world_size),
       stall_(&schema_, world_size, options_.stall) {
+  last_active_ns_.store(shm::MonotonicNowNs(), std::memory_order_relaxed);
   if (metrics_ != nullptr) m_ = metrics_->ForJob(name_, schema_);
+}
+
+JobState::~JobState() {
+  if (metrics_ != nullptr) metrics_->DropJob(m_);
 }
 
 absl::StatusOr<StageSchema> JobState::CheckNewJob(const v1::RankDeclaration& decl,
@@ -521,6 +526,7 @@ absl::StatusOr<IngestCounts> JobState::AlignLocked(const v1::RankSteps& rs, cons
 absl::StatusOr<IngestCounts> JobState::Ingest(const v1::RankSteps& rs, const std::string& node,
                                               int64_t now_ns, uint64_t stream) {
   MutexLock lock(&mu_);
+  if (rs.count() > 0) last_active_ns_.store(now_ns, std::memory_order_relaxed);
   stall_.NoteAlive(rs.rank(), now_ns, stream);
   if (rs.rank() >= 0 && rs.rank() < world_size_ && ranks_[rs.rank()].restarted) {
     RankHealthState& h = ranks_[rs.rank()];
@@ -861,7 +867,12 @@ void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string&
                                 uint64_t stream) {
   MutexLock lock(&mu_);
   if (health.rank() < 0 || health.rank() >= world_size_) return;
-  stall_.NotePosition(health.rank(), health, node, shm::MonotonicNowNs(), stream);
+  const int64_t now = shm::MonotonicNowNs();
+  // A released slot is reported until it is reused: only a live owner keeps the job active.
+  if (health.owner() == "alive" || health.owner() == "silent") {
+    last_active_ns_.store(now, std::memory_order_relaxed);
+  }
+  stall_.NotePosition(health.rank(), health, node, now, stream);
   RankHealthState& h = ranks_[health.rank()];
   h.node = node;
   // Stub counters only grow within one owner; a new owner restarts them.

@@ -97,6 +97,10 @@ bool ParseJobName(const std::string& name, std::string* id, uint32_t* generation
 
 class JobState {
  public:
+  // Its series leave /metrics (CoordinatorMetrics::DropJob): one JobState of a name lives
+  // at a time (JobRegistry).
+  ~JobState();
+
   // A new job declared by its first rank: validates the declaration, reserves its memory and
   // creates its journal atomically (JobJournal::Create). InvalidArgument for a bad job id,
   // world size or schema; ResourceExhausted for a world size or memory estimate over the
@@ -198,6 +202,13 @@ class JobState {
   const std::string& name() const { return name_; }
   const std::string& id() const { return id_; }
   uint32_t generation() const { return generation_; }
+  // When this job last showed life (monotonic ns): records ingested, or a slot's health
+  // whose owner is alive; its creation or restore before that. JobRegistry retires jobs idle
+  // for --job-retire-idle-ms when it needs room, and streams forget them.
+  int64_t last_active_ns() const { return last_active_ns_.load(std::memory_order_relaxed); }
+  bool IdleFor(int64_t now_ns, int64_t idle_ns) const {
+    return now_ns - last_active_ns() >= idle_ns;
+  }
   // A later generation of the job id exists: this run is kept for reading only.
   void MarkSuperseded() { superseded_.store(true, std::memory_order_relaxed); }
   bool superseded() const { return superseded_.load(std::memory_order_relaxed); }
@@ -332,6 +343,7 @@ class JobState {
   const uint32_t generation_;
   const std::string name_;
   std::atomic<bool> superseded_{false};
+  std::atomic<int64_t> last_active_ns_;
   const int32_t world_size_;
   const StageSchema schema_;
   JobOptions options_;

@@ -76,7 +76,14 @@ grpc::Status QueryService::Lookup(const grpc::ServerContextBase& context, const 
   if (grpc::Status s = Authorize(context, need, id); !s.ok()) return s;
   *out = jobs_->Find(job);
   if (!*out) {
-    return grpc::Status(grpc::NOT_FOUND, absl::StrCat("unknown job \"", job, "\""));
+    if (const std::string journal = jobs_->RetiredJournal(id); !journal.empty()) {
+      return grpc::Status(
+          grpc::NOT_FOUND,
+          absl::StrCat("job \"", LogSafe(job), "\" ended and left this coordinator's memory ",
+                       "(--job-retire-idle-ms); its journal is ", journal,
+                       " (stagefrontier journal), and it comes back if its ranks declare again"));
+    }
+    return grpc::Status(grpc::NOT_FOUND, absl::StrCat("unknown job \"", LogSafe(job), "\""));
   }
   return grpc::Status::OK;
 }

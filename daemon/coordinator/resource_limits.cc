@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
 
@@ -47,13 +48,26 @@ int64_t MemoryBudget::used() const {
   return used_;
 }
 
+namespace {
+constexpr absl::string_view kNoRoomPayload = "stagefrontier/no-room";
+}  // namespace
+
+absl::Status NoRoom(std::string_view message) {
+  absl::Status s = absl::ResourceExhaustedError(absl::string_view(message.data(), message.size()));
+  s.SetPayload(kNoRoomPayload, absl::Cord("1"));
+  return s;
+}
+
+bool IsNoRoom(const absl::Status& status) {
+  return absl::IsResourceExhausted(status) && status.GetPayload(kNoRoomPayload).has_value();
+}
+
 absl::Status MemoryBudget::Take(const std::string& what, int64_t bytes, bool force) {
   MutexLock lock(&mu_);
   if (!force && bytes > total_ - used_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(what, " needs about ", Mb(bytes), " of coordinator memory; ",
-                     Mb(std::max<int64_t>(0, total_ - used_)), " of ", Mb(total_),
-                     " are left (--max-memory-mb)"));
+    return NoRoom(absl::StrCat(what, " needs about ", Mb(bytes), " of coordinator memory; ",
+                               Mb(std::max<int64_t>(0, total_ - used_)), " of ", Mb(total_),
+                               " are left (--max-memory-mb)"));
   }
   used_ += bytes;
   return absl::OkStatus();

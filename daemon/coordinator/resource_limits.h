@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -31,6 +32,12 @@ struct ResourceLimits {
   // (--max-jobs-per-stream).
   int32_t max_jobs = 1024;
   int32_t max_jobs_per_stream = 64;
+  // A job none of whose ranks showed life for this long (no records, no live owner in any
+  // slot's health) no longer counts against either: a stream forgets it, and the coordinator
+  // retires it from memory when it needs room for a new job (its journal stays; the job comes
+  // back from it if its ranks do) (--job-retire-idle-ms). Jobs are retired least recently
+  // active first, never one an open stream or a query still uses.
+  int64_t job_retire_idle_ms = 600'000;
   // Concurrent ingest streams (--max-streams).
   int32_t max_streams = 16'384;
   // A stream must send its Hello this soon after opening (--hello-timeout-ms).
@@ -61,6 +68,13 @@ struct JobShape {
 // health. memory_model_test checks it against the heap a real job grows.
 int64_t EstimateJobBytes(const JobShape& shape);
 
+// A refusal for want of room that a job leaving memory may make (the memory budget,
+// --max-jobs, --max-jobs-per-stream), unlike a limit on the job itself: ResourceExhausted with
+// `message`, and IsNoRoom(status) tells it. The registry retires an idle job on it, and a
+// stream tries such a refused declaration again (ingest_stream.h).
+absl::Status NoRoom(std::string_view message);
+bool IsNoRoom(const absl::Status& status);
+
 // The coordinator's memory for jobs: reservations against a total. Thread-safe.
 class MemoryBudget {
  public:
@@ -85,7 +99,7 @@ class MemoryBudget {
   };
 
   // Reserves `bytes` for `what` ("job run42"). ResourceExhausted naming what, how much it
-  // needs and how much is left.
+  // needs and how much is left: a NoRoom status.
   [[nodiscard]] absl::StatusOr<Reservation> Reserve(const std::string& what, int64_t bytes);
   // Reserves even past the total (a job restored from its journal is never refused), and
   // says so in *over.

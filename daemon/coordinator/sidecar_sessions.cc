@@ -1,6 +1,7 @@
 #include "daemon/coordinator/sidecar_sessions.h"
 
 #include <algorithm>
+#include <iterator>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -97,6 +98,15 @@ bool SidecarSessions::Bind(const std::shared_ptr<Session>& session, const std::s
   if (slot.lock() == session) return false;
   slot = session;
   return true;
+}
+
+void SidecarSessions::Forget(const std::shared_ptr<Session>& session, const std::string& job) {
+  MutexLock lock(&mu_);
+  for (auto it = by_rank_.lower_bound({job, INT32_MIN});
+       it != by_rank_.end() && it->first.first == job;) {
+    const std::shared_ptr<Session> s = it->second.lock();
+    it = s == nullptr || s == session ? by_rank_.erase(it) : std::next(it);
+  }
 }
 
 int SidecarSessions::Send(const v1::ControlRequest& request) {

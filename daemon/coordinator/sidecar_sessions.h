@@ -79,6 +79,9 @@ class SidecarSessions : public ControlRequestSender {
   void Remove(const std::shared_ptr<Session>& session);
   // Records that `session` serves (job, rank); returns true if it did not already.
   bool Bind(const std::shared_ptr<Session>& session, const std::string& job, int32_t rank);
+  // Forgets `job`'s ranks that `session` (or a session gone since) serves: the stream forgot
+  // the job (it went idle), and nothing is kept per job ever seen.
+  void Forget(const std::shared_ptr<Session>& session, const std::string& job);
 
   // Sends `request` to the session serving (job, rank), or to every session serving some
   // rank of the job when rank is -1. Returns how many sessions it reached.

@@ -36,6 +36,11 @@ class VerdictObserver {
   // `job`'s stall began, changed (its reason, alarm or named ranks) or ended (stall.ended()),
   // never replayed (daemon/coordinator/stall_watch.h). `wall_ns`: realtime now.
   virtual void OnJobStall(const std::string& job, const v1::Stall& stall, int64_t wall_ns) {}
+  // `job` (a run's name, GenerationName) left the coordinator's memory (JobRegistry: retired
+  // when idle, or an earlier run beyond those kept): forget what is kept for it, so that a
+  // coordinator serving job after job does not grow. Told under no job's lock and not the
+  // registry's; a job of that name may come back later (restored from its journal).
+  virtual void OnJobRetired(const std::string& job) {}
 };
 
 }  // namespace stagefrontier

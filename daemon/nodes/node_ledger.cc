@@ -145,6 +145,11 @@ bool NodeLedger::ApplyHangLocked(const v1::NodeHang& hang) {
   return true;
 }
 
+void NodeLedger::OnJobRetired(const std::string& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  jobs_.erase(job);
+}
+
 void NodeLedger::OnJobStall(const std::string& job, const v1::Stall& stall, int64_t wall_ns) {
   if (stall.ended() || !stall.alarm()) return;
   if (stall.reason() != "hung" && stall.reason() != "dead") return;

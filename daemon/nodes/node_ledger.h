@@ -99,6 +99,8 @@ class NodeLedger : public VerdictObserver {
   // one hang is charged to each distinct node of its ranks named stuck or dead, and written.
   // Its changes, its end, other reasons and a non-alarm stall charge nothing.
   void OnJobStall(const std::string& job, const v1::Stall& stall, int64_t wall_ns) override;
+  // Forgets the job's last nodes and hang (what the nodes were charged stays).
+  void OnJobRetired(const std::string& job) override;
   [[nodiscard]] absl::Status Flush();
   // Records the machine under `node` (its sidecar's hostname and address, from its Hello);
   // written only when new or changed. At most max_nodes names are kept.

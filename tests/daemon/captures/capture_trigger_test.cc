@@ -91,6 +91,22 @@ v1::SlotHealth Answer(int32_t rank, int64_t first, uint32_t state, uint32_t fail
   return h;
 }
 
+// A coordinator serving job after job: what the trigger keeps per job goes with the job.
+TEST_CASE("a job that left memory leaves no decisions or pace behind") {
+  CapturePolicyOptions o;
+  CaptureTrigger trigger(o);
+  testing::FakeControlRequestSender sidecars;
+  sidecars.Serve("run", {0, 1, 2, 3});
+  const Verdict healthy;
+  trigger.OnJobWindow(Window(healthy, 100, 0));
+  const Verdict clear = Clear(1);
+  trigger.OnJobWindow(Window(clear, 200, 10 * kSecond));
+  trigger.Flush(&sidecars);
+  REQUIRE_FALSE(trigger.Decisions("run").empty());
+  trigger.OnJobRetired("run");
+  CHECK(trigger.Decisions("run").empty());
+}
+
 TEST_CASE("the ranks' answers end a capture before its steps have passed, and are listed") {
   std::vector<std::string> lines;
   CapturePolicyOptions o;

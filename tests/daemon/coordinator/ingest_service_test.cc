@@ -328,6 +328,56 @@ TEST_CASE("a stream keeps at most 4,096 refusals; later ones are refused without
   CHECK(s.End().ok());
 }
 
+// Regression: a stream counted every job it ever declared against --max-jobs-per-stream, and
+// the coordinator every job it ever held against --max-jobs, so that a sidecar serving job
+// after job (for days) and a coordinator serving a cluster refused all new jobs once the
+// counts were reached. A job idle for --job-retire-idle-ms no longer counts: the stream
+// forgets it, the coordinator retires it from memory (its journal stays), a query names where
+// it went, and a rank refused for want of room is taken once there is room.
+TEST_CASE("jobs idle for --job-retire-idle-ms leave the stream and the coordinator") {
+  ResourceLimits limits;
+  limits.max_jobs_per_stream = 1;
+  limits.max_jobs = 1;
+  limits.job_retire_idle_ms = 200;
+  Server srv(limits);
+  Stream s(srv);
+  REQUIRE(s.rw->Write(Hello()));
+  v1::StepBatch one;
+  one.set_batch_seq(1);
+  Declare(&one, 0, "one");
+  AddSteps(&one, 0, 0, 3, "one");
+  REQUIRE(SendBatch(s, one).rejections_size() == 0);
+  v1::StepBatch two;
+  two.set_batch_seq(2);
+  Declare(&two, 0, "two");
+  AddSteps(&two, 0, 0, 3, "two");
+  // While "one" is active, "two" is refused as before.
+  v1::BatchAck early = SendBatch(s, two);
+  REQUIRE(early.rejections_size() == 2);
+  CHECK_THAT(early.rejections(0).message(), Catch::Contains("--max-jobs-per-stream"));
+  // "one" idle past 200 ms, and the stream's next retry due (at most one batch a second).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  // A sidecar declares a rank once: its later steps find the room made and are taken.
+  v1::StepBatch more;
+  more.set_batch_seq(3);
+  AddSteps(&more, 0, 4, 7, "two");
+  const v1::BatchAck later = SendBatch(s, more);
+  CHECK(later.rejections_size() == 0);
+  CHECK(later.accepted() == 4);
+  CHECK(srv.jobs->Find("one") == nullptr);
+  CHECK(srv.jobs->retired_count() == 1);
+  grpc::ClientContext ctx;
+  AttachToken(&ctx, kToken);
+  v1::GetHealthRequest req;
+  req.set_job("one");
+  v1::GetHealthReply health;
+  const grpc::Status st = v1::Query::NewStub(srv.channel)->GetHealth(&ctx, req, &health);
+  CHECK(st.error_code() == grpc::NOT_FOUND);
+  CHECK_THAT(st.error_message(),
+             Catch::Contains("left this coordinator's memory") && Catch::Contains("one.journal"));
+  CHECK(s.End().ok());
+}
+
 // Issue 28, item 5: tokens need not all be the shared one that may do everything.
 TEST_CASE("scoped tokens: read-only, control, one job") {
   Server srv;

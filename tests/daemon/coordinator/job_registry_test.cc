@@ -2,6 +2,7 @@
 // every journal in the data directory, and damaged journals keep every intact record.
 #include "daemon/coordinator/job_registry.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -433,6 +434,146 @@ TEST_CASE("a new run skips a number whose journal is taken, and runs are bounded
   auto refused = jobs.StartGeneration(*next, d, "n", "test");
   CHECK(absl::IsResourceExhausted(refused.status()));
   CHECK(jobs.All().size() == JobRegistry::kGenerationsKept);
+}
+
+// Series of job `job` in the registry's /metrics.
+int SeriesOf(const CoordinatorMetrics& metrics, const std::string& job) {
+  int n = 0;
+  for (const prometheus::MetricFamily& f : metrics.registry()->Collect()) {
+    for (const prometheus::ClientMetric& m : f.metric) {
+      for (const prometheus::ClientMetric::Label& l : m.label) {
+        if (l.name == "training_job" && l.value == job) ++n;
+      }
+    }
+  }
+  return n;
+}
+
+// Regression: --max-jobs counted every job the coordinator ever held, so that a coordinator
+// serving a cluster refused every new job once 1,024 had run, and each job's series stayed in
+// /metrics for ever. Ingest with time 1 (Feed) leaves a job idle since long ago.
+TEST_CASE("an idle job leaves memory when a new job needs room, and comes back from its journal") {
+  const std::string dir = TempDir();
+  JobOptions o = Options(dir);
+  o.limits.max_jobs = 2;
+  o.limits.job_retire_idle_ms = 60'000;
+  CoordinatorMetrics metrics;
+  struct Retired : VerdictObserver {
+    void OnJobRetired(const std::string& job) override { names.push_back(job); }
+    std::vector<std::string> names;
+  } retired;
+  o.observers.push_back(&retired);
+  std::vector<std::string> log;
+  JobRegistry jobs(o, &metrics, {}, [&](const std::string& line) { log.push_back(line); });
+  {
+    auto a = jobs.Declare(Decl("a", 0));
+    REQUIRE(a.ok());
+    Feed(**a, 5);  // idle since time 1
+  }
+  REQUIRE(jobs.Declare(Decl("b", 0)).ok());  // active: just declared
+  CHECK(SeriesOf(metrics, "a") > 0);
+  REQUIRE(jobs.Declare(Decl("c", 0)).ok());  // room made: "a" retired
+  CHECK(jobs.Find("a") == nullptr);
+  CHECK(jobs.RetiredJournal("a") == dir + "/a.journal");
+  CHECK(jobs.retired_count() == 1);
+  CHECK(SeriesOf(metrics, "a") == 0);                     // gone from /metrics
+  CHECK(retired.names == std::vector<std::string>{"a"});  // the ledger, the captures forget it
+  CHECK(SeriesOf(metrics, "b") > 0);
+  REQUIRE_FALSE(log.empty());
+  CHECK_THAT(log.back(), Catch::Contains("job a left memory to make room for job c"));
+  // Neither b nor c is idle: "a" coming back is refused, saying why.
+  auto refused = jobs.Declare(Decl("a", 1));
+  REQUIRE(absl::IsResourceExhausted(refused.status()));
+  CHECK_THAT(std::string(refused.status().message()),
+             Catch::Contains("--max-jobs") && Catch::Contains("--job-retire-idle-ms"));
+  Feed(*jobs.Find("c"), 2);  // c idle now
+  auto back = jobs.Declare(Decl("a", 1));
+  REQUIRE(back.ok());
+  CHECK(Accounted(**back) == 5);  // restored from its journal
+  CHECK(jobs.RetiredJournal("a").empty());
+  CHECK(jobs.Find("c") == nullptr);
+  CHECK(jobs.retired_count() == 2);
+}
+
+TEST_CASE("a job in use (a stream, a watch, a query) is never retired") {
+  JobOptions o = Options(TempDir());
+  o.limits.max_jobs = 1;
+  JobRegistry jobs(o, nullptr, {});
+  auto a = jobs.Declare(Decl("a", 0));
+  REQUIRE(a.ok());
+  Feed(**a, 3);
+  std::shared_ptr<JobState> held = *a;
+  a = absl::UnknownError("dropped");
+  CHECK(absl::IsResourceExhausted(jobs.Declare(Decl("b", 0)).status()));
+  held.reset();
+  CHECK(jobs.Declare(Decl("b", 0)).ok());
+  CHECK(jobs.Find("a") == nullptr);
+}
+
+TEST_CASE("an idle job leaves memory when a new job needs its memory") {
+  int64_t one_job = 0;
+  {
+    JobOptions po = Options(TempDir());
+    MemoryBudget plenty(int64_t{1} << 40);
+    po.budget = &plenty;
+    JobRegistry probe(po, nullptr, {});
+    auto a = probe.Declare(Decl("a", 0));
+    REQUIRE(a.ok());
+    one_job = (*a)->reserved_bytes();
+  }
+  REQUIRE(one_job > 0);
+  JobOptions o = Options(TempDir());
+  MemoryBudget budget(one_job + one_job / 2);
+  o.budget = &budget;
+  JobRegistry jobs(o, nullptr, {});
+  {
+    auto a = jobs.Declare(Decl("a", 0));
+    REQUIRE(a.ok());
+    Feed(**a, 3);
+  }
+  auto b = jobs.Declare(Decl("b", 0));
+  REQUIRE(b.ok());
+  CHECK(jobs.Find("a") == nullptr);
+  CHECK(budget.used() == one_job);
+  // b is active: c finds no room and is refused as before.
+  auto c = jobs.Declare(Decl("c", 0));
+  REQUIRE(absl::IsResourceExhausted(c.status()));
+  CHECK_THAT(std::string(c.status().message()), Catch::Contains("--max-memory-mb"));
+}
+
+TEST_CASE("a restart restores the --max-jobs jobs written last; the others on a declaration") {
+  const std::string dir = TempDir();
+  {
+    JobRegistry jobs(Options(dir), nullptr, {});
+    for (const char* id : {"x", "y", "z"}) {
+      auto job = jobs.Declare(Decl(id, 0));
+      REQUIRE(job.ok());
+      Feed(**job, 2);
+    }
+  }
+  // x written first, then z, then y.
+  int64_t sec = 1'700'000'000;
+  for (const char* id : {"x", "z", "y"}) {
+    const timespec times[2] = {{sec, 0}, {sec, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, (dir + "/" + id + ".journal").c_str(), times, 0) == 0);
+    sec += 10;
+  }
+  JobOptions o = Options(dir);
+  o.limits.max_jobs = 2;
+  std::vector<std::string> log;
+  JobRegistry jobs(o, nullptr, {}, [&](const std::string& line) { log.push_back(line); });
+  REQUIRE(jobs.RestoreAll().ok());
+  CHECK(jobs.All().size() == 2);
+  CHECK(jobs.Find("x") == nullptr);
+  CHECK(jobs.Find("y") != nullptr);
+  CHECK(jobs.Find("z") != nullptr);
+  CHECK(jobs.RetiredJournal("x") == dir + "/x.journal");
+  CHECK_THAT(log.front(), Catch::Contains("restoring the 2 written last"));
+  Feed(*jobs.Find("z"), 3);  // z idle: x may come back in its place
+  auto x = jobs.Declare(Decl("x", 0));
+  REQUIRE(x.ok());
+  CHECK(Accounted(**x) == 2);
+  CHECK(jobs.Find("z") == nullptr);
 }
 
 }  // namespace
