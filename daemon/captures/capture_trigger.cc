@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/common/log_safe.h"
+#include "daemon/common/utf8_prefix.h"
 #include "shm/control_channel.h"
 
 namespace stagefrontier {
@@ -80,7 +81,7 @@ void CaptureTrigger::OnControlAck(const v1::ControlAck& ack) {
   RankCaptureAnswer a;
   a.rank = ack.rank();
   a.state = ack.applied() ? shm::v1::kCaptureRunning : shm::v1::kCaptureFailed;
-  a.error = ack.applied() ? "" : ack.error().substr(0, 300);
+  a.error = ack.applied() ? "" : Utf8Prefix(ack.error(), 300);
   const auto key = AnswerKey(*d, ack.rank());
   auto& answers = answers_[ack.job()];
   if (answers.count(key) && answers[key] == a) return;

@@ -8,6 +8,7 @@
 #include "base/mutex.h"
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/log_safe.h"
+#include "daemon/common/utf8_prefix.h"
 #include "daemon/coordinator/resource_limits.h"
 #include "grpc/grpc_security_constants.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
@@ -201,7 +202,7 @@ bool IngestStream::OnHello(const v1::Hello& hello) {
                      " is not supported; this coordinator speaks version 1"));
     return false;
   }
-  node_ = hello.node().substr(0, 256);
+  node_ = Utf8Prefix(hello.node(), 256);
   // "ipv4:10.0.0.5:41234" -> "10.0.0.5" ("ipv6:[::1]:41234" -> "[::1]").
   std::string address = context_->peer();
   if (const size_t colon = address.find(':'); colon != std::string::npos) {
@@ -221,7 +222,7 @@ bool IngestStream::OnHello(const v1::Hello& hello) {
     return false;
   }
   absl::StatusOr<std::shared_ptr<SidecarSessions::Session>> session = deps_.sessions->Add(
-      node_, hello.sidecar_id().substr(0, 256), address, this, shm::MonotonicNowNs());
+      node_, Utf8Prefix(hello.sidecar_id(), 256), address, this, shm::MonotonicNowNs());
   if (!session.ok()) {
     deps_.metrics->node_identity_conflicts().Increment();
     if (deps_.log) deps_.log(std::string(session.status().message()));
@@ -248,7 +249,7 @@ bool IngestStream::OnHello(const v1::Hello& hello) {
 void IngestStream::Reject(v1::BatchAck* ack, const std::string& job, int32_t rank,
                           const absl::Status& s, uint32_t records) {
   v1::Rejection* r = ack->add_rejections();
-  r->set_job(job.substr(0, 128));
+  r->set_job(Utf8Prefix(job, 128));
   r->set_rank(rank);
   r->set_code(static_cast<int32_t>(s.code()));
   r->set_message(std::string(s.message()));

@@ -11,6 +11,7 @@
 #include "daemon/accounting/group_members.h"
 #include "daemon/common/duration_format.h"
 #include "daemon/common/log_safe.h"
+#include "daemon/common/utf8_prefix.h"
 #include "daemon/coordinator/proto_convert.h"
 #include "daemon/nodes/node_naming.h"
 #include "daemon/nodes/node_shift.h"
@@ -396,13 +397,13 @@ bool JobState::OwnerLocked(const v1::RankOwned& owner) {
     return false;
   }
   RankHealthState& h = ranks_[owner.rank()];
-  std::string process = absl::StrCat(owner.node().substr(0, 256), "#", owner.owner_generation());
+  std::string process = absl::StrCat(Utf8Prefix(owner.node(), 256), "#", owner.owner_generation());
   if (process == h.process) return false;
   // The first process seen is not a restart; another one after steps may be.
   if (!h.process.empty() && aligner_.last_step(owner.rank()) >= 0) h.restarted = true;
   h.process = std::move(process);
   // The process's node: known in replay too, so node verdicts replay as they were told.
-  if (!owner.node().empty()) h.node = owner.node().substr(0, 256);
+  if (!owner.node().empty()) h.node = Utf8Prefix(owner.node(), 256);
   NoteLayoutLocked(owner.rank(), LayoutFromProto(owner.layout()));
   return true;
 }
@@ -509,7 +510,7 @@ absl::StatusOr<IngestCounts> JobState::AlignLocked(const v1::RankSteps& rs, cons
     }
   }
   RankHealthState& h = ranks_[rs.rank()];
-  if (!node.empty()) h.node = node.substr(0, 256);
+  if (!node.empty()) h.node = Utf8Prefix(node, 256);
   h.accepted += c.accepted;
   h.duplicates += c.duplicates;
   h.late += c.late;
@@ -787,9 +788,9 @@ void JobState::NoteRefused(int32_t rank, const std::string& node, absl::string_v
   MutexLock lock(&mu_);
   if (rank < 0 || rank >= world_size_) return;  // a rank outside the job: nothing to show it on
   RankHealthState& h = ranks_[rank];
-  h.refused = std::string(why.substr(0, 300));
+  h.refused = Utf8Prefix(why, 300);
   h.rejected += records;
-  if (h.node.empty()) h.node = node.substr(0, 256);
+  if (h.node.empty()) h.node = Utf8Prefix(node, 256);
 }
 
 bool JobState::FinishedLocked(int32_t rank) const {

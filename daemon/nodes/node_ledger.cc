@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/accounting/verdict.h"
+#include "daemon/common/utf8_prefix.h"
 #include "daemon/nodes/node_window.h"
 
 namespace stagefrontier {
@@ -162,8 +163,8 @@ void NodeLedger::OnJobStall(const std::string& job, const v1::Stall& stall, int6
     if (r.role() != "stuck" && r.role() != "dead") continue;  // the waiting are victims
     v1::StuckRank* kept = hang.add_ranks();
     *kept = r;
-    kept->set_node(r.node().substr(0, 256));
-    kept->set_stage(r.stage().substr(0, 256));
+    kept->set_node(Utf8Prefix(r.node(), 256));
+    kept->set_stage(Utf8Prefix(r.stage(), 256));
   }
   // Nobody named yet: a later change of the same stall that names a rank is charged then.
   if (hang.ranks().empty()) return;
@@ -184,9 +185,9 @@ void NodeLedger::ApplyHostLocked(const v1::NodeHostSeen& seen) {
 void NodeLedger::NoteHost(const std::string& node, const std::string& host,
                           const std::string& address, int64_t wall_time_ns) {
   v1::NodeHostSeen seen;
-  seen.set_node(node.substr(0, 256));
-  seen.set_host(host.substr(0, 256));
-  seen.set_address(address.substr(0, 256));
+  seen.set_node(Utf8Prefix(node, 256));
+  seen.set_host(Utf8Prefix(host, 256));
+  seen.set_address(Utf8Prefix(address, 256));
   seen.set_wall_time_ns(wall_time_ns);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = hosts_.find(seen.node());
