@@ -864,6 +864,13 @@ void JobState::SidecarStreamEnded(int32_t rank, uint64_t stream) {
   stall_.SourceGone(rank, stream);
 }
 
+namespace {
+// What a slot's health may make a rank hold (UpdateStubHealth): names the sidecar says (an
+// owner's state, a probe backend) and its last error.
+constexpr size_t kMaxRelayedNameBytes = 64;
+constexpr size_t kMaxRelayedErrorBytes = 512;
+}  // namespace
+
 void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string& node,
                                 uint64_t stream) {
   MutexLock lock(&mu_);
@@ -886,16 +893,17 @@ void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string&
   grow(&h.invalid, health.invalid(), m_.stub_invalid);
   h.clock_backwards = health.clock_backwards();
   h.clock_ahead = health.clock_ahead();
-  h.probe_backend = health.probe_backend();
+  // Relayed strings are bounded: a sidecar's message may be 16 MiB, held for every rank.
+  h.probe_backend = Utf8Prefix(health.probe_backend(), kMaxRelayedNameBytes);
   h.probe_intervals = health.probe_intervals();
   h.probe_dropped = health.probe_dropped();
-  h.owner = health.owner();
+  h.owner = Utf8Prefix(health.owner(), kMaxRelayedNameBytes);
   h.raised_in_collective =
       health.exit_reason() == shm::v1::ExitReasonName(shm::v1::kExitCollectiveException);
   h.raised = h.raised_in_collective ||
              health.exit_reason() == shm::v1::ExitReasonName(shm::v1::kExitException);
   h.pending = health.pending();
-  h.last_error = health.last_error();
+  h.last_error = Utf8Prefix(health.last_error(), kMaxRelayedErrorBytes);
   // A name from the sidecar: kept only if it is one the slot can say.
   h.layout_source =
       shm::v1::LayoutSourceName(shm::v1::LayoutSourceFromName(health.layout_source()));

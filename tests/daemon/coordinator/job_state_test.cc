@@ -417,6 +417,25 @@ std::string RankState(const JobState& job, int rank) {
   return h.ranks(rank).state();
 }
 
+// Regression (hostile input): a slot's last error, owner and probe backend were kept as sent,
+// a message of up to 16 MiB held for every rank of the job.
+TEST_CASE("the strings a slot's health relays are bounded") {
+  JobOptions o;
+  o.data_dir = TempDir();
+  o.fsync = false;
+  auto created = JobState::Create(Decl(0), o, nullptr);
+  REQUIRE(created.ok());
+  v1::SlotHealth h = Slot(1, std::string(100'000, 'o'));
+  h.set_last_error(std::string(1'000'000, 'e'));
+  h.set_probe_backend(std::string(100'000, 'p'));
+  (*created)->UpdateStubHealth(h, "n");
+  v1::GetHealthReply health;
+  (*created)->Health(&health);
+  CHECK(health.ranks(1).last_error().size() == 512);
+  CHECK(health.ranks(1).owner().size() == 64);
+  CHECK(health.ranks(1).probe_backend().size() == 64);
+}
+
 // Issue 32: the layout source a sidecar reports reaches GetHealth; a name the coordinator
 // does not know (a hostile or newer sidecar) is shown as "invalid", never passed on.
 TEST_CASE("a rank's layout source travels from its slot health to the job's health") {
