@@ -92,6 +92,31 @@ class CaptureTest(unittest.TestCase):
         self.assertEqual(len(c.done), 2)
         self.assertTrue(os.path.exists(os.path.join(self.dir, "trace_rank3_step11.json")))
 
+    # Regression (the stub must never hurt the trainer): a window of up to 10,000 steps was held
+    # in the profiler, in the trainer's memory, until its end.
+    def test_a_long_window_is_cut_at_max_steps(self):
+        c = self.capture()
+        c.max_steps = 3
+        run(c, range(1, 12), set(range(2, 10)))
+        path = os.path.join(self.dir, "trace_rank3_step2.json")
+        self.assertEqual(c.done, [(2, 4, path, os.path.getsize(path))])
+        self.assertEqual(step_names(path), ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"])
+        self.assertTrue(any("cut at 3 steps" in m for m in self.messages), self.messages)
+        self.assertEqual([a[1] for a in self.answers], ["running", "done"])
+        # The next request is captured again.
+        run(c, range(12, 16), {13, 14})
+        self.assertEqual([d[:2] for d in c.done], [(2, 4), (13, 14)])
+
+    def test_the_bound_comes_from_the_environment(self):
+        os.environ["STAGEFRONTIER_CAPTURE_MAX_STEPS"] = "7"
+        try:
+            self.assertEqual(self.capture().max_steps, 7)
+            os.environ["STAGEFRONTIER_CAPTURE_MAX_STEPS"] = "many"
+            self.assertEqual(self.capture().max_steps, 200)
+        finally:
+            del os.environ["STAGEFRONTIER_CAPTURE_MAX_STEPS"]
+        self.assertEqual(self.capture().max_steps, 200)
+
     def test_a_busy_profiler_fails_the_capture_once_and_training_goes_on(self):
         c = self.capture()
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):

@@ -27,6 +27,18 @@ import time
 import weakref
 
 
+def max_steps():
+    """Steps one capture holds at most (STAGEFRONTIER_CAPTURE_MAX_STEPS, default 200): the
+    profiler keeps every event of its steps in the trainer's memory until the capture ends, and
+    the trace is written on the training thread, so a window of thousands of steps (a request
+    may ask up to 10,000) would cost the trainer gigabytes and a long pause. A longer window is
+    cut: its first steps are written, the rest is not captured."""
+    try:
+        return max(1, int(os.environ.get("STAGEFRONTIER_CAPTURE_MAX_STEPS", "200")))
+    except ValueError:
+        return 200
+
+
 def default_directory():
     return os.environ.get("STAGEFRONTIER_CAPTURE_DIR") or os.path.join(
         os.environ.get("STAGEFRONTIER_SHM_DIR", "/dev/shm"), "stagefrontier-captures")
@@ -74,6 +86,7 @@ class TraceCapture:
             os.register_at_fork(after_in_child=in_child)
         except Exception:
             pass
+        self.max_steps = max_steps()
         self.done = []    # (first_step, last_step, path, bytes)
         self.failed = []  # (first_step, reason)
 
@@ -97,6 +110,9 @@ class TraceCapture:
         if self.profiler is not None and request_first is not None and \
                 request_first != self.request_first:
             self.finish()  # a new request replaced the one running
+        if self.profiler is not None and step - self.first_step >= self.max_steps:
+            self._cut(step)
+            return
         if self.profiler is None and self.refused_from is None:
             self.request_first = step if request_first is None else request_first
             self._start(step)
@@ -200,6 +216,17 @@ class TraceCapture:
                     torch.autograd._disable_profiler()
         except Exception:
             pass
+
+    def _cut(self, step):
+        """The capture reached max_steps at `step`: written as it is, and the rest of its
+        request's window is not captured (a new request is)."""
+        first = self.first_step
+        self._warn(f"capture from step {first} cut at {self.max_steps} steps "
+                   "(STAGEFRONTIER_CAPTURE_MAX_STEPS): the profiler holds a capture's every "
+                   "event in this process's memory")
+        self.finish()
+        self.refused_from = step
+        self._refused_request = self.request_first
 
     def _fail(self, first_step, reason, failure):
         self.refused_from = first_step
