@@ -550,6 +550,23 @@ class TorchTest(unittest.TestCase):
                              text=True, check=True).stdout.strip()
         self.assertEqual(out, "None")
 
+    def test_the_launcher_runs_a_script_as_python_does(self):
+        """Regression: under `-m stagefrontier.torch.run` a script's __file__ was the relative
+        path given, absolute under plain `python` (3.9 on): a script that changed directory
+        no longer found the files beside it."""
+        d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        with open(os.path.join(d, "script.py"), "w") as f:
+            f.write("import os, sys\nos.chdir('/')\nprint(__file__, sys.argv[0], "
+                    "os.path.exists(os.path.join(os.path.dirname(__file__), 'script.py')))\n")
+        env = dict(os.environ, STAGEFRONTIER_SHM_DIR=d, STAGEFRONTIER_QUIET="1")
+        out = subprocess.run([sys.executable, "-m", "stagefrontier.torch.run", "script.py"],
+                             cwd=d, env=env, capture_output=True, text=True, check=True)
+        plain = subprocess.run([sys.executable, "script.py"], cwd=d, env=env,
+                               capture_output=True, text=True, check=True)
+        self.assertEqual(plain.stdout.split(), [os.path.join(d, "script.py"), "script.py", "True"])
+        # The same __file__ and answer; sys.argv[0] is that absolute path (runpy's doing).
+        self.assertEqual(out.stdout.split(), [os.path.join(d, "script.py")] * 2 + ["True"])
+
     def test_explicit_api_and_custom_stage(self):
         d = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
         sf = sft.Instrumentation(extra_stages=[("eval", "compute")], job_id="ex", rank=0,

@@ -53,8 +53,11 @@ def main():
 
     atexit.register(report)
     sys.argv = argv
-    sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
-    runpy.run_path(argv[0], run_name="__main__")
+    script = os.path.abspath(argv[0])
+    sys.path.insert(0, os.path.dirname(script))
+    # __file__ absolute, as `python script.py` makes it (3.9 on), so that a script that changes
+    # directory still finds its files beside it; run_path makes sys.argv[0] the same path.
+    runpy.run_path(script, run_name="__main__")
     return 0
 
 
