@@ -25,7 +25,7 @@ JobRegistry::JobRegistry(JobOptions options, CoordinatorMetrics* metrics,
   options_.observers.push_back(&own_bell_);  // last: rung once the others were told
 }
 
-absl::Status JobRegistry::RestoreAll() {
+absl::StatusOr<std::vector<std::string>> JobRegistry::ListJournals() const {
   DIR* dir = ::opendir(options_.data_dir.c_str());
   if (dir == nullptr) {
     return absl::NotFoundError(absl::StrCat("cannot open data directory ", options_.data_dir));
@@ -53,9 +53,16 @@ absl::Status JobRegistry::RestoreAll() {
     ::unlink(absl::StrCat(options_.data_dir, "/", name).c_str());
   }
   std::sort(names.begin(), names.end());
+  return names;
+}
+
+absl::Status JobRegistry::RestoreAll() {
+  absl::StatusOr<std::vector<std::string>> listed = ListJournals();
+  if (!listed.ok()) return listed.status();
+  std::vector<std::string> names;
   {
     MutexLock lock(&mu_);
-    names = NewestJobsLocked(names);
+    names = NewestJobsLocked(*listed);
   }
   absl::Status first;
   auto refuse = [&](const std::string& path, const absl::Status& s) {

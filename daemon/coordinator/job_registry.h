@@ -110,6 +110,9 @@ class JobRegistry {
   absl::StatusOr<std::unique_ptr<JobState>> NewJobLocked(const v1::RankDeclaration& decl,
                                                          int64_t now_ns)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The data directory's `<job>.journal` names, sorted; removes the hidden temporaries an
+  // interrupted creation or recovery left.
+  absl::StatusOr<std::vector<std::string>> ListJournals() const;
   // RestoreAll's choice: the journals of the --max-jobs ids written last (all of them when
   // fewer); the other ids are noted retired, each with its newest generation's journal.
   std::vector<std::string> NewestJobsLocked(const std::vector<std::string>& names)
