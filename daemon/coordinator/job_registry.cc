@@ -354,6 +354,12 @@ absl::StatusOr<std::shared_ptr<JobState>> JobRegistry::DeclareLocked(
                                               "\" is not one this coordinator accepts (--jobs)"));
     }
     const int64_t now = shm::MonotonicNowNs();
+    // A declaration that could never make a job retires none to make room for it.
+    if (retired_.count(decl.job()) == 0 && salvage_.count(decl.job()) == 0) {
+      if (absl::StatusOr<StageSchema> s = JobState::CheckNewJob(decl, options_); !s.ok()) {
+        return s.status();
+      }
+    }
     if (static_cast<int32_t>(current_.size()) >= options_.limits.max_jobs &&
         !RetireIdleLocked(now, decl.job())) {
       return NoRoom(absl::StrCat("job \"", LogSafe(decl.job()),

@@ -130,6 +130,11 @@ class JobState {
       const std::string& path, const v1::RankDeclaration& declaration, const JobOptions& options,
       CoordinatorMetrics* metrics, JournalOpenInfo* info, int64_t now_ns);
 
+  // Checks a new job's declaration (id, world size, schema) against the limits and returns
+  // its schema: what Create checks before anything is reserved or written.
+  static absl::StatusOr<StageSchema> CheckNewJob(const v1::RankDeclaration& declaration,
+                                                 const JobOptions& options);
+
   // FailedPrecondition naming the difference if a rank's declaration does not match the job
   // (schema, world size); OutOfRange for a rank outside [0, world_size).
   [[nodiscard]] absl::Status CheckDeclaration(const v1::RankDeclaration& declaration) const;
@@ -258,9 +263,6 @@ class JobState {
   void ApplyLayoutLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NoteLayoutLocked(int32_t rank, const DeclaredLayout& layout)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Checks a new job's declaration against the limits and returns its schema.
-  static absl::StatusOr<StageSchema> CheckNewJob(const v1::RankDeclaration& declaration,
-                                                 const JobOptions& options);
   // The memory model's shape of this job with `window_steps`.
   JobShape ShapeLocked(int64_t window_steps) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reserves this job's memory (Create: refused over the limits; restore: reserved anyway).

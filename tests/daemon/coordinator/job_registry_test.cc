@@ -510,6 +510,22 @@ TEST_CASE("a job in use (a stream, a watch, a query) is never retired") {
   CHECK(jobs.Find("a") == nullptr);
 }
 
+TEST_CASE("a declaration that could never make a job retires none") {
+  JobOptions o = Options(TempDir());
+  o.limits.max_jobs = 1;
+  o.limits.max_world_size = 64;
+  JobRegistry jobs(o, nullptr, {});
+  {
+    auto a = jobs.Declare(Decl("a", 0));
+    REQUIRE(a.ok());
+    Feed(**a, 3);  // idle
+  }
+  CHECK(absl::IsResourceExhausted(jobs.Declare(Decl("big", 0, 1000)).status()));
+  CHECK(absl::IsInvalidArgument(jobs.Declare(Decl("bad/id", 0)).status()));
+  CHECK(jobs.Find("a") != nullptr);
+  CHECK(jobs.retired_count() == 0);
+}
+
 TEST_CASE("an idle job leaves memory when a new job needs its memory") {
   int64_t one_job = 0;
   {
