@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/mutex.h"
 #include "daemon/common/log_safe.h"
 #include "shm/monotonic_clock.h"
@@ -118,26 +119,18 @@ absl::Status JobRegistry::RestoreAll() {
       }
       log_(line);
     }
+    // Idle since the journal was last written (a restart does not make every job look active
+    // for --job-retire-idle-ms and shut new jobs out meanwhile).
+    const int64_t age_ns =
+        std::max<int64_t>(0, absl::ToUnixNanos(absl::Now()) -
+                                 (int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec));
+    (*job)->set_last_active_ns(shm::MonotonicNowNs() - age_ns);
     MutexLock lock(&mu_);
     AddLocked(std::shared_ptr<JobState>(*std::move(job)));
   }
-  {
-    MutexLock lock(&mu_);
-    for (const auto& [id, job] : current_) TrimGenerationsLocked(id);
-  }
-  TellRetired();
+  MutexLock lock(&mu_);
+  for (const auto& [id, job] : current_) TrimGenerationsLocked(id);
   return first;
-}
-
-void JobRegistry::TellRetired() {
-  std::vector<std::string> names;
-  {
-    MutexLock lock(&mu_);
-    names.swap(to_tell_);
-  }
-  for (const std::string& name : names) {
-    for (VerdictObserver* o : options_.observers) o->OnJobRetired(name);
-  }
 }
 
 std::vector<std::string> JobRegistry::NewestJobsLocked(const std::vector<std::string>& names) {
@@ -192,30 +185,61 @@ std::vector<std::string> JobRegistry::NewestJobsLocked(const std::vector<std::st
   return kept;
 }
 
-bool JobRegistry::RetireIdleLocked(int64_t now_ns, const std::string& for_job) {
+std::vector<std::map<std::string, std::shared_ptr<JobState>>::iterator> JobRegistry::RunsLocked(
+    const std::string& id) {
+  std::vector<std::map<std::string, std::shared_ptr<JobState>>::iterator> runs;
+  if (auto first = jobs_.find(id); first != jobs_.end()) runs.push_back(first);
+  // Later runs are "<id>@<N>": between "<id>@" and "<id>A" ('A' follows '@').
+  for (auto it = jobs_.lower_bound(id + "@"); it != jobs_.end() && it->first < id + "A"; ++it) {
+    runs.push_back(it);
+  }
+  return runs;
+}
+
+bool JobRegistry::RetirableLocked(const std::string& id, const std::shared_ptr<JobState>& current,
+                                  int64_t now_ns) {
   const int64_t idle_ns = options_.limits.job_retire_idle_ms * 1'000'000;
+  for (const auto& run : RunsLocked(id)) {
+    // Held by the registry only (current_ and jobs_ for the current run, jobs_ for an earlier
+    // one): no stream, watch, acknowledgement or query uses it, and none can start to without
+    // this lock. Every run idle: an earlier one a stream still feeds is not.
+    const long held_here = run->second == current ? 2 : 1;
+    if (!run->second->IdleFor(now_ns, idle_ns) || run->second.use_count() > held_here) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool JobRegistry::RoomCanBeMadeLocked(int64_t needed_bytes, int64_t now_ns) {
+  MemoryBudget* budget = options_.budget;
+  if (needed_bytes <= 0 || budget == nullptr) return true;  // a count: one job leaving will do
+  int64_t freeable = 0;
+  for (const auto& [id, job] : current_) {
+    if (!RetirableLocked(id, job, now_ns)) continue;
+    for (const auto& run : RunsLocked(id)) freeable += run->second->reserved_bytes();
+  }
+  return budget->used() - freeable + needed_bytes <= budget->total();
+}
+
+bool JobRegistry::RetireIdleLocked(int64_t now_ns, const std::string& for_job) {
   const std::string* victim = nullptr;
   int64_t oldest = 0;
   for (const auto& [id, job] : current_) {
-    // Held by current_ and jobs_ only: no stream, watch, acknowledgement or query uses it, and
-    // none can start to without this lock.
-    if (!job->IdleFor(now_ns, idle_ns) || job.use_count() > 2) continue;
-    if (victim == nullptr || job->last_active_ns() < oldest) {
-      victim = &id;
-      oldest = job->last_active_ns();
-    }
+    if (victim != nullptr && job->last_active_ns() >= oldest) continue;
+    if (!RetirableLocked(id, job, now_ns)) continue;
+    victim = &id;
+    oldest = job->last_active_ns();
   }
   if (victim == nullptr) return false;
   const std::string id = *victim;
   std::vector<std::shared_ptr<JobState>> leaving;  // freed before this returns
-  for (auto it = jobs_.begin(); it != jobs_.end();) {
-    if (it->second->id() == id) {
-      to_tell_.push_back(it->first);
-      leaving.push_back(std::move(it->second));
-      it = jobs_.erase(it);
-    } else {
-      ++it;
-    }
+  for (const auto& run : RunsLocked(id)) {
+    // Observers are below the registry's lock as below a job's (verdict_observer.h): told
+    // here, no restored run of the same name can be told to forget by a late call.
+    for (VerdictObserver* o : options_.observers) o->OnJobRetired(run->first);
+    leaving.push_back(std::move(run->second));
+    jobs_.erase(run);
   }
   const std::string path = JournalPath(options_.data_dir, current_.at(id)->name());
   current_.erase(id);
@@ -240,6 +264,19 @@ absl::StatusOr<std::unique_ptr<JobState>> JobRegistry::NewJobLocked(const v1::Ra
       job = JobState::Salvage(retired->second, decl, options_, metrics_, &info, now_ns);
     }
     if (job.ok()) {
+      // A restore reserves its memory anyway (a restart never refuses a job it held): a job
+      // coming back must fit as a new one would, idle ones leaving to make room.
+      MemoryBudget* budget = options_.budget;
+      while (budget != nullptr && budget->used() > budget->total() &&
+             RetireIdleLocked(now_ns, decl.job())) {
+      }
+      if (budget != nullptr && budget->used() > budget->total()) {
+        return NoRoom(
+            absl::StrCat("job ", decl.job(), " (restored from ", retired->second, ") needs about ",
+                         (*job)->reserved_bytes() >> 20,
+                         " MB of coordinator memory, more than is left (--max-memory-mb)"),
+            (*job)->reserved_bytes());
+      }
       if (log_) {
         log_(absl::StrCat("restored job ", (*job)->name(), " from ", retired->second,
                           " (it had left memory): ", info.Describe()));
@@ -286,7 +323,7 @@ void JobRegistry::TrimGenerationsLocked(const std::string& id) {
   for (size_t i = 0; i + kGenerationsKept < runs.size(); ++i) {
     if (runs[i]->superseded()) {
       jobs_.erase(runs[i]->name());
-      to_tell_.push_back(runs[i]->name());
+      for (VerdictObserver* o : options_.observers) o->OnJobRetired(runs[i]->name());
       if (log_) {
         log_(absl::StrCat("job ", runs[i]->name(), " (an earlier run of ", id,
                           ") left memory: more than ", kGenerationsKept,
@@ -329,24 +366,13 @@ absl::StatusOr<std::shared_ptr<JobState>> JobRegistry::StartGeneration(
       }
     }
   }
-  TellRetired();
   if (absl::Status s = next->CheckDeclaration(decl); !s.ok()) return s;
   next->NoteOwner(decl, node);
   return next;
 }
 
 absl::StatusOr<std::shared_ptr<JobState>> JobRegistry::Declare(const v1::RankDeclaration& decl) {
-  absl::StatusOr<std::shared_ptr<JobState>> job;
-  {
-    MutexLock lock(&mu_);
-    job = DeclareLocked(decl);
-  }
-  TellRetired();
-  return job;
-}
-
-absl::StatusOr<std::shared_ptr<JobState>> JobRegistry::DeclareLocked(
-    const v1::RankDeclaration& decl) {
+  MutexLock lock(&mu_);
   auto it = current_.find(decl.job());
   if (it == current_.end()) {
     if (!allowed_.empty() && allowed_.count(decl.job()) == 0) {
@@ -368,7 +394,8 @@ absl::StatusOr<std::shared_ptr<JobState>> JobRegistry::DeclareLocked(
                                  options_.limits.job_retire_idle_ms / 1000, " s) and unused"));
     }
     absl::StatusOr<std::unique_ptr<JobState>> job = NewJobLocked(decl, now);
-    while (IsNoRoom(job.status()) && RetireIdleLocked(now, decl.job())) {
+    while (IsNoRoom(job.status()) && RoomCanBeMadeLocked(NoRoomBytes(job.status()), now) &&
+           RetireIdleLocked(now, decl.job())) {
       job = NewJobLocked(decl, now);
     }
     if (!job.ok()) return job.status();

@@ -92,16 +92,22 @@ class JobRegistry {
   std::set<std::string> allowed_;
   Log log_;
   mutable Mutex mu_;
-  absl::StatusOr<std::shared_ptr<JobState>> DeclareLocked(const v1::RankDeclaration& declaration)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Tells the observers (OnJobRetired) of the runs that left memory, outside the lock.
-  void TellRetired() ABSL_LOCKS_EXCLUDED(mu_);
+  // Every run of job id `id` held (its entries in jobs_).
+  std::vector<std::map<std::string, std::shared_ptr<JobState>>::iterator> RunsLocked(
+      const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every run of `id` (`current` its current one) idle and used by nothing but the registry.
+  bool RetirableLocked(const std::string& id, const std::shared_ptr<JobState>& current,
+                       int64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes `job` its id's current generation if it is the newest; marks the others superseded.
   void AddLocked(std::shared_ptr<JobState> job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Unloads `id`'s oldest generations beyond kGenerationsKept (never the current one).
   void TrimGenerationsLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Retires the least recently active job that is idle and used by nothing but the registry
-  // (every generation of its id leaves memory, synchronously: a job of the same name may be
+  // Whether retiring every job that may leave would free room for `needed_bytes` more in the
+  // memory budget (true for a refusal by count, `needed_bytes` 0): none leaves for a job that
+  // would not fit anyway.
+  bool RoomCanBeMadeLocked(int64_t needed_bytes, int64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Retires the least recently active job whose runs are all idle and used by nothing but the
+  // registry (they leave memory synchronously, observers told: a job of the same name may be
   // restored next). False if none may go.
   bool RetireIdleLocked(int64_t now_ns, const std::string& for_job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -123,7 +129,6 @@ class JobRegistry {
   std::map<std::string, std::string> salvage_ ABSL_GUARDED_BY(mu_);  // job id -> journal path
   std::map<std::string, std::string> retired_ ABSL_GUARDED_BY(mu_);  // job id -> journal path
   uint64_t retired_count_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<std::string> to_tell_ ABSL_GUARDED_BY(mu_);  // runs that left memory, by name
 };
 
 }  // namespace stagefrontier

@@ -452,6 +452,7 @@ void JobState::ApplyLayoutLocked() {
 }
 
 void JobState::NoteOwner(const v1::RankDeclaration& decl, const std::string& node) {
+  last_active_ns_.store(shm::MonotonicNowNs(), std::memory_order_relaxed);  // a new process
   v1::JournalRecord rec;
   v1::RankOwned* o = rec.mutable_owner();
   o->set_rank(decl.rank());

@@ -214,6 +214,8 @@ class JobState {
   bool IdleFor(int64_t now_ns, int64_t idle_ns) const {
     return now_ns - last_active_ns() >= idle_ns;
   }
+  // A restored job was last active when its journal was last written, not at its restore.
+  void set_last_active_ns(int64_t ns) { last_active_ns_.store(ns, std::memory_order_relaxed); }
   // A later generation of the job id exists: this run is kept for reading only.
   void MarkSuperseded() { superseded_.store(true, std::memory_order_relaxed); }
   bool superseded() const { return superseded_.load(std::memory_order_relaxed); }

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
 
@@ -52,10 +53,16 @@ namespace {
 constexpr absl::string_view kNoRoomPayload = "stagefrontier/no-room";
 }  // namespace
 
-absl::Status NoRoom(std::string_view message) {
+absl::Status NoRoom(std::string_view message, int64_t needed_bytes) {
   absl::Status s = absl::ResourceExhaustedError(absl::string_view(message.data(), message.size()));
-  s.SetPayload(kNoRoomPayload, absl::Cord("1"));
+  s.SetPayload(kNoRoomPayload, absl::Cord(std::to_string(needed_bytes)));
   return s;
+}
+
+int64_t NoRoomBytes(const absl::Status& status) {
+  if (!IsNoRoom(status)) return 0;
+  int64_t bytes = 0;
+  return absl::SimpleAtoi(std::string(*status.GetPayload(kNoRoomPayload)), &bytes) ? bytes : 0;
 }
 
 bool IsNoRoom(const absl::Status& status) {
@@ -67,7 +74,8 @@ absl::Status MemoryBudget::Take(const std::string& what, int64_t bytes, bool for
   if (!force && bytes > total_ - used_) {
     return NoRoom(absl::StrCat(what, " needs about ", Mb(bytes), " of coordinator memory; ",
                                Mb(std::max<int64_t>(0, total_ - used_)), " of ", Mb(total_),
-                               " are left (--max-memory-mb)"));
+                               " are left (--max-memory-mb)"),
+                  bytes);
   }
   used_ += bytes;
   return absl::OkStatus();

@@ -72,8 +72,11 @@ int64_t EstimateJobBytes(const JobShape& shape);
 // --max-jobs, --max-jobs-per-stream), unlike a limit on the job itself: ResourceExhausted with
 // `message`, and IsNoRoom(status) tells it. The registry retires an idle job on it, and a
 // stream tries such a refused declaration again (ingest_stream.h).
-absl::Status NoRoom(std::string_view message);
+// `needed_bytes` (the memory budget's refusals): what the job needs, 0 for a count.
+absl::Status NoRoom(std::string_view message, int64_t needed_bytes = 0);
 bool IsNoRoom(const absl::Status& status);
+// The memory a NoRoom refusal of the budget needed; 0 for other refusals.
+int64_t NoRoomBytes(const absl::Status& status);
 
 // The coordinator's memory for jobs: reservations against a total. Thread-safe.
 class MemoryBudget {

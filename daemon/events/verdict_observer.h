@@ -38,8 +38,9 @@ class VerdictObserver {
   virtual void OnJobStall(const std::string& job, const v1::Stall& stall, int64_t wall_ns) {}
   // `job` (a run's name, GenerationName) left the coordinator's memory (JobRegistry: retired
   // when idle, or an earlier run beyond those kept): forget what is kept for it, so that a
-  // coordinator serving job after job does not grow. Told under no job's lock and not the
-  // registry's; a job of that name may come back later (restored from its journal).
+  // coordinator serving job after job does not grow. Told under the registry's lock (no job's):
+  // quick, and calling into no job or registry; a job of that name may come back later
+  // (restored from its journal), and is told of after this returns.
   virtual void OnJobRetired(const std::string& job) {}
 };
 

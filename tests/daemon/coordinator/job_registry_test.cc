@@ -11,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "shm/monotonic_clock.h"
+
 namespace stagefrontier {
 namespace {
 
@@ -555,6 +557,68 @@ TEST_CASE("an idle job leaves memory when a new job needs its memory") {
   auto c = jobs.Declare(Decl("c", 0));
   REQUIRE(absl::IsResourceExhausted(c.status()));
   CHECK_THAT(std::string(c.status().message()), Catch::Contains("--max-memory-mb"));
+  // Regression: a job coming back from its journal reserved its memory anyway, past the budget.
+  b = absl::UnknownError("dropped");
+  auto back = jobs.Declare(Decl("a", 1));
+  REQUIRE(absl::IsResourceExhausted(back.status()));
+  CHECK_THAT(std::string(back.status().message()), Catch::Contains("restored from"));
+  CHECK(budget.used() == one_job);
+  CHECK(jobs.RetiredJournal("a") != "");
+  Feed(*jobs.Find("b"), 2);  // b idle: a comes back in its place
+  back = jobs.Declare(Decl("a", 1));
+  REQUIRE(back.ok());
+  CHECK(jobs.Find("b") == nullptr);
+  CHECK(budget.used() == one_job);
+}
+
+TEST_CASE("no job leaves memory for one that would not fit anyway") {
+  JobOptions o = Options(TempDir());
+  MemoryBudget plenty(int64_t{1} << 40);
+  o.budget = &plenty;
+  int64_t small = 0;
+  {
+    JobRegistry probe(o, nullptr, {});
+    auto a = probe.Declare(Decl("a", 0));
+    REQUIRE(a.ok());
+    small = (*a)->reserved_bytes();
+  }
+  o.data_dir = TempDir();
+  MemoryBudget budget(small * 3 / 2);
+  o.budget = &budget;
+  JobRegistry jobs(o, nullptr, {});
+  {
+    auto a = jobs.Declare(Decl("a", 0));
+    REQUIRE(a.ok());
+    Feed(**a, 3);  // idle
+  }
+  // 64 ranks need far more than the budget holds: refused, and a stays.
+  auto big = jobs.Declare(Decl("big", 0, 64));
+  REQUIRE(absl::IsResourceExhausted(big.status()));
+  CHECK_THAT(std::string(big.status().message()), Catch::Contains("--max-memory-mb"));
+  CHECK(jobs.Find("a") != nullptr);
+  CHECK(jobs.retired_count() == 0);
+}
+
+TEST_CASE("a job whose earlier run a stream still feeds does not leave; a new process is life") {
+  JobOptions o = Options(TempDir());
+  o.limits.max_jobs = 1;
+  JobRegistry jobs(o, nullptr, {});
+  std::shared_ptr<JobState> first = DeclareAll(jobs, 1);
+  v1::RankDeclaration d = Decl("j", 0);
+  d.set_owner_generation(2);
+  auto second = jobs.StartGeneration(first, d, "n", "test");
+  REQUIRE(second.ok());
+  Feed(**second, 2);
+  Feed(*first, 2);  // both runs idle; a stream still holds the first
+  second = absl::UnknownError("dropped");
+  CHECK(absl::IsResourceExhausted(jobs.Declare(Decl("b", 0)).status()));
+  first->NoteOwner(Decl("j", 1), "n");  // a new process: the run is active again
+  CHECK_FALSE(first->IdleFor(shm::MonotonicNowNs(), 60'000'000'000));
+  Feed(*first, 2);
+  first.reset();
+  CHECK(jobs.Declare(Decl("b", 0)).ok());
+  CHECK(jobs.Find("j") == nullptr);
+  CHECK(jobs.Find("j@2") == nullptr);
 }
 
 TEST_CASE("a restart restores the --max-jobs jobs written last; the others on a declaration") {
@@ -585,11 +649,14 @@ TEST_CASE("a restart restores the --max-jobs jobs written last; the others on a 
   CHECK(jobs.Find("z") != nullptr);
   CHECK(jobs.RetiredJournal("x") == dir + "/x.journal");
   CHECK_THAT(log.front(), Catch::Contains("restoring the 2 written last"));
-  Feed(*jobs.Find("z"), 3);  // z idle: x may come back in its place
+  // Regression: a restored job looked active for --job-retire-idle-ms after a restart, and
+  // every new job was refused meanwhile. Idle since its journal was written: z (written
+  // before y) leaves for x at once.
   auto x = jobs.Declare(Decl("x", 0));
   REQUIRE(x.ok());
   CHECK(Accounted(**x) == 2);
   CHECK(jobs.Find("z") == nullptr);
+  CHECK(jobs.Find("y") != nullptr);
 }
 
 }  // namespace
