@@ -15,11 +15,33 @@
 #include "daemon/common/grpc_security.h"
 #include "daemon/sfctl/sfctl_command.h"
 #include "daemon/sfctl/sfctl_commands.h"
+#include "daemon/sfctl/terminal_safe.h"
 #include "grpcpp/grpcpp.h"
 #include "stagefrontier/v1/query.grpc.pb.h"
 
+namespace {
+
+// Puts a TerminalSafeBuf in front of a standard stream for main's duration.
+class SafeStream {
+ public:
+  explicit SafeStream(std::ostream& s) : stream_(s), safe_(s.rdbuf()), was_(s.rdbuf(&safe_)) {}
+  ~SafeStream() {
+    stream_.flush();
+    stream_.rdbuf(was_);
+  }
+
+ private:
+  std::ostream& stream_;
+  stagefrontier::TerminalSafeBuf safe_;
+  std::streambuf* was_;
+};
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace stagefrontier;
+  // Text from others (node names, errors relayed) never drives the terminal.
+  const SafeStream out(std::cout), err(std::cerr);
   CLI::App app{"sfctl: ask the StageFrontier coordinator which stage on which rank to look at",
                "sfctl"};
   app.require_subcommand(1);
