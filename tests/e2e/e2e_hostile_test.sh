@@ -50,7 +50,7 @@ ALL_PIDS+=("${VICTIM_PIDS[@]}")
 
 # The hostile client, all at once.
 HOSTILE_PIDS=()
-for mode in huge-world never-read poison-step garbage silent forged-name; do
+for mode in huge-world never-read poison-step garbage silent forged-name escape-node; do
   "$HOSTILE" "$SF_COORD" "$mode" >"$SF_WORK/hostile-$mode.log" 2>&1 &
   HOSTILE_PIDS+=($!)
 done
@@ -65,7 +65,7 @@ truncate -s 4096 "$seg1/stagefrontier.trunc.seg"
 
 i=0
 for p in "${HOSTILE_PIDS[@]}"; do
-  mode=(huge-world never-read poison-step garbage silent forged-name)
+  mode=(huge-world never-read poison-step garbage silent forged-name escape-node)
   wait "$p" || { cat "$SF_WORK/hostile-${mode[$i]}.log" >&2; sf_fail "hostile ${mode[$i]} was not refused as it should be"; }
   cat "$SF_WORK/hostile-${mode[$i]}.log"
   i=$((i + 1))
@@ -104,6 +104,10 @@ for m in 'stagefrontier_ingest_streams_cut_total{reason="slow_reader"}' \
   echo "$m $v"
   [ "${v%.*}" -ge 1 ] 2>/dev/null || sf_fail "$m is '${v}'"
 done
+# A node name with escape sequences reaches sfctl's terminal masked (regression: raw).
+shown=$(sf_ctl health --job hostile-esc) || sf_fail "health of hostile-esc"
+if grep -q $'\x1b' <<<"$shown"; then sf_fail "sfctl printed an escape sequence: $(cat -v <<<"$shown")"; fi
+grep -qF 'evil?]0;owned??[2J' <<<"$shown" || sf_fail "the node name is not shown masked: $(cat -v <<<"$shown")"
 # Untrusted names never reach the log raw: no forged line.
 if grep -q '^\[2026-11-23 00:00:00\] \[error\] forged' "$SF_WORK/coordinator.log"; then
   sf_fail "a forged log line reached the coordinator's log"

@@ -23,10 +23,10 @@ namespace {
 
 using namespace stagefrontier;
 
-v1::SidecarMessage Hello() {
+v1::SidecarMessage Hello(const std::string& node = "hostile") {
   v1::SidecarMessage m;
   m.mutable_hello()->set_protocol_version(v1::PROTOCOL_VERSION_1);
-  m.mutable_hello()->set_node("hostile");
+  m.mutable_hello()->set_node(node);
   m.mutable_hello()->set_sidecar_id("hostile/1");
   return m;
 }
@@ -78,9 +78,20 @@ int Typed(const std::shared_ptr<grpc::Channel>& channel, const std::string& mode
     std::printf("silent: %d %s\n", st.error_code(), st.error_message().c_str());
     return st.error_code() == grpc::DEADLINE_EXCEEDED ? 0 : 1;
   }
-  if (!rw->Write(Hello())) return 1;
+  // escape-node: a node name that would set the terminal's title and clear its screen where
+  // sfctl shows it (sfctl health).
+  if (!rw->Write(mode == "escape-node" ? Hello("evil\x1b]0;owned\x07\x1b[2J") : Hello())) return 1;
   v1::StepBatch b;
   v1::BatchAck ack;
+  if (mode == "escape-node") {
+    b.set_batch_seq(1);
+    Declare(&b, "hostile-esc", 0, 1);
+    Steps(&b, "hostile-esc", 0, 0, 9);
+    if (!Exchange(rw.get(), b, &ack) || ack.accepted() != 10) return 1;
+    std::printf("escape-node: 10 steps accepted\n");
+    rw->WritesDone();
+    return rw->Finish().ok() ? 0 : 1;
+  }
   if (mode == "huge-world") {
     b.set_batch_seq(1);
     Declare(&b, "hostile-huge", 0, (1 << 20) - 1);
