@@ -17,6 +17,15 @@
 
 namespace stagefrontier {
 
+namespace {
+
+// A file's modification time, in nanoseconds since the epoch.
+int64_t MtimeNs(const struct stat& st) {
+  return int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+}  // namespace
+
 JobRegistry::JobRegistry(JobOptions options, CoordinatorMetrics* metrics,
                          std::set<std::string> allowed, Log log)
     : options_(std::move(options)),
@@ -121,9 +130,7 @@ absl::Status JobRegistry::RestoreAll() {
     }
     // Idle since the journal was last written (a restart does not make every job look active
     // for --job-retire-idle-ms and shut new jobs out meanwhile).
-    const int64_t age_ns =
-        std::max<int64_t>(0, absl::ToUnixNanos(absl::Now()) -
-                                 (int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec));
+    const int64_t age_ns = std::max<int64_t>(0, absl::ToUnixNanos(absl::Now()) - MtimeNs(st));
     (*job)->set_last_active_ns(shm::MonotonicNowNs() - age_ns);
     MutexLock lock(&mu_);
     AddLocked(std::shared_ptr<JobState>(*std::move(job)));
@@ -150,11 +157,6 @@ std::vector<std::string> JobRegistry::NewestJobsLocked(const std::vector<std::st
       continue;
     }
     Id& i = ids[id];
-    struct stat st {};
-    if (::lstat(absl::StrCat(options_.data_dir, "/", name).c_str(), &st) == 0) {
-      i.newest_mtime_ns = std::max<int64_t>(
-          i.newest_mtime_ns, int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec);
-    }
     if (i.newest_name.empty() || std::max<uint32_t>(generation, 1) > i.newest_generation) {
       i.newest_generation = std::max<uint32_t>(generation, 1);
       i.newest_name = name;
@@ -162,8 +164,18 @@ std::vector<std::string> JobRegistry::NewestJobsLocked(const std::vector<std::st
     i.names.push_back(name);
   }
   if (static_cast<int64_t>(ids.size()) <= options_.limits.max_jobs) return names;
+  // Only past the limit do the journals' ages matter: the common start-up stats each once (in
+  // RestoreAll), not twice.
   std::vector<std::pair<int64_t, std::string>> by_age;
-  for (const auto& [id, i] : ids) by_age.emplace_back(i.newest_mtime_ns, id);
+  for (auto& [id, i] : ids) {
+    for (const std::string& name : i.names) {
+      struct stat st {};
+      if (::lstat(absl::StrCat(options_.data_dir, "/", name).c_str(), &st) == 0) {
+        i.newest_mtime_ns = std::max(i.newest_mtime_ns, MtimeNs(st));
+      }
+    }
+    by_age.emplace_back(i.newest_mtime_ns, id);
+  }
   std::sort(by_age.begin(), by_age.end(), std::greater<>());
   std::vector<std::string> kept = std::move(unparsed);
   for (size_t k = 0; k < by_age.size(); ++k) {
