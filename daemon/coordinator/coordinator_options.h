@@ -45,7 +45,7 @@ struct CoordinatorOptions {
   double journal_compact_mb = 64;
   // Jobs and their accounting.
   std::string jobs_csv;  // empty: any job
-  int64_t deadline_ms = 5000;
+  int64_t deadline_ms = 10000;
   int64_t stall_after_ms = 5000;           // the stall limit's floor (stall_watch.h)
   int64_t stall_pause_alarm_ms = 300'000;  // a group-wide pause alarms past this
   EngineConfig engine;                     // --window-steps

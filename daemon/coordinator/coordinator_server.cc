@@ -191,6 +191,7 @@ absl::Status CoordinatorServer::OpenNodeLedger() {
   job_options_.fsync = !options_.no_fsync;
   job_options_.aligner.deadline_ns = options_.deadline_ms * 1'000'000;
   job_options_.stall.floor_ns = options_.stall_after_ms * 1'000'000;
+  job_options_.stall.held_ns = job_options_.aligner.deadline_ns;  // sidecars hold up to 1 s less
   job_options_.stall.pause_alarm_ns = options_.stall_pause_alarm_ms * 1'000'000;
   job_options_.engine = options_.engine;
   job_options_.probe_bracket_rules = options_.probe_bracket;
@@ -269,7 +270,10 @@ void CoordinatorServer::CreateServices() {
                                             options_.limits, LogInfo, &self_tests_);
   ingest_->SetNodeLedger(ledger_.get());
   ingest_->SetCaptureAnswerObserver(&capture_trigger_);
-  ingest_->SetSilentLimit(job_options_.stall.silent_ns);
+  ingest_->SetSidecarTerms({.silent_after_ns = job_options_.stall.silent_ns,
+                            .step_deadline_ns = job_options_.aligner.deadline_ns,
+                            .stall_after_ns = job_options_.stall.floor_ns,
+                            .window_steps = job_options_.engine.window_steps});
   query_ = std::make_unique<QueryService>(jobs_.get(), &sessions_, &metrics_, token_, &self_tests_,
                                           ledger_.get(), fleet_.get());
   query_->SetAccessTokens(*std::move(access_));

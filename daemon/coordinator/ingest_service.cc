@@ -22,7 +22,10 @@ IngestService::IngestService(JobRegistry* jobs, SidecarSessions* sessions,
             .token = std::move(token),
             .limits = limits,
             .log = std::move(log),
-            .self_tests = self_tests},
+            .self_tests = self_tests,
+            .nodes = nullptr,
+            .capture_answers = nullptr,
+            .terms = SidecarTerms{}},
       acker_(deps_.log) {
   deps_.acker = &acker_;
   watchdog_ = std::thread([this] { WatchStreams(); });

@@ -41,9 +41,10 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   void SetCaptureAnswerObserver(CaptureAnswerObserver* observer) {
     deps_.capture_answers = observer;
   }
-  // The stall watch's silence limit, told to every sidecar after its Hello (StreamLimits), so
-  // that it sends health before it. Call before the server starts.
-  void SetSilentLimit(int64_t silent_after_ns) { deps_.silent_after_ns = silent_after_ns; }
+  // What every sidecar is told after its Hello (StreamLimits): the stall watch's silence limit
+  // (health goes before it), the step deadline, stall floor and window (its batching stays
+  // inside them). Call before the server starts.
+  void SetSidecarTerms(const SidecarTerms& terms) { deps_.terms = terms; }
   // Stops the watchdog (Hellos, idle streams). Destroy after the server has shut down.
   ~IngestService() override;
 

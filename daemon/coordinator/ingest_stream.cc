@@ -241,8 +241,13 @@ bool IngestStream::OnHello(const v1::Hello& hello) {
   // Before any ack: a sidecar that gets an ack first knows this coordinator predates the
   // message and keeps to the old 3 s limit's cadence (health_cadence.h).
   v1::CoordinatorMessage limits;
-  limits.mutable_limits()->set_silent_after_ms(deps_.silent_after_ns / 1'000'000);
-  limits.mutable_limits()->set_idle_timeout_ms(std::max<int64_t>(deps_.limits.idle_timeout_ms, 0));
+  constexpr int64_t kMs = 1'000'000;
+  v1::StreamLimits* l = limits.mutable_limits();
+  l->set_silent_after_ms(deps_.terms.silent_after_ns / kMs);
+  l->set_idle_timeout_ms(std::max<int64_t>(deps_.limits.idle_timeout_ms, 0));
+  l->set_step_deadline_ms(deps_.terms.step_deadline_ns / kMs);
+  l->set_stall_after_ms(deps_.terms.stall_after_ns / kMs);
+  l->set_window_steps(deps_.terms.window_steps);
   return Send(limits);
 }
 

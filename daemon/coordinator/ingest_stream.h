@@ -27,6 +27,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "base/mutex.h"
+#include "daemon/accounting/engine_config.h"
 #include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/coordinator/durable_acker.h"
 #include "daemon/coordinator/job_registry.h"
@@ -34,12 +35,22 @@
 #include "daemon/coordinator/self_tests.h"
 #include "daemon/coordinator/sidecar_sessions.h"
 #include "daemon/coordinator/stall_watch.h"
+#include "daemon/coordinator/step_aligner.h"
 #include "daemon/events/capture_answer_observer.h"
 #include "daemon/nodes/node_ledger.h"
 #include "grpcpp/grpcpp.h"
 #include "stagefrontier/v1/ingest.pb.h"
 
 namespace stagefrontier {
+
+// What a coordinator tells each sidecar after its Hello (v1::StreamLimits): the sidecar keeps its
+// health cadence and its batching inside them.
+struct SidecarTerms {
+  int64_t silent_after_ns = StallOptions{}.silent_ns;  // the stall watch's silence limit
+  int64_t step_deadline_ns = AlignerOptions{}.deadline_ns;
+  int64_t stall_after_ns = StallOptions{}.floor_ns;
+  int64_t window_steps = EngineConfig{}.window_steps;
+};
 
 // What every ingest stream of a coordinator shares.
 struct IngestDeps {
@@ -53,8 +64,8 @@ struct IngestDeps {
   SelfTestBook* self_tests = nullptr;  // null: self-test answers are not followed
   NodeLedger* nodes = nullptr;         // null: the machines under node names are not noted
   CaptureAnswerObserver* capture_answers = nullptr;  // null: capture answers are not followed
-  // The stall watch's silence limit, told to each sidecar after its Hello (StreamLimits).
-  int64_t silent_after_ns = StallOptions{}.silent_ns;
+  // Told to each sidecar after its Hello (StreamLimits, beside limits.idle_timeout_ms).
+  SidecarTerms terms;
 };
 
 class IngestStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,

@@ -10,6 +10,11 @@ namespace {
 
 constexpr size_t kStepTimesKept = 64;
 constexpr int64_t kMaxAgeNs = 86'400'000'000'000;  // a day
+// A stage open this long is a stall forming (the sidecar's --open-stage-report-ms default);
+// a sidecar reports such a stage every second while it stays open, so a report older than
+// kFreshNs no longer says where the rank is.
+constexpr int64_t kFormingNs = 1'000'000'000;
+constexpr int64_t kFreshNs = 2'500'000'000;
 
 }  // namespace
 
@@ -115,8 +120,20 @@ std::optional<v1::Stall> StallWatch::Close(int64_t wall_ns) {
   return stall_;
 }
 
+bool StallWatch::Forming(const Position& p, const RankPosition& at, int64_t now_ns,
+                         int64_t since) const {
+  // Silence is no sign: a sidecar is quiet while it holds a batch. A stuck rank's stage opened
+  // before the job last advanced (its sidecar sent what it held then): open for about as long
+  // as the job has not advanced, reported in the last seconds. A healthy rank caught with a
+  // stage open past 1 s (a hiccup) is reported once or twice, not for as long as the job
+  // seems not to advance.
+  if (p.source_gone || at.process_gone || at.raised) return true;
+  return at.known && now_ns - p.seen_ns <= kFreshNs &&
+         at.open_ns >= std::max(kFormingNs, since - kFormingNs);
+}
+
 v1::Stall StallWatch::ToProto(const StallDecision& d, const std::vector<RankPosition>& at,
-                              int64_t since, int64_t wall_ns) const {
+                              int64_t since, int64_t limit, int64_t wall_ns) const {
   v1::Stall s;
   s.set_reason(StallKindName(d.kind));
   s.set_alarm(d.alarm);
@@ -132,7 +149,7 @@ v1::Stall StallWatch::ToProto(const StallDecision& d, const std::vector<RankPosi
   }
   s.set_frontier_step(progress_step_);
   s.set_stalled_ns(since);
-  s.set_stall_after_ns(LimitNs());
+  s.set_stall_after_ns(limit);
   s.set_text(d.text);
   s.set_started_unix_ns(wall_ns - since);
   return s;
@@ -158,6 +175,8 @@ std::optional<v1::Stall> StallWatch::Check(int64_t now_ns, int64_t newest_step,
   bool all_finished = !liveness.empty();
   for (const RankLiveness& l : liveness) all_finished = all_finished && l.finished;
   StallDecision d;
+  int64_t limit = LimitNs();
+  bool forming = false;
   std::vector<RankPosition> at(positions_.size());
   if (progress_step_ >= 0) {  // a job that never ran a step is starting, not stalled
     for (size_t r = 0; r < positions_.size(); ++r) {
@@ -178,8 +197,10 @@ std::optional<v1::Stall> StallWatch::Check(int64_t now_ns, int64_t newest_step,
         a.raised = liveness[r].raised;
         a.raised_in_collective = liveness[r].raised_in_collective;
       }
+      forming = forming || Forming(p, a, now_ns, since);
     }
-    d = DecideStall({*schema_, at, since, LimitNs(), options_.pause_alarm_ns});
+    if (!forming) limit = std::max(limit, options_.held_ns);
+    d = DecideStall({*schema_, at, since, limit, options_.pause_alarm_ns});
   }
   if (d.kind == StallKind::kNone) {
     // A restored stall holds (a hung job is still hung after the restart) until the job goes
@@ -189,7 +210,7 @@ std::optional<v1::Stall> StallWatch::Check(int64_t now_ns, int64_t newest_step,
     if (restored_ && !all_finished && !gone) return std::nullopt;
     return Close(wall_ns);  // its duration: from the last progress before it to now
   }
-  v1::Stall s = ToProto(d, at, since, wall_ns);
+  v1::Stall s = ToProto(d, at, since, limit, wall_ns);
   const bool changed = !open_ || !SameStall(s, stall_);
   if (open_) s.set_started_unix_ns(stall_.started_unix_ns());
   open_ = true;

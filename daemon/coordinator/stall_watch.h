@@ -35,12 +35,20 @@ struct StallOptions {
   // A group-wide pause (every rank in the same non-sync stage) alarms only past this.
   int64_t pause_alarm_ns = 300'000'000'000;
   // A rank whose sidecar has sent nothing for this long is lost, not stuck: shorter than the
-  // stall floor, so that a dead sidecar's stale positions never read as a hang. A live sidecar
-  // sends something at least every 4.5 s (a batch, 4 s apart at 1 step/s, or health after
-  // 4.5 s of silence: health_cadence.h), and health every second while a rank of its node has
-  // a stage open past 1 s (a stall forming); a sidecar whose stream ended is lost at once
-  // (SourceGone).
+  // stall floor, so that a dead sidecar's stale positions never read as a hang. Silence is
+  // looked at only once the job has not advanced for its stall limit (>= the floor): by then
+  // every live sidecar of the job sends health every second (a rank of its node has had a stage
+  // open past 1 s) and has sent the steps it held (health_cadence.h, batch_hold.h); between
+  // stalls a sidecar may be quiet for its batch hold (up to the step deadline less 1 s). A
+  // sidecar whose stream ended is lost at once (SourceGone).
   int64_t silent_ns = 4'750'000'000;
+  // Sidecars hold a step's records up to the step deadline less 1 s (batch_hold.h: 8 steps of
+  // a 1 step/s job), so between batches a job can seem not to advance for that long. Until some
+  // rank shows why it would not — a stall forming: a rank reported in the last 2.5 s with its
+  // stage open past 1 s and about as long as the job has not advanced (every live sidecar then
+  // reports every second and has sent what it held), or a rank's process or stream gone — the
+  // limit is at least this. The coordinator sets it to its step deadline; 0: no holds.
+  int64_t held_ns = 0;
 };
 
 // What JobState knows of a rank beside its position.
@@ -98,8 +106,11 @@ class StallWatch {
     std::string node;
   };
   int64_t OpenNs(const Position& p, int64_t now_ns) const;
+  // Whether the rank's report shows a stall forming (see held_ns); `since`: since the job last
+  // advanced.
+  bool Forming(const Position& p, const RankPosition& at, int64_t now_ns, int64_t since) const;
   v1::Stall ToProto(const StallDecision& d, const std::vector<RankPosition>& at, int64_t since,
-                    int64_t wall_ns) const;
+                    int64_t limit, int64_t wall_ns) const;
   static bool SameStall(const v1::Stall& a, const v1::Stall& b);
 
   const StageSchema* schema_;

@@ -6,6 +6,14 @@
 namespace stagefrontier {
 namespace {
 
+// A batch's last step must end this long before its hold runs out.
+constexpr int64_t kBoundarySlackNs = 500'000'000;
+
+int64_t SaturatingTimes(int64_t n, int64_t ns) {
+  return ns > std::numeric_limits<int64_t>::max() / n ? std::numeric_limits<int64_t>::max()
+                                                      : n * ns;
+}
+
 int64_t PowerOfTwoAtMost(int64_t n) {
   int64_t p = 1;
   while (p * 2 <= n) p *= 2;
@@ -15,6 +23,7 @@ int64_t PowerOfTwoAtMost(int64_t n) {
 }  // namespace
 
 void BatchHold::Note(const std::string& job, int32_t rank, int64_t last_step, int64_t now_ns) {
+  last_now_ns_ = std::max(last_now_ns_, now_ns);
   Job& j = jobs_[job];
   Rank& r = j.ranks[rank];
   if (last_step > r.last_step && r.last_step >= 0) {
@@ -44,15 +53,36 @@ void BatchHold::Refresh(Job& job, int64_t now_ns) const {
     complete = std::min(complete, r.last_step);
   }
   job.complete = active > 0 ? complete : newest;
-  const int64_t k = options_.records_per_message / std::max<int64_t>(active, 1);
-  job.steps_per_message =
-      PowerOfTwoAtMost(std::clamp<int64_t>(k, 1, options_.max_steps_per_message));
+  const int64_t by_records = options_.records_per_message / std::max<int64_t>(active, 1);
+  int64_t k = PowerOfTwoAtMost(std::clamp<int64_t>(by_records, 1, options_.max_steps_per_message));
+  // What the coordinator sees of the job's progress comes with the batches: K steps must stay
+  // well inside the stall limit, and a batch's K steps must end before its hold runs out (the
+  // hold counts from the end of its first step: K - 1 steps, and half a second to spare).
+  const int64_t step = job.step_ns;
+  const int64_t stall_limit = std::max(options_.stall_after_ns, SaturatingTimes(10, step));
+  const int64_t stall_room = stall_limit / 5 * 4;
+  if (step > 0) {
+    while (k > 1 && (SaturatingTimes(k, step) > stall_room ||
+                     SaturatingTimes(k - 1, step) > options_.max_hold_ns - kBoundarySlackNs)) {
+      k /= 2;
+    }
+  }
+  job.steps_per_message = k;
+  job.hold_ns = step > 0
+                    ? std::min({options_.max_hold_ns, SaturatingTimes(k + 1, step), stall_room})
+                    : options_.max_hold_ns;
 }
 
 bool BatchHold::JobDue(const Job& job) const {
-  // Whether a batch boundary (a step s with (s + 1) % K == 0) lies in (sent_through, complete].
+  // Whether a batch boundary (a step s with (s + 1) % K == 0, or a window's last step) lies in
+  // (sent_through, complete].
+  if (job.complete <= job.sent_through) return false;
+  const int64_t done = job.sent_through + 1;  // steps sent: [0, done)
   const int64_t k = job.steps_per_message;
-  return job.complete > job.sent_through && (job.complete + 1) / k > (job.sent_through + 1) / k;
+  const int64_t w = std::max<int64_t>(options_.window_steps, 1);
+  const int64_t next_k = (done / k + 1) * k - 1;
+  const int64_t next_w = (done / w + 1) * w - 1;
+  return job.complete >= std::min(next_k, next_w);
 }
 
 bool BatchHold::Due(int64_t now_ns, int64_t oldest_ns) const {
@@ -85,10 +115,33 @@ int64_t BatchHold::StepsPerMessage(const std::string& job) const {
 int64_t BatchHold::HoldNs() const {
   int64_t hold = options_.max_hold_ns;
   for (const auto& [name, job] : jobs_) {
-    if (!job.pending || job.step_ns <= 0) continue;
-    hold = std::min(hold, (job.steps_per_message + 1) * job.step_ns);
+    if (job.pending) hold = std::min(hold, job.hold_ns);
   }
   return hold;
+}
+
+void BatchHold::set_options(const BatchHoldOptions& options) {
+  options_ = options;
+  for (auto& [name, job] : jobs_) Refresh(job, last_now_ns_);
+}
+
+BatchHoldOptions HoldFor(const BatchHoldOptions& configured, const v1::StreamLimits* limits) {
+  constexpr int64_t kMs = 1'000'000;
+  constexpr int64_t kDayMs = 86'400'000;  // beyond any limit; keeps the products in range
+  BatchHoldOptions out = configured;
+  int64_t cap = 4'000 * kMs;  // under an older coordinator's 5 s step deadline
+  if (limits != nullptr && limits->step_deadline_ms() > 0) {
+    const int64_t deadline_ms = std::min(limits->step_deadline_ms(), kDayMs);
+    cap = (deadline_ms - std::min<int64_t>(1'000, deadline_ms / 2)) * kMs;
+  }
+  out.max_hold_ns = std::min(out.max_hold_ns, cap);
+  if (limits != nullptr && limits->stall_after_ms() > 0) {
+    out.stall_after_ns = std::min(limits->stall_after_ms(), kDayMs) * kMs;
+  }
+  if (limits != nullptr && limits->window_steps() > 0) {
+    out.window_steps = std::min<int64_t>(limits->window_steps(), 1'000'000'000);
+  }
+  return out;
 }
 
 }  // namespace stagefrontier

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <climits>
 
+#include "daemon/sidecar/batch_hold.h"
+
 namespace stagefrontier {
 
 void HealthCadence::Start(int64_t now_ns) {
@@ -36,6 +38,13 @@ HealthCadenceOptions CadenceFor(const HealthCadenceOptions& configured,
     // A silence limit under 350 ms (none a coordinator sets) still leaves the sidecar 100 ms.
     cap.quiet_after_ns = silent_ms > 0 ? std::max<int64_t>(silent_ms - 250, 100) * kMs : INT64_MAX;
     cap.stalled_every_ns = cap.quiet_after_ns;
+    if (limits->step_deadline_ms() > 0 && cap.quiet_after_ns != INT64_MAX) {
+      // A coordinator that says its step deadline looks at silence only in a stall (then the
+      // stall cadence above applies): between batches the sidecar may be silent for its
+      // longest hold and half a second (batch_hold.h HoldFor).
+      const int64_t hold_ns = HoldFor({}, limits).max_hold_ns;
+      cap.quiet_after_ns = std::max(cap.quiet_after_ns, hold_ns + 500 * kMs);
+    }
     cap.max_gap_ns = idle_ms > 0 ? std::max<int64_t>(idle_ms / 2, 100) * kMs : INT64_MAX;
   }
   HealthCadenceOptions out = configured;

@@ -10,11 +10,13 @@
 //   * that the sidecar is alive, and its progress counters — otherwise: after quiet_after_ns
 //     with nothing sent (a batch is a sign of life too: the coordinator counts it), and at
 //     least every max_gap_ns.
-// A node whose ranks step at 1 step/s sends a batch every 4 s (4 steps per message), which is
-// all the coordinator's "sidecar lost after 4.75 s of silence" (stall_watch.h) needs: such a
-// node sends no health between batches, one every 30 s instead of one per batch (3,000 of the
-// coordinator's 6,000 messages a second at 100,000 GPUs). 4.5 s, not 4: 4 s after a batch the
-// next batch falls due, and a health that wins that race is one more per batch.
+// The coordinator's stall watch takes a sidecar silent for 4.75 s for lost (stall_watch.h), but
+// looks at silence only once a job has not advanced for its stall limit (>= 5 s), by which time
+// every live sidecar of the job sends health every second (its ranks' stages are open past the
+// threshold). A coordinator that says its step deadline (StreamLimits) lets a sidecar be quiet
+// between batches for its longest hold and half a second (9.5 s against a 10 s deadline): a
+// node whose ranks step at 1 step/s sends a batch every 8 s (8 steps per message, batch_hold.h)
+// and no health between them, one every 30 s instead of one per batch.
 //
 // No clock, no I/O: callers pass `now_ns`.
 //
@@ -34,7 +36,7 @@ namespace stagefrontier {
 
 struct HealthCadenceOptions {
   int64_t stalled_every_ns = 1'000'000'000;
-  int64_t quiet_after_ns = 4'500'000'000;
+  int64_t quiet_after_ns = 9'500'000'000;
   int64_t max_gap_ns = 30'000'000'000;
   // A capture answer (urgent: the next request's answer may replace it in the slot) goes at
   // once, but at most this often: the slot is the trainer's user's to write, and one that
@@ -43,8 +45,9 @@ struct HealthCadenceOptions {
 };
 
 // The cadence a coordinator allows, from what it said after the Hello (StreamLimits):
-// `configured` capped so that something goes out before its silence limit (the quiet and the
-// stall cadence at most silent_after_ms less 250 ms: 4.5 s against 4.75 s) and within half its
+// `configured` capped so that something goes out before its silence limit (the stall cadence
+// at most silent_after_ms less 250 ms: 4.5 s against 4.75 s; the quiet one too, or the longest
+// batch hold and 500 ms when the coordinator says its step deadline: 9.5 s) and within half its
 // idle timeout (the max gap: 30 s against 60 s). The defaults are those caps, so only flags set
 // past them change. `limits` null: a coordinator from before StreamLimits (its first message
 // was an ack, or none came yet), whose stall watch took a sidecar for lost after 3 s: its

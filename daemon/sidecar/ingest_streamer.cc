@@ -38,7 +38,7 @@ IngestStreamer::IngestStreamer(StreamerOptions options, SegmentDrainer* drainer,
       drainer_(drainer),
       log_(std::move(log)),
       warn_(warn ? std::move(warn) : log_),
-      hold_(options_.batch_hold) {}
+      hold_(HoldFor(options_.batch_hold, nullptr)) {}
 
 void IngestStreamer::Stop() {
   stop_ = true;
@@ -152,6 +152,7 @@ void IngestStreamer::SendLoop(Connection& c) {
   c.last_write = c.next_rescan;  // the Hello
   // Until the coordinator says its limits, the cadence an older coordinator needs.
   c.health = HealthCadence(CadenceFor(options_.health, nullptr));
+  hold_.set_options(HoldFor(options_.batch_hold, nullptr));
   c.health.Start(Ns(c.next_rescan));
   c.poll = options_.poll_min;
   while (HandleInbox(c)) {
@@ -244,8 +245,15 @@ void IngestStreamer::OnLimits(Connection& c, const v1::StreamLimits* limits) {
   const HealthCadenceOptions& want = options_.health;
   const HealthCadenceOptions got = CadenceFor(want, limits);
   c.health.set_options(got);
+  hold_.set_options(HoldFor(options_.batch_hold, limits));
   if (!log_) return;
   constexpr int64_t kMs = 1'000'000;
+  if (limits != nullptr && options_.batch_delay == StreamerOptions::kAutoBatching) {
+    log_(absl::StrCat("the coordinator closes a step ", limits->step_deadline_ms(),
+                      " ms after its first record (0: 5,000, an older coordinator): batches held "
+                      "at most ",
+                      hold_.options().max_hold_ns / kMs, " ms"));
+  }
   if (limits == nullptr) {
     log_(absl::StrCat(
         "the coordinator predates StreamLimits (its stall watch takes a sidecar "

@@ -45,7 +45,8 @@ std::optional<int> ParseSidecarOptions(int argc, char** argv, SidecarOptions* op
   app.add_option("--batch-delay-ms", batch_delay_ms,
                  "hold records up to this long to send several steps per message; 0 sends at "
                  "every poll. Unset: the sidecar's own batching (a few steps per message, each "
-                 "batch ending on a step all of a job's ranks here finished, held at most 4 s)")
+                 "batch ending on a step all of a job's ranks here finished, held at most the "
+                 "coordinator's step deadline less 1 s)")
       ->check(CLI::Range(0, 10000));
   constexpr int64_t kMs = 1'000'000;
   int health_every_ms = static_cast<int>(so.health.stalled_every_ns / kMs);
@@ -61,8 +62,10 @@ std::optional<int> ParseSidecarOptions(int argc, char** argv, SidecarOptions* op
   int health_quiet_ms = static_cast<int>(so.health.quiet_after_ns / kMs);
   app.add_option("--health-quiet-ms", health_quiet_ms,
                  "otherwise, health after this long with nothing sent to the coordinator (a batch "
-                 "counts). This and --health-every-ms are capped 250 ms under the silence limit "
-                 "the coordinator says after the Hello (4.75 s), with a log line")
+                 "counts). Capped at the coordinator's longest batch hold and 500 ms (9.5 s "
+                 "against its 10 s step deadline) or, with a coordinator that does not say its "
+                 "deadline, like --health-every-ms 250 ms under the silence limit it says after "
+                 "the Hello (4.75 s), with a log line")
       ->check(CLI::Range(100, 600000))
       ->capture_default_str();
   int health_max_gap_ms = static_cast<int>(so.health.max_gap_ns / kMs);

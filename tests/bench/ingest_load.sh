@@ -45,11 +45,12 @@ if [[ "$mode" != "--default" ]]; then
   saturated="$out"
 fi
 if [[ "$mode" != "--quick" ]]; then
-  # Windows of 20 steps: a multiple of the 4 steps per message an 8-rank node sends, as the
-  # default 100 is. Default settings include each node's health as a sidecar sends it
-  # (daemon/sidecar/health_cadence.h: 4.5 s after the node's last message, every 30 s at least).
+  # Windows of 40 steps: a multiple of the 8 steps per message an 8-rank node sends at 1 step/s
+  # (with the default 100, batches also end at each window's last step: 12 of 8 steps, one of
+  # 4). Default settings include each node's health as a sidecar sends it
+  # (daemon/sidecar/health_cadence.h: news, at least every 30 s, every second in a stall).
   run "12,500 streams x 8 ranks (100,000 GPUs), 1 step/s, default sidecar settings (with health)" \
-    --nodes 12500 --procs 8 --steps 80 --window 20 --sidecar-batching --step-rate 1 --in-flight 2
+    --nodes 12500 --procs 8 --steps 120 --window 40 --sidecar-batching --step-rate 1 --in-flight 2
   default="$out"
 fi
 if [[ -z "$mode" ]]; then

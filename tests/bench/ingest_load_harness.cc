@@ -367,6 +367,12 @@ class NodeStream final
   void OnReadDone(bool ok) override {
     if (!ok) return;
     const int64_t now = shm::MonotonicNowNs();
+    if (in_.has_limits()) {
+      // As a sidecar does (ingest_streamer.cc OnLimits): its cadence and batching inside them.
+      std::lock_guard<std::mutex> lock(mu_);
+      cadence_.set_options(CadenceFor({}, &in_.limits()));
+      hold_.set_options(HoldFor({}, &in_.limits()));
+    }
     if (in_.has_ack()) {
       const v1::BatchAck& a = in_.ack();
       std::lock_guard<std::mutex> lock(mu_);
@@ -646,7 +652,7 @@ int main(int argc, char** argv) {
       o.window, o.fsync ? "on" : "off",
       !o.sidecar_batching || o.health_every_ms == 0 ? ""
       : o.health_every_ms < 0
-          ? ", health as the sidecar's (4.5 s after the node's last message, every 30 s at least)"
+          ? ", health as the sidecar's (inside the coordinator's StreamLimits: health_cadence.h)"
           : (", health every " + std::to_string(o.health_every_ms) + " ms").c_str());
   std::printf(
       "streams held: %d of %d opened in %.1f s (failed %d); coordinator RSS %.1f MB -> "

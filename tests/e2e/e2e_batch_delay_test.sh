@@ -21,7 +21,8 @@ jobs=$(sf_ctl --json jobs)
 [ "$(jq -r '.jobs[0].partial_steps // 0' <<<"$jobs")" = 0 ] || sf_fail "partial steps: $jobs"
 batches=$(sf_metric 17402 stagefrontier_ingest_batches_total)
 echo "120 steps of 4 ranks arrived in $batches batches"
-# 4 steps per message (4 ranks on the node) make 30 batches, fewer when the sidecar finds the
+# 8 steps per message (4 ranks on the node), and a batch at each 20-step window's end, make 18
+# batches (30 before 2026-11-29, at 4 steps per message), fewer when the sidecar finds the
 # segment after the trainers began (its first drain takes every step written so far: 23 seen),
 # a few more where a rank lagged past a boundary; with --batch-delay-ms 0 this run sends about
 # one message per step (94 batches for 120 steps).

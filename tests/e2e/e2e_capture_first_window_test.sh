@@ -40,7 +40,7 @@ answers=$(jq -c '[.answers[] | .state]' <<<"$first")
 [ "$answers" = '["done","done","done"]' ] || sf_fail "answers: $answers"
 # Those flags go past what the coordinator holds a sidecar to (StreamLimits after the Hello):
 # the sidecar keeps inside, and says so.
-grep -q "health every 4500 ms in a stall, after 4500 ms of silence, at least every 30000 ms" \
+grep -q "health every 4500 ms in a stall, after 9500 ms of silence, at least every 30000 ms" \
   "$SF_WORK/sidecar-node0.log" || sf_fail "no capped cadence in the sidecar's log: $(
   grep -i 'coordinator' "$SF_WORK/sidecar-node0.log" | sed -n 1,5p)"
 echo "PASS: the first window asked steps $from..$to of rank 2 and two references, answered done"

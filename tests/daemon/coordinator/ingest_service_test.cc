@@ -740,7 +740,10 @@ TEST_CASE("after the Hello, before any ack: the stream's limits") {
   ResourceLimits limits;
   limits.idle_timeout_ms = 45'000;
   Server srv(limits);
-  srv.ingest->SetSilentLimit(4'750'000'000);
+  srv.ingest->SetSidecarTerms({.silent_after_ns = 4'750'000'000,
+                               .step_deadline_ns = 7'000'000'000,
+                               .stall_after_ns = 6'000'000'000,
+                               .window_steps = 40});
   Stream s(srv);
   REQUIRE(s.rw->Write(Hello()));
   v1::StepBatch b;
@@ -754,6 +757,10 @@ TEST_CASE("after the Hello, before any ack: the stream's limits") {
   REQUIRE(first.has_limits());
   CHECK(first.limits().silent_after_ms() == 4750);
   CHECK(first.limits().idle_timeout_ms() == 45'000);
+  // What the sidecar's batching keeps inside (batch_hold.h).
+  CHECK(first.limits().step_deadline_ms() == 7000);
+  CHECK(first.limits().stall_after_ms() == 6000);
+  CHECK(first.limits().window_steps() == 40);
   v1::CoordinatorMessage second;
   REQUIRE(s.rw->Read(&second));
   CHECK(second.has_ack());

@@ -402,5 +402,69 @@ TEST_CASE("the end of the stream that last reported a rank makes it lost at once
   CHECK(ReasonAt(**job, shm::MonotonicNowNs()) == "hung");
 }
 
+// Sidecars hold up to 8 steps per message (batch_hold.h): between batches a job seems not to
+// advance for seconds. With held_ns set (the coordinator's step deadline), that is no stall
+// until a rank shows one forming; a real one is decided at the job's own limit.
+JobOptions HeldOptions(const std::string& dir) {
+  JobOptions o = Options(dir);  // floor 2 s
+  o.stall.held_ns = 10 * kS;
+  return o;
+}
+
+TEST_CASE("held batches: a job quiet between batches is not stalled before held_ns") {
+  const std::string dir = TempDir();
+  auto job = JobState::Create(Decl(0), HeldOptions(dir), nullptr);
+  REQUIRE(job.ok());
+  Feed(**job, 0, 9);
+  // One report of a healthy hiccup (a stage open 1.1 s, its sidecar sent what it held), the
+  // others between steps; then nothing but silence while the sidecars hold steps 10-17.
+  Position(**job, 0, 10, "forward", 1'100'000'000);
+  Position(**job, 1, 10, "data", 100'000'000);
+  Position(**job, 2, 10, "data", 100'000'000);
+  const int64_t t = shm::MonotonicNowNs();
+  (*job)->CheckStall(t);                       // the frontier, step 9, seen now
+  CHECK(ReasonAt(**job, t + 3 * kS).empty());  // past the 2 s floor (decided without held_ns)
+  CHECK(ReasonAt(**job, t + 8 * kS).empty());
+  // Past held_ns no hold explains it: decided from where the ranks were last seen.
+  CHECK_FALSE(ReasonAt(**job, t + 10 * kS + kS / 10).empty());
+  auto events = (*job)->VerdictsAfter(0);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].verdict().stall().stall_after_ns() == 10 * kS);
+}
+
+// A job with held_ns whose steps 0-9 came; its frontier seen at the returned time.
+int64_t HeldJobAt(const std::string& dir, std::unique_ptr<JobState>* out) {
+  auto job = JobState::Create(Decl(0), HeldOptions(dir), nullptr);
+  REQUIRE(job.ok());
+  *out = *std::move(job);
+  Feed(**out, 0, 9);
+  const int64_t t = shm::MonotonicNowNs();
+  (*out)->CheckStall(t);
+  return t;
+}
+
+TEST_CASE("held batches: a stall forming is decided at the job's limit, not held_ns") {
+  std::unique_ptr<JobState> job;
+  const int64_t t = HeldJobAt(TempDir(), &job);
+  // Rank 0 stuck in forward since the frontier's last advance, its peers waiting; their
+  // sidecars report every second (the last report 2.2 s before the check, at most).
+  HungAt(*job, 10, 3 * kS);
+  CHECK(ReasonAt(*job, t + 2'200'000'000) == "hung");
+  auto events = job->VerdictsAfter(0);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].verdict().stall().stall_after_ns() == 2 * kS);
+}
+
+TEST_CASE("held batches: a report gone stale no longer shows a stall forming") {
+  std::unique_ptr<JobState> job;
+  const int64_t t = HeldJobAt(TempDir(), &job);
+  HungAt(*job, 10, 3 * kS);
+  // 3 s without a report: the ranks may have moved on while their sidecars hold the steps.
+  CHECK(ReasonAt(*job, t + 3 * kS).empty());
+  // A dead rank's process is a sign by itself.
+  Position(*job, 0, 10, "forward", 4 * kS, "dead");
+  CHECK(ReasonAt(*job, shm::MonotonicNowNs() + 3 * kS) == "dead");
+}
+
 }  // namespace
 }  // namespace stagefrontier

@@ -1,5 +1,6 @@
 // The sidecar's own batching (batch_hold.h): batches end on a step every rank of the job on the
-// node finished, K steps per message from the node's rank count, bounded in time.
+// node finished, K steps per message from the node's rank count, bounded in time and by what the
+// coordinator says (its step deadline, stall floor and window: HoldFor).
 #include "daemon/sidecar/batch_hold.h"
 
 #include <catch2/catch.hpp>
@@ -17,7 +18,7 @@ void Finish(BatchHold& hold, int ranks, int64_t step, int64_t t) {
 
 TEST_CASE("steps per message come from the ranks on the node") {
   for (const auto& [ranks, k] : std::vector<std::pair<int, int64_t>>{
-           {1, 4}, {4, 4}, {8, 4}, {9, 2}, {16, 2}, {17, 1}, {32, 1}, {64, 1}}) {
+           {1, 8}, {4, 8}, {8, 8}, {9, 4}, {16, 4}, {17, 2}, {32, 2}, {33, 1}, {64, 1}}) {
     BatchHold hold;
     Finish(hold, ranks, 0, 0);
     INFO(ranks << " ranks");
@@ -27,14 +28,25 @@ TEST_CASE("steps per message come from the ranks on the node") {
   CHECK(hold.StepsPerMessage("other") == 0);
 }
 
-TEST_CASE("an 8-rank node at 1 step/s sends steps 0-3, 4-7, ... each when its last step ends") {
-  BatchHold hold;
+// Limits as today's coordinator says them (coordinator_server.cc): a 10 s step deadline.
+v1::StreamLimits Limits(int64_t deadline_ms = 10'000, int64_t window = 100) {
+  v1::StreamLimits l;
+  l.set_silent_after_ms(4750);
+  l.set_idle_timeout_ms(60'000);
+  l.set_step_deadline_ms(deadline_ms);
+  l.set_stall_after_ms(5'000);
+  l.set_window_steps(window);
+  return l;
+}
+
+// `steps` steps of 8 ranks, `step_ns` apart (the ranks within 4 ms of each other); the steps
+// whose end sent a batch.
+std::vector<int64_t> SentAfter(BatchHold& hold, int64_t steps, int64_t step_ns) {
   int64_t oldest = -1;
   std::vector<int64_t> sent_after;
-  for (int64_t step = 0; step < 12; ++step) {
-    // The ranks finish within 5 ms of each other.
+  for (int64_t step = 0; step < steps; ++step) {
     for (int r = 0; r < 8; ++r) {
-      const int64_t t = step * kS + r * kMs / 2;
+      const int64_t t = step * step_ns + r * kMs / 2;
       hold.Note("j", r, step, t);
       if (oldest < 0) oldest = t;
       if (hold.Due(t, oldest)) {
@@ -45,7 +57,67 @@ TEST_CASE("an 8-rank node at 1 step/s sends steps 0-3, 4-7, ... each when its la
       }
     }
   }
-  CHECK(sent_after == std::vector<int64_t>{3, 7, 11});
+  return sent_after;
+}
+
+TEST_CASE("today's coordinator: an 8-rank node at 1 step/s sends steps 0-7, 8-15, ...") {
+  const v1::StreamLimits limits = Limits();
+  BatchHold hold(HoldFor({}, &limits));
+  CHECK(SentAfter(hold, 24, kS) == std::vector<int64_t>{7, 15, 23});
+  CHECK(hold.StepsPerMessage("j") == 8);
+  // Held at most 80% of the stall limit (10 x 1 s): the coordinator sees the job advance only
+  // when a batch comes.
+  hold.Note("j", 0, 24, 24 * kS);
+  CHECK(hold.HoldNs() == 8 * kS);
+}
+
+TEST_CASE("a window's last step ends a batch, whatever K") {
+  const v1::StreamLimits limits = Limits(10'000, 20);
+  BatchHold hold(HoldFor({}, &limits));
+  // K boundaries stay multiples of K (every node of the job ends its batches on the same steps).
+  CHECK(SentAfter(hold, 40, 10 * kMs) == std::vector<int64_t>{7, 15, 19, 23, 31, 39});
+}
+
+TEST_CASE("K steps end before the hold runs out: slower steps, fewer per message") {
+  const v1::StreamLimits limits = Limits();
+  BatchHold hold(HoldFor({}, &limits));
+  // 1.3 s steps: 8 would end 9.1 s after the first one's, past the 9 s hold less 500 ms.
+  CHECK(SentAfter(hold, 12, 1'300 * kMs) == std::vector<int64_t>{3, 7, 11});
+  CHECK(hold.StepsPerMessage("j") == 4);
+  // A coordinator with --step-deadline-ms 5000: holds under 4 s, 4 steps at 1 step/s.
+  const v1::StreamLimits five = Limits(5'000);
+  BatchHold short_hold(HoldFor({}, &five));
+  CHECK(SentAfter(short_hold, 12, kS) == std::vector<int64_t>{3, 7, 11});
+}
+
+TEST_CASE("HoldFor: under the coordinator's step deadline, its stall floor and window") {
+  BatchHoldOptions o = HoldFor({}, nullptr);  // no limits yet, or a coordinator before them
+  CHECK(o.max_hold_ns == 4 * kS);
+  v1::StreamLimits l = Limits();
+  o = HoldFor({}, &l);
+  CHECK(o.max_hold_ns == 9 * kS);
+  CHECK(o.stall_after_ns == 5 * kS);
+  CHECK(o.window_steps == 100);
+  l.set_step_deadline_ms(1'500);  // short deadlines: half of it
+  CHECK(HoldFor({}, &l).max_hold_ns == 750 * kMs);
+  l.set_step_deadline_ms(0);  // a coordinator that does not say it: its deadline is 5 s
+  CHECK(HoldFor({}, &l).max_hold_ns == 4 * kS);
+  l.set_step_deadline_ms(INT64_MAX);  // no overflow; the sidecar's own bound (a minute) stands
+  l.set_stall_after_ms(INT64_MAX);
+  l.set_window_steps(INT64_MAX);
+  o = HoldFor({}, &l);
+  CHECK(o.max_hold_ns == 60 * kS);
+  CHECK(o.stall_after_ns > 0);
+  CHECK(o.window_steps > 0);
+  BatchHold hold(o);
+  for (int64_t step = 0; step < 3; ++step) Finish(hold, 8, step, step * kS);
+  CHECK(hold.HoldNs() > 0);
+  CHECK(hold.HoldNs() <= 60 * kS);
+}
+
+TEST_CASE("before a coordinator's limits: an 8-rank node at 1 step/s sends steps 0-3, 4-7, ...") {
+  BatchHold hold;  // holds under 4 s: 4 steps
+  CHECK(SentAfter(hold, 12, kS) == std::vector<int64_t>{3, 7, 11});
 }
 
 TEST_CASE("a 100-step window starting at step 0 ends a batch") {
@@ -75,20 +147,21 @@ TEST_CASE("the hold ends after (K + 1) step times when a boundary does not come"
   }
   const int64_t oldest = 400 * kMs;
   CHECK_FALSE(hold.Due(700 * kMs, oldest));
-  CHECK(hold.HoldNs() == 5 * 100 * kMs);
-  CHECK_FALSE(hold.Due(oldest + 5 * 100 * kMs - 1, oldest));
-  CHECK(hold.Due(oldest + 5 * 100 * kMs, oldest));
+  CHECK(hold.StepsPerMessage("j") == 8);
+  CHECK(hold.HoldNs() == 9 * 100 * kMs);
+  CHECK_FALSE(hold.Due(oldest + 9 * 100 * kMs - 1, oldest));
+  CHECK(hold.Due(oldest + 9 * 100 * kMs, oldest));
 }
 
-TEST_CASE("the hold never passes max_hold_ns, whatever the step time") {
+TEST_CASE("the hold never passes max_hold_ns; slow steps go one per message") {
   BatchHold hold;
   Finish(hold, 8, 0, 0);
-  Finish(hold, 8, 1, 10 * kS);  // 10 s steps
+  Finish(hold, 8, 1, 10 * kS);  // 10 s steps: 2 would end past the 4 s hold
   hold.Sent(10 * kS);
-  Finish(hold, 8, 2, 20 * kS);
+  hold.Note("j", 0, 2, 20 * kS);
+  CHECK(hold.StepsPerMessage("j") == 1);
   CHECK(hold.HoldNs() == 4 * kS);
-  CHECK_FALSE(hold.Due(20 * kS + 4 * kS - 1, 20 * kS));
-  CHECK(hold.Due(20 * kS + 4 * kS, 20 * kS));
+  CHECK(hold.Due(20 * kS, 20 * kS));  // each step ends a batch
 }
 
 TEST_CASE("a rank that stopped no longer holds its job's batches back") {
@@ -113,18 +186,18 @@ TEST_CASE("step numbers that go back (a new run) start the job again") {
   hold.Sent(0);
   Finish(hold, 2, 0, kS);
   Finish(hold, 2, 1, kS + 10 * kMs);
-  Finish(hold, 2, 2, kS + 20 * kMs);
-  CHECK_FALSE(hold.Due(kS + 20 * kMs, kS));
-  Finish(hold, 2, 3, kS + 30 * kMs);
-  CHECK(hold.Due(kS + 30 * kMs, kS));
+  for (int64_t step = 2; step <= 6; ++step) Finish(hold, 2, step, kS + step * 10 * kMs);
+  CHECK_FALSE(hold.Due(kS + 60 * kMs, kS));
+  Finish(hold, 2, 7, kS + 70 * kMs);
+  CHECK(hold.Due(kS + 70 * kMs, kS));
 }
 
 TEST_CASE("two jobs: either one's boundary sends the batch") {
   BatchHold hold;
   for (int r = 0; r < 8; ++r) hold.Note("a", r, 1, 0);
-  for (int r = 0; r < 8; ++r) hold.Note("b", r, 2, 0);
+  for (int r = 0; r < 8; ++r) hold.Note("b", r, 6, 0);
   CHECK_FALSE(hold.Due(1, 0));
-  for (int r = 0; r < 8; ++r) hold.Note("b", r, 3, 10 * kMs);
+  for (int r = 0; r < 8; ++r) hold.Note("b", r, 7, 10 * kMs);
   CHECK(hold.Due(10 * kMs, 0));
   hold.Sent(10 * kMs);
   for (int r = 0; r < 8; ++r) hold.Note("a", r, 2, 20 * kMs);
@@ -141,7 +214,7 @@ TEST_CASE("a trainer's wild step numbers hold no other job back and never stretc
   CHECK(hold.HoldNs() <= 4 * kS);
   CHECK(hold.HoldNs() > 0);
   // The other job's boundary sends the batch at once.
-  for (int r = 0; r < 8; ++r) hold.Note("good", r, 3, 3 * kMs);
+  for (int r = 0; r < 8; ++r) hold.Note("good", r, 7, 3 * kMs);
   CHECK(hold.Due(3 * kMs, 0));
   hold.Sent(3 * kMs);
   // And the wild job alone is held no longer than max_hold_ns.

@@ -1,6 +1,6 @@
 // When the sidecar sends health (health_cadence.h): every second while a stall may be forming or
-// while it has news, otherwise only to fill a 4.5 s silence (a batch counts) and at least every
-// 30 s.
+// while it has news, otherwise only to fill a 9.5 s silence (a batch counts; 4.5 s against a
+// coordinator that does not say its step deadline) and at least every 30 s.
 #include "daemon/sidecar/health_cadence.h"
 
 #include <catch2/catch.hpp>
@@ -36,18 +36,21 @@ TEST_CASE("nothing before a stream; the cadence counts from its start") {
   CHECK_FALSE(c.Due(100 * kS, false));  // no stream yet
   c.Start(5 * kS);
   CHECK_FALSE(c.Due(5 * kS, false));
-  CHECK(c.NextNs(false) == 9500 * kMs);
+  CHECK(c.NextNs(false) == 14500 * kMs);
   CHECK(c.NextNs(true) == 6 * kS);
   CHECK(c.NextNs(false, /*news=*/true) == 6 * kS);
 }
 
-TEST_CASE("batches every 4 s: no health between them, one every 30 s") {
-  // 1 step/s, 4 steps per message (the 100,000-GPU shape): the batches are the sign of life
-  // (4 s apart, under the coordinator's 4.75 s), health only at the 30 s max gap.
-  CHECK(Run(65 * kS, 4 * kS, false) == std::vector<int64_t>{0, 30 * kS, 60 * kS});
-  // Batches every 5 s: a health 4.5 s after each, so that the coordinator hears something
-  // within its 4.75 s.
-  CHECK(Run(11 * kS, 5 * kS, false) == std::vector<int64_t>{0, 4500 * kMs, 9500 * kMs});
+TEST_CASE("batches every 8 s: no health between them, one every 30 s") {
+  // 1 step/s, 8 steps per message (the 100,000-GPU shape): health only at the 30 s max gap.
+  CHECK(Run(65 * kS, 8 * kS, false) == std::vector<int64_t>{0, 30 * kS, 60 * kS});
+  // Batches every 10 s: a health 9.5 s after each.
+  CHECK(Run(21 * kS, 10 * kS, false) == std::vector<int64_t>{0, 9500 * kMs, 19500 * kMs});
+  // Against a coordinator that does not say its step deadline (quiet capped at 4.5 s): batches
+  // 4 s apart need no health either; 5 s apart, one 4.5 s after each.
+  const HealthCadenceOptions capped = {.quiet_after_ns = 4500 * kMs};
+  CHECK(Run(65 * kS, 4 * kS, false, capped) == std::vector<int64_t>{0, 30 * kS, 60 * kS});
+  CHECK(Run(11 * kS, 5 * kS, false, capped) == std::vector<int64_t>{0, 4500 * kMs, 9500 * kMs});
   // The previous defaults (--health-quiet-ms 2500 --health-max-gap-ms 5000, beside a
   // coordinator with a 3 s limit): one health per 4 s batch.
   constexpr int64_t kHalf = kS / 2;
@@ -55,9 +58,9 @@ TEST_CASE("batches every 4 s: no health between them, one every 30 s") {
         std::vector<int64_t>{0, 2 * kS + kHalf, 6 * kS + kHalf, 10 * kS + kHalf});
 }
 
-TEST_CASE("no batches: health every 4.5 s") {
-  const std::vector<int64_t> sent = Run(10 * kS, 0, false);
-  CHECK(sent == std::vector<int64_t>{0, 4500 * kMs, 9 * kS});
+TEST_CASE("no batches: health every 9.5 s") {
+  const std::vector<int64_t> sent = Run(20 * kS, 0, false);
+  CHECK(sent == std::vector<int64_t>{0, 9500 * kMs, 19 * kS});
 }
 
 TEST_CASE("news goes a second after the last health at the latest, not at the quiet cadence") {
@@ -162,11 +165,19 @@ TEST_CASE("the cadence stays inside the coordinator's limits") {
   limits.set_silent_after_ms(4750);
   limits.set_idle_timeout_ms(60'000);
   // The defaults are the caps of today's coordinator: unchanged.
+  limits.set_step_deadline_ms(10'000);
   const HealthCadenceOptions defaults;
   HealthCadenceOptions got = CadenceFor(defaults, &limits);
   CHECK(got.stalled_every_ns == defaults.stalled_every_ns);
   CHECK(got.quiet_after_ns == defaults.quiet_after_ns);
   CHECK(got.max_gap_ns == defaults.max_gap_ns);
+  // Its step deadline bounds the quiet: the longest batch hold (9 s) and 500 ms.
+  CHECK(CadenceFor({.quiet_after_ns = 60 * kS}, &limits).quiet_after_ns == 9500 * kMs);
+  limits.set_step_deadline_ms(5'000);  // --step-deadline-ms 5000: holds under 4 s
+  CHECK(CadenceFor(defaults, &limits).quiet_after_ns == 4500 * kMs);
+  // A coordinator that does not say its deadline: 250 ms under its silence limit.
+  limits.clear_step_deadline_ms();
+  CHECK(CadenceFor(defaults, &limits).quiet_after_ns == 4500 * kMs);
   // Flags past them (--health-every-ms 60000 --health-quiet-ms 60000 --health-max-gap-ms
   // 120000): a stalled rank's sidecar would read as lost, an idle stream be ended.
   got = CadenceFor({.stalled_every_ns = 60 * kS, .quiet_after_ns = 60 * kS, .max_gap_ns = 120 * kS},
@@ -200,7 +211,7 @@ TEST_CASE("limits out of any sane range stay in range") {
   limits.set_silent_after_ms(INT64_MAX);
   limits.set_idle_timeout_ms(INT64_MAX);
   HealthCadenceOptions got = CadenceFor({}, &limits);  // no overflow: the defaults stand
-  CHECK(got.quiet_after_ns == 4500 * kMs);
+  CHECK(got.quiet_after_ns == 9500 * kMs);
   CHECK(got.max_gap_ns == 30 * kS);
   limits.set_silent_after_ms(1);  // under the 250 ms margin: still 100 ms, never 0 or less
   limits.set_idle_timeout_ms(1);
@@ -211,7 +222,12 @@ TEST_CASE("limits out of any sane range stay in range") {
   limits.set_silent_after_ms(-5);  // unset or negative: no cap from it
   limits.set_idle_timeout_ms(-5);
   got = CadenceFor({}, &limits);
-  CHECK(got.quiet_after_ns == 4500 * kMs);
+  CHECK(got.quiet_after_ns == 9500 * kMs);
+  limits.set_silent_after_ms(4750);  // a deadline past any sane one: no overflow either
+  limits.set_step_deadline_ms(INT64_MAX);
+  got = CadenceFor({}, &limits);
+  CHECK(got.quiet_after_ns == 9500 * kMs);
+  CHECK(got.stalled_every_ns == kS);
   CHECK(got.max_gap_ns == 30 * kS);
 }
 
@@ -221,7 +237,7 @@ TEST_CASE("new limits keep what was sent") {
   c.Sent(0, true);
   CHECK(c.NextNs(false) == 2500 * kMs);
   c.set_options({});  // today's coordinator said its limits
-  CHECK(c.NextNs(false) == 4500 * kMs);
+  CHECK(c.NextNs(false) == 9500 * kMs);
 }
 
 // A capture answer goes at once (the next request's answer may replace it in the slot), but a
