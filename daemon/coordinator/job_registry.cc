@@ -142,7 +142,6 @@ absl::Status JobRegistry::RestoreAll() {
 
 std::vector<std::string> JobRegistry::NewestJobsLocked(const std::vector<std::string>& names) {
   struct Id {
-    int64_t newest_mtime_ns = 0;
     uint32_t newest_generation = 0;
     std::string newest_name;  // its newest generation's journal
     std::vector<std::string> names;
@@ -167,14 +166,15 @@ std::vector<std::string> JobRegistry::NewestJobsLocked(const std::vector<std::st
   // Only past the limit do the journals' ages matter: the common start-up stats each once (in
   // RestoreAll), not twice.
   std::vector<std::pair<int64_t, std::string>> by_age;
-  for (auto& [id, i] : ids) {
+  for (const auto& [id, i] : ids) {
+    int64_t newest_mtime_ns = 0;
     for (const std::string& name : i.names) {
       struct stat st {};
       if (::lstat(absl::StrCat(options_.data_dir, "/", name).c_str(), &st) == 0) {
-        i.newest_mtime_ns = std::max(i.newest_mtime_ns, MtimeNs(st));
+        newest_mtime_ns = std::max(newest_mtime_ns, MtimeNs(st));
       }
     }
-    by_age.emplace_back(i.newest_mtime_ns, id);
+    by_age.emplace_back(newest_mtime_ns, id);
   }
   std::sort(by_age.begin(), by_age.end(), std::greater<>());
   std::vector<std::string> kept = std::move(unparsed);
