@@ -102,6 +102,13 @@ TEST_CASE("HoldFor: under the coordinator's step deadline, its stall floor and w
   CHECK(HoldFor({}, &l).max_hold_ns == 750 * kMs);
   l.set_step_deadline_ms(0);  // a coordinator that does not say it: its deadline is 5 s
   CHECK(HoldFor({}, &l).max_hold_ns == 4 * kS);
+  l.set_step_deadline_ms(-5);  // negative (a hostile or broken coordinator): as if unsaid
+  l.set_stall_after_ms(-5);
+  l.set_window_steps(-5);
+  o = HoldFor({}, &l);
+  CHECK(o.max_hold_ns == 4 * kS);
+  CHECK(o.stall_after_ns == 5 * kS);
+  CHECK(o.window_steps == 100);
   l.set_step_deadline_ms(INT64_MAX);  // no overflow; the sidecar's own bound (a minute) stands
   l.set_stall_after_ms(INT64_MAX);
   l.set_window_steps(INT64_MAX);
