@@ -1,7 +1,6 @@
 #include "daemon/coordinator/sidecar_sessions.h"
 
 #include <algorithm>
-#include <iterator>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -82,9 +81,11 @@ void SidecarSessions::Remove(const std::shared_ptr<Session>& session) {
         holders_.erase(h);
       }
     }
-    for (auto it = by_rank_.begin(); it != by_rank_.end();) {
-      auto held = it->second.lock();
-      it = (!held || held == session) ? by_rank_.erase(it) : std::next(it);
+    if (auto b = bound_.find(session->id); b != bound_.end()) {
+      for (const auto& [job, ranks] : b->second) {
+        for (int32_t rank : ranks) UnbindLocked(session, job, rank);
+      }
+      bound_.erase(b);
     }
   }
   MutexLock lock(&session->mu);
@@ -95,18 +96,42 @@ bool SidecarSessions::Bind(const std::shared_ptr<Session>& session, const std::s
                            int32_t rank) {
   MutexLock lock(&mu_);
   auto& slot = by_rank_[{job, rank}];
-  if (slot.lock() == session) return false;
+  const std::shared_ptr<Session> previous = slot.lock();
+  if (previous == session) return false;
+  if (previous != nullptr) {
+    // The rank moved to another stream (a restarted sidecar): no longer the old one's.
+    if (auto b = bound_.find(previous->id); b != bound_.end()) {
+      if (auto j = b->second.find(job); j != b->second.end()) j->second.erase(rank);
+    }
+  }
   slot = session;
+  bound_[session->id][job].insert(rank);
   return true;
+}
+
+void SidecarSessions::UnbindLocked(const std::shared_ptr<Session>& session, const std::string& job,
+                                   int32_t rank) {
+  ++slot_visits_;
+  auto it = by_rank_.find({job, rank});
+  if (it == by_rank_.end()) return;
+  const std::shared_ptr<Session> held = it->second.lock();
+  if (held == nullptr || held == session) by_rank_.erase(it);
 }
 
 void SidecarSessions::Forget(const std::shared_ptr<Session>& session, const std::string& job) {
   MutexLock lock(&mu_);
-  for (auto it = by_rank_.lower_bound({job, INT32_MIN});
-       it != by_rank_.end() && it->first.first == job;) {
-    const std::shared_ptr<Session> s = it->second.lock();
-    it = s == nullptr || s == session ? by_rank_.erase(it) : std::next(it);
-  }
+  auto b = bound_.find(session->id);
+  if (b == bound_.end()) return;
+  auto j = b->second.find(job);
+  if (j == b->second.end()) return;
+  for (int32_t rank : j->second) UnbindLocked(session, job, rank);
+  b->second.erase(j);
+  if (b->second.empty()) bound_.erase(b);
+}
+
+int64_t SidecarSessions::slot_visits() const {
+  MutexLock lock(&mu_);
+  return slot_visits_;
 }
 
 int SidecarSessions::Send(const v1::ControlRequest& request) {

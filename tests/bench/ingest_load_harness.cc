@@ -12,7 +12,9 @@
 //   verdicts:     from the last node's send of a window's last step to the verdict arriving
 //                 over WatchVerdicts, p50 / p99 / max;
 //   memory:       the coordinator's RSS with every stream open and the job declared, and at
-//                 the end.
+//                 the end;
+//   closing:      the coordinator's CPU time from every stream ending at once (the clients
+//                 exit) until it is idle again.
 // Every node sends --steps steps in batches of --steps-per-batch steps x its ranks, at most
 // --in-flight batches unacknowledged (as the sidecar's window), paced at --step-rate steps/s
 // (0: as fast as the acknowledgements allow). One job, world = nodes x ranks-per-node.
@@ -55,6 +57,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -672,6 +675,7 @@ int main(int argc, char** argv) {
   std::vector<double> verdict_ms;
   std::vector<double> verdict_from_end_ms;  // sidecar batching: from the step's last rank's end
   int64_t verdicts_seen = 0;
+  std::set<int64_t> windows_seen;  // by last step
   grpc::ClientContext watch_ctx;
   auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(o.port),
                                      grpc::InsecureChannelCredentials());
@@ -687,6 +691,9 @@ int main(int argc, char** argv) {
       if (last < 0 || last >= o.steps) continue;
       const int64_t ready = shared->sent_ns[last].load();
       std::lock_guard<std::mutex> lock(mu);
+      // A window's first verdict only: once the streams end, the coordinator says again what
+      // it knows of the job (its ranks' sources gone), which is no latency of a window's.
+      if (!windows_seen.insert(last).second) continue;
       ++verdicts_seen;
       if (ready > 0) verdict_ms.push_back((now - ready) / 1e6);
       if (o.sidecar_batching) {
@@ -713,8 +720,21 @@ int main(int argc, char** argv) {
   const double client_cpu = clients_cpu() - clients_cpu0;
   const int64_t rss_end = RssBytes(coord);
   SleepMs(1000);
+  // Every stream ends at once (the clients exit: a job's nodes leaving, a network cut): what
+  // that costs the coordinator, until it is idle again (under 10% of a core for a second).
+  const double close_cpu0 = CpuSeconds(coord);
+  const auto t_close = std::chrono::steady_clock::now();
   shared->phase.store(3);
   for (pid_t c : clients) waitpid(c, nullptr, 0);
+  const double clients_gone_s = elapsed(t_close);
+  for (double before = CpuSeconds(coord); elapsed(t_close) < 600;) {
+    SleepMs(1000);
+    const double now_cpu = CpuSeconds(coord);
+    if (now_cpu - before < 0.1) break;
+    before = now_cpu;
+  }
+  const double close_cpu = CpuSeconds(coord) - close_cpu0;
+  const double close_s = elapsed(t_close);
   watch_ctx.TryCancel();
   watcher.join();
   kill(coord, SIGTERM);
@@ -765,6 +785,10 @@ int main(int argc, char** argv) {
         verdict_from_end_ms.empty() ? -1 : verdict_from_end_ms.back());
   }
   std::printf("coordinator RSS at the end: %.1f MB\n", rss_end / 1e6);
+  std::printf(
+      "streams closed (%d, the clients exited %.1f s after being told): coordinator CPU %.2f s "
+      "until idle %.1f s after\n",
+      held, clients_gone_s, close_cpu, close_s);
   // A run that lost streams or records keeps the coordinator's log for the reason.
   const int failed = shared->failed.load();
   const bool troubled = failed > 0 || shared->late.load() > 0 || shared->duplicates.load() > 0;
