@@ -116,8 +116,8 @@ class SidecarSessions : public ControlRequestSender {
   std::map<std::pair<std::string, int32_t>, std::weak_ptr<Session>> by_rank_ ABSL_GUARDED_BY(mu_);
   // The slots each session was bound to, by session id then job, so that Remove and Forget
   // touch only those: scanning by_rank_ instead made 12,500 streams of a 100,000-rank job
-  // disconnecting cost 1.25e9 steps under mu_ (40 s of a core in the load harness, every
-  // Bind and Send waiting behind it).
+  // disconnecting cost 1.25e9 steps under mu_ (68 s of coordinator CPU in the load harness,
+  // every Bind and Send waiting behind it).
   std::map<uint64_t, std::map<std::string, std::set<int32_t>>> bound_ ABSL_GUARDED_BY(mu_);
   int64_t slot_visits_ ABSL_GUARDED_BY(mu_) = 0;
   // Erases the (job, rank) slot if `session` holds it or its holder is gone.
