@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "daemon/common/thread_name.h"
+
 namespace stagefrontier {
 
 PeriodicTasks::PeriodicTasks(std::string name, std::chrono::nanoseconds tick, Clock now)
@@ -32,6 +34,7 @@ void PeriodicTasks::RunDue(int64_t now_ns) {
 
 void PeriodicTasks::Start() {
   thread_ = std::thread([this] {
+    NameThisThread(name_);
     while (!stop_) {
       RunDue(now_());
       // Woken early by Stop(), so that a long tick does not delay shutdown.

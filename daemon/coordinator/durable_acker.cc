@@ -5,10 +5,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
+#include "daemon/common/thread_name.h"
 
 namespace stagefrontier {
 
-DurableAcker::DurableAcker(Log log) : log_(std::move(log)), thread_([this] { Run(); }) {}
+DurableAcker::DurableAcker(Log log)
+    : log_(std::move(log)), thread_([this] {
+        NameThisThread("acker");
+        Run();
+      }) {}
 
 DurableAcker::~DurableAcker() {
   {

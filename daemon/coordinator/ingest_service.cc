@@ -8,6 +8,7 @@
 #include "base/mutex.h"
 #include "daemon/common/log_safe.h"
 #include "daemon/common/refused_stream.h"
+#include "daemon/common/thread_name.h"
 #include "shm/monotonic_clock.h"
 
 namespace stagefrontier {
@@ -28,7 +29,10 @@ IngestService::IngestService(JobRegistry* jobs, SidecarSessions* sessions,
             .terms = SidecarTerms{}},
       acker_(deps_.log) {
   deps_.acker = &acker_;
-  watchdog_ = std::thread([this] { WatchStreams(); });
+  watchdog_ = std::thread([this] {
+    NameThisThread("stream-watch");
+    WatchStreams();
+  });
 }
 
 IngestService::~IngestService() {

@@ -8,6 +8,7 @@
 #include "absl/base/thread_annotations.h"
 #include "base/mutex.h"
 #include "daemon/common/refused_stream.h"
+#include "daemon/common/thread_name.h"
 
 namespace stagefrontier {
 
@@ -110,7 +111,10 @@ class VerdictWatch final : public grpc::ServerWriteReactor<v1::VerdictEvent> {
 };
 
 VerdictWatchers::VerdictWatchers(VerdictBell* bell) : bell_(bell) {
-  pump_ = std::thread([this] { Pump(); });
+  pump_ = std::thread([this] {
+    NameThisThread("verdict-pump");
+    Pump();
+  });
 }
 
 VerdictWatchers::~VerdictWatchers() { Shutdown(); }

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,15 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::string& log);
 
 // User + system CPU seconds `pid` has used so far; 0 if it cannot be read.
 double CpuSeconds(pid_t pid);
+
+// CPU seconds of `pid`'s threads so far, summed by thread name (/proc/PID/task/*/stat):
+// threads that exited are not counted. Empty if it cannot be read.
+std::map<std::string, double> ThreadCpuSeconds(pid_t pid);
+
+// "name 12.3 s, name 4.5 s" for the names whose seconds grew from `before` to `after`, the most
+// first; at most `top` of them.
+std::string DescribeThreadCpu(const std::map<std::string, double>& before,
+                              const std::map<std::string, double>& after, size_t top = 6);
 
 // Resident memory of `pid` in bytes (VmRSS); 0 if it cannot be read.
 int64_t RssBytes(pid_t pid);

@@ -709,6 +709,7 @@ int main(int argc, char** argv) {
     return sum;
   };
   const double cpu0 = CpuSeconds(coord);
+  const std::map<std::string, double> threads0 = bench::ThreadCpuSeconds(coord);
   const double clients_cpu0 = clients_cpu();
   const auto t_send = std::chrono::steady_clock::now();
   shared->send_start_ns.store(shm::MonotonicNowNs());
@@ -717,6 +718,7 @@ int main(int argc, char** argv) {
        WaitFor([&] { return shared->finished.load() + shared->failed.load() >= o.nodes; }, 3600);
   const double send_s = elapsed(t_send);
   const double cpu = CpuSeconds(coord) - cpu0;
+  const std::map<std::string, double> threads1 = bench::ThreadCpuSeconds(coord);
   const double client_cpu = clients_cpu() - clients_cpu0;
   const int64_t rss_end = RssBytes(coord);
   SleepMs(1000);
@@ -768,6 +770,10 @@ int main(int argc, char** argv) {
       "coordinator CPU %.2f s (%.0f%% of one core): %.3f M rank-steps per coordinator "
       "CPU-second\n",
       cpu, 100 * cpu / send_s, cpu > 0 ? accepted / cpu / 1e6 : -1.0);
+  // By thread (daemon/common/thread_name.h): gRPC's own threads read and parse, and run
+  // OnBatch; sf-acker sends the acks; sf-journal-comp compacts; sf-ticker closes steps.
+  std::printf("coordinator CPU by thread: %s\n",
+              bench::DescribeThreadCpu(threads0, threads1).c_str());
   // The sidecar-like clients share this machine's cores with the coordinator: what they take
   // is not the coordinator's, but it is time the coordinator waits for a core.
   std::printf("client processes' CPU %.2f s (%.0f%% of one core, on the same machine)\n",

@@ -2,6 +2,8 @@
 // the thread stops promptly.
 #include "daemon/common/periodic_tasks.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -55,6 +57,12 @@ TEST_CASE("the thread ticks until Stop, which returns promptly") {
   std::atomic<int> slow{0};
   tasks.Add("tick", nanoseconds(0), [&](int64_t) { ++ticks; });
   tasks.Add("slow", seconds(3600), [&](int64_t) { ++slow; });
+  std::string thread_name;  // written by the duty before Stop() joins
+  tasks.Add("name", seconds(3600), [&](int64_t) {
+    char buf[32] = {};
+    pthread_getname_np(pthread_self(), buf, sizeof(buf));
+    thread_name = buf;
+  });
   tasks.Start();
   for (int i = 0; i < 2000 && ticks < 5; ++i) std::this_thread::sleep_for(milliseconds(1));
   const auto before = std::chrono::steady_clock::now();
@@ -62,6 +70,7 @@ TEST_CASE("the thread ticks until Stop, which returns promptly") {
   CHECK(std::chrono::steady_clock::now() - before < seconds(1));
   CHECK(ticks >= 5);
   CHECK(slow == 1);
+  CHECK(thread_name == "sf-test");  // top and perf say whose thread it is
   CHECK(tasks.stopping());
   tasks.Stop();  // twice is fine
 }
