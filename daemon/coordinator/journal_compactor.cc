@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -34,6 +35,65 @@ class TempFile {
   bool released_ = false;
 };
 
+// A region's frames, read through one reused buffer of about `chunk` bytes (a region is up to
+// 256 MiB: read whole, each compaction took that much fresh memory and zero-filled it).
+class RegionFrames {
+ public:
+  RegionFrames(int fd, const std::string& path, uint64_t begin, uint64_t end, size_t chunk)
+      : fd_(fd), path_(path), next_(begin), end_(end), chunk_(std::max<size_t>(chunk, 1)) {}
+
+  // The next whole frame into `record`: returns its size, or 0 at the region's end, at a frame
+  // the region's end cuts (it waits for the next compaction) or at bytes that are no intact
+  // frame (as ReadJournalFrame).
+  absl::StatusOr<size_t> Next(v1::JournalRecord* record) {
+    for (;;) {
+      const size_t held = buf_.size() - pos_;
+      if (held > 0) {
+        if (const size_t n = ReadJournalFrame(buf_, pos_, record); n > 0) {
+          pos_ += n;
+          return n;
+        }
+      }
+      // No whole frame at pos_: the rest of it may lie past the buffer.
+      size_t need = kJournalRecordHeaderBytes;
+      if (held >= 4 && LoadJournalLe32(buf_.data() + pos_) != kJournalRecordSync) return 0;
+      if (held >= kJournalRecordHeaderBytes) {
+        const uint32_t len = LoadJournalLe32(buf_.data() + pos_ + 8);
+        if (len > kMaxJournalRecordBytes) return 0;
+        need += len;
+      }
+      if (held >= need || next_ >= end_) return 0;
+      if (absl::Status s = Fill(need); !s.ok()) return s;
+    }
+  }
+
+ private:
+  // Keeps the bytes from pos_ and reads more after them: at least `need` held if the region
+  // has them, and up to chunk_.
+  absl::Status Fill(size_t need) {
+    buf_.erase(0, pos_);
+    pos_ = 0;
+    const size_t held = buf_.size();
+    const uint64_t want = std::max(need, chunk_) - held;
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(want, end_ - next_));
+    buf_.resize(held + n);
+    if (absl::Status s = PreadInto(fd_, next_, buf_.data() + held, n, "cannot read journal", path_);
+        !s.ok()) {
+      return s;
+    }
+    next_ += n;
+    return absl::OkStatus();
+  }
+
+  const int fd_;
+  const std::string& path_;
+  uint64_t next_;  // the file offset of the next byte to read
+  const uint64_t end_;
+  const size_t chunk_;
+  std::string buf_;
+  size_t pos_ = 0;
+};
+
 }  // namespace
 
 std::string JournalCompaction::Describe() const {
@@ -57,12 +117,8 @@ absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& job_journal, ui
   // The region: whole frames from the end of the compacted prefix.
   const uint64_t region_bytes =
       std::min<uint64_t>(was.written_end - was.compacted_end, options.max_region_bytes);
-  std::string region;
-  if (absl::Status s = PreadExactly(in.fd(), was.compacted_end, region_bytes, "cannot read journal",
-                                    path, &region);
-      !s.ok()) {
-    return s;
-  }
+  RegionFrames region(in.fd(), path, was.compacted_end, was.compacted_end + region_bytes,
+                      options.io_chunk_bytes);
   const std::string temp_path = HiddenSiblingPath(path, ".compacting");
   const int out_fd =
       ::open(temp_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -82,36 +138,45 @@ absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& job_journal, ui
   uint64_t written = was.compacted_end;
   RecordBlockBuilder builder({.stage_count = stage_count, .zstd_level = options.zstd_level},
                              options.block_steps, options.verify_every);
+  // Blocks go out as they fill a chunk, through one reused buffer too.
   std::string frames, payload;
+  absl::Status written_ok;
+  auto write_frames = [&] {
+    if (!written_ok.ok() || frames.empty()) return;
+    written_ok = PwriteAll(out.fd(), frames, written, "cannot write", temp_path);
+    written += frames.size();
+    frames.clear();
+  };
   auto emit = [&](v1::JournalRecord block) {
     payload.clear();
     block.SerializeToString(&payload);
     AppendJournalFrame(payload, &frames);
+    if (frames.size() >= options.io_chunk_bytes) write_frames();
   };
-  size_t off = 0;
+  uint64_t off = 0;
   v1::JournalRecord record;
-  while (off < region.size()) {
-    const size_t n = ReadJournalFrame(region, off, &record);
-    if (n == 0) break;  // the region's end cut a frame: it waits for the next compaction
+  for (;;) {
+    absl::StatusOr<size_t> n = region.Next(&record);
+    if (!n.ok()) return n.status();
+    if (*n == 0) break;  // the region's end (or a frame it cut: that waits for the next time)
     if (record.has_block() || record.has_declared()) {
       return absl::DataLossError(absl::StrCat(
           "journal ", path, ": a ", record.has_block() ? "record block" : "declaration",
           " at offset ", was.compacted_end + off, " among the plain records; not compacted"));
     }
     if (absl::Status s = builder.Add(std::move(record), emit); !s.ok()) return s;
+    if (!written_ok.ok()) return written_ok;
     ++result.records;
-    off += n;
+    off += *n;
   }
   if (off == 0) {
     return absl::DataLossError(absl::StrCat("journal ", path, ": no intact record within ",
-                                            region.size(), " bytes at offset ", was.compacted_end,
+                                            region_bytes, " bytes at offset ", was.compacted_end,
                                             "; not compacted"));
   }
   if (absl::Status s = builder.Finish(emit); !s.ok()) return s;
-  if (absl::Status s = PwriteAll(out.fd(), frames, written, "cannot write", temp_path); !s.ok()) {
-    return s;
-  }
-  written += frames.size();
+  write_frames();
+  if (!written_ok.ok()) return written_ok;
   const uint64_t new_compacted_end = written;
   const RecordLog::Layout region_end{was.compacted_end, was.compacted_end + off};
   if (new_compacted_end >= region_end.written_end) {

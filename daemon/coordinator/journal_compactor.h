@@ -27,6 +27,9 @@ struct JournalCompactorOptions {
   // Decode and compare the first block and every Nth after it (RecordBlockBuilder): checking
   // all cost about a quarter of building them (tests/bench:record_block_builder_benchmark).
   uint32_t verify_every = 8;
+  // The region is read, and its blocks written, through a buffer of about this many bytes
+  // (a frame longer than it is read whole).
+  size_t io_chunk_bytes = 8 << 20;
 };
 
 struct JournalCompaction {

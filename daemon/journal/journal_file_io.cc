@@ -36,8 +36,13 @@ absl::Status ErrnoStatus(int e, absl::string_view what, const std::string& path)
 absl::Status PreadExactly(int fd, uint64_t offset, size_t size, absl::string_view what,
                           const std::string& path, std::string* out) {
   out->assign(size, '\0');
+  return PreadInto(fd, offset, out->data(), size, what, path);
+}
+
+absl::Status PreadInto(int fd, uint64_t offset, char* out, size_t size, absl::string_view what,
+                       const std::string& path) {
   for (size_t got = 0; got < size;) {
-    const ssize_t n = ::pread(fd, out->data() + got, size - got, static_cast<off_t>(offset + got));
+    const ssize_t n = ::pread(fd, out + got, size - got, static_cast<off_t>(offset + got));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return ErrnoStatus(n < 0 ? errno : EIO, what, path);
     got += static_cast<size_t>(n);

@@ -29,6 +29,10 @@ absl::Status ErrnoStatus(int e, absl::string_view what, const std::string& path)
                                         absl::string_view what, const std::string& path,
                                         std::string* out);
 
+// As PreadExactly, into `size` bytes at `out` (a buffer the caller reuses).
+[[nodiscard]] absl::Status PreadInto(int fd, uint64_t offset, char* out, size_t size,
+                                     absl::string_view what, const std::string& path);
+
 // Writes all of `bytes` to `fd` at `offset`; fails (as ErrnoStatus, ENOSPC for a write that
 // makes no progress) naming `what` and `path`.
 [[nodiscard]] absl::Status PwriteAll(int fd, absl::string_view bytes, uint64_t offset,
