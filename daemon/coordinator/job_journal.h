@@ -51,6 +51,8 @@ class JobJournal {
 
   // Buffers one record; written by Flush.
   void Append(const v1::JournalRecord& record) { log_->Append(record); }
+  // JournalRecord{ranks {steps: [steps]}}, without building it (RecordLog::AppendRankSteps).
+  void AppendRankSteps(const v1::RankSteps& steps) { log_->AppendRankSteps(steps); }
   // Durable when it returns OK (with fsync); see RecordLog::Flush.
   [[nodiscard]] absl::Status Flush() { return log_->Flush(); }
   uint64_t appended_bytes() const { return log_->appended_bytes(); }

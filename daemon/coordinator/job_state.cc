@@ -551,11 +551,7 @@ absl::StatusOr<IngestCounts> JobState::Ingest(const v1::RankSteps& rs, const std
   }
   // Logged as received, duplicates included: replay makes the same decisions again (records
   // refused as far ahead are logged too, so that replay refuses them again).
-  if (c->accepted > 0 || c->late > 0 || c->far_ahead > 0) {
-    v1::JournalRecord rec;
-    *rec.mutable_ranks()->add_steps() = rs;
-    journal_->Append(rec);
-  }
+  if (c->accepted > 0 || c->late > 0 || c->far_ahead > 0) journal_->AppendRankSteps(rs);
   return c;
 }
 

@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/journal/crc32c.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/wire_format_lite.h"
 
 namespace stagefrontier {
 
@@ -76,15 +78,45 @@ size_t ReadJournalFrame(absl::string_view data, size_t offset, v1::JournalRecord
 }
 
 void AppendJournalFrame(absl::string_view payload, std::string* out) {
+  const size_t frame = out->size();
   PutJournalLe32(*out, kJournalRecordSync);
-  std::string len;
-  PutJournalLe32(len, static_cast<uint32_t>(payload.size()));
-  // CRC over the length bytes then the payload.
-  std::string covered = len;
-  covered.append(payload.data(), payload.size());
-  PutJournalLe32(*out, Crc32c(covered.data(), covered.size()));
-  out->append(len);
+  PutJournalLe32(*out, 0);  // the CRC, once what it covers is in place
+  PutJournalLe32(*out, static_cast<uint32_t>(payload.size()));
   out->append(payload.data(), payload.size());
+  // CRC over the length bytes then the payload: computed where they lie (a block's payload is
+  // megabytes; copying it to checksum it cost an allocation and a copy per frame).
+  const uint32_t crc = Crc32c(out->data() + frame + 8, 4 + payload.size());
+  std::memcpy(out->data() + frame + 4, &crc, 4);
+}
+
+void AppendRankStepsFrame(const v1::RankSteps& steps, std::string* out) {
+  using google::protobuf::internal::WireFormatLite;
+  using google::protobuf::io::CodedOutputStream;
+  // JournalRecord.ranks (a RanksLogged) holding RanksLogged.steps (one RankSteps): each a
+  // length-delimited field, as the generated serializer writes a message with one field set.
+  const uint32_t ranks_tag = WireFormatLite::MakeTag(v1::JournalRecord::kRanksFieldNumber,
+                                                     WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+  const uint32_t steps_tag = WireFormatLite::MakeTag(v1::RanksLogged::kStepsFieldNumber,
+                                                     WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+  const size_t steps_bytes = steps.ByteSizeLong();  // caches the sizes the write below uses
+  const size_t ranks_bytes = CodedOutputStream::VarintSize32(steps_tag) +
+                             CodedOutputStream::VarintSize64(steps_bytes) + steps_bytes;
+  const size_t payload = CodedOutputStream::VarintSize32(ranks_tag) +
+                         CodedOutputStream::VarintSize64(ranks_bytes) + ranks_bytes;
+  const size_t frame = out->size();
+  out->resize(frame + kJournalRecordHeaderBytes + payload);
+  char* const base = out->data() + frame;
+  const uint32_t sync = kJournalRecordSync, len = static_cast<uint32_t>(payload);
+  std::memcpy(base, &sync, 4);
+  std::memcpy(base + 8, &len, 4);
+  auto* p = reinterpret_cast<uint8_t*>(base + kJournalRecordHeaderBytes);
+  p = CodedOutputStream::WriteVarint32ToArray(ranks_tag, p);
+  p = CodedOutputStream::WriteVarint64ToArray(ranks_bytes, p);
+  p = CodedOutputStream::WriteVarint32ToArray(steps_tag, p);
+  p = CodedOutputStream::WriteVarint64ToArray(steps_bytes, p);
+  steps.SerializeWithCachedSizesToArray(p);
+  const uint32_t crc = Crc32c(base + 8, 4 + payload);
+  std::memcpy(base + 4, &crc, 4);
 }
 
 }  // namespace stagefrontier

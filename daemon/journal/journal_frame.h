@@ -52,6 +52,12 @@ size_t ReadJournalFrame(absl::string_view data, size_t offset, v1::JournalRecord
 // Appends one format-2 frame holding `payload` (a serialized JournalRecord) to `out`.
 void AppendJournalFrame(absl::string_view payload, std::string* out);
 
+// Appends the frame of JournalRecord{ranks {steps: [steps]}}, byte for byte what
+// AppendJournalFrame(record.SerializeAsString()) appends, without building that record: the
+// coordinator journals every RankSteps it accepts, and copying each into a record to serialize
+// it cost an allocation and a copy of its strings.
+void AppendRankStepsFrame(const v1::RankSteps& steps, std::string* out);
+
 // Little-endian 32-bit words, as the framing stores them.
 uint32_t LoadJournalLe32(const char* p);
 void PutJournalLe32(std::string& out, uint32_t v);

@@ -312,6 +312,13 @@ void RecordLog::Append(const v1::JournalRecord& record) {
   appended_ += pending_.size() - before;
 }
 
+void RecordLog::AppendRankSteps(const v1::RankSteps& steps) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t before = pending_.size();
+  AppendRankStepsFrame(steps, &pending_);
+  appended_ += pending_.size() - before;
+}
+
 uint64_t RecordLog::appended_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return appended_;

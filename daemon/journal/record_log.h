@@ -91,6 +91,9 @@ class RecordLog {
 
   // Buffers one record; written by Flush.
   void Append(const v1::JournalRecord& record);
+  // Buffers JournalRecord{ranks {steps: [steps]}} (AppendRankStepsFrame: the same bytes,
+  // without building the record).
+  void AppendRankSteps(const v1::RankSteps& steps);
   // Writes what was appended before the call and, with fsync, waits until it is on stable
   // storage. Fails with the errno-derived status (Unavailable for a full disk); the records are
   // kept for the next try.

@@ -38,6 +38,31 @@ TEST_CASE("an appended frame reads back: sync word, CRC over length and payload"
   CHECK(ReadJournalFrame(bytes, bytes.size(), &back) == 0);  // past the end
 }
 
+// Ingest journals each accepted RankSteps without building a JournalRecord around it: the
+// bytes must be exactly the record's, whatever the sizes (varint lengths of 1 to 3 bytes).
+TEST_CASE("a RankSteps frame is byte for byte the frame of its JournalRecord") {
+  for (size_t packed : {size_t{0}, size_t{1}, size_t{100}, size_t{200}, size_t{20'000}}) {
+    INFO(packed << " packed bytes");
+    v1::RankSteps rs;
+    rs.set_job("job-a");
+    rs.set_rank(7);
+    rs.set_base_step(123'456);
+    rs.set_count(3);
+    rs.set_packed(std::string(packed, '\x5a'));
+    if (packed == 100) rs.add_collectives()->set_step(123'457);
+    v1::JournalRecord record;
+    *record.mutable_ranks()->add_steps() = rs;
+    std::string expected = "prefix";
+    AppendJournalFrame(record.SerializeAsString(), &expected);
+    std::string bytes = "prefix";
+    AppendRankStepsFrame(rs, &bytes);
+    CHECK(bytes == expected);
+    v1::JournalRecord back;
+    REQUIRE(ReadJournalFrame(bytes, 6, &back) == bytes.size() - 6);
+    CHECK(back.SerializeAsString() == record.SerializeAsString());
+  }
+}
+
 TEST_CASE("a damaged frame reads as none, and says why") {
   std::string bytes;
   AppendJournalFrame(Closed(1).SerializeAsString(), &bytes);

@@ -99,6 +99,42 @@ TEST_CASE("journal records replay in order, and appending goes on") {
   CHECK(Reopen(path, &info).back() == 99);
 }
 
+TEST_CASE("a RankSteps appended without its record replays as that record, in order") {
+  const std::string path = TempDir("sf_record_log") + "/job.journal";
+  std::vector<size_t> starts;
+  MakeFive(path, &starts);
+  v1::RankSteps rs;
+  rs.set_job("j");
+  rs.set_rank(3);
+  rs.set_base_step(5);
+  rs.set_count(1);
+  rs.set_packed("packed");
+  {
+    auto j = RecordLog::Open(
+        path, false, [](const v1::JournalRecord&) { return absl::OkStatus(); }, nullptr);
+    REQUIRE(j.ok());
+    const uint64_t before = (*j)->appended_bytes();
+    (*j)->AppendRankSteps(rs);
+    CHECK((*j)->appended_bytes() > before);
+    (*j)->Append(Closed(5));
+    REQUIRE((*j)->Flush().ok());
+  }
+  std::vector<v1::JournalRecord> back;
+  auto j = RecordLog::Open(
+      path, false,
+      [&](const v1::JournalRecord& r) {
+        back.push_back(r);
+        return absl::OkStatus();
+      },
+      nullptr);
+  REQUIRE(j.ok());
+  REQUIRE(back.size() == 7);
+  REQUIRE(back[5].has_ranks());
+  REQUIRE(back[5].ranks().steps_size() == 1);
+  CHECK(back[5].ranks().steps(0).SerializeAsString() == rs.SerializeAsString());
+  CHECK(back[6].closed().step() == 5);
+}
+
 TEST_CASE("a torn tail is saved beside the journal before it is cut off") {
   const std::string dir = TempDir("sf_record_log");
   const std::string path = dir + "/job.journal";
