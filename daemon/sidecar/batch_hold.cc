@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
+
 namespace stagefrontier {
 namespace {
 
@@ -125,9 +127,23 @@ void BatchHold::set_options(const BatchHoldOptions& options) {
   for (auto& [name, job] : jobs_) Refresh(job, last_now_ns_);
 }
 
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kDayMs = 86'400'000;  // beyond any limit; keeps the products in range
+
+}  // namespace
+
+std::string DescribeHold(const v1::StreamLimits& limits, const BatchHoldOptions& hold) {
+  const int64_t said = limits.step_deadline_ms();
+  const std::string deadline = said > 0 ? absl::StrCat(std::min(said, kDayMs), " ms")
+                                        : "5000 ms (it says no deadline: an older coordinator's)";
+  return absl::StrCat("the coordinator closes a step ", deadline,
+                      " after its first record: batches held at most ", hold.max_hold_ns / kMs,
+                      " ms");
+}
+
 BatchHoldOptions HoldFor(const BatchHoldOptions& configured, const v1::StreamLimits* limits) {
-  constexpr int64_t kMs = 1'000'000;
-  constexpr int64_t kDayMs = 86'400'000;  // beyond any limit; keeps the products in range
   BatchHoldOptions out = configured;
   int64_t cap = 4'000 * kMs;  // under an older coordinator's 5 s step deadline
   if (limits != nullptr && limits->step_deadline_ms() > 0) {

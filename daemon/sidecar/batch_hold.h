@@ -58,6 +58,10 @@ struct BatchHoldOptions {
 // a coordinator that predates saying its deadline: max_hold_ns at most 4 s.
 BatchHoldOptions HoldFor(const BatchHoldOptions& configured, const v1::StreamLimits* limits);
 
+// The sidecar's log line for it: the step deadline as HoldFor took it (a value the coordinator
+// said that is out of range is not printed as if it were taken) and the hold that follows.
+std::string DescribeHold(const v1::StreamLimits& limits, const BatchHoldOptions& hold);
+
 class BatchHold {
  public:
   explicit BatchHold(BatchHoldOptions options = HoldFor({}, nullptr)) : options_(options) {}

@@ -249,10 +249,7 @@ void IngestStreamer::OnLimits(Connection& c, const v1::StreamLimits* limits) {
   if (!log_) return;
   constexpr int64_t kMs = 1'000'000;
   if (limits != nullptr && options_.batch_delay == StreamerOptions::kAutoBatching) {
-    log_(absl::StrCat("the coordinator closes a step ", limits->step_deadline_ms(),
-                      " ms after its first record (0: 5,000, an older coordinator): batches held "
-                      "at most ",
-                      hold_.options().max_hold_ns / kMs, " ms"));
+    log_(DescribeHold(*limits, hold_.options()));
   }
   if (limits == nullptr) {
     log_(absl::StrCat(

@@ -107,6 +107,10 @@ TEST_CASE("HoldFor: under the coordinator's step deadline, its stall floor and w
   l.set_window_steps(-5);
   o = HoldFor({}, &l);
   CHECK(o.max_hold_ns == 4 * kS);
+  // The log says what was taken, not the value said.
+  CHECK(DescribeHold(l, o) ==
+        "the coordinator closes a step 5000 ms (it says no deadline: an older coordinator's) "
+        "after its first record: batches held at most 4000 ms");
   CHECK(o.stall_after_ns == 5 * kS);
   CHECK(o.window_steps == 100);
   l.set_step_deadline_ms(INT64_MAX);  // no overflow; the sidecar's own bound (a minute) stands
@@ -114,6 +118,9 @@ TEST_CASE("HoldFor: under the coordinator's step deadline, its stall floor and w
   l.set_window_steps(INT64_MAX);
   o = HoldFor({}, &l);
   CHECK(o.max_hold_ns == 60 * kS);
+  CHECK(DescribeHold(l, o) ==
+        "the coordinator closes a step 86400000 ms after its first record: batches held at "
+        "most 60000 ms");
   CHECK(o.stall_after_ns > 0);
   CHECK(o.window_steps > 0);
   BatchHold hold(o);
