@@ -94,6 +94,21 @@ class RegionFrames {
   size_t pos_ = 0;
 };
 
+// The compacted prefix, `bytes` long, copied as it is (in the kernel).
+absl::Status CopyPrefix(int in_fd, int out_fd, uint64_t bytes, const std::string& path) {
+  for (uint64_t copied = 0; copied < bytes;) {
+    loff_t from = static_cast<loff_t>(copied), to = static_cast<loff_t>(copied);
+    const ssize_t n =
+        ::copy_file_range(in_fd, &from, out_fd, &to, static_cast<size_t>(bytes - copied), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return ErrnoStatus(n < 0 ? errno : EIO, "cannot copy the compacted prefix of", path);
+    }
+    copied += static_cast<uint64_t>(n);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string JournalCompaction::Describe() const {
@@ -125,16 +140,7 @@ absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& job_journal, ui
   if (out_fd < 0) return ErrnoStatus(errno, "cannot create", temp_path);
   TempFile out(temp_path, out_fd);
 
-  // The compacted prefix, copied as it is (in the kernel).
-  for (uint64_t copied = 0; copied < was.compacted_end;) {
-    loff_t from = static_cast<loff_t>(copied), to = static_cast<loff_t>(copied);
-    const ssize_t n = ::copy_file_range(in.fd(), &from, out.fd(), &to,
-                                        static_cast<size_t>(was.compacted_end - copied), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      return ErrnoStatus(n < 0 ? errno : EIO, "cannot copy the compacted prefix of", path);
-    copied += static_cast<uint64_t>(n);
-  }
+  if (absl::Status s = CopyPrefix(in.fd(), out.fd(), was.compacted_end, path); !s.ok()) return s;
   uint64_t written = was.compacted_end;
   RecordBlockBuilder builder({.stage_count = stage_count, .zstd_level = options.zstd_level},
                              options.block_steps, options.verify_every);

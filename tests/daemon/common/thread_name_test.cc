@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 #include <thread>
+#include <utility>
 
 namespace stagefrontier {
 namespace {
@@ -16,19 +17,18 @@ std::string NameOfThisThread() {
 }
 
 TEST_CASE("a thread's name is sf- and the duty, cut to the kernel's 15 bytes") {
-  std::string set, seen;
-  std::thread([&] {
-    set = NameThisThread("acker");
-    seen = NameOfThisThread();
-  }).join();
-  CHECK(set == "sf-acker");
-  CHECK(seen == "sf-acker");
-  std::thread([&] {
-    set = NameThisThread("journal-compactor");
-    seen = NameOfThisThread();
-  }).join();
-  CHECK(set == "sf-journal-comp");
-  CHECK(seen == "sf-journal-comp");
+  // What NameThisThread returned, and what the kernel then says, on a new thread.
+  auto named = [](const char* duty) {
+    std::pair<std::string, std::string> out;
+    std::thread([&] {
+      out.first = NameThisThread(duty);
+      out.second = NameOfThisThread();
+    }).join();
+    return out;
+  };
+  CHECK(named("acker") == std::make_pair(std::string("sf-acker"), std::string("sf-acker")));
+  CHECK(named("journal-compactor") ==
+        std::make_pair(std::string("sf-journal-comp"), std::string("sf-journal-comp")));
 }
 
 }  // namespace

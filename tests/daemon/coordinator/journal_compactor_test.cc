@@ -73,6 +73,17 @@ int FilesIn(const std::string& dir) {
   return n;
 }
 
+// Appends steps [first, last) to `j` and their serialized records to `expected`.
+void AppendSteps(JobJournal& j, int64_t first, int64_t last, std::mt19937_64& rng,
+                 std::vector<std::string>* expected) {
+  for (int64_t s = first; s < last; ++s) {
+    for (const v1::JournalRecord& r : Step(s, rng)) {
+      j.Append(r);
+      expected->push_back(r.SerializeAsString());
+    }
+  }
+}
+
 TEST_CASE("a live journal compacts in place: the same records, fewer bytes, appends go on") {
   const std::string dir = TempDir();
   const std::string path = dir + "/job.journal";
@@ -81,12 +92,7 @@ TEST_CASE("a live journal compacts in place: the same records, fewer bytes, appe
   REQUIRE(journal.ok());
   JobJournal& j = **journal;
   std::vector<std::string> expected = {Declared().SerializeAsString()};
-  for (int64_t s = 0; s < 400; ++s) {
-    for (const v1::JournalRecord& r : Step(s, rng)) {
-      j.Append(r);
-      expected.push_back(r.SerializeAsString());
-    }
-  }
+  AppendSteps(j, 0, 400, rng, &expected);
   REQUIRE(j.Flush().ok());
   const uint64_t position = j.appended_bytes();
   const uint64_t before = FileSize(path);
@@ -124,12 +130,7 @@ TEST_CASE("a live journal compacts in place: the same records, fewer bytes, appe
 
     SECTION("a second compaction takes only the new records; the old blocks stay byte for byte") {
       const std::string prefix = ReadAll(path).substr(0, layout.compacted_end);
-      for (int64_t s = 401; s < 700; ++s) {
-        for (const v1::JournalRecord& rec : Step(s, rng)) {
-          j.Append(rec);
-          expected.push_back(rec.SerializeAsString());
-        }
-      }
+      AppendSteps(j, 401, 700, rng, &expected);
       REQUIRE(j.Flush().ok());
       auto again = CompactLiveJournal(j, kStages, {.min_plain_bytes = 1});
       REQUIRE(again.ok());
@@ -138,12 +139,7 @@ TEST_CASE("a live journal compacts in place: the same records, fewer bytes, appe
       CHECK(Replayed(path) == expected);
     }
     SECTION("a bounded region compacts part; the rest stays plain and replays in place") {
-      for (int64_t s = 401; s < 700; ++s) {
-        for (const v1::JournalRecord& rec : Step(s, rng)) {
-          j.Append(rec);
-          expected.push_back(rec.SerializeAsString());
-        }
-      }
+      AppendSteps(j, 401, 700, rng, &expected);
       REQUIRE(j.Flush().ok());
       auto part =
           CompactLiveJournal(j, kStages, {.min_plain_bytes = 1, .max_region_bytes = 20'000});
@@ -166,12 +162,7 @@ TEST_CASE("the chunk size of compaction's reads and writes changes no byte of th
     REQUIRE(journal.ok());
     JobJournal& j = **journal;
     expected->assign(1, Declared().SerializeAsString());
-    for (int64_t s = 0; s < 300; ++s) {
-      for (const v1::JournalRecord& r : Step(s, rng)) {
-        j.Append(r);
-        expected->push_back(r.SerializeAsString());
-      }
-    }
+    AppendSteps(j, 0, 300, rng, expected);
     REQUIRE(j.Flush().ok());
     auto r = CompactLiveJournal(j, kStages,
                                 {.min_plain_bytes = 1, .block_steps = 40, .io_chunk_bytes = chunk});
