@@ -55,14 +55,8 @@ class RegionFrames {
         }
       }
       // No whole frame at pos_: the rest of it may lie past the buffer.
-      size_t need = kJournalRecordHeaderBytes;
-      if (held >= 4 && LoadJournalLe32(buf_.data() + pos_) != kJournalRecordSync) return 0;
-      if (held >= kJournalRecordHeaderBytes) {
-        const uint32_t len = LoadJournalLe32(buf_.data() + pos_ + 8);
-        if (len > kMaxJournalRecordBytes) return 0;
-        need += len;
-      }
-      if (held >= need || next_ >= end_) return 0;
+      const size_t need = JournalFrameSpan(buf_, pos_);
+      if (need == 0 || held >= need || next_ >= end_) return 0;
       if (absl::Status s = Fill(need); !s.ok()) return s;
     }
   }

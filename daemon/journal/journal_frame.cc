@@ -77,16 +77,44 @@ size_t ReadJournalFrame(absl::string_view data, size_t offset, v1::JournalRecord
   return TryJournalFrame(data, offset, kJournalFormat, record, &why);
 }
 
-void AppendJournalFrame(absl::string_view payload, std::string* out) {
+size_t JournalFrameSpan(absl::string_view data, size_t offset) {
+  const size_t held = offset < data.size() ? data.size() - offset : 0;
+  if (held < 4) return kJournalRecordHeaderBytes;
+  const char* p = data.data() + offset;
+  if (LoadJournalLe32(p) != kJournalRecordSync) return 0;
+  if (held < kJournalRecordHeaderBytes) return kJournalRecordHeaderBytes;
+  const uint32_t len = LoadJournalLe32(p + 8);
+  if (len == 0 || len > kMaxJournalRecordBytes) return 0;
+  return kJournalRecordHeaderBytes + len;
+}
+
+namespace {
+
+// A format-2 frame is built in place at the end of *out: its header (the CRC left 0), then
+// the caller appends `payload_bytes` of payload, then SealFrame checksums them where they lie
+// (a block's payload is megabytes: copying it to checksum it cost an allocation and a copy).
+size_t BeginFrame(uint32_t payload_bytes, std::string* out) {
   const size_t frame = out->size();
   PutJournalLe32(*out, kJournalRecordSync);
-  PutJournalLe32(*out, 0);  // the CRC, once what it covers is in place
-  PutJournalLe32(*out, static_cast<uint32_t>(payload.size()));
-  out->append(payload.data(), payload.size());
-  // CRC over the length bytes then the payload: computed where they lie (a block's payload is
-  // megabytes; copying it to checksum it cost an allocation and a copy per frame).
-  const uint32_t crc = Crc32c(out->data() + frame + 8, 4 + payload.size());
+  PutJournalLe32(*out, 0);
+  PutJournalLe32(*out, payload_bytes);
+  return frame;
+}
+
+// The CRC of the frame at `frame`, whose payload runs to the end of *out: over the length
+// bytes then the payload.
+void SealFrame(size_t frame, std::string* out) {
+  const size_t covered = out->size() - frame - 8;
+  const uint32_t crc = Crc32c(out->data() + frame + 8, covered);
   std::memcpy(out->data() + frame + 4, &crc, 4);
+}
+
+}  // namespace
+
+void AppendJournalFrame(absl::string_view payload, std::string* out) {
+  const size_t frame = BeginFrame(static_cast<uint32_t>(payload.size()), out);
+  out->append(payload.data(), payload.size());
+  SealFrame(frame, out);
 }
 
 void AppendRankStepsFrame(const v1::RankSteps& steps, std::string* out) {
@@ -103,20 +131,16 @@ void AppendRankStepsFrame(const v1::RankSteps& steps, std::string* out) {
                              CodedOutputStream::VarintSize64(steps_bytes) + steps_bytes;
   const size_t payload = CodedOutputStream::VarintSize32(ranks_tag) +
                          CodedOutputStream::VarintSize64(ranks_bytes) + ranks_bytes;
-  const size_t frame = out->size();
-  out->resize(frame + kJournalRecordHeaderBytes + payload);
-  char* const base = out->data() + frame;
-  const uint32_t sync = kJournalRecordSync, len = static_cast<uint32_t>(payload);
-  std::memcpy(base, &sync, 4);
-  std::memcpy(base + 8, &len, 4);
-  auto* p = reinterpret_cast<uint8_t*>(base + kJournalRecordHeaderBytes);
+  const size_t frame = BeginFrame(static_cast<uint32_t>(payload), out);
+  const size_t at = out->size();
+  out->resize(at + payload);
+  auto* p = reinterpret_cast<uint8_t*>(out->data() + at);
   p = CodedOutputStream::WriteVarint32ToArray(ranks_tag, p);
   p = CodedOutputStream::WriteVarint64ToArray(ranks_bytes, p);
   p = CodedOutputStream::WriteVarint32ToArray(steps_tag, p);
   p = CodedOutputStream::WriteVarint64ToArray(steps_bytes, p);
   steps.SerializeWithCachedSizesToArray(p);
-  const uint32_t crc = Crc32c(base + 8, 4 + payload);
-  std::memcpy(base + 4, &crc, 4);
+  SealFrame(frame, out);
 }
 
 }  // namespace stagefrontier

@@ -49,6 +49,12 @@ size_t TryJournalFrame(absl::string_view data, size_t offset, uint32_t format,
 // when no intact frame starts there (checked as a scan checks it).
 size_t ReadJournalFrame(absl::string_view data, size_t offset, v1::JournalRecord* record);
 
+// How many bytes the format-2 frame at `offset` of `data` spans by its header, for a reader
+// that holds only part of a file (`offset` at most data.size()): kJournalRecordHeaderBytes
+// while the header is not all there, 0 when the bytes there are no frame's header (no sync
+// word, a length of 0 or over kMaxJournalRecordBytes). Says nothing of the payload's CRC.
+size_t JournalFrameSpan(absl::string_view data, size_t offset);
+
 // Appends one format-2 frame holding `payload` (a serialized JournalRecord) to `out`.
 void AppendJournalFrame(absl::string_view payload, std::string* out);
 

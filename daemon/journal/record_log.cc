@@ -304,19 +304,22 @@ RecordLog::~RecordLog() {
 }
 
 void RecordLog::Append(const v1::JournalRecord& record) {
-  std::lock_guard<std::mutex> lock(mu_);
-  scratch_.clear();
-  record.SerializeToString(&scratch_);
-  const size_t before = pending_.size();
-  AppendJournalFrame(scratch_, &pending_);
-  appended_ += pending_.size() - before;
+  AppendFrame([&](std::string* pending) {
+    scratch_.clear();
+    record.SerializeToString(&scratch_);
+    AppendJournalFrame(scratch_, pending);
+  });
 }
 
 void RecordLog::AppendRankSteps(const v1::RankSteps& steps) {
+  AppendFrame([&](std::string* pending) { AppendRankStepsFrame(steps, pending); });
+}
+
+void RecordLog::AppendFrame(absl::FunctionRef<void(std::string* pending)> append) {
   std::lock_guard<std::mutex> lock(mu_);
   const size_t before = pending_.size();
-  AppendRankStepsFrame(steps, &pending_);
-  appended_ += pending_.size() - before;
+  append(&pending_);
+  appended_ += pending_.size() - before;  // positions count every byte appended
 }
 
 uint64_t RecordLog::appended_bytes() const {

@@ -139,6 +139,9 @@ class RecordLog {
         durable_(size),
         fsync_(fsync) {}
 
+  // Runs `append` on pending_ under mu_, counting what it added into appended_.
+  void AppendFrame(absl::FunctionRef<void(std::string* pending)> append);
+
   const std::string path_;
   mutable std::mutex io_mu_;  // one Flush (or swap) at a time; guards fd_, size_, base_,
                               // compacted_end_

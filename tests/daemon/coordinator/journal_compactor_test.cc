@@ -229,15 +229,19 @@ TEST_CASE("a region that is not intact frames is refused and the journal is left
     for (const v1::JournalRecord& r : Step(s, rng)) (*journal)->Append(r);
   }
   REQUIRE((*journal)->Flush().ok());
-  // Damage under the live journal (a disk error, a hand edit): the first plain record's sync.
+  // Damage under the live journal (a disk error, a hand edit): the first plain record's sync
+  // word, or its length (past the largest record), read whole or a few bytes at a time.
   const uint64_t at = (*journal)->log().CurrentLayout().compacted_end;
+  const uint64_t damaged_byte = GENERATE(uint64_t{0}, uint64_t{11});
+  const size_t chunk = GENERATE(size_t{8} << 20, size_t{1}, size_t{5});
+  INFO("byte " << damaged_byte << " of the frame, chunks of " << chunk);
   {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(at));
-    f.put('X');
+    f.seekp(static_cast<std::streamoff>(at + damaged_byte));
+    f.put('\xff');
   }
   const std::string damaged = ReadAll(path);
-  auto r = CompactLiveJournal(**journal, kStages, {.min_plain_bytes = 1});
+  auto r = CompactLiveJournal(**journal, kStages, {.min_plain_bytes = 1, .io_chunk_bytes = chunk});
   CHECK(absl::IsDataLoss(r.status()));
   CHECK_THAT(std::string(r.status().message()), Catch::Contains("offset " + std::to_string(at)));
   CHECK(ReadAll(path) == damaged);

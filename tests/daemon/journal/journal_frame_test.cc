@@ -2,6 +2,7 @@
 #include "daemon/journal/journal_frame.h"
 
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <string>
 
 #include "daemon/journal/crc32c.h"
@@ -60,6 +61,31 @@ TEST_CASE("a RankSteps frame is byte for byte the frame of its JournalRecord") {
     v1::JournalRecord back;
     REQUIRE(ReadJournalFrame(bytes, 6, &back) == bytes.size() - 6);
     CHECK(back.SerializeAsString() == record.SerializeAsString());
+  }
+}
+
+// What a reader holding part of a file must read to have the frame at an offset.
+TEST_CASE("a frame's span by its header: the header first, then header and payload") {
+  const std::string payload = Closed(42).SerializeAsString();
+  std::string frame;
+  AppendJournalFrame(payload, &frame);
+  const size_t whole = kJournalRecordHeaderBytes + payload.size();
+  CHECK(JournalFrameSpan(frame, 0) == whole);
+  CHECK(JournalFrameSpan(frame.substr(0, kJournalRecordHeaderBytes), 0) == whole);
+  // Too little to know: read a header's worth.
+  CHECK(JournalFrameSpan("", 0) == kJournalRecordHeaderBytes);
+  CHECK(JournalFrameSpan(frame.substr(0, 3), 0) == kJournalRecordHeaderBytes);
+  CHECK(JournalFrameSpan(frame.substr(0, 7), 0) == kJournalRecordHeaderBytes);
+  CHECK(JournalFrameSpan(frame, frame.size()) == kJournalRecordHeaderBytes);
+  // No frame there: no sync word (seen from 4 bytes on), or a length out of range.
+  std::string bad = frame;
+  bad[0] ^= 1;
+  CHECK(JournalFrameSpan(bad.substr(0, 4), 0) == 0);
+  CHECK(JournalFrameSpan(bad, 0) == 0);
+  for (uint32_t len : {0U, kMaxJournalRecordBytes + 1}) {
+    bad = frame;
+    std::memcpy(bad.data() + 8, &len, 4);
+    CHECK(JournalFrameSpan(bad, 0) == 0);
   }
 }
 
