@@ -11,6 +11,16 @@ namespace {
 // A batch's last step must end this long before its hold runs out.
 constexpr int64_t kBoundarySlackNs = 500'000'000;
 
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kDayMs = 86'400'000;  // beyond any limit; keeps the products in range
+
+// The coordinator's step deadline as the hold takes it: at most a day, 0 where it said none
+// (an older coordinator) or a value that is no deadline (0 or negative).
+int64_t TakenDeadlineMs(const v1::StreamLimits* limits) {
+  if (limits == nullptr || limits->step_deadline_ms() <= 0) return 0;
+  return std::min(limits->step_deadline_ms(), kDayMs);
+}
+
 int64_t SaturatingTimes(int64_t n, int64_t ns) {
   return ns > std::numeric_limits<int64_t>::max() / n ? std::numeric_limits<int64_t>::max()
                                                       : n * ns;
@@ -127,17 +137,10 @@ void BatchHold::set_options(const BatchHoldOptions& options) {
   for (auto& [name, job] : jobs_) Refresh(job, last_now_ns_);
 }
 
-namespace {
-
-constexpr int64_t kMs = 1'000'000;
-constexpr int64_t kDayMs = 86'400'000;  // beyond any limit; keeps the products in range
-
-}  // namespace
-
 std::string DescribeHold(const v1::StreamLimits& limits, const BatchHoldOptions& hold) {
-  const int64_t said = limits.step_deadline_ms();
-  const std::string deadline = said > 0 ? absl::StrCat(std::min(said, kDayMs), " ms")
-                                        : "5000 ms (it says no deadline: an older coordinator's)";
+  const int64_t taken = TakenDeadlineMs(&limits);
+  const std::string deadline = taken > 0 ? absl::StrCat(taken, " ms")
+                                         : "5000 ms (it says no deadline: an older coordinator's)";
   return absl::StrCat("the coordinator closes a step ", deadline,
                       " after its first record: batches held at most ", hold.max_hold_ns / kMs,
                       " ms");
@@ -146,8 +149,7 @@ std::string DescribeHold(const v1::StreamLimits& limits, const BatchHoldOptions&
 BatchHoldOptions HoldFor(const BatchHoldOptions& configured, const v1::StreamLimits* limits) {
   BatchHoldOptions out = configured;
   int64_t cap = 4'000 * kMs;  // under an older coordinator's 5 s step deadline
-  if (limits != nullptr && limits->step_deadline_ms() > 0) {
-    const int64_t deadline_ms = std::min(limits->step_deadline_ms(), kDayMs);
+  if (const int64_t deadline_ms = TakenDeadlineMs(limits); deadline_ms > 0) {
     cap = (deadline_ms - std::min<int64_t>(1'000, deadline_ms / 2)) * kMs;
   }
   out.max_hold_ns = std::min(out.max_hold_ns, cap);
