@@ -795,7 +795,7 @@ bool JobState::FinishedLocked(int32_t rank) const {
   // an uncaught exception left mid-step) after reporting, and the sidecar read everything: it
   // will send nothing more, and is not missing for that.
   const RankHealthState& h = ranks_[rank];
-  return h.owner_none && !h.raised && h.pending == 0 && aligner_.last_step(rank) >= 0;
+  return h.owner == "none" && !h.raised && h.pending == 0 && aligner_.last_step(rank) >= 0;
 }
 
 const char* JobState::ConditionLocked(int32_t rank) const {
@@ -895,8 +895,6 @@ void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string&
   h.probe_intervals = health.probe_intervals();
   h.probe_dropped = health.probe_dropped();
   h.owner = Utf8Prefix(health.owner(), kMaxRelayedNameBytes);
-  h.owner_none = h.owner == "none";
-  h.owner_dead = h.owner == "dead";
   h.raised_in_collective =
       health.exit_reason() == shm::v1::ExitReasonName(shm::v1::kExitCollectiveException);
   h.raised = h.raised_in_collective ||
@@ -946,7 +944,7 @@ void JobState::CheckStall(int64_t now_ns) {
     // slot or still hangs in its exit (a collective library's teardown can).
     live[r].raised = ranks_[r].raised;
     live[r].raised_in_collective = ranks_[r].raised_in_collective;
-    live[r].process_gone = ranks_[r].owner_dead || live[r].raised;
+    live[r].process_gone = ranks_[r].owner == "dead" || live[r].raised;
   }
   const std::optional<v1::Stall> event =
       stall_.Check(now_ns, std::max(aligner_.last_closed(), aligner_.newest_step()), live, paused_,

@@ -242,10 +242,6 @@ class JobState {
     uint64_t probe_intervals = 0, probe_dropped = 0;
     const char* layout_source = "";  // shm::v1::LayoutSourceName's, from the latest health
     std::string owner;
-    // owner == "none" / "dead", kept beside it: the stall check reads them for every rank
-    // twice a second under the job's lock (100,000 string compares each time).
-    bool owner_none = false;
-    bool owner_dead = false;
     // The latest health's exit_reason is "exception" or "collective_exception": its trainer
     // ended on an uncaught exception (gone mid-step, not finished; any other value the slot's
     // bytes may say is not taken); ..._in_collective: one a collective raised (a peer gone).
