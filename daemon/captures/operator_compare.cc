@@ -200,12 +200,13 @@ class FindingCollector {
                    double material)
       : stats_(stats), options_(options), material_(material) {}
 
-  // Late starts with a normal duration: follow the blame back through the predecessors to an
-  // operator that took longer (credited with a late follower) or to a predecessor that ended
-  // on time (the gap between them is a dependency finding).
+  // Late starts: follow the blame back through the predecessors to an operator that took
+  // longer (credited with a late follower) or to a predecessor that ended on time (the gap
+  // between them is a finding). An operator that is itself slower may also start late: its
+  // longer duration does not explain the time before it, so its start is traced too.
   void TraceLateStarts() {
     for (const auto& [path, s] : stats_) {
-      if (s.outlier || !LateStart(s)) continue;
+      if (!LateStart(s)) continue;
       // A child that starts late because its parent did is not a finding of its own; one that
       // starts materially later still than its parent is (the time went inside the parent).
       const std::string parent = ParentOf(path);

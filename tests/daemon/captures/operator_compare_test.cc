@@ -103,6 +103,22 @@ TEST_CASE("a gap inside a function that also started a little late is still its 
   for (const OperatorFinding& x : r.findings) CHECK(x.path != "nn.Module: Net");
 }
 
+// Seen in e2e_torch_operator_test (CI, 2026-11-29): the loader's aten::randn after the 8 ms
+// sleep was also 0.1 ms slower on the suspect (an outlier), so its late start went untraced and
+// the loader was named by inclusion, not by its own time.
+TEST_CASE("a gap before an operator that is itself slower is still the function's own time") {
+  const OperatorReport r = Compare({.mm_extra_us = 400, .gap_us = 3000});
+  REQUIRE(r.findings.size() >= 2);
+  const OperatorFinding& f = r.findings[0];
+  CHECK(f.path == "nn.Module: Net (own time between aten::relu and nn.Module: Head)");
+  CHECK(f.own_time);
+  CHECK(f.excess_ns == Approx(3e6).margin(50e3));
+  CHECK(r.findings[1].path == "nn.Module: Net > nn.Module: Head > aten::mm");
+  CHECK(r.findings[1].excess_ns == Approx(400e3).margin(30e3));
+  for (const OperatorFinding& x : r.findings) CHECK(x.path != "nn.Module: Net");
+  CHECK(r.explained_ns == Approx(3.4e6).margin(60e3));
+}
+
 TEST_CASE(
     "a late start after a predecessor that ended on time, outside any function: a dependency") {
   const OperatorReport r = Compare({.top_gap_us = 3000});
