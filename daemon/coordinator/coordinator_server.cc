@@ -469,7 +469,7 @@ void CoordinatorServer::FlushNodeLedger() {
 }
 
 void CoordinatorServer::UpdateGauges() {
-  node_metrics_->Update(ledger_->Nodes(), &drain_hook_.counters());
+  node_metrics_->Update(ledger_->Gauges(), &drain_hook_.counters());
   capture_metrics_->Update(capture_trigger_.counters(), capture_store_.counters(),
                            capture_reports_->counters());
   if (web_ != nullptr) web_metrics_->Update(web_->counters());

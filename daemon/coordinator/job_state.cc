@@ -106,6 +106,7 @@ JobState::JobState(std::string id, uint32_t generation, int32_t world_size, Stag
       history_({.max_steps = options_.history_steps,
                 .stage_count = static_cast<uint32_t>(schema_.size())}),
       ranks_(static_cast<size_t>(world_size)),
+      exits_(static_cast<size_t>(world_size)),
       detector_(schema_, {.warmup_steps = options_.engine.warmup_steps}),
       layouts_(static_cast<size_t>(world_size)),
       layouts_unknown_(world_size),
@@ -794,8 +795,7 @@ bool JobState::FinishedLocked(int32_t rank) const {
   // Its stub released the slot cleanly (owner "none", no exit reason: a trainer that ended on
   // an uncaught exception left mid-step) after reporting, and the sidecar read everything: it
   // will send nothing more, and is not missing for that.
-  const RankHealthState& h = ranks_[rank];
-  return h.owner == "none" && !h.raised && h.pending == 0 && aligner_.last_step(rank) >= 0;
+  return exits_[rank].released && aligner_.last_step(rank) >= 0;
 }
 
 const char* JobState::ConditionLocked(int32_t rank) const {
@@ -895,11 +895,14 @@ void JobState::UpdateStubHealth(const v1::SlotHealth& health, const std::string&
   h.probe_intervals = health.probe_intervals();
   h.probe_dropped = health.probe_dropped();
   h.owner = Utf8Prefix(health.owner(), kMaxRelayedNameBytes);
-  h.raised_in_collective =
-      health.exit_reason() == shm::v1::ExitReasonName(shm::v1::kExitCollectiveException);
-  h.raised = h.raised_in_collective ||
-             health.exit_reason() == shm::v1::ExitReasonName(shm::v1::kExitException);
   h.pending = health.pending();
+  RankExit& exit = exits_[health.rank()];
+  exit.raised_in_collective =
+      health.exit_reason() == shm::v1::ExitReasonName(shm::v1::kExitCollectiveException);
+  exit.raised = exit.raised_in_collective ||
+                health.exit_reason() == shm::v1::ExitReasonName(shm::v1::kExitException);
+  exit.dead = h.owner == "dead";
+  exit.released = h.owner == "none" && !exit.raised && h.pending == 0;
   h.last_error = Utf8Prefix(health.last_error(), kMaxRelayedErrorBytes);
   // A name from the sidecar: kept only if it is one the slot can say.
   h.layout_source =
@@ -942,9 +945,9 @@ void JobState::CheckStall(int64_t now_ns) {
     live[r].finished = FinishedLocked(r);
     // Ended on an uncaught exception: gone, as a killed process is, whether it released the
     // slot or still hangs in its exit (a collective library's teardown can).
-    live[r].raised = ranks_[r].raised;
-    live[r].raised_in_collective = ranks_[r].raised_in_collective;
-    live[r].process_gone = ranks_[r].owner == "dead" || live[r].raised;
+    live[r].raised = exits_[r].raised;
+    live[r].raised_in_collective = exits_[r].raised_in_collective;
+    live[r].process_gone = exits_[r].dead || live[r].raised;
   }
   const std::optional<v1::Stall> event =
       stall_.Check(now_ns, std::max(aligner_.last_closed(), aligner_.newest_step()), live, paused_,

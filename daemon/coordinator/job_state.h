@@ -242,17 +242,26 @@ class JobState {
     uint64_t probe_intervals = 0, probe_dropped = 0;
     const char* layout_source = "";  // shm::v1::LayoutSourceName's, from the latest health
     std::string owner;
-    // The latest health's exit_reason is "exception" or "collective_exception": its trainer
-    // ended on an uncaught exception (gone mid-step, not finished; any other value the slot's
-    // bytes may say is not taken); ..._in_collective: one a collective raised (a peer gone).
-    bool raised = false;
-    bool raised_in_collective = false;
     uint64_t pending = 0;  // records the sidecar has not read from the slot yet
     std::string last_error;
     std::string refused;      // why this rank's declaration was refused (NoteRefused)
     int8_t can_capture = -1;  // from the stub's health: 1 a capture handler, 0 none, -1 unknown
     std::string process;      // NoteOwner: "<node>#<owner generation>", "" before any
     bool restarted = false;   // declared from another process since its last steps
+  };
+
+  // How each rank's process ended, by its latest slot health (UpdateStubHealth, the only
+  // writer). Kept apart from RankHealthState (~350 bytes a rank) in 4 bytes: the stall check
+  // and the rank counts read it for every rank several times a second, and at 100,000 ranks a
+  // walk over RankHealthState missed the cache at every rank.
+  struct RankExit {
+    bool released = false;  // owner "none", not raised, nothing pending: said all it will say
+    bool dead = false;      // owner "dead": the process is gone
+    // exit_reason "exception" or "collective_exception": its trainer ended on an uncaught
+    // exception (gone mid-step, not finished; any other value the slot's bytes may say is not
+    // taken); ..._in_collective: one a collective raised (a peer gone).
+    bool raised = false;
+    bool raised_in_collective = false;
   };
 
   JobState(std::string id, uint32_t generation, int32_t world_size, StageSchema schema,
@@ -384,6 +393,7 @@ class JobState {
   int64_t verdict_seq_ ABSL_GUARDED_BY(mu_) = 0;
   std::string last_label_ ABSL_GUARDED_BY(mu_);
   std::vector<RankHealthState> ranks_ ABSL_GUARDED_BY(mu_);
+  std::vector<RankExit> exits_ ABSL_GUARDED_BY(mu_);  // by rank
   // The observers were told the job finished (OnJobFinished); reset when a rank comes back.
   bool finished_told_ ABSL_GUARDED_BY(mu_) = false;
   mutable int32_t unfinished_hint_ ABSL_GUARDED_BY(mu_) = 0;

@@ -267,6 +267,16 @@ NodeSummary NodeLedger::SummaryLocked(const std::string& name, const NodeState& 
   return out;
 }
 
+namespace {
+// Most wasted GPU-seconds first, then most hangs; ties keep their (name) order.
+template <typename Node>
+void SortByCost(std::vector<Node>* nodes) {
+  std::stable_sort(nodes->begin(), nodes->end(), [](const Node& a, const Node& b) {
+    return a.gpu_seconds != b.gpu_seconds ? a.gpu_seconds > b.gpu_seconds : a.hangs > b.hangs;
+  });
+}
+}  // namespace
+
 std::vector<NodeSummary> NodeLedger::Nodes() const {
   std::vector<NodeSummary> out;
   {
@@ -274,9 +284,24 @@ std::vector<NodeSummary> NodeLedger::Nodes() const {
     out.reserve(nodes_.size());
     for (const auto& [name, s] : nodes_) out.push_back(SummaryLocked(name, s));
   }
-  std::stable_sort(out.begin(), out.end(), [](const NodeSummary& a, const NodeSummary& b) {
-    return a.gpu_seconds != b.gpu_seconds ? a.gpu_seconds > b.gpu_seconds : a.hangs > b.hangs;
-  });
+  SortByCost(&out);
+  return out;
+}
+
+std::vector<NodeGauge> NodeLedger::Gauges() const {
+  std::vector<NodeGauge> out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    out.reserve(nodes_.size());
+    for (const auto& [name, s] : nodes_) {
+      out.push_back({.node = name,
+                     .cls = s.tracker.cls(),
+                     .gpu_seconds = s.gpu_seconds,
+                     .charged_windows = s.tracker.charged_windows(),
+                     .hangs = s.hangs});
+    }
+  }
+  SortByCost(&out);
   return out;
 }
 

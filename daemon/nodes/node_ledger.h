@@ -69,6 +69,15 @@ struct NodeSummary {
   std::string last_hang;        // "job J rank R stage S step N (hung)"
 };
 
+// What /metrics shows of a node (NodeMetrics): the few fields of NodeSummary it needs.
+struct NodeGauge {
+  std::string node;
+  NodeClass cls = NodeClass::kHealthy;
+  double gpu_seconds = 0;
+  int64_t charged_windows = 0;
+  int64_t hangs = 0;
+};
+
 struct NodeLedgerCounters {
   uint64_t windows = 0;            // recorded (replayed ones included)
   uint64_t duplicate_windows = 0;  // a job's window at or before its last recorded one
@@ -109,6 +118,9 @@ class NodeLedger : public VerdictObserver {
 
   // Every tracked node, most wasted GPU-seconds first (then most hangs, then by name).
   std::vector<NodeSummary> Nodes() const;
+  // The same nodes in the same order, only what the gauges show: a periodic update over tens of
+  // thousands of nodes does not copy their stages, jobs, hosts and hang texts each second.
+  std::vector<NodeGauge> Gauges() const;
   NodeLedgerCounters counters() const;
   void SetClassChange(ClassChange callback);
 

@@ -38,7 +38,7 @@ NodeMetrics::NodeMetrics(prometheus::Registry& r, size_t max_nodes) : max_nodes_
   for (size_t i = 0; i < drains_.size(); ++i) drains_[i] = &drains.Add({{"outcome", outcomes[i]}});
 }
 
-void NodeMetrics::Update(const std::vector<NodeSummary>& nodes, const DrainHookCounters* drains) {
+void NodeMetrics::Update(const std::vector<NodeGauge>& nodes, const DrainHookCounters* drains) {
   if (drains != nullptr) {
     const uint64_t v[] = {drains->dry_runs,          drains->succeeded,    drains->failed,
                           drains->timeouts,          drains->rate_limited, drains->refused_names,
@@ -47,7 +47,7 @@ void NodeMetrics::Update(const std::vector<NodeSummary>& nodes, const DrainHookC
   }
   std::array<double, 3> counts{};
   size_t shown = 0, dropped = 0;
-  for (const NodeSummary& n : nodes) {
+  for (const NodeGauge& n : nodes) {
     counts[static_cast<size_t>(n.cls)] += 1;
     if (n.charged_windows == 0) continue;
     auto it = series_.find(n.node);

@@ -2,7 +2,7 @@
 // and its charged windows, how many nodes are in each class, and what the drain hook did.
 //
 //   NodeMetrics metrics(registry, /*max_nodes=*/1000);
-//   metrics.Update(ledger.Nodes(), &hook.counters());   // from a periodic loop
+//   metrics.Update(ledger.Gauges(), &hook.counters());   // from a periodic loop
 //
 // Only nodes that were charged at least once get per-node series (the others cost nothing
 // to show), and at most `max_nodes` of them, most costly first; the rest are counted in
@@ -27,9 +27,9 @@ namespace stagefrontier {
 class NodeMetrics {
  public:
   NodeMetrics(prometheus::Registry& registry, size_t max_nodes);
-  // Sets every series from `nodes` (most costly first, as NodeLedger::Nodes returns them) and,
+  // Sets every series from `nodes` (most costly first, as NodeLedger::Gauges returns them) and,
   // if not null, the drain hook's outcomes.
-  void Update(const std::vector<NodeSummary>& nodes, const DrainHookCounters* drains);
+  void Update(const std::vector<NodeGauge>& nodes, const DrainHookCounters* drains);
 
  private:
   struct Series {

@@ -148,6 +148,15 @@ TEST_CASE("hangs count per node across stalls and jobs; a dead rank counts as de
   CHECK(n3->last_hang == "job job3 rank 5 between steps step 7 (dead)");
   CHECK(ledger->counters().hangs == 4);
   CHECK(ledger->counters().unattributed == 1);
+  // No GPU-seconds anywhere: most hangs first, in the summaries and the gauges alike.
+  REQUIRE(nodes.size() >= 2);
+  CHECK(nodes[0].node == "n0");
+  const std::vector<NodeGauge> gauges = ledger->Gauges();
+  REQUIRE(gauges.size() == nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    CHECK(gauges[i].node == nodes[i].node);
+    CHECK(gauges[i].hangs == nodes[i].hangs);
+  }
 }
 
 TEST_CASE("hangs survive a reopen, and a restored stall is not charged again") {

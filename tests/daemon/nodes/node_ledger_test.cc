@@ -85,6 +85,16 @@ TEST_CASE("a node slow in two jobs ranks first, chronic, with its GPU-seconds an
     CHECK(nodes[i].gpu_seconds == 0);
     CHECK(nodes[i].windows == 7);
   }
+  // The gauges' view: the same nodes, order and figures.
+  const std::vector<NodeGauge> gauges = ledger->Gauges();
+  REQUIRE(gauges.size() == nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    CHECK(gauges[i].node == nodes[i].node);
+    CHECK(gauges[i].cls == nodes[i].cls);
+    CHECK(gauges[i].gpu_seconds == nodes[i].gpu_seconds);
+    CHECK(gauges[i].charged_windows == nodes[i].charged_windows);
+    CHECK(gauges[i].hangs == nodes[i].hangs);
+  }
 }
 
 TEST_CASE("the ledger survives a restart: same figures, same classes, duplicates refused") {

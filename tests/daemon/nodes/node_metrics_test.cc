@@ -7,14 +7,8 @@
 namespace stagefrontier {
 namespace {
 
-NodeSummary Node(const std::string& name, double gpu_s, int64_t charged, NodeClass c) {
-  NodeSummary n;
-  n.node = name;
-  n.gpu_seconds = gpu_s;
-  n.charged_windows = charged;
-  n.windows = 10;
-  n.cls = c;
-  return n;
+NodeGauge Node(const std::string& name, double gpu_s, int64_t charged, NodeClass c) {
+  return {.node = name, .cls = c, .gpu_seconds = gpu_s, .charged_windows = charged};
 }
 
 std::string Exposition(prometheus::Registry& r) {
