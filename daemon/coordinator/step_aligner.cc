@@ -63,7 +63,7 @@ AlignOutcome StepAligner::Add(int32_t rank, int64_t step, const int64_t* duratio
     return AlignOutcome::kFarAhead;  // more open steps than a job is allowed to hold
   }
   if (it == pending_.end()) {
-    it = pending_.try_emplace(step).first;
+    it = pending_.try_emplace(step, std::exchange(spare_, Pending())).first;
     it->second.first_arrival_ns = now_ns;
     it->second.has.assign((static_cast<size_t>(world_size_) + 63) / 64, 0);
   }
@@ -167,6 +167,15 @@ StepInput StepAligner::Close(int64_t step) {
       }
     }
   }
+  // Emptied, its capacity kept for the next step (only its first_arrival_ns, present and
+  // captured are not containers: reset here, so a reused Pending starts as a fresh one).
+  p.ranks.clear();
+  p.durations.clear();
+  p.probe.clear();
+  p.first_arrival_ns = 0;
+  p.present = 0;
+  p.captured = false;
+  spare_ = std::move(p);
   return in;
 }
 

@@ -120,6 +120,10 @@ class StepAligner {
   uint32_t stage_count_;
   AlignerOptions options_;
   std::map<int64_t, Pending> pending_;
+  // The buffers of the last closed step, emptied, for the next step that opens: at 100,000
+  // ranks a step's buffers are megabytes, and growing fresh ones for every step re-copied and
+  // page-faulted them under the job's lock (memory: one step's buffers more than pending_).
+  Pending spare_;
   std::vector<RankState> state_;
   std::vector<int64_t> last_accepted_;
   std::vector<int64_t> claimed_;  // newest step each rank sent, kept or not

@@ -123,6 +123,29 @@ TEST_CASE("a job-wide jump in step numbers is followed") {
 namespace stagefrontier {
 namespace {
 
+// A step opened after a close takes the closed step's buffers: nothing of the old step shows.
+TEST_CASE("a step opened on a closed step's buffers starts empty") {
+  StepAligner a(3, 2, {.deadline_ns = 1'000, .max_pending_steps = 100});
+  const int64_t other[] = {7, 9};
+  for (int r : {2, 0, 1}) {
+    CHECK(a.Add(r, 0, kD, shm::v1::kRecordTraceCaptured, 0) == AlignOutcome::kAccepted);
+  }
+  REQUIRE(a.NextClosable(0).value() == 0);
+  CHECK(a.Close(0).ranks.size() == 3);
+  CHECK(a.Add(1, 1, other, 0, 500) == AlignOutcome::kAccepted);
+  CHECK(a.Add(1, 1, other, 0, 501) == AlignOutcome::kDuplicate);  // its own bit only
+  CHECK(a.oldest_first_arrival_ns() == 500);
+  CHECK(!a.NextClosable(1'499).has_value());  // not complete: 1 of 3
+  REQUIRE(a.NextClosable(1'500).value() == 1);
+  const StepInput in = a.Close(1);
+  CHECK_FALSE(in.captured);
+  REQUIRE(in.ranks.size() == 1);
+  CHECK(in.ranks[0].rank == 1);
+  CHECK(in.ranks[0].boundaries_ns == std::vector<int64_t>{0, 7, 16});
+  CHECK(a.rank_state(0) == RankState::kMissing);
+  CHECK(a.rank_state(2) == RankState::kMissing);
+}
+
 TEST_CASE("a step is captured when any rank's record was inside a profiler capture") {
   StepAligner a(2, 2, {.deadline_ns = 1'000, .max_pending_steps = 100});
   CHECK(a.Add(0, 0, kD, 0, 0) == AlignOutcome::kAccepted);
