@@ -248,6 +248,7 @@ bool IngestStream::OnHello(const v1::Hello& hello) {
   l->set_step_deadline_ms(deps_.terms.step_deadline_ns / kMs);
   l->set_stall_after_ms(deps_.terms.stall_after_ns / kMs);
   l->set_window_steps(deps_.terms.window_steps);
+  l->set_batch_health(true);
   return Send(limits);
 }
 
@@ -370,6 +371,9 @@ bool IngestStream::OnBatch(const v1::StepBatch& batch) {
   v1::CoordinatorMessage reply;
   v1::BatchAck* ack = reply.mutable_ack();
   ack->set_batch_seq(batch.batch_seq());
+  // Health riding the batch is taken as if it came right before it: a new rank's (whether its
+  // trainer can capture) is held until the declaration below, as a Health message's is.
+  if (batch.has_health()) OnHealth(batch.health());
   std::vector<v1::ControlRequest> to_send;
   for (const v1::RankDeclaration& d : batch.declarations()) {
     if (!OnDeclaration(d, ack, &to_send)) return false;

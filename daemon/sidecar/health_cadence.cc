@@ -27,6 +27,14 @@ int64_t HealthCadence::NextNs(bool stage_open_long, bool news, bool urgent) cons
   return std::min(last_any_ns_ + options_.quiet_after_ns, last_health_ns_ + options_.max_gap_ns);
 }
 
+bool HealthCadence::RidesBatch(int64_t now_ns, int64_t next_batch_within_ns, bool stage_open_long,
+                               bool news, bool urgent) const {
+  HealthCadence after = *this;
+  after.Sent(now_ns, /*health=*/false);  // the batch itself
+  const int64_t due = after.NextNs(stage_open_long, news, urgent);
+  return due != INT64_MAX && due - now_ns <= next_batch_within_ns;
+}
+
 HealthCadenceOptions CadenceFor(const HealthCadenceOptions& configured,
                                 const v1::StreamLimits* limits) {
   HealthCadenceOptions cap = kPredatingCoordinator;

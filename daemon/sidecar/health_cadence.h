@@ -24,6 +24,9 @@
 //   cadence.Start(now);                      // the stream opened
 //   if (cadence.Due(now, stage_open_long, news)) { send_health(); cadence.Sent(now, true); }
 //   ... a batch went out: cadence.Sent(now, false);
+//   ... or health rode it (a coordinator that reads StepBatch.health):
+//   if (cadence.RidesBatch(now, hold_ns, stage_open_long, news)) { fill batch.health; Sent(now,
+//   true); }
 #ifndef STAGEFRONTIER_DAEMON_SIDECAR_HEALTH_CADENCE_H_
 #define STAGEFRONTIER_DAEMON_SIDECAR_HEALTH_CADENCE_H_
 
@@ -80,6 +83,12 @@ class HealthCadence {
   }
   // When health is next due (for a caller that sleeps until then).
   int64_t NextNs(bool stage_open_long, bool news = false, bool urgent = false) const;
+  // Whether health should ride a batch going out at `now_ns` (StepBatch.health) instead of
+  // going alone before the next batch, which may take up to `next_batch_within_ns`: it comes
+  // due by then, counting the batch as the sign of life it is. Riding only sends health
+  // earlier than due, never later.
+  bool RidesBatch(int64_t now_ns, int64_t next_batch_within_ns, bool stage_open_long,
+                  bool news = false, bool urgent = false) const;
 
  private:
   HealthCadenceOptions options_;

@@ -191,7 +191,10 @@ void IngestStreamer::SendLoop(Connection& c) {
     // slot, possibly before the regular report), but at most every 100 ms: a hostile slot can
     // change it at every poll.
     c.capture_news = drainer_->CaptureAnswersChanged() || c.capture_news;
-    if ((c.health.Due(Ns(now), c.stage_open_long, c.health_news, c.capture_news) || open_passed) &&
+    // (An open stage that just passed the threshold: its health may have ridden the batch
+    // forced out above.)
+    if ((c.health.Due(Ns(now), c.stage_open_long, c.health_news, c.capture_news) ||
+         (open_passed && c.health_at != now)) &&
         !SendHealth(c, now)) {
       break;
     }
@@ -242,6 +245,7 @@ void IngestStreamer::OnAck(Connection& c, const v1::BatchAck& ack) {
 void IngestStreamer::OnLimits(Connection& c, const v1::StreamLimits* limits) {
   if (c.limits_known) return;  // said once per stream; a second is ignored
   c.limits_known = true;
+  c.batch_health = limits != nullptr && limits->batch_health();
   const HealthCadenceOptions& want = options_.health;
   const HealthCadenceOptions got = CadenceFor(want, limits);
   c.health.set_options(got);
@@ -294,22 +298,35 @@ bool IngestStreamer::OnControl(Connection& c, const v1::ControlRequest& request)
   return c.stream->Write(reply);
 }
 
+void IngestStreamer::TakeHealth(Connection& c, Clock::time_point now, v1::Health* out) {
+  drainer_->FillHealth(out);
+  c.health.Sent(Ns(now), /*health=*/true);
+  c.health_at = now;
+  c.health_sent = HealthNews(*out);
+  c.health_news = false;
+  c.capture_news = false;
+}
+
 bool IngestStreamer::SendHealth(Connection& c, Clock::time_point now) {
   v1::SidecarMessage h;
-  drainer_->FillHealth(h.mutable_health());
-  c.health.Sent(Ns(now), /*health=*/true);
   // A node without ranks (between jobs) has nothing to report, but must not stay silent past
   // the coordinator's idle timeout (it would end the stream, log it and count it every
   // minute): an empty report at the max gap.
   const bool keepalive =
       now - c.last_write >= std::chrono::nanoseconds(c.health.options().max_gap_ns);
+  TakeHealth(c, now, h.mutable_health());
   const bool write = h.health().slots_size() > 0 || keepalive;
   const bool ok = !write || c.stream->Write(h);
-  if (write) c.last_write = now;
-  c.health_sent = HealthNews(std::move(*h.mutable_health()));
-  c.health_news = false;
-  c.capture_news = false;
+  if (write) {
+    c.last_write = now;
+    ++counters_.health_sent;
+  }
   return ok;
+}
+
+int64_t IngestStreamer::NextBatchWithinNs() const {
+  if (options_.batch_delay == StreamerOptions::kAutoBatching) return hold_.HoldNs();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(options_.batch_delay).count();
 }
 
 size_t IngestStreamer::DrainIntoPending(Connection& c, Clock::time_point now) {
@@ -352,7 +369,17 @@ bool IngestStreamer::SendPendingIfDue(Connection& c, Clock::time_point now, bool
   // until the declaration and so has it when this very batch closes the job's first window.
   // Sent behind the batch, it came too late whenever the sidecar found a segment with a
   // window's steps already written ("cannot capture" on a capable rank).
-  if (c.pending.batch().declarations_size() > 0 && !SendHealth(c, now)) return false;
+  // To a coordinator that reads StepBatch.health, that health rides the batch, and so does
+  // health that would come due before the next batch (a message fewer: issue 33).
+  const bool declares = c.pending.batch().declarations_size() > 0;
+  if (c.batch_health &&
+      (declares || c.health.RidesBatch(Ns(now), NextBatchWithinNs(), c.stage_open_long,
+                                       c.health_news, c.capture_news))) {
+    TakeHealth(c, now, c.pending.mutable_batch()->mutable_health());
+    ++counters_.health_riding;
+  } else if (declares && !SendHealth(c, now)) {
+    return false;
+  }
   if (!c.stream->Write(c.pending)) return false;
   c.last_write = now;
   c.health.Sent(Ns(now), /*health=*/false);

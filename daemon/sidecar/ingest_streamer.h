@@ -80,6 +80,8 @@ struct StreamerCounters {
   std::atomic<uint64_t> rejections{0};              // per-rank refusals in acknowledgements
   std::atomic<uint64_t> records_refused{0};         // records those refusals dropped
   std::atomic<uint64_t> records_dropped_poison{0};  // single records whose batch kept failing
+  std::atomic<uint64_t> health_sent{0};             // Health messages written
+  std::atomic<uint64_t> health_riding{0};           // health that rode a batch instead
 };
 
 class IngestStreamer {
@@ -130,6 +132,8 @@ class IngestStreamer {
     std::string health_sent;
     bool health_news = false;
     bool capture_news = false;  // a capture answer changed since the last health sent
+    bool batch_health = false;  // the coordinator reads StepBatch.health (StreamLimits)
+    Clock::time_point health_at{};  // when health last went (alone or riding a batch)
     std::chrono::milliseconds poll{0};
     Clock::time_point stop_deadline{};
     // The batch being filled (batch_delay): drained, not yet sent. Dropped with the stream;
@@ -158,6 +162,11 @@ class IngestStreamer {
   bool OnControl(Connection& c, const v1::ControlRequest& request);
   // Every slot's health, now. False when the stream broke.
   bool SendHealth(Connection& c, Clock::time_point now);
+  // Fills `out` with every slot's health and counts it sent at `now` (cadence, news).
+  void TakeHealth(Connection& c, Clock::time_point now, v1::Health* out);
+  // The longest the next batch may take to go after this one (the hold): health that comes
+  // due sooner rides this one (HealthCadence::RidesBatch).
+  int64_t NextBatchWithinNs() const;
   // Drains what fits into the pending batch; returns the records drained.
   size_t DrainIntoPending(Connection& c, Clock::time_point now);
   // Sends the pending batch when due (now, with `force`); false when the stream broke.

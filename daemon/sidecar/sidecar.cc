@@ -110,11 +110,12 @@ void Sidecar::LogCounters() const {
     if (!lane.streamer) continue;
     const StreamerCounters& c = lane.streamer->counters();
     spdlog::info(
-        "sidecar stopped ({}): {} records sent, {} acknowledged, {} refused by the coordinator, "
-        "{} dropped as never acceptable; {} segments quarantined, {} reader errors",
-        lane.what, c.records_sent.load(), c.records_acked.load(), c.records_refused.load(),
-        c.records_dropped_poison.load(), lane.drainer->quarantined(),
-        lane.drainer->reader_errors());
+        "sidecar stopped ({}): {} records sent in {} batches, {} acknowledged, {} refused by the "
+        "coordinator, {} dropped as never acceptable; health {} times alone, {} riding a batch; "
+        "{} segments quarantined, {} reader errors",
+        lane.what, c.records_sent.load(), c.batches_sent.load(), c.records_acked.load(),
+        c.records_refused.load(), c.records_dropped_poison.load(), c.health_sent.load(),
+        c.health_riding.load(), lane.drainer->quarantined(), lane.drainer->reader_errors());
   }
   if (uploader_ == nullptr) return;
   const CaptureUploader::Counters& uc = uploader_->counters();

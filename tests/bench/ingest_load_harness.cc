@@ -116,6 +116,7 @@ struct Shared {
   std::atomic<int64_t> duplicates;          // ... as already received (another stream's ranks)
   std::atomic<int64_t> batches;             // step batches acknowledged
   std::atomic<int64_t> health;              // health messages queued (sidecar batching)
+  std::atomic<int64_t> health_riding;       // health that rode a batch (StepBatch.health)
   std::atomic<int64_t> send_start_ns;       // when step 0 starts (set before phase 2)
   std::atomic<int64_t> sent_ns[kMaxSteps];  // latest hand-off of step s by any node
 };
@@ -298,6 +299,13 @@ class NodeStream final
         for (int64_t st = from; st <= to; ++st) FetchMax(shared_->sent_ns[st], now_ns);
         sent_[static_cast<size_t>(r)] = to;
       }
+      // As a sidecar does (ingest_streamer.cc SendPendingIfDue): health due before the next
+      // batch rides this one, to a coordinator that reads it.
+      if (cadence && batch_health_ && cadence_.RidesBatch(now_ns, hold_.HoldNs(), false)) {
+        *b->mutable_health() = std::move(*HealthMessage(now_ns).mutable_health());
+        cadence_.Sent(now_ns, /*health=*/true);
+        shared_->health_riding.fetch_add(1, std::memory_order_relaxed);
+      }
       QueueLocked(std::move(m), now_ns);
       hold_.Sent(now_ns);
       cadence_.Sent(now_ns, /*health=*/false);
@@ -375,6 +383,7 @@ class NodeStream final
       std::lock_guard<std::mutex> lock(mu_);
       cadence_.set_options(CadenceFor({}, &in_.limits()));
       hold_.set_options(HoldFor({}, &in_.limits()));
+      batch_health_ = in_.limits().batch_health();
     }
     if (in_.has_ack()) {
       const v1::BatchAck& a = in_.ack();
@@ -434,6 +443,7 @@ class NodeStream final
   std::atomic<int64_t> next_due_ns_{0};
   int64_t next_health_ns_ = 0;  // with sidecar batching: when the node's next health goes
   HealthCadence cadence_;       // with sidecar batching and --health-every-ms unset
+  bool batch_health_ = false;   // the coordinator reads StepBatch.health (its StreamLimits)
   bool cadence_started_ = false;
   bool writing_ = false;
   bool opened_ = false;
@@ -763,8 +773,9 @@ int main(int argc, char** argv) {
       static_cast<long long>(shared->duplicates.load()),
       static_cast<long long>(shared->batches.load()), accepted / send_s / 1e6);
   if (o.sidecar_batching) {
-    std::printf("health messages: %lld (%.0f a second)\n",
-                static_cast<long long>(shared->health.load()), shared->health.load() / send_s);
+    std::printf("health messages: %lld (%.0f a second); health riding batches: %lld\n",
+                static_cast<long long>(shared->health.load()), shared->health.load() / send_s,
+                static_cast<long long>(shared->health_riding.load()));
   }
   std::printf(
       "coordinator CPU %.2f s (%.0f%% of one core): %.3f M rank-steps per coordinator "

@@ -3,7 +3,7 @@
 # several steps per message (far fewer batches than steps reach the coordinator), and nothing is
 # lost or late for it: every step is accounted complete and the verdicts come. No health goes
 # between batches while the ranks step (health_cadence.h: the batches are the sidecar's sign of
-# life). A sidecar stopped while it holds records (--batch-delay-ms 10000) sends them before
+# life), and health that goes with a batch rides in it. A sidecar stopped while it holds records (--batch-delay-ms 10000) sends them before
 # it exits. Neither the coordinator nor the sidecar probes HTTP/2 bandwidth (a PING round trip
 # every few messages: 16 points of a core at 12,500 sidecars) unless --http2-bdp-probe asks.
 set -euo pipefail
@@ -72,6 +72,12 @@ probes() { grep -c 'bdp\[.*:sched' "$1" || true; }
 echo "== a sidecar stopped while it holds records sends them first"
 kill -TERM "$SF_SIDECAR_PID_node0"
 wait "$SF_SIDECAR_PID_node0" || true
+# Health rode the batches that declared each job's ranks (StepBatch.health: this coordinator
+# says batch_health) instead of going as messages of their own.
+stopped=$(grep 'sidecar stopped' "$SF_WORK/sidecar-node0.log" || true)
+echo "$stopped"
+grep -qE 'health [0-9]+ times alone, [1-9][0-9]* riding a batch' <<<"$stopped" \
+  || sf_fail "no health rode a batch: $stopped"
 sf_start_sidecar node0 --batch-delay-ms 10000
 sf_run_trainers held 4 1 30 --seed 3 || sf_fail "trainers of job held"
 sleep 1

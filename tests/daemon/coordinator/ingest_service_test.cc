@@ -766,6 +766,7 @@ TEST_CASE("after the Hello, before any ack: the stream's limits") {
   CHECK(first.limits().step_deadline_ms() == 7000);
   CHECK(first.limits().stall_after_ms() == 6000);
   CHECK(first.limits().window_steps() == 40);
+  CHECK(first.limits().batch_health());  // health may ride a batch (StepBatch.health)
   v1::CoordinatorMessage second;
   REQUIRE(s.rw->Read(&second));
   CHECK(second.has_ack());
@@ -875,7 +876,10 @@ struct CaptureAbilityObserver : VerdictObserver {
 // Regression (CI, session 10): a sidecar that found a segment late sent the batch declaring its
 // ranks with a whole window of steps; the window closed before the health behind it arrived, and
 // the first capture decision read "cannot capture" for capable ranks.
+// Alone before the batch that declares the job, or riding it (StepBatch.health): the same.
 TEST_CASE("health sent before its job is declared counts at the job's first window") {
+  const bool riding = GENERATE(false, true);
+  CAPTURE(riding);
   CaptureAbilityObserver observer;
   Server server({}, &observer, /*window_steps=*/10);
   Stream s(server);
@@ -887,8 +891,12 @@ TEST_CASE("health sent before its job is declared counts at the job's first wind
     h->set_rank(rank);
     h->set_capture_handler(rank == 1);
   }
-  REQUIRE(s.rw->Write(health));
   v1::StepBatch b;
+  if (riding) {
+    *b.mutable_health() = health.health();
+  } else {
+    REQUIRE(s.rw->Write(health));
+  }
   for (int rank = 0; rank < 2; ++rank) {
     Declare(&b, rank, "early", /*world=*/2);
     AddSteps(&b, rank, 0, 29, "early");

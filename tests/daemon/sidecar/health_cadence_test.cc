@@ -58,6 +58,41 @@ TEST_CASE("batches every 8 s: no health between them, one every 30 s") {
         std::vector<int64_t>{0, 2 * kS + kHalf, 6 * kS + kHalf, 10 * kS + kHalf});
 }
 
+// Health that comes due before the next batch rides this one (StepBatch.health, issue 33):
+// 1 step/s, 8 steps per message, the 9 s hold: a health every 24 s riding a batch, none alone.
+TEST_CASE("batches every 8 s, health riding them: no health message alone") {
+  HealthCadence c;
+  c.Start(0);
+  c.Sent(0, true);
+  std::vector<int64_t> alone, riding;
+  for (int64_t t = 10 * kMs; t <= 65 * kS; t += 10 * kMs) {
+    if (c.Due(t, false)) {
+      alone.push_back(t);
+      c.Sent(t, true);
+    }
+    if (t % (8 * kS) != 0) continue;
+    if (c.RidesBatch(t, 9 * kS, false)) {
+      riding.push_back(t);
+      c.Sent(t, true);
+    }
+    c.Sent(t, false);
+  }
+  CHECK(alone.empty());
+  CHECK(riding == std::vector<int64_t>{24 * kS, 48 * kS});
+  // Riding never comes later than due: at 40 s the health of 24 s is due at 54 s, past the
+  // next batch's reach (49 s); at 48 s it would be due before the next batch (57 s).
+  HealthCadence d;
+  d.Start(0);
+  d.Sent(24 * kS, true);
+  CHECK_FALSE(d.RidesBatch(40 * kS, 9 * kS, false));
+  CHECK(d.RidesBatch(48 * kS, 9 * kS, false));
+  // A stall forming (every second) or news: health rides every batch.
+  CHECK(d.RidesBatch(25 * kS, 9 * kS, true));
+  CHECK(d.RidesBatch(25 * kS, 9 * kS, false, /*news=*/true));
+  // No stream yet: nothing rides.
+  CHECK_FALSE(HealthCadence().RidesBatch(kS, 9 * kS, true));
+}
+
 TEST_CASE("no batches: health every 9.5 s") {
   const std::vector<int64_t> sent = Run(20 * kS, 0, false);
   CHECK(sent == std::vector<int64_t>{0, 9500 * kMs, 19 * kS});
