@@ -368,79 +368,83 @@ bool IngestStream::DeclareAgain(const std::pair<std::string, int32_t>& key, int6
 
 bool IngestStream::OnBatch(const v1::StepBatch& batch) {
   deps_.metrics->ingest_batches().Increment();
-  v1::CoordinatorMessage reply;
-  v1::BatchAck* ack = reply.mutable_ack();
-  ack->set_batch_seq(batch.batch_seq());
+  v1::CoordinatorMessage message;
+  BatchReply reply;
+  reply.ack = message.mutable_ack();
+  reply.ack->set_batch_seq(batch.batch_seq());
   // Health riding the batch is taken as if it came right before it: a new rank's (whether its
   // trainer can capture) is held until the declaration below, as a Health message's is.
   if (batch.has_health()) OnHealth(batch.health());
-  std::vector<v1::ControlRequest> to_send;
   for (const v1::RankDeclaration& d : batch.declarations()) {
-    if (!OnDeclaration(d, ack, &to_send)) return false;
+    if (!OnDeclaration(d, reply.ack, &reply.to_send)) return false;
   }
-  std::set<JobState*> touched;
-  std::vector<std::shared_ptr<JobState>> touched_jobs;
   const int64_t now = shm::MonotonicNowNs();
   for (const v1::RankSteps& rs : batch.steps()) {
-    auto it = declared_.find({rs.job(), rs.rank()});
-    if (it == declared_.end()) {
-      Reject(
-          ack, rs.job(), rs.rank(),
-          absl::FailedPreconditionError(absl::StrCat("job ", LogSafe(rs.job()), " rank ", rs.rank(),
-                                                     " was not declared on this stream")),
-          rs.count());
-      continue;
-    }
-    if (IsNoRoom(it->second.status)) {
-      bool ended = false;
-      const auto key = it->first;
-      DeclareAgain(key, now, &to_send, &ended);
-      if (ended) return false;
-      it = declared_.find(key);  // still there: refusals and their jobs' entries stay
-    }
-    if (!it->second.status.ok()) {
-      Reject(ack, rs.job(), rs.rank(), it->second.status, rs.count());
-      if (it->second.refused_by != nullptr) {
-        it->second.refused_by->NoteRefused(rs.rank(), node_, it->second.status.message(),
-                                           rs.count());
-      }
-      continue;
-    }
-    absl::StatusOr<IngestCounts> c = it->second.job->Ingest(rs, node_, now, id_);
-    if (c.ok() && c->new_run) {
-      std::optional<absl::StatusOr<IngestCounts>> next = FollowNewRun(it->second, rs, *c, now);
-      if (!next) return false;
-      c = *std::move(next);
-    }
-    if (!c.ok()) {
-      // Malformed records of one rank are refused in the ack and dropped by the sidecar; the
-      // stream goes on (ending it made the sidecar re-send the same batch forever).
-      Reject(ack, rs.job(), rs.rank(), c.status(), rs.count());
-      continue;
-    }
-    if (c->far_ahead > 0) {
-      Reject(ack, rs.job(), rs.rank(),
-             absl::OutOfRangeError(absl::StrCat(
-                 "job ", rs.job(), " rank ", rs.rank(), ": ", c->far_ahead, " records from step ",
-                 c->far_ahead_step, " lie implausibly far ahead of the job (at step ", c->job_step,
-                 "): refused as corrupt step numbers")),
-             c->far_ahead);
-    }
-    if (c->selftest_marked > 0 && deps_.self_tests != nullptr) {
-      deps_.self_tests->OnMarkedSteps(rs.job(), rs.rank(), c->selftest_marked);
-    }
-    ack->set_accepted(ack->accepted() + c->accepted);
-    ack->set_duplicates(ack->duplicates() + c->duplicates);
-    ack->set_late(ack->late() + c->late);
-    if (touched.insert(it->second.job.get()).second) touched_jobs.push_back(it->second.job);
+    if (!OnRankSteps(rs, now, &reply)) return false;
   }
   // Account what is complete now; acknowledge once durable (group commit, off this thread).
-  for (const auto& job : touched_jobs) job->CloseDue(now);
-  deps_.acker->Enqueue(session_, std::move(reply), std::move(touched_jobs));
-  for (const v1::ControlRequest& c : to_send) {
+  for (const auto& job : reply.touched_jobs) job->CloseDue(now);
+  deps_.acker->Enqueue(session_, std::move(message), std::move(reply.touched_jobs));
+  for (const v1::ControlRequest& c : reply.to_send) {
     v1::CoordinatorMessage m;
     *m.mutable_control() = c;
     if (!Send(m)) return false;
+  }
+  return true;
+}
+
+bool IngestStream::OnRankSteps(const v1::RankSteps& rs, int64_t now, BatchReply* reply) {
+  v1::BatchAck* ack = reply->ack;
+  auto it = declared_.find({rs.job(), rs.rank()});
+  if (it == declared_.end()) {
+    Reject(ack, rs.job(), rs.rank(),
+           absl::FailedPreconditionError(absl::StrCat(
+               "job ", LogSafe(rs.job()), " rank ", rs.rank(), " was not declared on this stream")),
+           rs.count());
+    return true;
+  }
+  if (IsNoRoom(it->second.status)) {
+    bool ended = false;
+    const auto key = it->first;
+    DeclareAgain(key, now, &reply->to_send, &ended);
+    if (ended) return false;
+    it = declared_.find(key);  // still there: refusals and their jobs' entries stay
+  }
+  if (!it->second.status.ok()) {
+    Reject(ack, rs.job(), rs.rank(), it->second.status, rs.count());
+    if (it->second.refused_by != nullptr) {
+      it->second.refused_by->NoteRefused(rs.rank(), node_, it->second.status.message(), rs.count());
+    }
+    return true;
+  }
+  absl::StatusOr<IngestCounts> c = it->second.job->Ingest(rs, node_, now, id_);
+  if (c.ok() && c->new_run) {
+    std::optional<absl::StatusOr<IngestCounts>> next = FollowNewRun(it->second, rs, *c, now);
+    if (!next) return false;
+    c = *std::move(next);
+  }
+  if (!c.ok()) {
+    // Malformed records of one rank are refused in the ack and dropped by the sidecar; the
+    // stream goes on (ending it made the sidecar re-send the same batch forever).
+    Reject(ack, rs.job(), rs.rank(), c.status(), rs.count());
+    return true;
+  }
+  if (c->far_ahead > 0) {
+    Reject(ack, rs.job(), rs.rank(),
+           absl::OutOfRangeError(absl::StrCat(
+               "job ", rs.job(), " rank ", rs.rank(), ": ", c->far_ahead, " records from step ",
+               c->far_ahead_step, " lie implausibly far ahead of the job (at step ", c->job_step,
+               "): refused as corrupt step numbers")),
+           c->far_ahead);
+  }
+  if (c->selftest_marked > 0 && deps_.self_tests != nullptr) {
+    deps_.self_tests->OnMarkedSteps(rs.job(), rs.rank(), c->selftest_marked);
+  }
+  ack->set_accepted(ack->accepted() + c->accepted);
+  ack->set_duplicates(ack->duplicates() + c->duplicates);
+  ack->set_late(ack->late() + c->late);
+  if (reply->touched.insert(it->second.job.get()).second) {
+    reply->touched_jobs.push_back(it->second.job);
   }
   return true;
 }

@@ -117,6 +117,16 @@ class IngestStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
   // Message handlers; false when the stream ended.
   bool OnHello(const v1::Hello& hello);
   bool OnBatch(const v1::StepBatch& batch);
+  // What a batch's RankSteps produce: the ack's counts and refusals, control requests to
+  // send after it, and the jobs whose steps may close now (each once, in first-touch order).
+  struct BatchReply {
+    v1::BatchAck* ack = nullptr;
+    std::vector<v1::ControlRequest> to_send;
+    std::set<JobState*> touched;
+    std::vector<std::shared_ptr<JobState>> touched_jobs;
+  };
+  // One rank's steps of a batch into its job; false when the stream ended.
+  bool OnRankSteps(const v1::RankSteps& rs, int64_t now, BatchReply* reply);
   // One declaration of a batch: the job (created on first sight), the rank's process noted,
   // the session bound; false when the stream ended (storage unavailable). `again`: a
   // declaration refused for want of room (IsNoRoom), tried again: a refusal is not logged.
