@@ -9,11 +9,11 @@
 // Per call path, the suspect's mean time per step is compared with the references' per-step
 // times (median and MAD, pooled over ranks and steps): beyond `outlier_scales` robust scales
 // and material, it is a duration outlier. A waiting operator (a collective, a wait, a
-// synchronize) that is an outlier waited for someone else: a victim. An operator that takes
-// its normal time but starts late passes the blame to the operator that ran before it under
-// the same parent; when that one ended on time, the gap between them (time in no profiled
-// operator: Python code, a sleep, a lock) is the finding, a dependency edge. Late starts whose
-// blame ends at a culprit are folded into it.
+// synchronize) that is an outlier waited for someone else: a victim. An operator that starts
+// late (whether or not it also took longer: its duration does not explain the time before it)
+// passes the blame to the operator that ran before it under the same parent; when that one ended on
+// time, the gap between them (time in no profiled operator: Python code, a sleep, a lock) is the
+// finding, a dependency edge. Late starts whose blame ends at a culprit are folded into it.
 #ifndef STAGEFRONTIER_DAEMON_CAPTURES_OPERATOR_COMPARE_H_
 #define STAGEFRONTIER_DAEMON_CAPTURES_OPERATOR_COMPARE_H_
 

@@ -84,9 +84,9 @@ class HealthCadence {
   // When health is next due (for a caller that sleeps until then).
   int64_t NextNs(bool stage_open_long, bool news = false, bool urgent = false) const;
   // Whether health should ride a batch going out at `now_ns` (StepBatch.health) instead of
-  // going alone before the next batch, which may take up to `next_batch_within_ns`: it comes
-  // due by then, counting the batch as the sign of life it is. Riding only sends health
-  // earlier than due, never later.
+  // going alone before the next batch, expected within `next_batch_within_ns` (the hold): it
+  // comes due by then, counting the batch as the sign of life it is. Riding only sends health
+  // earlier than due, never later; a next batch that comes later leaves health to Due().
   bool RidesBatch(int64_t now_ns, int64_t next_batch_within_ns, bool stage_open_long,
                   bool news = false, bool urgent = false) const;
 

@@ -375,8 +375,13 @@ bool IngestStreamer::SendPendingIfDue(Connection& c, Clock::time_point now, bool
   if (c.batch_health &&
       (declares || c.health.RidesBatch(Ns(now), NextBatchWithinNs(), c.stage_open_long,
                                        c.health_news, c.capture_news))) {
-    TakeHealth(c, now, c.pending.mutable_batch()->mutable_health());
-    ++counters_.health_riding;
+    v1::StepBatch* batch = c.pending.mutable_batch();
+    TakeHealth(c, now, batch->mutable_health());
+    if (batch->health().slots_size() > 0) {
+      ++counters_.health_riding;
+    } else {
+      batch->clear_health();  // no slot claimed (a batch of commits only): nothing to say
+    }
   } else if (declares && !SendHealth(c, now)) {
     return false;
   }

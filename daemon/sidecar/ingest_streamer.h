@@ -164,8 +164,9 @@ class IngestStreamer {
   bool SendHealth(Connection& c, Clock::time_point now);
   // Fills `out` with every slot's health and counts it sent at `now` (cadence, news).
   void TakeHealth(Connection& c, Clock::time_point now, v1::Health* out);
-  // The longest the next batch may take to go after this one (the hold): health that comes
-  // due sooner rides this one (HealthCadence::RidesBatch).
+  // How long the next batch is expected to take after this one: the hold (BatchHold::HoldNs,
+  // or batch_delay). Health that comes due sooner rides this one (HealthCadence::RidesBatch);
+  // a next batch that comes later (the ranks slowed or stopped) leaves health to the cadence.
   int64_t NextBatchWithinNs() const;
   // Drains what fits into the pending batch; returns the records drained.
   size_t DrainIntoPending(Connection& c, Clock::time_point now);
