@@ -17,6 +17,7 @@
 
 #include "shm/ring_writer.h"
 #include "shm/slot_ownership.h"
+#include "tests/daemon/sidecar/test_segment.h"
 
 namespace stagefrontier {
 namespace {
@@ -99,19 +100,9 @@ std::vector<v1::SidecarMessage> RunOnce(bool batch_health, StreamerCounters* cou
   }
   CHECK(limits_taken);
 
-  shm::SegmentOptions so;
-  so.dir = dir;
-  so.job_id = "jobx";
-  so.slot_count = 1;
-  so.ring_capacity = 16;
-  auto seg = shm::MappedSegment::OpenOrCreate(so);
+  auto seg = NewSegment(dir, "jobx", 1);
   REQUIRE(seg.ok());
-  shm::SlotIdentity id;
-  id.rank = 0;
-  id.world_size = 1;
-  id.local_world_size = 1;
-  id.stages = {{"data", 0}, {"fwd", 1}, {"sync", 2}};
-  REQUIRE(shm::ClaimSlot((*seg)->view(), 0, id).ok());
+  REQUIRE(shm::ClaimSlot((*seg)->view(), 0, ThreeStages(0, 1, 1)).ok());
   shm::RingWriter w((*seg)->view(), 0);
   for (int s = 0; s < 10; ++s) {
     const int64_t b[] = {1000, 2000, 3000, 3500};

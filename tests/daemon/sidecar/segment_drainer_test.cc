@@ -20,33 +20,17 @@
 #include "shm/probe_ring_writer.h"
 #include "shm/ring_writer.h"
 #include "shm/slot_ownership.h"
+#include "tests/daemon/sidecar/test_segment.h"
 
 namespace stagefrontier {
 namespace {
-
-// A segment of `slots` slots of 16 records for `job` in `dir`.
-absl::StatusOr<std::unique_ptr<shm::MappedSegment>> NewSegment(const std::string& dir,
-                                                               const std::string& job,
-                                                               uint32_t slots) {
-  shm::SegmentOptions so;
-  so.dir = dir;
-  so.job_id = job;
-  so.slot_count = slots;
-  so.ring_capacity = 16;
-  return shm::MappedSegment::OpenOrCreate(so);
-}
 
 TEST_CASE("drain, read ahead, commit on ack, rewind, control") {
   char tmpl[] = "/tmp/sf_drainer_XXXXXX";
   const std::string dir = mkdtemp(tmpl);
   auto seg = NewSegment(dir, "jobx", 2);
   REQUIRE(seg.ok());
-  shm::SlotIdentity id;
-  id.rank = 5;
-  id.world_size = 8;
-  id.local_world_size = 2;
-  id.stages = {{"data", 0}, {"fwd", 1}, {"sync", 2}};
-  REQUIRE(shm::ClaimSlot((*seg)->view(), 1, id).ok());
+  REQUIRE(shm::ClaimSlot((*seg)->view(), 1, ThreeStages(5, 8, 2)).ok());
   shm::RingWriter w((*seg)->view(), 1);
   for (int s = 0; s < 10; ++s) {
     const int64_t b[] = {1000, 1000 + 10 * s, 3000, 3500};
@@ -276,13 +260,8 @@ TEST_CASE("health says where each live rank is: open stage, step and age; once p
   const std::string dir = mkdtemp(tmpl);
   auto seg = NewSegment(dir, "jobo", 2);
   REQUIRE(seg.ok());
-  shm::SlotIdentity id;
-  id.world_size = 2;
-  id.local_world_size = 2;
-  id.stages = {{"data", 0}, {"fwd", 1}, {"sync", 2}};
   for (uint32_t i = 0; i < 2; ++i) {
-    id.rank = static_cast<int32_t>(i);
-    REQUIRE(shm::ClaimSlot((*seg)->view(), i, id).ok());
+    REQUIRE(shm::ClaimSlot((*seg)->view(), i, ThreeStages(static_cast<int32_t>(i), 2, 2)).ok());
   }
   shm::v1::SlotHeader& slot0 = (*seg)->view().slot(0);
   shm::v1::SlotHeader& slot1 = (*seg)->view().slot(1);
