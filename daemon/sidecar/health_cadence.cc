@@ -29,9 +29,14 @@ int64_t HealthCadence::NextNs(bool stage_open_long, bool news, bool urgent) cons
 
 bool HealthCadence::RidesBatch(int64_t now_ns, int64_t next_batch_within_ns, bool stage_open_long,
                                bool news, bool urgent) const {
+  // Due now for any reason: in the batch rather than alone beside it.
+  if (Due(now_ns, stage_open_long, news, urgent)) return true;
+  // Early only for liveness (the quiet and max-gap bounds): the stall, news and urgent cadences
+  // are also caps on how often health goes (a slot's user can flip a capture answer at every
+  // poll), and a report sent before them would break them.
   HealthCadence after = *this;
   after.Sent(now_ns, /*health=*/false);  // the batch itself
-  const int64_t due = after.NextNs(stage_open_long, news, urgent);
+  const int64_t due = after.NextNs(/*stage_open_long=*/false);
   return due != INT64_MAX && due - now_ns <= next_batch_within_ns;
 }
 

@@ -84,9 +84,11 @@ class HealthCadence {
   // When health is next due (for a caller that sleeps until then).
   int64_t NextNs(bool stage_open_long, bool news = false, bool urgent = false) const;
   // Whether health should ride a batch going out at `now_ns` (StepBatch.health) instead of
-  // going alone before the next batch, expected within `next_batch_within_ns` (the hold): it
-  // comes due by then, counting the batch as the sign of life it is. Riding only sends health
-  // earlier than due, never later; a next batch that comes later leaves health to Due().
+  // going alone: it is due now, or its liveness bound (quiet, max gap; counting the batch as
+  // the sign of life it is) comes before the next batch, expected within
+  // `next_batch_within_ns` (the hold). Never later than due; earlier only for liveness: the
+  // stall, news and urgent cadences are caps too. A next batch that comes later leaves health
+  // to Due().
   bool RidesBatch(int64_t now_ns, int64_t next_batch_within_ns, bool stage_open_long,
                   bool news = false, bool urgent = false) const;
 

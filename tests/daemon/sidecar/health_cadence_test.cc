@@ -79,18 +79,49 @@ TEST_CASE("batches every 8 s, health riding them: no health message alone") {
   }
   CHECK(alone.empty());
   CHECK(riding == std::vector<int64_t>{24 * kS, 48 * kS});
-  // Riding never comes later than due: at 40 s the health of 24 s is due at 54 s, past the
-  // next batch's reach (49 s); at 48 s it would be due before the next batch (57 s).
+  // Riding never comes later than due: with the health of 24 s and a batch at 32 s, at 40 s
+  // the health is due at 54 s, past the next batch's reach (49 s); at 48 s it would be due
+  // before the next batch (57 s).
   HealthCadence d;
   d.Start(0);
   d.Sent(24 * kS, true);
+  d.Sent(32 * kS, false);
   CHECK_FALSE(d.RidesBatch(40 * kS, 9 * kS, false));
+  d.Sent(40 * kS, false);
   CHECK(d.RidesBatch(48 * kS, 9 * kS, false));
-  // A stall forming (every second) or news: health rides every batch.
-  CHECK(d.RidesBatch(25 * kS, 9 * kS, true));
-  CHECK(d.RidesBatch(25 * kS, 9 * kS, false, /*news=*/true));
+  // A stall forming (every second) or news: health rides a batch once it is due, not before:
+  // those cadences are caps too.
+  HealthCadence e;
+  e.Start(0);
+  e.Sent(24 * kS, true);
+  CHECK_FALSE(e.RidesBatch(24500 * kMs, 9 * kS, true));
+  CHECK(e.RidesBatch(25 * kS, 9 * kS, true));
+  CHECK_FALSE(e.RidesBatch(24500 * kMs, 9 * kS, false, /*news=*/true));
+  CHECK(e.RidesBatch(25 * kS, 9 * kS, false, /*news=*/true));
   // No stream yet: nothing rides.
   CHECK_FALSE(HealthCadence().RidesBatch(kS, 9 * kS, true));
+}
+
+// Regression (CI, 2026-11-30, e2e_hostile_capture_answer_test): a capture answer flipped at
+// every poll rode every batch (about every 36 ms at 4 ms steps) up to a hold early: 43 reports
+// in 3 s against the cap of one per 100 ms.
+TEST_CASE("a capture answer rides a batch no sooner than its 100 ms cap") {
+  HealthCadence c;
+  c.Start(0);
+  c.Sent(0, true);
+  const int64_t hold = 36 * kMs;
+  int reports = 0;
+  int64_t last = 0;
+  for (int64_t t = 4 * kMs; t <= 3 * kS; t += 4 * kMs) {  // a batch every 4 ms step
+    if (c.RidesBatch(t, hold, false, false, /*urgent=*/true)) {
+      CHECK(t - last >= 100 * kMs);
+      last = t;
+      ++reports;
+      c.Sent(t, true);
+    }
+    c.Sent(t, false);
+  }
+  CHECK(reports == 30);
 }
 
 TEST_CASE("no batches: health every 9.5 s") {
