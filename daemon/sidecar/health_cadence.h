@@ -91,6 +91,8 @@ class HealthCadence {
   // to Due().
   bool RidesBatch(int64_t now_ns, int64_t next_batch_within_ns, bool stage_open_long,
                   bool news = false, bool urgent = false) const;
+  // When health last went (alone or riding a batch), or the stream opened (Start).
+  int64_t last_health_ns() const { return last_health_ns_; }
 
  private:
   HealthCadenceOptions options_;

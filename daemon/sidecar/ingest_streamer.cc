@@ -194,7 +194,7 @@ void IngestStreamer::SendLoop(Connection& c) {
     // (An open stage that just passed the threshold: its health may have ridden the batch
     // forced out above.)
     if ((c.health.Due(Ns(now), c.stage_open_long, c.health_news, c.capture_news) ||
-         (open_passed && c.health_at != now)) &&
+         (open_passed && c.health.last_health_ns() != Ns(now))) &&
         !SendHealth(c, now)) {
       break;
     }
@@ -301,7 +301,6 @@ bool IngestStreamer::OnControl(Connection& c, const v1::ControlRequest& request)
 void IngestStreamer::TakeHealth(Connection& c, Clock::time_point now, v1::Health* out) {
   drainer_->FillHealth(out);
   c.health.Sent(Ns(now), /*health=*/true);
-  c.health_at = now;
   c.health_sent = HealthNews(*out);
   c.health_news = false;
   c.capture_news = false;

@@ -133,7 +133,6 @@ class IngestStreamer {
     bool health_news = false;
     bool capture_news = false;  // a capture answer changed since the last health sent
     bool batch_health = false;  // the coordinator reads StepBatch.health (StreamLimits)
-    Clock::time_point health_at{};  // when health last went (alone or riding a batch)
     std::chrono::milliseconds poll{0};
     Clock::time_point stop_deadline{};
     // The batch being filled (batch_delay): drained, not yet sent. Dropped with the stream;

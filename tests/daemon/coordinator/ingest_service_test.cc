@@ -911,5 +911,72 @@ TEST_CASE("health sent before its job is declared counts at the job's first wind
   s.End();
 }
 
+// Hostile input: health for jobs the coordinator does not know is kept until their ranks are
+// declared, for at most 4,096 (job, rank) pairs a stream, and only for names of up to 63 bytes;
+// a stream that floods it with made-up jobs (alone or riding batches) stays bounded and served.
+TEST_CASE("early health: at most 4,096 pairs a stream, short names only, the stream served") {
+  const bool riding = GENERATE(false, true);
+  const int fillers = GENERATE(4'094, 4'096);  // room left for the job's two ranks, or none
+  CAPTURE(riding, fillers);
+  CaptureAbilityObserver observer;
+  Server server({}, &observer, /*window_steps=*/10);
+  Stream s(server);
+  REQUIRE(s.rw->Write(Hello()));
+  int seq = 0;
+  auto send = [&](const v1::Health& h) {
+    v1::SidecarMessage m;
+    if (!riding) {
+      *m.mutable_health() = h;
+      REQUIRE(s.rw->Write(m));
+      return;
+    }
+    v1::StepBatch b;
+    b.set_batch_seq(++seq);
+    *b.mutable_health() = h;
+    CHECK(SendBatch(s, b).rejections_size() == 0);
+  };
+  // Long names are never kept, so they take no room: 500 of them first.
+  v1::Health flood;
+  for (int i = 0; i < 500; ++i) {
+    v1::SlotHealth* h = flood.add_slots();
+    h->set_job(std::string(64, 'x') + std::to_string(i));
+    h->set_capture_handler(true);
+  }
+  send(flood);
+  for (int first = 0; first < fillers; first += 1'000) {  // the test server takes 64 KB
+    flood.Clear();
+    for (int i = first; i < std::min(first + 1'000, fillers); ++i) {
+      v1::SlotHealth* h = flood.add_slots();
+      h->set_job(absl::StrCat("made-up-", i));
+      h->set_capture_handler(true);
+    }
+    send(flood);
+  }
+  v1::Health health;
+  for (int rank = 0; rank < 2; ++rank) {
+    v1::SlotHealth* h = health.add_slots();
+    h->set_job("early");
+    h->set_rank(rank);
+    h->set_capture_handler(rank == 1);
+  }
+  send(health);
+  v1::StepBatch b;
+  b.set_batch_seq(++seq);
+  for (int rank = 0; rank < 2; ++rank) {
+    Declare(&b, rank, "early", /*world=*/2);
+    AddSteps(&b, rank, 0, 29, "early");
+  }
+  const v1::BatchAck ack = SendBatch(s, b);
+  CHECK(ack.accepted() == 60);
+  CHECK(ack.rejections_size() == 0);
+  std::lock_guard<std::mutex> lock(observer.mu);
+  REQUIRE_FALSE(observer.seen.empty());
+  // With room, the early health counts (0: no handler, 1: one); past the bound it was not kept
+  // and the ranks read unknown (-1) until their next report.
+  CHECK(observer.seen.front() ==
+        (fillers < 4'096 ? std::vector<int8_t>{0, 1} : std::vector<int8_t>{-1, -1}));
+  CHECK(s.End().ok());
+}
+
 }  // namespace
 }  // namespace stagefrontier

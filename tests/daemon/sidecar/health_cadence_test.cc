@@ -35,10 +35,15 @@ TEST_CASE("nothing before a stream; the cadence counts from its start") {
   HealthCadence c;
   CHECK_FALSE(c.Due(100 * kS, false));  // no stream yet
   c.Start(5 * kS);
+  CHECK(c.last_health_ns() == 5 * kS);  // the health that goes before the declaring batch
   CHECK_FALSE(c.Due(5 * kS, false));
   CHECK(c.NextNs(false) == 14500 * kMs);
   CHECK(c.NextNs(true) == 6 * kS);
   CHECK(c.NextNs(false, /*news=*/true) == 6 * kS);
+  c.Sent(7 * kS, /*health=*/false);  // a batch is no health
+  CHECK(c.last_health_ns() == 5 * kS);
+  c.Sent(8 * kS, /*health=*/true);
+  CHECK(c.last_health_ns() == 8 * kS);
 }
 
 TEST_CASE("batches every 8 s: no health between them, one every 30 s") {
