@@ -56,9 +56,9 @@ class Encoder {
   Encoder(uint32_t stages, int64_t unit_ns) : stages_(stages), unit_(unit_ns) {}
 
   void Add(const v1::JournalRecord& record, RecordBlockStats* stats) {
-    const std::string original = record.SerializeAsString();
-    stats->input_bytes += original.size();
-    if (record.has_closed() && Rebuilt(record) == original) {
+    const size_t size = record.ByteSizeLong();
+    stats->input_bytes += size;
+    if (record.has_closed() && Rebuilt(record).ByteSizeLong() == size) {
       col_[kKinds].push_back(kClosed);
       const int64_t step = record.closed().step();
       PutVarint(col_[kClosedCol],
@@ -67,7 +67,8 @@ class Encoder {
       last_closed_ = step;
       return;
     }
-    if (record.has_ranks() && AddRanks(record, original, stats)) return;
+    if (record.has_ranks() && AddRanks(record, size, stats)) return;
+    const std::string original = record.SerializeAsString();
     col_[kKinds].push_back(kWhole);
     PutVarint(col_[kWholeRecs], original.size());
     col_[kWholeRecs].append(original);
@@ -96,10 +97,15 @@ class Encoder {
   }
 
  private:
-  static std::string Rebuilt(const v1::JournalRecord& record) {
+  // Whether a record decodes back to itself is decided by size (issue 33: serializing each
+  // record twice to compare the bytes was most of the live compactor's time). The rebuilt record
+  // holds a subset of the record's fields with the same values, and a message's size is the sum
+  // of its fields' (a nested message's grows with it): equal sizes, equal records. Whatever the
+  // columns do not keep (a field added later, unknown fields) makes the record larger.
+  static v1::JournalRecord Rebuilt(const v1::JournalRecord& record) {
     v1::JournalRecord copy;
     if (record.has_closed()) copy.mutable_closed()->set_step(record.closed().step());
-    return copy.SerializeAsString();
+    return copy;
   }
 
   // `d` in units of unit_ns, rounded to the nearest (never above a day).
@@ -109,22 +115,25 @@ class Encoder {
     return r;
   }
 
-  // Takes a RanksLogged apart when its rebuilt bytes equal `original` (with rounded durations:
-  // `original` with each packed vector rounded); false (nothing written) otherwise.
-  bool AddRanks(const v1::JournalRecord& record, const std::string& original,
-                RecordBlockStats* stats) {
-    struct Decoded {
-      std::vector<int64_t> steps;
-      std::vector<uint32_t> flags;
-      std::vector<int64_t> durations;
-    };
-    std::vector<Decoded> decoded(record.ranks().steps_size());
-    v1::JournalRecord rebuilt;
+  // Takes a RanksLogged apart when it decodes back to `record` (of `size` bytes; with rounded
+  // durations: to `record` with each packed vector rounded); false (nothing written) otherwise.
+  bool AddRanks(const v1::JournalRecord& record, size_t size, RecordBlockStats* stats) {
+    // The scratch of earlier records serves again (no allocation once warm).
+    if (decoded_.size() < static_cast<size_t>(record.ranks().steps_size())) {
+      decoded_.resize(record.ranks().steps_size());
+    }
+    std::vector<Decoded>& decoded = decoded_;
+    v1::JournalRecord& rebuilt = rebuilt_;
+    rebuilt.Clear();
+    wire::PackedStepsEncoder& packed = packed_;
     for (int i = 0; i < record.ranks().steps_size(); ++i) {
       const v1::RankSteps& rs = record.ranks().steps(i);
       if (rs.collectives_size() > 0) return false;
       Decoded& d = decoded[i];
-      wire::PackedStepsEncoder packed(stages_);
+      d.steps.clear();
+      d.flags.clear();
+      d.durations.clear();
+      packed.Clear();
       const absl::Status s =
           wire::DecodePackedSteps(rs.packed(), rs.count(), rs.base_step(), stages_,
                                   [&](int64_t step, const int64_t* durations, uint32_t flags) {
@@ -143,16 +152,19 @@ class Encoder {
       out->set_rank(rs.rank());
       out->set_base_step(rs.base_step());
       out->set_count(rs.count());
+      // Lossless durations: the packed bytes must come back as they were.
+      if (unit_ == 1 && packed.bytes() != rs.packed()) return false;
       out->set_packed(packed.bytes());
     }
     if (unit_ == 1) {
-      if (rebuilt.SerializeAsString() != original) return false;
+      if (rebuilt.ByteSizeLong() != size) return false;
     } else {
+      // Rounded durations: the record with each packed vector rounded must come back as is.
       v1::JournalRecord rounded = record;
       for (int i = 0; i < rounded.ranks().steps_size(); ++i) {
         rounded.mutable_ranks()->mutable_steps(i)->set_packed(rebuilt.ranks().steps(i).packed());
       }
-      if (rebuilt.SerializeAsString() != rounded.SerializeAsString()) return false;
+      if (rebuilt.ByteSizeLong() != rounded.ByteSizeLong()) return false;
     }
 
     col_[kKinds].push_back(kRanks);
@@ -186,8 +198,17 @@ class Encoder {
     return true;
   }
 
+  struct Decoded {
+    std::vector<int64_t> steps;
+    std::vector<uint32_t> flags;
+    std::vector<int64_t> durations;
+  };
+
   const uint32_t stages_;
   const int64_t unit_;
+  std::vector<Decoded> decoded_;  // AddRanks' scratch
+  v1::JournalRecord rebuilt_;
+  wire::PackedStepsEncoder packed_{stages_};
   std::array<std::string, kColumnCount> col_;
   int64_t last_closed_ = 0;
   int64_t last_rank_ = 0;
