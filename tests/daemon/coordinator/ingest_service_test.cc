@@ -873,6 +873,33 @@ struct CaptureAbilityObserver : VerdictObserver {
   std::vector<std::vector<int8_t>> seen;
 };
 
+// Health of job "early" (not declared yet): rank 0 without a capture handler, rank 1 with one.
+v1::Health EarlyHealth() {
+  v1::Health health;
+  for (int rank = 0; rank < 2; ++rank) {
+    v1::SlotHealth* h = health.add_slots();
+    h->set_job("early");
+    h->set_rank(rank);
+    h->set_capture_handler(rank == 1);
+  }
+  return health;
+}
+
+// Declares job "early" in `b` with a first window of steps, sends it, and returns the capture
+// ability the window's first verdict saw per rank (-1: unknown).
+std::vector<int8_t> DeclareEarly(Stream& s, CaptureAbilityObserver& observer, v1::StepBatch b) {
+  for (int rank = 0; rank < 2; ++rank) {
+    Declare(&b, rank, "early", /*world=*/2);
+    AddSteps(&b, rank, 0, 29, "early");
+  }
+  const v1::BatchAck ack = SendBatch(s, b);
+  CHECK(ack.accepted() == 60);
+  CHECK(ack.rejections_size() == 0);
+  std::lock_guard<std::mutex> lock(observer.mu);
+  REQUIRE_FALSE(observer.seen.empty());
+  return observer.seen.front();
+}
+
 // Regression (CI, session 10): a sidecar that found a segment late sent the batch declaring its
 // ranks with a whole window of steps; the window closed before the health behind it arrived, and
 // the first capture decision read "cannot capture" for capable ranks.
@@ -885,29 +912,15 @@ TEST_CASE("health sent before its job is declared counts at the job's first wind
   Stream s(server);
   REQUIRE(s.rw->Write(Hello()));
   v1::SidecarMessage health;
-  for (int rank = 0; rank < 2; ++rank) {
-    v1::SlotHealth* h = health.mutable_health()->add_slots();
-    h->set_job("early");
-    h->set_rank(rank);
-    h->set_capture_handler(rank == 1);
-  }
+  *health.mutable_health() = EarlyHealth();
   v1::StepBatch b;
   if (riding) {
     *b.mutable_health() = health.health();
   } else {
     REQUIRE(s.rw->Write(health));
   }
-  for (int rank = 0; rank < 2; ++rank) {
-    Declare(&b, rank, "early", /*world=*/2);
-    AddSteps(&b, rank, 0, 29, "early");
-  }
-  const v1::BatchAck ack = SendBatch(s, b);
-  CHECK(ack.accepted() == 60);
-  CHECK(ack.rejections_size() == 0);
-  std::lock_guard<std::mutex> lock(observer.mu);
-  REQUIRE_FALSE(observer.seen.empty());
   // Rank 0 said it has no handler, rank 1 that it has one: neither is "unknown" (-1).
-  CHECK(observer.seen.front() == std::vector<int8_t>{0, 1});
+  CHECK(DeclareEarly(s, observer, std::move(b)) == std::vector<int8_t>{0, 1});
   s.End();
 }
 
@@ -952,28 +965,12 @@ TEST_CASE("early health: at most 4,096 pairs a stream, short names only, the str
     }
     send(flood);
   }
-  v1::Health health;
-  for (int rank = 0; rank < 2; ++rank) {
-    v1::SlotHealth* h = health.add_slots();
-    h->set_job("early");
-    h->set_rank(rank);
-    h->set_capture_handler(rank == 1);
-  }
-  send(health);
+  send(EarlyHealth());
   v1::StepBatch b;
   b.set_batch_seq(++seq);
-  for (int rank = 0; rank < 2; ++rank) {
-    Declare(&b, rank, "early", /*world=*/2);
-    AddSteps(&b, rank, 0, 29, "early");
-  }
-  const v1::BatchAck ack = SendBatch(s, b);
-  CHECK(ack.accepted() == 60);
-  CHECK(ack.rejections_size() == 0);
-  std::lock_guard<std::mutex> lock(observer.mu);
-  REQUIRE_FALSE(observer.seen.empty());
   // With room, the early health counts (0: no handler, 1: one); past the bound it was not kept
   // and the ranks read unknown (-1) until their next report.
-  CHECK(observer.seen.front() ==
+  CHECK(DeclareEarly(s, observer, std::move(b)) ==
         (fillers < 4'096 ? std::vector<int8_t>{0, 1} : std::vector<int8_t>{-1, -1}));
   CHECK(s.End().ok());
 }
