@@ -1,7 +1,11 @@
 #include "daemon/accounting/robust_stats.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <climits>
 #include <cstdint>
+#include <random>
+#include <string>
 #include <vector>
 
 namespace stagefrontier {
@@ -18,6 +22,55 @@ TEST_CASE("median and MAD", "[robust_stats]") {
   CHECK(MedianInPlace(empty) == 0);
   std::vector<int64_t> dev = {1, 2, 3, 4, 100};
   CHECK(MadInPlace(dev, 3) == 1);  // |deviations| = 2 1 0 1 97
+}
+
+// The median by sorting a copy: what MedianInPlace must return for any input.
+int64_t SortedMedian(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  const size_t mid = v.size() / 2;
+  if (v.size() % 2 == 1) return v[mid];
+  const int64_t lower = v[mid - 1], upper = v[mid];
+  return lower / 2 + upper / 2 + (lower % 2 + upper % 2) / 2;
+}
+
+// Large spans take a sampled bracket (robust_stats.cc): exact for every shape, including ones
+// that fool the sample (it then falls back to the plain selection).
+TEST_CASE("median and MAD of large spans are exact, whatever their shape", "[robust_stats]") {
+  std::mt19937_64 rng(20261130);
+  std::normal_distribution<double> normal(0, 50'000);
+  const size_t n =
+      GENERATE(size_t{65'535}, size_t{65'536}, size_t{65'537}, size_t{300'001}, size_t{300'002});
+  const std::string shape =
+      GENERATE(as<std::string>{}, "jitter with tails", "all equal", "two values", "ascending",
+               "descending", "the sample sees only outliers", "extremes");
+  CAPTURE(n, shape);
+  std::vector<int64_t> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (shape == "jitter with tails") {
+      v[i] = rng() % 100 == 0 ? static_cast<int64_t>(rng() % 1'000'000'000)
+                              : static_cast<int64_t>(normal(rng));
+    } else if (shape == "all equal") {
+      v[i] = 7;
+    } else if (shape == "two values") {
+      v[i] = i % 2 == 0 ? 0 : 1'000;  // the median's neighbours are equal to the bracket
+    } else if (shape == "ascending") {
+      v[i] = static_cast<int64_t>(i);
+    } else if (shape == "descending") {
+      v[i] = -static_cast<int64_t>(i);
+    } else if (shape == "the sample sees only outliers") {
+      v[i] = i % (n / 16'384) == 0 ? 1'000'000'000 + static_cast<int64_t>(i) : int64_t(i % 1'000);
+    } else {
+      v[i] = i % 3 == 0 ? INT64_MAX - static_cast<int64_t>(i % 5) : INT64_MIN + 1;
+    }
+  }
+  const int64_t want = SortedMedian(v);
+  std::vector<int64_t> copy = v;
+  CHECK(MedianInPlace(copy) == want);
+  std::vector<int64_t> dev = v;
+  if (shape == "extremes") return;  // |x - median| overflows int64 there
+  const int64_t mad = MadInPlace(dev, want);
+  for (int64_t& x : v) x = x >= want ? x - want : want - x;
+  CHECK(mad == SortedMedian(v));
 }
 
 TEST_CASE("KS distance", "[robust_stats]") {
