@@ -22,7 +22,7 @@ void SelectInPlace(std::span<int64_t> values, size_t k, bool pair, int64_t* lowe
 // on the copy. If the bracket missed (the sample is not the data's shape), the plain way.
 void Select(std::span<int64_t> values, size_t k, bool pair, int64_t* lower, int64_t* upper) {
   constexpr size_t kSample = 16'384;
-  constexpr size_t kMargin = 256;  // sample ranks either side of k: ~8 standard errors
+  constexpr size_t kMargin = 256;  // sample ranks either side of k: ~4 standard errors
   const size_t n = values.size();
   if (n < 4 * kSample) return SelectInPlace(values, k, pair, lower, upper);
   const size_t stride = n / kSample;

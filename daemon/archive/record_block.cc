@@ -124,7 +124,8 @@ class Encoder {
     }
     std::vector<Decoded>& decoded = decoded_;
     v1::JournalRecord& rebuilt = rebuilt_;
-    rebuilt.Clear();
+    // Steps cleared, not the record: clearing the oneof would free its RanksLogged and all in it.
+    rebuilt.mutable_ranks()->mutable_steps()->Clear();
     wire::PackedStepsEncoder& packed = packed_;
     for (int i = 0; i < record.ranks().steps_size(); ++i) {
       const v1::RankSteps& rs = record.ranks().steps(i);
