@@ -263,67 +263,78 @@ void IngestStream::Reject(v1::BatchAck* ack, const std::string& job, int32_t ran
   deps_.metrics->rejections(s.code()).Increment();
 }
 
-bool IngestStream::OnDeclaration(const v1::RankDeclaration& d, v1::BatchAck* ack,
-                                 std::vector<v1::ControlRequest>* to_send, bool again) {
-  const auto key = std::make_pair(d.job(), d.rank());
+void IngestStream::KeepRefusal(const std::pair<std::string, int32_t>& key, Declared refused) {
   // A refusal is kept (so that the rank's steps are refused with its reason) for this many
   // (job, rank) pairs at most: a trainer that keeps declaring new ranks or job names must not
   // grow the stream without bound. Past it, their steps read "not declared on this stream".
   constexpr size_t kMaxRefusalsKept = 4096;
-  auto keep_refusal = [&](Declared refused) {
-    auto it = declared_.find(key);
-    if (it == declared_.end()) {
-      if (refusals_kept_ >= kMaxRefusalsKept) return;
-      ++refusals_kept_;
-      declared_.emplace(key, std::move(refused));
-      return;
-    }
-    if (it->second.status.ok()) ++refusals_kept_;  // an accepted rank, now refused
-    it->second = std::move(refused);
-  };
-  if (declared_jobs_.count(d.job()) == 0 &&
-      static_cast<int32_t>(declared_jobs_.size()) >= deps_.limits.max_jobs_per_stream) {
-    ForgetIdleJobs(shm::MonotonicNowNs());
+  auto it = declared_.find(key);
+  if (it == declared_.end()) {
+    if (refusals_kept_ >= kMaxRefusalsKept) return;
+    ++refusals_kept_;
+    declared_.emplace(key, std::move(refused));
+    return;
   }
-  if (declared_jobs_.count(d.job()) == 0 &&
-      static_cast<int32_t>(declared_jobs_.size()) >= deps_.limits.max_jobs_per_stream) {
+  if (it->second.status.ok()) ++refusals_kept_;  // an accepted rank, now refused
+  it->second = std::move(refused);
+}
+
+bool IngestStream::RoomForJob(const std::string& job) {
+  const auto full = [&] {
+    return declared_jobs_.count(job) == 0 &&
+           static_cast<int32_t>(declared_jobs_.size()) >= deps_.limits.max_jobs_per_stream;
+  };
+  if (full()) ForgetIdleJobs(shm::MonotonicNowNs());
+  return !full();
+}
+
+void IngestStream::Accept(const std::pair<std::string, int32_t>& key,
+                          const std::shared_ptr<JobState>& job, const v1::RankDeclaration& d,
+                          std::vector<v1::ControlRequest>* to_send) {
+  declared_jobs_.insert(d.job());
+  job->NoteOwner(d, node_);
+  if (auto old = declared_.find(key); old != declared_.end() && !old->second.status.ok()) {
+    --refusals_kept_;
+  }
+  declared_[key] = {job, absl::OkStatus(), nullptr, d};
+  if (auto early = early_health_.find(key); early != early_health_.end()) {
+    job->UpdateStubHealth(early->second, node_, id_);
+    early_health_.erase(early);
+  }
+  if (deps_.sessions->Bind(session_, d.job(), d.rank())) {
+    v1::ControlRequest c = job->JobControl();
+    if (c.paused() || c.sample_every() > 1) to_send->push_back(std::move(c));
+  }
+}
+
+bool IngestStream::OnDeclaration(const v1::RankDeclaration& d, v1::BatchAck* ack,
+                                 std::vector<v1::ControlRequest>* to_send, bool again) {
+  const auto key = std::make_pair(d.job(), d.rank());
+  if (!RoomForJob(d.job())) {
     const absl::Status s = NoRoom(absl::StrCat(
         "job \"", LogSafe(d.job()), "\" refused: this stream already declared ranks of ",
         declared_jobs_.size(), " jobs (--max-jobs-per-stream)"));
-    keep_refusal({nullptr, s, nullptr, d});
+    KeepRefusal(key, {nullptr, s, nullptr, d});
     Reject(ack, d.job(), d.rank(), s, 0);
     return true;
   }
   absl::StatusOr<std::shared_ptr<JobState>> job = deps_.jobs->Declare(d);
-  if (!job.ok()) {
-    if (StorageUnavailable(job.status())) {
-      // Not acknowledged: the sidecar keeps the records and sends them again.
-      End(grpc::UNAVAILABLE, absl::StrCat("cannot persist job ", LogSafe(d.job()),
-                                          " now: ", job.status().message(), "; send again later"));
-      return false;
-    }
-    std::shared_ptr<JobState> existing = deps_.jobs->Find(d.job());
-    keep_refusal({nullptr, job.status(), existing, d});
-    Reject(ack, d.job(), d.rank(), job.status(), 0);
-    if (existing != nullptr) existing->NoteRefused(d.rank(), node_, job.status().message(), 0);
-    if (deps_.log && !again) {
-      deps_.log(absl::StrCat("sidecar ", Who(), ": ", job.status().message()));
-    }
+  if (job.ok()) {
+    Accept(key, *job, d, to_send);
     return true;
   }
-  declared_jobs_.insert(d.job());
-  (*job)->NoteOwner(d, node_);
-  if (auto old = declared_.find(key); old != declared_.end() && !old->second.status.ok()) {
-    --refusals_kept_;
+  if (StorageUnavailable(job.status())) {
+    // Not acknowledged: the sidecar keeps the records and sends them again.
+    End(grpc::UNAVAILABLE, absl::StrCat("cannot persist job ", LogSafe(d.job()),
+                                        " now: ", job.status().message(), "; send again later"));
+    return false;
   }
-  declared_[key] = {*job, absl::OkStatus(), nullptr, d};
-  if (auto early = early_health_.find(key); early != early_health_.end()) {
-    (*job)->UpdateStubHealth(early->second, node_, id_);
-    early_health_.erase(early);
-  }
-  if (deps_.sessions->Bind(session_, d.job(), d.rank())) {
-    v1::ControlRequest c = (*job)->JobControl();
-    if (c.paused() || c.sample_every() > 1) to_send->push_back(std::move(c));
+  std::shared_ptr<JobState> existing = deps_.jobs->Find(d.job());
+  KeepRefusal(key, {nullptr, job.status(), existing, d});
+  Reject(ack, d.job(), d.rank(), job.status(), 0);
+  if (existing != nullptr) existing->NoteRefused(d.rank(), node_, job.status().message(), 0);
+  if (deps_.log && !again) {
+    deps_.log(absl::StrCat("sidecar ", Who(), ": ", job.status().message()));
   }
   return true;
 }

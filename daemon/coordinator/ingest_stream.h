@@ -132,6 +132,14 @@ class IngestStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
   // declaration refused for want of room (IsNoRoom), tried again: a refusal is not logged.
   bool OnDeclaration(const v1::RankDeclaration& d, v1::BatchAck* ack,
                      std::vector<v1::ControlRequest>* to_send, bool again = false);
+  // Its parts: whether the stream may declare ranks of `job` (--max-jobs-per-stream; idle
+  // jobs are forgotten first when it is full); a refused declaration kept for its steps'
+  // refusals (at most 4,096 a stream); an accepted one recorded, its early health applied and
+  // its session bound (the job's control state, if any, queued in `to_send`).
+  bool RoomForJob(const std::string& job);
+  void KeepRefusal(const std::pair<std::string, int32_t>& key, Declared refused);
+  void Accept(const std::pair<std::string, int32_t>& key, const std::shared_ptr<JobState>& job,
+              const v1::RankDeclaration& d, std::vector<v1::ControlRequest>* to_send);
   // The steps of a rank whose declaration was refused for want of room: its declaration is
   // tried again, in at most one batch a second per stream (a job idle since may have left
   // room, and the sidecar declares a rank once). True if it is accepted now.
