@@ -118,23 +118,28 @@ class Encoder {
   // Takes a RanksLogged apart when it decodes back to `record` (of `size` bytes; with rounded
   // durations: to `record` with each packed vector rounded); false (nothing written) otherwise.
   bool AddRanks(const v1::JournalRecord& record, size_t size, RecordBlockStats* stats) {
+    if (!Rebuilds(record, size)) return false;
+    WriteRanks(record, stats);
+    return true;
+  }
+
+  // Decodes each RankSteps of `record` into decoded_ and rebuilds the record from them into
+  // rebuilt_: true when the rebuilt record is the record (see Rebuilt on why sizes tell).
+  bool Rebuilds(const v1::JournalRecord& record, size_t size) {
     // The scratch of earlier records serves again (no allocation once warm).
     if (decoded_.size() < static_cast<size_t>(record.ranks().steps_size())) {
       decoded_.resize(record.ranks().steps_size());
     }
-    std::vector<Decoded>& decoded = decoded_;
-    v1::JournalRecord& rebuilt = rebuilt_;
     // Steps cleared, not the record: clearing the oneof would free its RanksLogged and all in it.
-    rebuilt.mutable_ranks()->mutable_steps()->Clear();
-    wire::PackedStepsEncoder& packed = packed_;
+    rebuilt_.mutable_ranks()->mutable_steps()->Clear();
     for (int i = 0; i < record.ranks().steps_size(); ++i) {
       const v1::RankSteps& rs = record.ranks().steps(i);
       if (rs.collectives_size() > 0) return false;
-      Decoded& d = decoded[i];
+      Decoded& d = decoded_[i];
       d.steps.clear();
       d.flags.clear();
       d.durations.clear();
-      packed.Clear();
+      packed_.Clear();
       const absl::Status s =
           wire::DecodePackedSteps(rs.packed(), rs.count(), rs.base_step(), stages_,
                                   [&](int64_t step, const int64_t* durations, uint32_t flags) {
@@ -145,34 +150,34 @@ class Encoder {
                                     }
                                     d.steps.push_back(step);
                                     d.flags.push_back(flags);
-                                    packed.Add(step, kept, flags);
+                                    packed_.Add(step, kept, flags);
                                   });
       if (!s.ok()) return false;
-      v1::RankSteps* out = rebuilt.mutable_ranks()->add_steps();
+      v1::RankSteps* out = rebuilt_.mutable_ranks()->add_steps();
       out->set_job(rs.job());
       out->set_rank(rs.rank());
       out->set_base_step(rs.base_step());
       out->set_count(rs.count());
       // Lossless durations: the packed bytes must come back as they were.
-      if (unit_ == 1 && packed.bytes() != rs.packed()) return false;
-      out->set_packed(packed.bytes());
+      if (unit_ == 1 && packed_.bytes() != rs.packed()) return false;
+      out->set_packed(packed_.bytes());
     }
-    if (unit_ == 1) {
-      if (rebuilt.ByteSizeLong() != size) return false;
-    } else {
-      // Rounded durations: the record with each packed vector rounded must come back as is.
-      v1::JournalRecord rounded = record;
-      for (int i = 0; i < rounded.ranks().steps_size(); ++i) {
-        rounded.mutable_ranks()->mutable_steps(i)->set_packed(rebuilt.ranks().steps(i).packed());
-      }
-      if (rebuilt.ByteSizeLong() != rounded.ByteSizeLong()) return false;
+    if (unit_ == 1) return rebuilt_.ByteSizeLong() == size;
+    // Rounded durations: the record with each packed vector rounded must come back as is.
+    v1::JournalRecord rounded = record;
+    for (int i = 0; i < rounded.ranks().steps_size(); ++i) {
+      rounded.mutable_ranks()->mutable_steps(i)->set_packed(rebuilt_.ranks().steps(i).packed());
     }
+    return rebuilt_.ByteSizeLong() == rounded.ByteSizeLong();
+  }
 
+  // Writes `record`'s RankSteps, decoded into decoded_, into the columns.
+  void WriteRanks(const v1::JournalRecord& record, RecordBlockStats* stats) {
     col_[kKinds].push_back(kRanks);
     PutVarint(col_[kGroups], record.ranks().steps_size());
     for (int i = 0; i < record.ranks().steps_size(); ++i) {
       const v1::RankSteps& rs = record.ranks().steps(i);
-      const Decoded& d = decoded[i];
+      const Decoded& d = decoded_[i];
       auto [job, fresh_job] = jobs_.try_emplace(rs.job(), static_cast<uint32_t>(jobs_.size()));
       PutVarint(col_[kJobs], job->second);
       if (fresh_job) {
@@ -196,7 +201,6 @@ class Encoder {
       stats->rank_steps += d.steps.size();
       stats->rank_stage_steps += d.steps.size() * stages_;
     }
-    return true;
   }
 
   struct Decoded {
@@ -207,7 +211,7 @@ class Encoder {
 
   const uint32_t stages_;
   const int64_t unit_;
-  std::vector<Decoded> decoded_;  // AddRanks' scratch
+  std::vector<Decoded> decoded_;  // what Rebuilds decoded, for WriteRanks
   v1::JournalRecord rebuilt_;
   wire::PackedStepsEncoder packed_{stages_};
   std::array<std::string, kColumnCount> col_;
