@@ -600,6 +600,7 @@ void JobState::KeepStepLocked(const StepAccounting& acc, StepInput input) {
   inputs_.push_back(std::move(input));
   while (inputs_rank_steps_ > options_.history_rank_steps && inputs_.size() > 1) {
     inputs_rank_steps_ -= static_cast<int64_t>(inputs_.front().ranks.size());
+    aligner_.Recycle(std::move(inputs_.front()));  // its buffers serve the next step closed
     inputs_.pop_front();
   }
 }

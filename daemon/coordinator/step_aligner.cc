@@ -63,7 +63,12 @@ AlignOutcome StepAligner::Add(int32_t rank, int64_t step, const int64_t* duratio
     return AlignOutcome::kFarAhead;  // more open steps than a job is allowed to hold
   }
   if (it == pending_.end()) {
-    it = pending_.try_emplace(step, std::exchange(spare_, Pending())).first;
+    Pending fresh;
+    if (!spares_.empty()) {
+      fresh = std::move(spares_.back());
+      spares_.pop_back();
+    }
+    it = pending_.try_emplace(step, std::move(fresh)).first;
     it->second.first_arrival_ns = now_ns;
     it->second.has.assign((static_cast<size_t>(world_size_) + 63) / 64, 0);
   }
@@ -134,11 +139,23 @@ int64_t StepAligner::Drop(int64_t step) {
   return static_cast<int64_t>(ranks.size());
 }
 
+void StepAligner::Recycle(StepInput input) {
+  if (spare_inputs_.size() < kSpareInputs) spare_inputs_.push_back(std::move(input));
+}
+
 StepInput StepAligner::Close(int64_t step) {
   StepInput in;
+  if (!spare_inputs_.empty()) {
+    in = std::move(spare_inputs_.back());
+    spare_inputs_.pop_back();
+    in.captured = false;
+  }
   in.step = step;
   auto it = pending_.find(step);
-  if (it == pending_.end()) return in;
+  if (it == pending_.end()) {
+    in.ranks.clear();
+    return in;
+  }
   Pending p = std::move(it->second);
   pending_.erase(it);
   last_closed_ = step;
@@ -175,7 +192,7 @@ StepInput StepAligner::Close(int64_t step) {
   p.first_arrival_ns = 0;
   p.present = 0;
   p.captured = false;
-  spare_ = std::move(p);
+  if (spares_.size() < kSpareSteps) spares_.push_back(std::move(p));
   return in;
 }
 

@@ -72,6 +72,11 @@ class StepAligner {
   // placed in the stage where the rank called its collective, `captured` when a record was
   // flagged as inside a profiler capture. Ranks absent from it become missing.
   StepInput Close(int64_t step);
+  // Hands back an input Close returned, once its owner is done with it: the next Close fills it
+  // again, its vectors' capacity kept (at 100,000 ranks a step's input is 100,000 vectors in a
+  // 5.6 MB one, allocated and page-faulted anew for every step otherwise). At most
+  // kSpareInputs are kept; more are freed.
+  void Recycle(StepInput input);
 
   RankState rank_state(int32_t rank) const { return state_[rank]; }
   // The newest step accepted from `rank`, -1 if none.
@@ -120,10 +125,15 @@ class StepAligner {
   uint32_t stage_count_;
   AlignerOptions options_;
   std::map<int64_t, Pending> pending_;
-  // The buffers of the last closed step, emptied, for the next step that opens: at 100,000
-  // ranks a step's buffers are megabytes, and growing fresh ones for every step re-copied and
-  // page-faulted them under the job's lock (memory: one step's buffers more than pending_).
-  Pending spare_;
+  // The buffers of closed steps, emptied, for the next steps that open: at 100,000 ranks a
+  // step's buffers are megabytes, and growing fresh ones for every step re-copied and
+  // page-faulted them under the job's lock. A sidecar's batch opens and closes up to 8 steps
+  // at once (daemon/sidecar/batch_hold.h), so up to kSpareSteps are kept (memory: that many
+  // steps' buffers more than pending_, reached anyway while a batch's steps are open).
+  static constexpr size_t kSpareSteps = 8;
+  std::vector<Pending> spares_;
+  static constexpr size_t kSpareInputs = 2;
+  std::vector<StepInput> spare_inputs_;
   std::vector<RankState> state_;
   std::vector<int64_t> last_accepted_;
   std::vector<int64_t> claimed_;  // newest step each rank sent, kept or not

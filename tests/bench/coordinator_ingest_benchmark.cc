@@ -104,6 +104,70 @@ void BM_CoordinatorIngest(benchmark::State& state) {
   if (std::system(cmd.c_str()) != 0) state.SkipWithError("cleanup");
 }
 BENCHMARK(BM_CoordinatorIngest)->Arg(1024)->Arg(4096)->Arg(16384)->Unit(benchmark::kMillisecond);
+// The shape the sidecar's default batching sends (daemon/sidecar/batch_hold.h): each rank's
+// message holds 8 steps, so a node's batch opens 8 steps that all close once the last node's
+// batch came, and the job keeps its raw window (history_rank_steps at its default). At 100,000
+// ranks those 8 closes run back to back under the job's lock, between the last batch and the
+// verdict: what a step's close costs there is on the verdict's path (docs/results.md).
+void BM_CoordinatorIngestBatched(benchmark::State& state) {
+  const int world = static_cast<int>(state.range(0));
+  constexpr int kSteps = 8;     // per message
+  constexpr int kVariants = 4;  // distinct batches per rank, cycled
+  char dir[] = "/dev/shm/sf_bench_XXXXXX";
+  if (mkdtemp(dir) == nullptr) {
+    state.SkipWithError("mkdtemp");
+    return;
+  }
+  JobOptions o;
+  o.data_dir = dir;
+  o.fsync = false;
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> jitter(-200'000, 200'000);
+  std::vector<v1::RankSteps> msgs(static_cast<size_t>(world) * kVariants);
+  for (int v = 0; v < kVariants; ++v) {
+    for (int r = 0; r < world; ++r) {
+      wire::PackedStepsEncoder e(kStages);
+      for (int i = 0; i < kSteps; ++i) {
+        int64_t d[kStages] = {4'000'000 + jitter(rng),  8'000'000 + jitter(rng),
+                              12'000'000 + jitter(rng), 300'000 + jitter(rng) / 10,
+                              3'000'000 + jitter(rng),  100'000};
+        if (r == 7) d[0] += 5'000'000;
+        e.Add(i, d, 0);
+      }
+      msgs[static_cast<size_t>(v) * world + r] = wire::MakeRankSteps("bench", r, e);
+    }
+  }
+  CoordinatorMetrics metrics;
+  auto job = JobState::Create(bench::SixStageDeclaration("bench", 0, world), o, &metrics);
+  if (!job.ok()) {
+    state.SkipWithError(std::string(job.status().message()).c_str());
+    return;
+  }
+  int64_t batch = 0, now = 0;
+  for (auto _ : state) {
+    const size_t base = static_cast<size_t>(batch % kVariants) * world;
+    for (int r = 0; r < world; ++r) {
+      v1::RankSteps& m = msgs[base + r];
+      m.set_base_step(batch * kSteps);
+      benchmark::DoNotOptimize((*job)->Ingest(m, "n", now));
+      if ((r & 7) == 7) {
+        (*job)->CloseDue(now);
+        (void)(*job)->Flush();
+      }
+    }
+    (*job)->CloseDue(now);
+    (void)(*job)->Flush();
+    ++batch;
+    now += 8'000'000;
+  }
+  state.SetItemsProcessed(state.iterations() * world * kSteps);
+  state.counters["rank_steps_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations() * world * kSteps), benchmark::Counter::kIsRate);
+  job->reset();
+  std::string cmd = std::string("rm -rf ") + dir;
+  if (std::system(cmd.c_str()) != 0) state.SkipWithError("cleanup");
+}
+BENCHMARK(BM_CoordinatorIngestBatched)->Arg(16384)->Arg(100000)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace stagefrontier

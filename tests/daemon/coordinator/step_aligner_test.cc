@@ -146,6 +146,51 @@ TEST_CASE("a step opened on a closed step's buffers starts empty") {
   CHECK(a.rank_state(2) == RankState::kMissing);
 }
 
+// A sidecar's batch opens several steps at once: each opens on a closed step's buffers (up to
+// kSpareSteps of them), and Close refills inputs handed back by Recycle. Nothing of an earlier
+// step may show through: fewer ranks, no probe spans, not captured, other durations.
+TEST_CASE("steps opened on recycled buffers and inputs hold only their own records") {
+  StepAligner a(3, 2, {.deadline_ns = 1'000, .max_pending_steps = 100});
+  const int64_t other[] = {7, 9};
+  std::vector<StepInput> used;
+  for (int64_t s = 0; s < 10; ++s) {  // 10 steps open at once, all ranks, with probe spans
+    for (int r : {2, 0, 1}) {
+      std::vector<ProbeSpan> probe(2);
+      probe[0].call_ns = 1'500;
+      CHECK(a.Add(r, s, kD, shm::v1::kRecordTraceCaptured, 0, std::move(probe)) ==
+            AlignOutcome::kAccepted);
+    }
+  }
+  for (int64_t s = 0; s < 10; ++s) {
+    REQUIRE(a.NextClosable(0).value() == s);
+    used.push_back(a.Close(s));
+    CHECK(used.back().ranks.size() == 3);
+    CHECK(used.back().ranks[0].probe.size() == 2);
+    CHECK(used.back().ranks[0].probe[0].stage == 1);  // called at 1,500: in the second stage
+  }
+  for (StepInput& in : used) a.Recycle(std::move(in));
+  for (int64_t s = 10; s < 20; ++s) {  // one rank a step now, another each time, no spans
+    CHECK(a.Add(static_cast<int32_t>(s % 3), s, other, 0, 100) == AlignOutcome::kAccepted);
+  }
+  for (int64_t s = 10; s < 20; ++s) {
+    REQUIRE(a.NextClosable(2'000).value() == s);  // by deadline
+    const StepInput in = a.Close(s);
+    CHECK(in.step == s);
+    CHECK_FALSE(in.captured);
+    REQUIRE(in.ranks.size() == 1);
+    CHECK(in.ranks[0].rank == s % 3);
+    CHECK(in.ranks[0].boundaries_ns == std::vector<int64_t>{0, 7, 16});
+    CHECK(in.ranks[0].probe.empty());
+    a.Recycle(StepInput(in));
+  }
+  // A step that is not pending closes empty, even from a recycled input.
+  a.Recycle(StepInput{.step = 3, .ranks = std::vector<RankStep>(4), .captured = true});
+  const StepInput none = a.Close(99);
+  CHECK(none.step == 99);
+  CHECK_FALSE(none.captured);
+  CHECK(none.ranks.empty());
+}
+
 TEST_CASE("a step is captured when any rank's record was inside a profiler capture") {
   StepAligner a(2, 2, {.deadline_ns = 1'000, .max_pending_steps = 100});
   CHECK(a.Add(0, 0, kD, 0, 0) == AlignOutcome::kAccepted);
