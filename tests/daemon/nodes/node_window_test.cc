@@ -37,6 +37,14 @@ TEST_CASE("a CLEAR job window charges its suspect to the rank's node, all others
   CHECK(WastedGpuSeconds(50'000'000, 7) == Approx(0.35));
 }
 
+TEST_CASE("the window lists each node once, sorted, however its ranks are interleaved") {
+  // Ranks placed round-robin (no two neighbours on one node), runs, and unknown ranks between.
+  const std::vector<std::string> nodes = {"n2", "n0", "n1", "n2", "", "n0", "n0", "", "n1", "n2"};
+  const v1::NodeWindow w = NodeWindowFromVerdict("job1", 10, kSchema, Clear(), nodes, false, 7);
+  CHECK(std::vector<std::string>(w.nodes().begin(), w.nodes().end()) ==
+        std::vector<std::string>{"n0", "n1", "n2"});
+}
+
 TEST_CASE("a verdict naming a whole node charges the node once, with its ranks' excess") {
   Verdict v = Clear();
   v.node = "n2";
