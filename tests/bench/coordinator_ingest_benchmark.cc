@@ -23,36 +23,79 @@ namespace {
 
 constexpr uint32_t kStages = bench::kBenchStages;
 
-void BM_CoordinatorIngest(benchmark::State& state) {
-  const int world = static_cast<int>(state.range(0));
-  char dir[] = "/dev/shm/sf_bench_XXXXXX";
-  if (mkdtemp(dir) == nullptr) {
-    state.SkipWithError("mkdtemp");
-    return;
+// `variants` messages per rank, each of `steps` steps from 0 (varied durations; rank 7 slow in
+// data), message v of rank r at [v * world + r].
+std::vector<v1::RankSteps> EncodeMessages(int world, int variants, int steps, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> jitter(-200'000, 200'000);
+  std::vector<v1::RankSteps> msgs(static_cast<size_t>(world) * variants);
+  for (int v = 0; v < variants; ++v) {
+    for (int r = 0; r < world; ++r) {
+      wire::PackedStepsEncoder e(kStages);
+      for (int i = 0; i < steps; ++i) {
+        int64_t d[kStages] = {4'000'000 + jitter(rng),  8'000'000 + jitter(rng),
+                              12'000'000 + jitter(rng), 300'000 + jitter(rng) / 10,
+                              3'000'000 + jitter(rng),  100'000};
+        if (r == 7) d[0] += 5'000'000;
+        e.Add(i, d, 0);
+      }
+      msgs[static_cast<size_t>(v) * world + r] = wire::MakeRankSteps("bench", r, e);
+    }
   }
+  return msgs;
+}
+
+// Every rank's message `msgs[first + r]`, rebased at `base_step`, into `job`, closing what is
+// due and flushing after each 8 ranks (one node's batch, as an ingest stream does: the cost
+// per batch must not grow with the world size, 12,500 batches per step at 100,000 ranks) and
+// at the end.
+void IngestRound(JobState& job, std::vector<v1::RankSteps>& msgs, size_t first, int world,
+                 int64_t base_step, int64_t now) {
+  for (int r = 0; r < world; ++r) {
+    v1::RankSteps& m = msgs[first + r];
+    m.set_base_step(base_step);
+    benchmark::DoNotOptimize(job.Ingest(m, "n", now));
+    if ((r & 7) == 7) {
+      job.CloseDue(now);
+      (void)job.Flush();
+    }
+  }
+  job.CloseDue(now);
+  (void)job.Flush();
+}
+
+// A fresh journal directory under /dev/shm for one run ("" if it cannot be made), and the
+// job's options there: no fsync, `history_rank_steps` raw rank-steps kept.
+std::string MakeBenchDir() {
+  char dir[] = "/dev/shm/sf_bench_XXXXXX";
+  return mkdtemp(dir) == nullptr ? std::string() : std::string(dir);
+}
+JobOptions BenchJobOptions(const std::string& dir, int64_t history_rank_steps) {
   JobOptions o;
   o.data_dir = dir;
   o.fsync = false;
-  o.history_rank_steps = 0;  // no raw window kept: measure the accounting path
+  o.history_rank_steps = history_rank_steps;
+  return o;
+}
+void RemoveBenchDir(benchmark::State& state, const std::string& dir) {
+  const std::string cmd = "rm -rf " + dir;
+  if (std::system(cmd.c_str()) != 0) state.SkipWithError("cleanup");
+}
+
+void BM_CoordinatorIngest(benchmark::State& state) {
+  const int world = static_cast<int>(state.range(0));
+  const std::string dir = MakeBenchDir();
+  if (dir.empty()) {
+    state.SkipWithError("mkdtemp");
+    return;
+  }
+  // No raw window kept: measure the accounting path.
+  const JobOptions o = BenchJobOptions(dir, /*history_rank_steps=*/0);
   // Pre-encode 64 steps' messages per rank (varied durations; rank 7 slow in data).
   constexpr int kVariants = 64;
-  std::mt19937 rng(3);
-  std::uniform_int_distribution<int> jitter(-200'000, 200'000);
-  std::vector<v1::RankSteps> msgs(static_cast<size_t>(world) * kVariants);
+  std::vector<v1::RankSteps> msgs = EncodeMessages(world, kVariants, /*steps=*/1, /*seed=*/3);
   size_t wire_bytes = 0;
-  for (int v = 0; v < kVariants; ++v) {
-    for (int r = 0; r < world; ++r) {
-      int64_t d[kStages] = {4'000'000 + jitter(rng),  8'000'000 + jitter(rng),
-                            12'000'000 + jitter(rng), 300'000 + jitter(rng) / 10,
-                            3'000'000 + jitter(rng),  100'000};
-      if (r == 7) d[0] += 5'000'000;
-      wire::PackedStepsEncoder e(kStages);
-      e.Add(0, d, 0);
-      v1::RankSteps& m = msgs[static_cast<size_t>(v) * world + r];
-      m = wire::MakeRankSteps("bench", r, e);
-      wire_bytes += m.ByteSizeLong();
-    }
-  }
+  for (const v1::RankSteps& m : msgs) wire_bytes += m.ByteSizeLong();
   // Heap held by the job (aligner, engine window, step history), per rank, after the run.
   const size_t heap_before = mallinfo2().uordblks;
   CoordinatorMetrics metrics;  // as in the coordinator: the job's gauges are kept up to date
@@ -63,20 +106,7 @@ void BM_CoordinatorIngest(benchmark::State& state) {
   }
   int64_t step = 0, now = 0;
   for (auto _ : state) {
-    const size_t base = static_cast<size_t>(step % kVariants) * world;
-    for (int r = 0; r < world; ++r) {
-      v1::RankSteps& m = msgs[base + r];
-      m.set_base_step(step);
-      benchmark::DoNotOptimize((*job)->Ingest(m, "n", now));
-      if ((r & 7) == 7) {
-        // As an ingest stream does after each node's batch (the cost per batch must not grow
-        // with the world size: 12,500 batches per step at 100,000 ranks).
-        (*job)->CloseDue(now);
-        (void)(*job)->Flush();
-      }
-    }
-    (*job)->CloseDue(now);
-    (void)(*job)->Flush();
+    IngestRound(**job, msgs, static_cast<size_t>(step % kVariants) * world, world, step, now);
     ++step;
     now += 1'000'000;
   }
@@ -100,8 +130,7 @@ void BM_CoordinatorIngest(benchmark::State& state) {
   state.counters["heap_bytes_per_rank"] =
       static_cast<double>(mallinfo2().uordblks - heap_before) / world;
   job->reset();
-  std::string cmd = std::string("rm -rf ") + dir;
-  if (std::system(cmd.c_str()) != 0) state.SkipWithError("cleanup");
+  RemoveBenchDir(state, dir);
 }
 BENCHMARK(BM_CoordinatorIngest)->Arg(1024)->Arg(4096)->Arg(16384)->Unit(benchmark::kMillisecond);
 // The shape the sidecar's default batching sends (daemon/sidecar/batch_hold.h): each rank's
@@ -113,30 +142,13 @@ void BM_CoordinatorIngestBatched(benchmark::State& state) {
   const int world = static_cast<int>(state.range(0));
   constexpr int kSteps = 8;     // per message
   constexpr int kVariants = 4;  // distinct batches per rank, cycled
-  char dir[] = "/dev/shm/sf_bench_XXXXXX";
-  if (mkdtemp(dir) == nullptr) {
+  const std::string dir = MakeBenchDir();
+  if (dir.empty()) {
     state.SkipWithError("mkdtemp");
     return;
   }
-  JobOptions o;
-  o.data_dir = dir;
-  o.fsync = false;
-  std::mt19937 rng(5);
-  std::uniform_int_distribution<int> jitter(-200'000, 200'000);
-  std::vector<v1::RankSteps> msgs(static_cast<size_t>(world) * kVariants);
-  for (int v = 0; v < kVariants; ++v) {
-    for (int r = 0; r < world; ++r) {
-      wire::PackedStepsEncoder e(kStages);
-      for (int i = 0; i < kSteps; ++i) {
-        int64_t d[kStages] = {4'000'000 + jitter(rng),  8'000'000 + jitter(rng),
-                              12'000'000 + jitter(rng), 300'000 + jitter(rng) / 10,
-                              3'000'000 + jitter(rng),  100'000};
-        if (r == 7) d[0] += 5'000'000;
-        e.Add(i, d, 0);
-      }
-      msgs[static_cast<size_t>(v) * world + r] = wire::MakeRankSteps("bench", r, e);
-    }
-  }
+  const JobOptions o = BenchJobOptions(dir, JobOptions{}.history_rank_steps);
+  std::vector<v1::RankSteps> msgs = EncodeMessages(world, kVariants, kSteps, /*seed=*/5);
   CoordinatorMetrics metrics;
   auto job = JobState::Create(bench::SixStageDeclaration("bench", 0, world), o, &metrics);
   if (!job.ok()) {
@@ -145,18 +157,8 @@ void BM_CoordinatorIngestBatched(benchmark::State& state) {
   }
   int64_t batch = 0, now = 0;
   for (auto _ : state) {
-    const size_t base = static_cast<size_t>(batch % kVariants) * world;
-    for (int r = 0; r < world; ++r) {
-      v1::RankSteps& m = msgs[base + r];
-      m.set_base_step(batch * kSteps);
-      benchmark::DoNotOptimize((*job)->Ingest(m, "n", now));
-      if ((r & 7) == 7) {
-        (*job)->CloseDue(now);
-        (void)(*job)->Flush();
-      }
-    }
-    (*job)->CloseDue(now);
-    (void)(*job)->Flush();
+    IngestRound(**job, msgs, static_cast<size_t>(batch % kVariants) * world, world, batch * kSteps,
+                now);
     ++batch;
     now += 8'000'000;
   }
@@ -164,8 +166,7 @@ void BM_CoordinatorIngestBatched(benchmark::State& state) {
   state.counters["rank_steps_per_s"] = benchmark::Counter(
       static_cast<double>(state.iterations() * world * kSteps), benchmark::Counter::kIsRate);
   job->reset();
-  std::string cmd = std::string("rm -rf ") + dir;
-  if (std::system(cmd.c_str()) != 0) state.SkipWithError("cleanup");
+  RemoveBenchDir(state, dir);
 }
 BENCHMARK(BM_CoordinatorIngestBatched)->Arg(16384)->Arg(100000)->Unit(benchmark::kMillisecond);
 
