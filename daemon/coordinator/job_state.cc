@@ -562,10 +562,12 @@ void JobState::AccountLocked(int64_t step, int64_t now_ns, bool replaying) {
   if (input.ranks.empty()) return;
   if (input.captured) {
     CountCapturedLocked(step);
+    aligner_.Recycle(std::move(input));
     return;
   }
   if (absl::Status s = engine_->AddStep(input); !s.ok()) {
     if (m_.steps_rejected != nullptr) m_.steps_rejected->Increment();
+    aligner_.Recycle(std::move(input));
     return;
   }
   const StepAccounting& acc = *engine_->LastStep();

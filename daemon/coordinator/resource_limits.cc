@@ -27,8 +27,11 @@ int64_t EstimateJobBytes(const JobShape& s) {
   // Open steps in the aligner: per rank that reported one, its durations, its arrival slot
   // and an (empty) probe list; a presence bit per rank and step.
   const int64_t pending = s.pending_steps * (w * (8 * k + 4 + 24) + w / 8 + 256);
-  // Raw rank-steps kept for re-accounting a window: boundaries in their own allocation.
-  const int64_t raw = std::min(s.history_rank_steps, s.history_steps * w) * ((k + 1) * 8 + 96);
+  // Raw rank-steps kept for re-accounting a window: boundaries in their own allocation; and the
+  // aligner's two spare inputs (StepAligner::Recycle), a step of every rank each. (Its spare
+  // open-step buffers are counted in `pending`: a new one is made only when none is spare.)
+  const int64_t raw =
+      (std::min(s.history_rank_steps, s.history_steps * w) + 2 * w) * ((k + 1) * 8 + 96);
   // Step summaries for GetSteps (StepHistory): the newest, up to a block's 256, as protobuf
   // objects (per stage a few numbers, small strings); the rest in summary blocks, never more
   // than their serialized size (~14-17 bytes per stage measured, docs/results.md).

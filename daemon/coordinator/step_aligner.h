@@ -132,6 +132,8 @@ class StepAligner {
   // steps' buffers more than pending_, reached anyway while a batch's steps are open).
   static constexpr size_t kSpareSteps = 8;
   std::vector<Pending> spares_;
+  // Inputs handed back by Recycle, for Close to fill (memory: two steps' inputs beyond the
+  // owner's raw history; EstimateJobBytes counts them).
   static constexpr size_t kSpareInputs = 2;
   std::vector<StepInput> spare_inputs_;
   std::vector<RankState> state_;

@@ -183,9 +183,26 @@ TEST_CASE("steps opened on recycled buffers and inputs hold only their own recor
     CHECK(in.ranks[0].probe.empty());
     a.Recycle(StepInput(in));
   }
-  // A step that is not pending closes empty, even from a recycled input.
-  a.Recycle(StepInput{.step = 3, .ranks = std::vector<RankStep>(4), .captured = true});
-  const StepInput none = a.Close(99);
+}
+
+TEST_CASE("Close fills the input Recycle handed back; a step not pending closes empty") {
+  StepAligner a(3, 2, {.deadline_ns = 1'000, .max_pending_steps = 100});
+  for (int r : {0, 1, 2}) CHECK(a.Add(r, 0, kD, 0, 0) == AlignOutcome::kAccepted);
+  StepInput first = a.Close(0);
+  REQUIRE(first.ranks.size() == 3);
+  const RankStep* storage = first.ranks.data();
+  const int64_t* boundaries = first.ranks[0].boundaries_ns.data();
+  a.Recycle(std::move(first));
+  for (int r : {1, 2}) CHECK(a.Add(r, 1, kD, 0, 0) == AlignOutcome::kAccepted);
+  const StepInput second = a.Close(1);
+  REQUIRE(second.ranks.size() == 2);
+  CHECK(second.ranks.data() == storage);  // the same buffers, refilled
+  CHECK(second.ranks[0].boundaries_ns.data() == boundaries);
+  CHECK(second.ranks[0].rank == 1);
+  // A recycled input that was captured and held 4 ranks gives a not-pending step nothing.
+  StepAligner b(3, 2, {.deadline_ns = 1'000, .max_pending_steps = 100});
+  b.Recycle(StepInput{.step = 3, .ranks = std::vector<RankStep>(4), .captured = true});
+  const StepInput none = b.Close(99);
   CHECK(none.step == 99);
   CHECK_FALSE(none.captured);
   CHECK(none.ranks.empty());
