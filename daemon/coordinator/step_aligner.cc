@@ -144,18 +144,14 @@ void StepAligner::Recycle(StepInput input) {
 }
 
 StepInput StepAligner::Close(int64_t step) {
+  auto it = pending_.find(step);
+  if (it == pending_.end()) return StepInput{.step = step, .ranks = {}, .captured = false};
   StepInput in;
-  if (!spare_inputs_.empty()) {
+  if (!spare_inputs_.empty()) {  // every field is set below; its vectors keep their capacity
     in = std::move(spare_inputs_.back());
     spare_inputs_.pop_back();
-    in.captured = false;
   }
   in.step = step;
-  auto it = pending_.find(step);
-  if (it == pending_.end()) {
-    in.ranks.clear();
-    return in;
-  }
   Pending p = std::move(it->second);
   pending_.erase(it);
   last_closed_ = step;

@@ -21,8 +21,7 @@ v1::NodeWindow NodeWindowFromVerdict(const std::string& job, int32_t world_size,
   w.set_label(VerdictLabelName(verdict.label));
   w.set_wall_time_ns(wall_time_ns);
   w.set_unreliable(unreliable);
-  // A node's ranks are mostly consecutive: dropping repeats of the previous name first sorts
-  // 12,500 names instead of 100,000 at each window close of a 100,000-rank job.
+  // Ranks of a node are mostly consecutive: skip repeats so that 12,500 names sort, not 100,000.
   std::vector<std::string> nodes;
   for (const std::string& n : rank_nodes) {
     if (!n.empty() && (nodes.empty() || nodes.back() != n)) nodes.push_back(n);
