@@ -2,30 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <span>
+#include <vector>
 
 #include "daemon/accounting/robust_stats.h"
 
 namespace stagefrontier {
 
 namespace {
-
-// One stage's deviations from each step's median, over the usable steps: per member sums, and
-// the pooled list (in step then member order) with the member of each entry.
-struct StageDeviations {
-  explicit StageDeviations(int n) : sum(n), sum_sq(n), count(n) {}
-  std::vector<double> sum, sum_sq;
-  std::vector<int32_t> count;
-  std::vector<int64_t> devs;
-  std::vector<int32_t> who;
-};
-
-// Per member: steps beyond kOutlierScales robust scales of the pooled deviations, and the sum
-// of their deviations beyond the pooled median.
-struct OutlierCounts {
-  explicit OutlierCounts(int n) : steps(n), excess_sum(n) {}
-  std::vector<int32_t> steps;
-  std::vector<double> excess_sum;
-};
 
 // A window step with peers to compare with: at least two members present.
 struct UsableStep {
@@ -43,70 +28,162 @@ std::vector<UsableStep> UsableSteps(const AccountingWindow& window) {
   return usable;
 }
 
-void CollectDeviations(const AccountingWindow& window, const std::vector<UsableStep>& usable, int k,
-                       int64_t sign, StageDeviations* d) {
-  std::fill(d->sum.begin(), d->sum.end(), 0.0);
-  std::fill(d->sum_sq.begin(), d->sum_sq.end(), 0.0);
-  std::fill(d->count.begin(), d->count.end(), 0);
-  d->devs.clear();
-  d->who.clear();
-  for (const auto [i, present] : usable) {
-    const WindowStep& step = window.at(i);
-    if (static_cast<int>(step.accounting.stages.size()) <= k) continue;
-    // The frontier kept this step's median duration of the stage over present members.
-    const int64_t median = step.accounting.stages[k].median_duration_ns;
-    // With two members present their median is their mean: each deviates by half the gap.
-    // Against the other member alone (the peer a rank is compared with), the gap counts whole,
-    // as in the what-if (PeerDurationNs); the spread doubles alike, so z does not change, but
-    // the shift the text reports and the materiality test see the real gap.
-    const int64_t scale = present == 2 ? 2 : 1;
+// One usable step's stage deviations: member m's duration of stage k less the step's median
+// of it over the present members (which the frontier kept), times the stage's sign.
+// With two members present their median is their mean: each deviates by half the gap.
+// Against the other member alone (the peer a rank is compared with), the gap counts whole, as
+// in the what-if (PeerDurationNs); the spread doubles alike, so z does not change, but the
+// shift the text reports and the materiality test see the real gap. Durations are below a day
+// (shm/record_limits.h): exact in a double.
+class StepDeviations {
+ public:
+  StepDeviations(const AccountingWindow& window, const UsableStep& step)
+      : step_(window.at(step.index)), stages_(window.stages()), scale_(step.present == 2 ? 2 : 1) {}
+  // Whether stage k was accounted in the step (a step may carry fewer than the schema).
+  bool has(int k) const { return static_cast<int>(step_.accounting.stages.size()) > k; }
+  bool present(int m) const { return step_.present[m] != 0; }
+  int64_t of(int m, int k, int64_t sign) const {
+    return scale_ * sign *
+           (step_.durations[static_cast<size_t>(m) * stages_ + k] -
+            step_.accounting.stages[k].median_duration_ns);
+  }
+
+ private:
+  const WindowStep& step_;
+  const int stages_;
+  const int64_t scale_;
+};
+
+// One stage's figures over the usable steps: the outlier test's limit from the pooled
+// deviations (kOutlierScales robust scales beyond their median), then, from the members' sums,
+// the median member's mean deviation and the pooled within-member spread.
+struct StageDeviations {
+  int64_t sign = 1;
+  bool outlier_test = false;
+  int64_t pooled_median = 0;
+  double limit = 0;
+  double center = 0;
+  double sd = 0;
+};
+
+// One member's deviations in one stage: their sums, and the steps beyond the stage's outlier
+// limit with the sum of their deviations beyond the pooled median.
+struct MemberSums {
+  double sum = 0;
+  double sum_sq = 0;
+  double excess_sum = 0;
+  int32_t count = 0;
+  int32_t outliers = 0;
+};
+
+// Every member's sums, member-major: a member's stages lie together, as its durations do, so
+// that one walk of the window fills them all.
+class SumsTable {
+ public:
+  SumsTable(int stages, int members)
+      : stages_(stages), members_(members), cells_(static_cast<size_t>(stages) * members) {}
+  MemberSums* row(int m) { return &cells_[static_cast<size_t>(m) * stages_]; }
+  const MemberSums& at(int k, int m) const { return cells_[static_cast<size_t>(m) * stages_ + k]; }
+  int members() const { return members_; }
+
+ private:
+  int stages_;
+  int members_;
+  std::vector<MemberSums> cells_;
+};
+
+// Stage k's deviations over the usable steps into `out` (room for every member of every usable
+// step), in no particular order; returns how many.
+size_t PoolDeviations(const AccountingWindow& window, const std::vector<UsableStep>& usable, int k,
+                      int64_t sign, int64_t* out) {
+  size_t n = 0;
+  for (const UsableStep& u : usable) {
+    const StepDeviations step(window, u);
+    if (!step.has(k)) continue;
+    // Written for every member, kept for the present ones: no branch to mispredict.
     for (int m = 0; m < window.members(); ++m) {
-      if (!window.present(i, m)) continue;
-      // Durations are below a day (shm/record_limits.h): exact in a double.
-      const int64_t dev = scale * sign * (window.duration(i, m, k) - median);
-      d->devs.push_back(dev);
-      d->who.push_back(m);
-      d->sum[m] += static_cast<double>(dev);
-      d->sum_sq[m] += static_cast<double>(dev) * static_cast<double>(dev);
-      ++d->count[m];
+      out[n] = step.of(m, k, sign);
+      n += step.present(m) ? 1 : 0;
+    }
+  }
+  return n;
+}
+
+// The outlier limit from the pooled deviations (order-free: taken in place, `pooled` spent).
+void SetOutlierLimit(std::span<int64_t> pooled, StageDeviations* d) {
+  d->pooled_median = MedianInPlace(pooled);
+  const double scale = kMadToSigma * static_cast<double>(MadInPlace(pooled, d->pooled_median));
+  d->outlier_test = scale > 0;
+  d->limit = static_cast<double>(d->pooled_median) + kOutlierScales * scale;
+}
+
+// Every stage's sums and outliers in one walk of the window, each member's in step order.
+void SumAndCount(const AccountingWindow& window, const std::vector<UsableStep>& usable,
+                 const std::vector<StageDeviations>& stages, SumsTable* sums) {
+  const int stage_count = static_cast<int>(stages.size());
+  for (const UsableStep& u : usable) {
+    const StepDeviations step(window, u);
+    for (int m = 0; m < window.members(); ++m) {
+      if (!step.present(m)) continue;
+      MemberSums* row = sums->row(m);
+      for (int k = 0; k < stage_count; ++k) {
+        const StageDeviations& d = stages[k];
+        if (!step.has(k)) continue;
+        const int64_t dev = step.of(m, k, d.sign);
+        MemberSums& c = row[k];
+        c.sum += static_cast<double>(dev);
+        c.sum_sq += static_cast<double>(dev) * static_cast<double>(dev);
+        ++c.count;
+        if (d.outlier_test && static_cast<double>(dev) > d.limit) {
+          ++c.outliers;
+          c.excess_sum += static_cast<double>(dev - d.pooled_median);
+        }
+      }
     }
   }
 }
 
-void CountOutliers(const StageDeviations& d, std::vector<int64_t>* pooled, OutlierCounts* o) {
-  *pooled = d.devs;
-  const int64_t pooled_median = MedianInPlace(*pooled);
-  const double scale = kMadToSigma * static_cast<double>(MadInPlace(*pooled, pooled_median));
-  std::fill(o->steps.begin(), o->steps.end(), 0);
-  std::fill(o->excess_sum.begin(), o->excess_sum.end(), 0.0);
-  const double limit = static_cast<double>(pooled_median) + kOutlierScales * scale;
-  for (size_t e = 0; e < d.devs.size() && scale > 0; ++e) {
-    if (static_cast<double>(d.devs[e]) > limit) {
-      ++o->steps[d.who[e]];
-      o->excess_sum[d.who[e]] += static_cast<double>(d.devs[e] - pooled_median);
-    }
+// Stage k's median member mean deviation and pooled within-member spread into `d`; false with
+// fewer than two members to compare.
+bool CenterAndSpread(int k, const SumsTable& sums, StageDeviations* d, std::vector<double>* means) {
+  means->clear();
+  double within = 0;
+  int64_t dof = 0;
+  for (int m = 0; m < sums.members(); ++m) {
+    const MemberSums& c = sums.at(k, m);
+    if (c.count == 0) continue;
+    const double mean = c.sum / c.count;
+    means->push_back(mean);
+    within += std::max(0.0, c.sum_sq - c.count * mean * mean);
+    dof += c.count - 1;
   }
+  if (means->size() < 2) return false;
+  std::sort(means->begin(), means->end());
+  const size_t half = means->size() / 2;
+  d->center = means->size() % 2 == 1 ? (*means)[half] : ((*means)[half - 1] + (*means)[half]) / 2;
+  d->sd = dof > 0 ? std::sqrt(within / static_cast<double>(dof)) : 0.0;
+  return true;
 }
 
 // Fills stage k's cells: shift against the median member's mean, its z over the pooled
 // within-member spread, and the outlier test against the other members' rate.
-void FillStage(int k, const StageDeviations& d, const OutlierCounts& o, double center, double sd,
-               RankEvidenceTable* table) {
+void FillStage(int k, const StageDeviations& d, const SumsTable& sums, RankEvidenceTable* table) {
   const int n = table->members();
   int64_t all_outliers = 0, all_steps = 0;
   for (int m = 0; m < n; ++m) {
-    all_outliers += o.steps[m];
-    all_steps += d.count[m];
+    all_outliers += sums.at(k, m).outliers;
+    all_steps += sums.at(k, m).count;
   }
   for (int m = 0; m < n; ++m) {
     RankEvidence& e = table->at(k, m);
-    const int32_t count = d.count[m];
-    const int32_t outliers = o.steps[m];
+    const MemberSums& c = sums.at(k, m);
+    const int32_t count = c.count;
+    const int32_t outliers = c.outliers;
     e.steps = count;
     if (count == 0) continue;
-    e.shift_ns = d.sum[m] / count - center;
+    e.shift_ns = c.sum / count - d.center;
     e.outlier_steps = outliers;
-    if (outliers > 0) e.outlier_excess_ns = o.excess_sum[m] / outliers;
+    if (outliers > 0) e.outlier_excess_ns = c.excess_sum / outliers;
     const int64_t other_steps = all_steps - count;
     if (other_steps > 0 && outliers >= kMinOutlierSteps) {
       // The others' rate, floored at one outlier in their steps: never a zero variance.
@@ -115,42 +192,35 @@ void FillStage(int k, const StageDeviations& d, const OutlierCounts& o, double c
       const double expect = p * count;
       e.outlier_z = (outliers - expect) / std::sqrt(std::max(1e-9, expect * (1 - p)));
     }
-    e.z = sd > 0 && count >= 2 ? e.shift_ns * std::sqrt(static_cast<double>(count)) / sd : 0.0;
+    e.z = d.sd > 0 && count >= 2 ? e.shift_ns * std::sqrt(static_cast<double>(count)) / d.sd : 0.0;
   }
 }
 
 }  // namespace
 
+// Each stage's pooled deviations are gathered in turn (one buffer, sized once, for the
+// medians); one walk of the window then sums every stage's deviations and counts its outliers.
 RankEvidenceTable ComputeRankEvidence(const AccountingWindow& window, const StageSchema& schema) {
   const int n = window.members();
   const int stages = window.stages();
   RankEvidenceTable table(stages, n);
   if (n < 2) return table;
   const std::vector<UsableStep> usable = UsableSteps(window);
-  StageDeviations d(n);
-  OutlierCounts o(n);
-  std::vector<double> means;
-  std::vector<int64_t> pooled;
+  // Not zeroed: each stage writes what it reads.
+  const std::unique_ptr<int64_t[]> pooled =
+      std::make_unique_for_overwrite<int64_t[]>(usable.size() * static_cast<size_t>(n));
+  std::vector<StageDeviations> by_stage(static_cast<size_t>(stages));
   for (int k = 0; k < stages; ++k) {
-    const int64_t sign = schema.IsWait(static_cast<size_t>(k)) ? -1 : 1;
-    CollectDeviations(window, usable, k, sign, &d);
-    means.clear();
-    double within = 0;
-    int64_t dof = 0;
-    for (int m = 0; m < n; ++m) {
-      if (d.count[m] == 0) continue;
-      const double mean = d.sum[m] / d.count[m];
-      means.push_back(mean);
-      within += std::max(0.0, d.sum_sq[m] - d.count[m] * mean * mean);
-      dof += d.count[m] - 1;
-    }
-    if (means.size() < 2) continue;
-    std::sort(means.begin(), means.end());
-    const size_t half = means.size() / 2;
-    const double center = means.size() % 2 == 1 ? means[half] : (means[half - 1] + means[half]) / 2;
-    CountOutliers(d, &pooled, &o);
-    const double sd = dof > 0 ? std::sqrt(within / static_cast<double>(dof)) : 0.0;
-    FillStage(k, d, o, center, sd, &table);
+    StageDeviations& d = by_stage[k];
+    d.sign = schema.IsWait(static_cast<size_t>(k)) ? -1 : 1;
+    const size_t count = PoolDeviations(window, usable, k, d.sign, pooled.get());
+    if (count > 0) SetOutlierLimit(std::span<int64_t>(pooled.get(), count), &d);
+  }
+  SumsTable sums(stages, n);
+  SumAndCount(window, usable, by_stage, &sums);
+  std::vector<double> means;
+  for (int k = 0; k < stages; ++k) {
+    if (CenterAndSpread(k, sums, &by_stage[k], &means)) FillStage(k, by_stage[k], sums, &table);
   }
   return table;
 }

@@ -12,8 +12,10 @@
 #include <cstdlib>
 #include <random>
 
+#include "daemon/captures/capture_trigger.h"
 #include "daemon/coordinator/coordinator_metrics.h"
 #include "daemon/coordinator/job_state.h"
+#include "daemon/nodes/node_ledger.h"
 #include "daemon/wire/packed_steps.h"
 #include "daemon/wire/rank_steps.h"
 #include "tests/bench/bench_workload.h"
@@ -50,11 +52,11 @@ std::vector<v1::RankSteps> EncodeMessages(int world, int variants, int steps, ui
 // per batch must not grow with the world size, 12,500 batches per step at 100,000 ranks) and
 // at the end.
 void IngestRound(JobState& job, std::vector<v1::RankSteps>& msgs, size_t first, int world,
-                 int64_t base_step, int64_t now) {
+                 int64_t base_step, int64_t now, const std::vector<std::string>* nodes = nullptr) {
   for (int r = 0; r < world; ++r) {
     v1::RankSteps& m = msgs[first + r];
     m.set_base_step(base_step);
-    benchmark::DoNotOptimize(job.Ingest(m, "n", now));
+    benchmark::DoNotOptimize(job.Ingest(m, nodes == nullptr ? "n" : (*nodes)[r / 8], now));
     if ((r & 7) == 7) {
       job.CloseDue(now);
       (void)job.Flush();
@@ -138,8 +140,12 @@ BENCHMARK(BM_CoordinatorIngest)->Arg(1024)->Arg(4096)->Arg(16384)->Unit(benchmar
 // batch came, and the job keeps its raw window (history_rank_steps at its default). At 100,000
 // ranks those 8 closes run back to back under the job's lock, between the last batch and the
 // verdict: what a step's close costs there is on the verdict's path (docs/results.md).
+// With a second argument of 1, each rank's node is its own of world/8 nodes and the job tells
+// its closed windows to the coordinator's observers (automatic captures, the node ledger), as
+// the coordinator does by default: what a window close costs them at that world size.
 void BM_CoordinatorIngestBatched(benchmark::State& state) {
   const int world = static_cast<int>(state.range(0));
+  const bool observers = state.range(1) != 0;
   constexpr int kSteps = 8;     // per message
   constexpr int kVariants = 4;  // distinct batches per rank, cycled
   const std::string dir = MakeBenchDir();
@@ -147,8 +153,28 @@ void BM_CoordinatorIngestBatched(benchmark::State& state) {
     state.SkipWithError("mkdtemp");
     return;
   }
-  const JobOptions o = BenchJobOptions(dir, JobOptions{}.history_rank_steps);
+  JobOptions o = BenchJobOptions(dir, JobOptions{}.history_rank_steps);
   std::vector<v1::RankSteps> msgs = EncodeMessages(world, kVariants, kSteps, /*seed=*/5);
+  std::vector<std::string> nodes;
+  CaptureTrigger trigger(CapturePolicyOptions{});
+  std::unique_ptr<NodeLedger> ledger;
+  JournalOpenInfo info;
+  if (observers) {
+    for (int n = 0; n < (world + 7) / 8; ++n) nodes.push_back("node-" + std::to_string(n));
+    trigger.set_automatic(true);
+    auto opened = NodeLedger::Open(NodeLedgerOptions{.path = dir + "/nodes.ledger",
+                                                     .fsync = false,
+                                                     .classes = {},
+                                                     .max_nodes = 100'000,
+                                                     .jobs_kept = 16},
+                                   &info);
+    if (!opened.ok()) {
+      state.SkipWithError(std::string(opened.status().message()).c_str());
+      return;
+    }
+    ledger = std::move(*opened);
+    o.observers = {&trigger, ledger.get()};
+  }
   CoordinatorMetrics metrics;
   auto job = JobState::Create(bench::SixStageDeclaration("bench", 0, world), o, &metrics);
   if (!job.ok()) {
@@ -158,7 +184,7 @@ void BM_CoordinatorIngestBatched(benchmark::State& state) {
   int64_t batch = 0, now = 0;
   for (auto _ : state) {
     IngestRound(**job, msgs, static_cast<size_t>(batch % kVariants) * world, world, batch * kSteps,
-                now);
+                now, observers ? &nodes : nullptr);
     ++batch;
     now += 8'000'000;
   }
@@ -166,9 +192,14 @@ void BM_CoordinatorIngestBatched(benchmark::State& state) {
   state.counters["rank_steps_per_s"] = benchmark::Counter(
       static_cast<double>(state.iterations() * world * kSteps), benchmark::Counter::kIsRate);
   job->reset();
+  ledger.reset();
   RemoveBenchDir(state, dir);
 }
-BENCHMARK(BM_CoordinatorIngestBatched)->Arg(16384)->Arg(100000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CoordinatorIngestBatched)
+    ->Args({16384, 0})
+    ->Args({100000, 0})
+    ->Args({100000, 1})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace stagefrontier

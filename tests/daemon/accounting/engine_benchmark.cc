@@ -65,5 +65,43 @@ BENCHMARK(BM_EngineAddStepRoleGroups)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_EngineAddStepGroupWide)->Arg(1024)->Arg(16384)->Unit(benchmark::kMicrosecond);
 
+// The step that closes a window, alone: its accounting and the window's verdict (rank evidence
+// over every member and step of the window). At 100,000 ranks this runs under the job's lock
+// between the window's last step and its verdict, so it bounds the verdict's latency
+// (docs/results.md). The window's other steps are fed untimed.
+void BM_EngineWindowClose(benchmark::State& state) {
+  const int32_t ranks = static_cast<int32_t>(state.range(0));
+  SimConfig c = SimConfig::DataParallel(ranks);
+  c.stages.insert(c.stages.begin() + 1, SimStage{"h2d", StageKind::kIo, 2'000'000, 0.05, 0});
+  c.steps = 4;  // cycled
+  c.clock_skew = true;
+  c.faults.push_back(*ParseFault("slow:forward:rank=1:magnitude=10ms"));
+  absl::StatusOr<TrainingSimulator> sim = TrainingSimulator::Create(c);
+  std::vector<StepInput> steps;
+  StepInput s;
+  while (sim->Next(&s)) steps.push_back(s);
+  const JobConfig job{sim->schema(), ranks, {}, {}, false, EngineConfig{}, "", {}};
+  auto engine = *Engine::Create(job);
+  const int window = job.engine.window_steps;
+  int64_t next = 0;
+  auto add = [&](benchmark::State& st) {
+    StepInput& in = steps[static_cast<size_t>(next % static_cast<int64_t>(steps.size()))];
+    in.step = next++;
+    if (!engine->AddStep(in).ok()) st.SkipWithError("AddStep failed");
+  };
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (int i = 0; i + 1 < window; ++i) add(state);
+    state.ResumeTiming();
+    add(state);
+    if (engine->TakeClosedVerdicts().empty()) state.SkipWithError("no window closed");
+  }
+}
+BENCHMARK(BM_EngineWindowClose)
+    ->Arg(16384)
+    ->Arg(100000)
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace stagefrontier
