@@ -37,8 +37,10 @@ std::vector<UsableStep> UsableSteps(const AccountingWindow& window) {
 // (shm/record_limits.h): exact in a double.
 class StepDeviations {
  public:
-  StepDeviations(const AccountingWindow& window, const UsableStep& step)
-      : step_(window.at(step.index)), stages_(window.stages()), scale_(step.present == 2 ? 2 : 1) {}
+  StepDeviations(const AccountingWindow& window, const UsableStep& usable)
+      : step_(window.at(usable.index)),
+        stages_(window.stages()),
+        scale_(usable.present == 2 ? 2 : 1) {}
   // Whether stage k was accounted in the step (a step may carry fewer than the schema).
   bool has(int k) const { return static_cast<int>(step_.accounting.stages.size()) > k; }
   bool present(int m) const { return step_.present[m] != 0; }
@@ -57,7 +59,7 @@ class StepDeviations {
 // One stage's figures over the usable steps: the outlier test's limit from the pooled
 // deviations (kOutlierScales robust scales beyond their median), then, from the members' sums,
 // the median member's mean deviation and the pooled within-member spread.
-struct StageDeviations {
+struct StageFigures {
   int64_t sign = 1;
   bool outlier_test = false;
   int64_t pooled_median = 0;
@@ -93,7 +95,7 @@ class SumsTable {
 };
 
 // Stage k's deviations over the usable steps into `out` (room for every member of every usable
-// step), in no particular order; returns how many.
+// step), in step then member order (the median and MAD need none); returns how many.
 size_t PoolDeviations(const AccountingWindow& window, const std::vector<UsableStep>& usable, int k,
                       int64_t sign, int64_t* out) {
   size_t n = 0;
@@ -110,7 +112,7 @@ size_t PoolDeviations(const AccountingWindow& window, const std::vector<UsableSt
 }
 
 // The outlier limit from the pooled deviations (order-free: taken in place, `pooled` spent).
-void SetOutlierLimit(std::span<int64_t> pooled, StageDeviations* d) {
+void SetOutlierLimit(std::span<int64_t> pooled, StageFigures* d) {
   d->pooled_median = MedianInPlace(pooled);
   const double scale = kMadToSigma * static_cast<double>(MadInPlace(pooled, d->pooled_median));
   d->outlier_test = scale > 0;
@@ -119,7 +121,7 @@ void SetOutlierLimit(std::span<int64_t> pooled, StageDeviations* d) {
 
 // Every stage's sums and outliers in one walk of the window, each member's in step order.
 void SumAndCount(const AccountingWindow& window, const std::vector<UsableStep>& usable,
-                 const std::vector<StageDeviations>& stages, SumsTable* sums) {
+                 const std::vector<StageFigures>& stages, SumsTable* sums) {
   const int stage_count = static_cast<int>(stages.size());
   for (const UsableStep& u : usable) {
     const StepDeviations step(window, u);
@@ -127,7 +129,7 @@ void SumAndCount(const AccountingWindow& window, const std::vector<UsableStep>& 
       if (!step.present(m)) continue;
       MemberSums* row = sums->row(m);
       for (int k = 0; k < stage_count; ++k) {
-        const StageDeviations& d = stages[k];
+        const StageFigures& d = stages[k];
         if (!step.has(k)) continue;
         const int64_t dev = step.of(m, k, d.sign);
         MemberSums& c = row[k];
@@ -145,7 +147,7 @@ void SumAndCount(const AccountingWindow& window, const std::vector<UsableStep>& 
 
 // Stage k's median member mean deviation and pooled within-member spread into `d`; false with
 // fewer than two members to compare.
-bool CenterAndSpread(int k, const SumsTable& sums, StageDeviations* d, std::vector<double>* means) {
+bool CenterAndSpread(int k, const SumsTable& sums, StageFigures* d, std::vector<double>* means) {
   means->clear();
   double within = 0;
   int64_t dof = 0;
@@ -167,7 +169,7 @@ bool CenterAndSpread(int k, const SumsTable& sums, StageDeviations* d, std::vect
 
 // Fills stage k's cells: shift against the median member's mean, its z over the pooled
 // within-member spread, and the outlier test against the other members' rate.
-void FillStage(int k, const StageDeviations& d, const SumsTable& sums, RankEvidenceTable* table) {
+void FillStage(int k, const StageFigures& d, const SumsTable& sums, RankEvidenceTable* table) {
   const int n = table->members();
   int64_t all_outliers = 0, all_steps = 0;
   for (int m = 0; m < n; ++m) {
@@ -209,9 +211,9 @@ RankEvidenceTable ComputeRankEvidence(const AccountingWindow& window, const Stag
   // Not zeroed: each stage writes what it reads.
   const std::unique_ptr<int64_t[]> pooled =
       std::make_unique_for_overwrite<int64_t[]>(usable.size() * static_cast<size_t>(n));
-  std::vector<StageDeviations> by_stage(static_cast<size_t>(stages));
+  std::vector<StageFigures> by_stage(static_cast<size_t>(stages));
   for (int k = 0; k < stages; ++k) {
-    StageDeviations& d = by_stage[k];
+    StageFigures& d = by_stage[k];
     d.sign = schema.IsWait(static_cast<size_t>(k)) ? -1 : 1;
     const size_t count = PoolDeviations(window, usable, k, d.sign, pooled.get());
     if (count > 0) SetOutlierLimit(std::span<int64_t>(pooled.get(), count), &d);

@@ -84,17 +84,24 @@ void BM_EngineWindowClose(benchmark::State& state) {
   auto engine = *Engine::Create(job);
   const int window = job.engine.window_steps;
   int64_t next = 0;
-  auto add = [&](benchmark::State& st) {
+  auto add = [&]() {
     StepInput& in = steps[static_cast<size_t>(next % static_cast<int64_t>(steps.size()))];
     in.step = next++;
-    if (!engine->AddStep(in).ok()) st.SkipWithError("AddStep failed");
+    return engine->AddStep(in).ok();
   };
   for (auto _ : state) {
     state.PauseTiming();
-    for (int i = 0; i + 1 < window; ++i) add(state);
+    bool ok = true;
+    for (int i = 0; ok && i + 1 < window; ++i) ok = add();
     state.ResumeTiming();
-    add(state);
-    if (engine->TakeClosedVerdicts().empty()) state.SkipWithError("no window closed");
+    if (!ok || !add()) {
+      state.SkipWithError("AddStep failed");
+      return;
+    }
+    if (engine->TakeClosedVerdicts().empty()) {
+      state.SkipWithError("no window closed");
+      return;
+    }
   }
 }
 BENCHMARK(BM_EngineWindowClose)
