@@ -58,7 +58,8 @@ void AddJobFlags(CLI::App& app, CoordinatorOptions* o) {
                "acknowledge batches without fdatasync (faster; a machine crash may lose them)");
   app.add_option("--journal-compact-mb", o->journal_compact_mb,
                  "move a job's journal records into compact record blocks once this many MB of "
-                 "plain records were written (while running); 0: never")
+                 "plain records were written, and a quarter of the blocks' size (while "
+                 "running); 0: never")
       ->check(CLI::Range(0.0, 1'000'000.0))
       ->capture_default_str();
   app.add_option("--jobs", o->jobs_csv, "comma-separated job ids to accept; default: any");

@@ -35,8 +35,8 @@ class TempFile {
   bool released_ = false;
 };
 
-// A region's frames, read through one reused buffer of about `chunk` bytes (a region is up to
-// 256 MiB: read whole, each compaction took that much fresh memory and zero-filled it).
+// A region's frames, read through one reused buffer of about `chunk` bytes (a region is
+// hundreds of MiB: read whole, each compaction took that much fresh memory and zero-filled it).
 class RegionFrames {
  public:
   RegionFrames(int fd, const std::string& path, uint64_t begin, uint64_t end, size_t chunk)
@@ -88,21 +88,6 @@ class RegionFrames {
   size_t pos_ = 0;
 };
 
-// The compacted prefix, `bytes` long, copied as it is (in the kernel).
-absl::Status CopyPrefix(int in_fd, int out_fd, uint64_t bytes, const std::string& path) {
-  for (uint64_t copied = 0; copied < bytes;) {
-    loff_t from = static_cast<loff_t>(copied), to = static_cast<loff_t>(copied);
-    const ssize_t n =
-        ::copy_file_range(in_fd, &from, out_fd, &to, static_cast<size_t>(bytes - copied), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      return ErrnoStatus(n < 0 ? errno : EIO, "cannot copy the compacted prefix of", path);
-    }
-    copied += static_cast<uint64_t>(n);
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 std::string JournalCompaction::Describe() const {
@@ -117,15 +102,18 @@ absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& job_journal, ui
   const auto start = std::chrono::steady_clock::now();
   JournalCompaction result;
   const RecordLog::Layout was = journal.CurrentLayout();
-  if (was.written_end < was.compacted_end + options.min_plain_bytes) return result;
+  const uint64_t due = std::max<uint64_t>(
+      options.min_plain_bytes,
+      static_cast<uint64_t>(options.prefix_fraction * static_cast<double>(was.compacted_end)));
+  if (was.written_end < was.compacted_end + due) return result;
   absl::StatusOr<int> in_fd = journal.OpenForReading();
   if (!in_fd.ok()) return in_fd.status();
   TempFile in("", *in_fd);  // a descriptor only: nothing to remove
   const std::string& path = journal.path();
 
   // The region: whole frames from the end of the compacted prefix.
-  const uint64_t region_bytes =
-      std::min<uint64_t>(was.written_end - was.compacted_end, options.max_region_bytes);
+  const uint64_t region_bytes = std::min<uint64_t>(was.written_end - was.compacted_end,
+                                                   std::max(options.max_region_bytes, 2 * due));
   RegionFrames region(in.fd(), path, was.compacted_end, was.compacted_end + region_bytes,
                       options.io_chunk_bytes);
   const std::string temp_path = HiddenSiblingPath(path, ".compacting");
@@ -134,7 +122,11 @@ absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& job_journal, ui
   if (out_fd < 0) return ErrnoStatus(errno, "cannot create", temp_path);
   TempFile out(temp_path, out_fd);
 
-  if (absl::Status s = CopyPrefix(in.fd(), out.fd(), was.compacted_end, path); !s.ok()) return s;
+  if (absl::Status s = CopyRange(in.fd(), 0, out.fd(), 0, was.compacted_end,
+                                 "cannot copy the compacted prefix of", path);
+      !s.ok()) {
+    return s;
+  }
   uint64_t written = was.compacted_end;
   RecordBlockBuilder builder({.stage_count = stage_count, .zstd_level = options.zstd_level},
                              options.block_steps, options.verify_every);
@@ -182,6 +174,11 @@ absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& job_journal, ui
   if (new_compacted_end >= region_end.written_end) {
     result.records = 0;  // would not shrink (a tiny region): leave it for a larger one
     return result;
+  }
+  // Synced here, outside the journal's write lock, so that the swap's sync under it has only
+  // the records written meanwhile to write.
+  if (journal.syncs() && ::fdatasync(out.fd()) != 0) {
+    return ErrnoStatus(errno, "cannot fsync", temp_path);
   }
   // ReplacePrefix appends what follows the region; it takes the file (or removes it).
   out.Release();

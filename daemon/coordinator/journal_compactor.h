@@ -22,6 +22,11 @@ namespace stagefrontier {
 struct JournalCompactorOptions {
   uint64_t min_plain_bytes = 64ULL << 20;    // compact once this many bytes of plain records
   uint64_t max_region_bytes = 256ULL << 20;  // at most this many of them per compaction
+  // ... and once the plain records reach this fraction of the compacted prefix, taking up to
+  // twice that: each compaction copies the prefix, so its copying stays within 1/fraction bytes
+  // per plain byte compacted however long the job runs (at the cost of a plain tail up to this
+  // fraction of the prefix). 0: min_plain_bytes alone.
+  double prefix_fraction = 0.25;
   uint32_t block_steps = 100;                // a block ends after this many closed steps
   int zstd_level = 3;
   // Decode and compare the first block and every Nth after it (RecordBlockBuilder): checking
@@ -42,10 +47,11 @@ struct JournalCompaction {
 };
 
 // Compacts the plain records of `journal` written so far (from the end of its compacted
-// prefix, at most max_region_bytes of them) when at least min_plain_bytes are there: builds a
-// new file beside the journal (a hidden `.<job>.journal.compacting-…`, removed at the next
-// start if a crash leaves it) holding the compacted prefix, then the new blocks (the first and
-// every verify_every-th checked to decode to its records), and hands it to
+// prefix) when they are due (min_plain_bytes, and prefix_fraction of the prefix; at most
+// max_region_bytes of them, or twice what was due): builds a new file beside the journal (a
+// hidden `.<job>.journal.compacting-…`, removed at the next start if a crash leaves it) holding
+// the compacted prefix, then the new blocks (the first and every verify_every-th checked to
+// decode to its records), synced when the journal is, and hands it to
 // RecordLog::ReplacePrefix. Returns records == 0
 // when nothing was due. Fails, leaving the journal as it was, with the errno-derived status of
 // a failed call, DataLoss for a region that does not scan as intact frames, or as

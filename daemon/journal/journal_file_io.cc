@@ -62,6 +62,20 @@ absl::Status PwriteAll(int fd, absl::string_view bytes, uint64_t offset, absl::s
   return absl::OkStatus();
 }
 
+absl::Status CopyRange(int in_fd, uint64_t in_offset, int out_fd, uint64_t out_offset,
+                       uint64_t size, absl::string_view what, const std::string& path) {
+  for (uint64_t copied = 0; copied < size;) {
+    loff_t from = static_cast<loff_t>(in_offset + copied);
+    loff_t to = static_cast<loff_t>(out_offset + copied);
+    const ssize_t n =
+        ::copy_file_range(in_fd, &from, out_fd, &to, static_cast<size_t>(size - copied), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return ErrnoStatus(n < 0 ? errno : EIO, what, path);
+    copied += static_cast<uint64_t>(n);
+  }
+  return absl::OkStatus();
+}
+
 std::string DirOf(const std::string& path) {
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));

@@ -38,6 +38,13 @@ absl::Status ErrnoStatus(int e, absl::string_view what, const std::string& path)
 [[nodiscard]] absl::Status PwriteAll(int fd, absl::string_view bytes, uint64_t offset,
                                      absl::string_view what, const std::string& path);
 
+// Copies `size` bytes of `in_fd` at `in_offset` to `out_fd` at `out_offset` in the kernel
+// (copy_file_range: no user buffer, however long the range); fails (as ErrnoStatus, EIO for a
+// source that ends first) naming `what` and `path`.
+[[nodiscard]] absl::Status CopyRange(int in_fd, uint64_t in_offset, int out_fd, uint64_t out_offset,
+                                     uint64_t size, absl::string_view what,
+                                     const std::string& path);
+
 // The directory of `path` ("." when it has none).
 std::string DirOf(const std::string& path);
 

@@ -387,21 +387,19 @@ absl::Status RecordLog::ReplacePrefix(const Layout& was, const std::string& new_
   struct stat st {};
   if (::fstat(out, &st) != 0) return fail(ErrnoStatus(errno, "cannot stat", new_prefix_path), out);
   const uint64_t prefix = static_cast<uint64_t>(st.st_size);
-  // What was written since the compaction looked: the records after its region.
-  std::string tail;
-  if (absl::Status s = PreadExactly(fd_, was.written_end, size_ - was.written_end,
-                                    "cannot read journal", path_, &tail);
-      !s.ok()) {
-    return fail(s, out);
-  }
-  const uint64_t new_size = prefix + tail.size();
+  // What was written since the compaction looked: the records after its region, copied in the
+  // kernel (however much a long compaction let accumulate, no buffer holds it).
+  const uint64_t tail = size_ - was.written_end;
+  const uint64_t new_size = prefix + tail;
   if (prefix >= was.written_end || new_compacted_end > prefix) {
     return fail(absl::FailedPreconditionError(absl::StrCat(
                     "the compacted copy of journal ", path_, " (", prefix,
                     " bytes) would not replace ", was.written_end, " bytes with fewer")),
                 out);
   }
-  if (absl::Status s = PwriteAll(out, tail, prefix, "cannot write", new_prefix_path); !s.ok()) {
+  if (absl::Status s = CopyRange(fd_, was.written_end, out, prefix, tail,
+                                 "cannot copy the journal's newest records into", new_prefix_path);
+      !s.ok()) {
     return fail(s, out);
   }
   if (fsync_ && ::fdatasync(out) != 0) {

@@ -106,6 +106,7 @@ class RecordLog {
   // Position up to which records are durable (written, and synced with fsync).
   uint64_t durable_bytes() const { return durable_.load(std::memory_order_acquire); }
   const std::string& path() const { return path_; }
+  bool syncs() const { return fsync_; }  // appends and swaps are synced with fsync
 
   // For live compaction (daemon/coordinator/journal_compactor.h), in file offsets:
   // [0, compacted_end) holds the file header, the first record (the declaration) and every

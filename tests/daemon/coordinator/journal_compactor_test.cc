@@ -151,6 +151,51 @@ TEST_CASE("a live journal compacts in place: the same records, fewer bytes, appe
   }
 }
 
+// Each compaction copies the compacted prefix, so a long job's compactions must grow apart
+// as it grows: due only once the plain records reach prefix_fraction of the prefix (the
+// copying stays in proportion to what is compacted), and then all of them are taken, whatever
+// max_region_bytes says.
+TEST_CASE("a compaction waits for plain records in proportion to the compacted prefix") {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/job.journal";
+  std::mt19937_64 rng(3);
+  auto journal = JobJournal::Create(path, false, std::vector<v1::JournalRecord>{Declared()});
+  REQUIRE(journal.ok());
+  JobJournal& j = **journal;
+  std::vector<std::string> expected = {Declared().SerializeAsString()};
+  AppendSteps(j, 0, 400, rng, &expected);
+  REQUIRE(j.Flush().ok());
+  REQUIRE(CompactLiveJournal(j, kStages, {.min_plain_bytes = 1})->records == 800);
+  const uint64_t prefix = j.log().CurrentLayout().compacted_end;
+  const auto plain = [&] {
+    const RecordLog::Layout l = j.log().CurrentLayout();
+    return l.written_end - l.compacted_end;
+  };
+  int64_t step = 400;
+  AppendSteps(j, step, step + 1, rng, &expected);
+  ++step;
+  REQUIRE(j.Flush().ok());
+  REQUIRE(plain() * 4 < prefix);
+  CHECK(CompactLiveJournal(j, kStages, {.min_plain_bytes = 1})->records == 0);
+  // Without the fraction, the same journal is due at once.
+  SECTION("prefix_fraction 0: min_plain_bytes alone") {
+    CHECK(CompactLiveJournal(j, kStages, {.min_plain_bytes = 1, .prefix_fraction = 0})->records ==
+          2);
+  }
+  SECTION("due at a quarter of the prefix, and taken whole past max_region_bytes") {
+    while (plain() * 4 < prefix) {
+      AppendSteps(j, step, step + 1, rng, &expected);
+      ++step;
+      REQUIRE(j.Flush().ok());
+    }
+    auto r = CompactLiveJournal(j, kStages, {.min_plain_bytes = 1, .max_region_bytes = 1});
+    REQUIRE(r.ok());
+    CHECK(r->records == static_cast<uint64_t>(2 * (step - 400)));
+    CHECK(plain() == 0);
+    CHECK(Replayed(path) == expected);
+  }
+}
+
 // The region is read, and the blocks written, a chunk at a time: frames that straddle chunks,
 // and frames longer than a chunk, come out the same as with the whole region at once.
 TEST_CASE("the chunk size of compaction's reads and writes changes no byte of the result") {

@@ -67,5 +67,25 @@ TEST_CASE("whole reads and writes at an offset; a short file is an error") {
   CHECK(DirOf("/c") == "/");
 }
 
+// Live compaction copies the compacted prefix, and the swap the newest records, in the kernel.
+TEST_CASE("a range copied between files at offsets; a source that ends first is an error") {
+  const std::string dir = TempDir("sf_journal_io");
+  const int in = ::open((dir + "/in").c_str(), O_RDWR | O_CREAT, 0600);
+  const int out = ::open((dir + "/out").c_str(), O_RDWR | O_CREAT, 0600);
+  REQUIRE(in >= 0);
+  REQUIRE(out >= 0);
+  std::string big(3 << 20, '\0');  // more than one call may move
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('a' + i % 26);
+  REQUIRE(PwriteAll(in, big, 0, "cannot write", dir).ok());
+  REQUIRE(PwriteAll(out, "head:", 0, "cannot write", dir).ok());
+  REQUIRE(CopyRange(in, 7, out, 5, big.size() - 7, "cannot copy", dir + "/in").ok());
+  CHECK(ReadAll(dir + "/out") == "head:" + big.substr(7));
+  const absl::Status s = CopyRange(in, big.size() - 2, out, 0, 3, "cannot copy", dir + "/in");
+  CHECK(absl::IsUnavailable(s));  // EIO
+  CHECK_THAT(std::string(s.message()), Catch::Contains("cannot copy " + dir + "/in"));
+  ::close(in);
+  ::close(out);
+}
+
 }  // namespace
 }  // namespace stagefrontier
