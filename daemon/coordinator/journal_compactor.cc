@@ -96,22 +96,88 @@ std::string JournalCompaction::Describe() const {
                       absl::SixDigits(seconds), " s");
 }
 
+namespace {
+
+// When the plain records are due: min_plain_bytes, and prefix_fraction of the compacted prefix
+// (each compaction copies the prefix).
+uint64_t DueBytes(const JournalCompactorOptions& options, const RecordLog::Layout& was) {
+  return std::max<uint64_t>(
+      options.min_plain_bytes,
+      static_cast<uint64_t>(options.prefix_fraction * static_cast<double>(was.compacted_end)));
+}
+
+// What a region became: its records and plain bytes taken, the blocks built, and where they end
+// in the new file.
+struct RegionCompacted {
+  uint64_t records = 0;
+  uint64_t plain_bytes = 0;
+  uint64_t blocks = 0;
+  uint64_t end = 0;
+};
+
+// Reads `region`'s records (plain ones only: a block or a declaration there is damage) and
+// writes them as record blocks into `out` from `offset`, a chunk at a time through one buffer.
+absl::StatusOr<RegionCompacted> CompactRegion(RegionFrames& region, const RecordLog::Layout& was,
+                                              const TempFile& out, uint64_t offset,
+                                              const std::string& path, uint32_t stage_count,
+                                              const JournalCompactorOptions& options) {
+  RegionCompacted done{.records = 0, .plain_bytes = 0, .blocks = 0, .end = offset};
+  RecordBlockBuilder builder({.stage_count = stage_count, .zstd_level = options.zstd_level},
+                             options.block_steps, options.verify_every);
+  std::string frames, payload;
+  absl::Status written_ok;
+  auto write_frames = [&] {
+    if (!written_ok.ok() || frames.empty()) return;
+    written_ok = PwriteAll(out.fd(), frames, done.end, "cannot write", out.path());
+    done.end += frames.size();
+    frames.clear();
+  };
+  auto emit = [&](v1::JournalRecord block) {
+    payload.clear();
+    block.SerializeToString(&payload);
+    AppendJournalFrame(payload, &frames);
+    if (frames.size() >= options.io_chunk_bytes) write_frames();
+  };
+  v1::JournalRecord record;
+  for (;;) {
+    absl::StatusOr<size_t> n = region.Next(&record);
+    if (!n.ok()) return n.status();
+    if (*n == 0) break;  // the region's end (or a frame it cut: that waits for the next time)
+    if (record.has_block() || record.has_declared()) {
+      return absl::DataLossError(absl::StrCat("journal ", path, ": a ",
+                                              record.has_block() ? "record block" : "declaration",
+                                              " at offset ", was.compacted_end + done.plain_bytes,
+                                              " among the plain records; not compacted"));
+    }
+    if (absl::Status s = builder.Add(std::move(record), emit); !s.ok()) return s;
+    if (!written_ok.ok()) return written_ok;
+    ++done.records;
+    done.plain_bytes += *n;
+  }
+  if (done.plain_bytes == 0) return done;
+  if (absl::Status s = builder.Finish(emit); !s.ok()) return s;
+  write_frames();
+  if (!written_ok.ok()) return written_ok;
+  done.blocks = builder.blocks();
+  return done;
+}
+
+}  // namespace
+
 absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& job_journal, uint32_t stage_count,
                                                      const JournalCompactorOptions& options) {
   RecordLog& journal = job_journal.log();
   const auto start = std::chrono::steady_clock::now();
   JournalCompaction result;
   const RecordLog::Layout was = journal.CurrentLayout();
-  const uint64_t due = std::max<uint64_t>(
-      options.min_plain_bytes,
-      static_cast<uint64_t>(options.prefix_fraction * static_cast<double>(was.compacted_end)));
+  const uint64_t due = DueBytes(options, was);
   if (was.written_end < was.compacted_end + due) return result;
   absl::StatusOr<int> in_fd = journal.OpenForReading();
   if (!in_fd.ok()) return in_fd.status();
   TempFile in("", *in_fd);  // a descriptor only: nothing to remove
   const std::string& path = journal.path();
 
-  // The region: whole frames from the end of the compacted prefix.
+  // The region: whole frames from the end of the compacted prefix, all that was due.
   const uint64_t region_bytes = std::min<uint64_t>(was.written_end - was.compacted_end,
                                                    std::max(options.max_region_bytes, 2 * due));
   RegionFrames region(in.fd(), path, was.compacted_end, was.compacted_end + region_bytes,
@@ -121,60 +187,22 @@ absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& job_journal, ui
       ::open(temp_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (out_fd < 0) return ErrnoStatus(errno, "cannot create", temp_path);
   TempFile out(temp_path, out_fd);
-
   if (absl::Status s = CopyRange(in.fd(), 0, out.fd(), 0, was.compacted_end,
                                  "cannot copy the compacted prefix of", path);
       !s.ok()) {
     return s;
   }
-  uint64_t written = was.compacted_end;
-  RecordBlockBuilder builder({.stage_count = stage_count, .zstd_level = options.zstd_level},
-                             options.block_steps, options.verify_every);
-  // Blocks go out as they fill a chunk, through one reused buffer too.
-  std::string frames, payload;
-  absl::Status written_ok;
-  auto write_frames = [&] {
-    if (!written_ok.ok() || frames.empty()) return;
-    written_ok = PwriteAll(out.fd(), frames, written, "cannot write", temp_path);
-    written += frames.size();
-    frames.clear();
-  };
-  auto emit = [&](v1::JournalRecord block) {
-    payload.clear();
-    block.SerializeToString(&payload);
-    AppendJournalFrame(payload, &frames);
-    if (frames.size() >= options.io_chunk_bytes) write_frames();
-  };
-  uint64_t off = 0;
-  v1::JournalRecord record;
-  for (;;) {
-    absl::StatusOr<size_t> n = region.Next(&record);
-    if (!n.ok()) return n.status();
-    if (*n == 0) break;  // the region's end (or a frame it cut: that waits for the next time)
-    if (record.has_block() || record.has_declared()) {
-      return absl::DataLossError(absl::StrCat(
-          "journal ", path, ": a ", record.has_block() ? "record block" : "declaration",
-          " at offset ", was.compacted_end + off, " among the plain records; not compacted"));
-    }
-    if (absl::Status s = builder.Add(std::move(record), emit); !s.ok()) return s;
-    if (!written_ok.ok()) return written_ok;
-    ++result.records;
-    off += *n;
-  }
-  if (off == 0) {
+  absl::StatusOr<RegionCompacted> done =
+      CompactRegion(region, was, out, was.compacted_end, path, stage_count, options);
+  if (!done.ok()) return done.status();
+  if (done->plain_bytes == 0) {
     return absl::DataLossError(absl::StrCat("journal ", path, ": no intact record within ",
                                             region_bytes, " bytes at offset ", was.compacted_end,
                                             "; not compacted"));
   }
-  if (absl::Status s = builder.Finish(emit); !s.ok()) return s;
-  write_frames();
-  if (!written_ok.ok()) return written_ok;
-  const uint64_t new_compacted_end = written;
-  const RecordLog::Layout region_end{was.compacted_end, was.compacted_end + off};
-  if (new_compacted_end >= region_end.written_end) {
-    result.records = 0;  // would not shrink (a tiny region): leave it for a larger one
-    return result;
-  }
+  const RecordLog::Layout region_end{was.compacted_end, was.compacted_end + done->plain_bytes};
+  // Would not shrink (a tiny region): leave it for a larger one.
+  if (done->end >= region_end.written_end) return result;
   // Synced here, outside the journal's write lock, so that the swap's sync under it has only
   // the records written meanwhile to write.
   if (journal.syncs() && ::fdatasync(out.fd()) != 0) {
@@ -182,13 +210,12 @@ absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& job_journal, ui
   }
   // ReplacePrefix appends what follows the region; it takes the file (or removes it).
   out.Release();
-  if (absl::Status s = journal.ReplacePrefix(region_end, temp_path, new_compacted_end); !s.ok()) {
-    return s;
-  }
-  result.blocks = builder.blocks();
+  if (absl::Status s = journal.ReplacePrefix(region_end, temp_path, done->end); !s.ok()) return s;
+  result.records = done->records;
+  result.blocks = done->blocks;
   const RecordLog::Layout now = journal.CurrentLayout();
   result.file_bytes_after = now.written_end;
-  result.file_bytes_before = now.written_end + (region_end.written_end - new_compacted_end);
+  result.file_bytes_before = now.written_end + (region_end.written_end - done->end);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <random>
 
 #include "catch2/catch.hpp"
@@ -16,9 +17,12 @@ constexpr int kStages = 3;  // data:io, compute:compute, sync:sync
 
 StageSchema Schema() { return *StageSchema::Parse("data:io,compute:compute,sync:sync"); }
 
-// durations(step, member, stage) in ns; every member present.
+// durations(step, member, stage) in ns, called once for each, in that order; a member whose
+// first stage's duration is negative is absent from the step. accounted(step): how many stages
+// the step accounted (all unless told).
 template <typename F>
-AccountingWindow Window(int members, int steps, F durations) {
+AccountingWindow Window(int members, int steps, F durations,
+                        const std::function<int(int)>& accounted = nullptr) {
   AccountingWindow window(static_cast<size_t>(steps), members, kStages);
   StepMatrix matrix(members, kStages);
   const std::vector<int64_t> probe(static_cast<size_t>(members) * kStages, -1);
@@ -30,16 +34,15 @@ AccountingWindow Window(int members, int steps, F durations) {
     std::vector<std::vector<int64_t>> by_stage(kStages);
     for (int m = 0; m < members; ++m) {
       std::vector<int64_t> b = {0};
-      for (int k = 0; k < kStages; ++k) {
-        const int64_t d = durations(i, m, k);
-        by_stage[k].push_back(d);
-        b.push_back(b.back() + d);
-      }
+      for (int k = 0; k < kStages; ++k) b.push_back(b.back() + durations(i, m, k));
+      if (b[1] < 0) continue;
+      for (int k = 0; k < kStages; ++k) by_stage[k].push_back(b[k + 1] - b[k]);
       matrix.SetMember(m, b);
     }
     for (int k = 0; k < kStages; ++k) {
       acc.stages[k].median_duration_ns = MedianInPlace(by_stage[k]);  // as the frontier's
     }
+    if (accounted) acc.stages.resize(static_cast<size_t>(accounted(i)));
     window.Push(acc, matrix, probe);
   }
   return window;
@@ -201,38 +204,21 @@ RankEvidenceTable ReferenceEvidence(const AccountingWindow& w, const StageSchema
 AccountingWindow MixedWindow(int members, double unit, std::mt19937_64& rng) {
   std::normal_distribution<double> noise(0, 0.3 * unit);
   std::uniform_int_distribution<int> roll(0, 99);
-  AccountingWindow window(100, members, kStages);
-  StepMatrix matrix(members, kStages);
-  const std::vector<int64_t> probe(static_cast<size_t>(members) * kStages, -1);
-  for (int i = 0; i < 100; ++i) {
-    const int shape = roll(rng);
-    matrix.Reset();
-    StepAccounting acc;
-    acc.step = i;
-    acc.stages.assign(kStages, StageAccounting{});
-    std::vector<std::vector<int64_t>> by_stage(kStages);
-    for (int m = 0; m < members; ++m) {
-      if ((shape < 5 && m > 0) || (shape < 10 && m > 1) || (shape < 30 && m == members - 1)) {
-        continue;
-      }
-      std::vector<int64_t> b = {0};
-      for (int k = 0; k < kStages; ++k) {
-        const double base = k == 0 ? unit : k == 1 ? 10 * unit + noise(rng) : 3 * unit + noise(rng);
-        const double fault = (k == 1 && m == 1 && i % 6 == 0) ? 9 * unit : 0;
-        const double late = (k == 2 && m == 0) ? -unit : 0;
-        const int64_t d = static_cast<int64_t>(std::max(0.0, base + fault + late));
-        by_stage[k].push_back(d);
-        b.push_back(b.back() + d);
-      }
-      matrix.SetMember(m, b);
+  std::vector<int> shape(100);
+  for (int& s : shape) s = roll(rng);
+  const auto durations = [&](int i, int m, int k) -> int64_t {
+    if ((shape[i] < 5 && m > 0) || (shape[i] < 10 && m > 1) ||
+        (shape[i] < 30 && m == members - 1)) {
+      return -1;
     }
-    for (int k = 0; k < kStages; ++k) {
-      acc.stages[k].median_duration_ns = MedianInPlace(by_stage[k]);  // as the frontier's
-    }
-    if (shape >= 30 && shape < 36) acc.stages.resize(2);  // the step accounted two stages
-    window.Push(acc, matrix, probe);
-  }
-  return window;
+    const double base = k == 0 ? unit : k == 1 ? 10 * unit + noise(rng) : 3 * unit + noise(rng);
+    const double fault = (k == 1 && m == 1 && i % 6 == 0) ? 9 * unit : 0;
+    const double late = (k == 2 && m == 0) ? -unit : 0;
+    return static_cast<int64_t>(std::max(0.0, base + fault + late));
+  };
+  // Some steps accounted two stages only.
+  return Window(members, 100, durations,
+                [&](int i) { return shape[i] >= 30 && shape[i] < 36 ? 2 : kStages; });
 }
 
 // The table is taken in fewer walks of the window than the plain way (one per stage for the
