@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -101,9 +102,14 @@ namespace {
 // When the plain records are due: min_plain_bytes, and prefix_fraction of the compacted prefix
 // (each compaction copies the prefix).
 uint64_t DueBytes(const JournalCompactorOptions& options, const RecordLog::Layout& was) {
-  return std::max<uint64_t>(
-      options.min_plain_bytes,
-      static_cast<uint64_t>(options.prefix_fraction * static_cast<double>(was.compacted_end)));
+  // A fraction that is not a number in [0, 1000] is taken as 0 or 1000 (no cast out of range).
+  const double fraction = std::isfinite(options.prefix_fraction)
+                              ? std::clamp(options.prefix_fraction, 0.0, 1000.0)
+                              : 0.0;
+  const double by_prefix = fraction * static_cast<double>(was.compacted_end);
+  return std::max<uint64_t>(options.min_plain_bytes, by_prefix >= 0x1p62
+                                                         ? uint64_t{1} << 62
+                                                         : static_cast<uint64_t>(by_prefix));
 }
 
 // What a region became: its records and plain bytes taken, the blocks built, and where they end
@@ -162,6 +168,31 @@ absl::StatusOr<RegionCompacted> CompactRegion(RegionFrames& region, const Record
   return done;
 }
 
+// The records appended since the region was read, copied after the blocks (the new file ends at
+// `out_end`) and, when the journal syncs, synced with the rest: outside the journal's write
+// lock, twice (the second round takes what came during the first sync), so that the swap under
+// the lock has only the last moment's to copy and sync however long the compaction took.
+// Returns the file offset of the old journal copied up to.
+absl::StatusOr<uint64_t> CatchUp(RecordLog& journal, const TempFile& in, const TempFile& out,
+                                 uint64_t copied_to, uint64_t out_end) {
+  for (int round = 0; round < 2; ++round) {
+    const uint64_t written_end = journal.CurrentLayout().written_end;
+    if (written_end > copied_to) {
+      if (absl::Status s = CopyRange(in.fd(), copied_to, out.fd(), out_end, written_end - copied_to,
+                                     "cannot copy the newest records of", journal.path());
+          !s.ok()) {
+        return s;
+      }
+      out_end += written_end - copied_to;
+      copied_to = written_end;
+    }
+    if (journal.syncs() && ::fdatasync(out.fd()) != 0) {
+      return ErrnoStatus(errno, "cannot fsync", out.path());
+    }
+  }
+  return copied_to;
+}
+
 }  // namespace
 
 absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& job_journal, uint32_t stage_count,
@@ -203,14 +234,14 @@ absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& job_journal, ui
   const RecordLog::Layout region_end{was.compacted_end, was.compacted_end + done->plain_bytes};
   // Would not shrink (a tiny region): leave it for a larger one.
   if (done->end >= region_end.written_end) return result;
-  // Synced here, outside the journal's write lock, so that the swap's sync under it has only
-  // the records written meanwhile to write.
-  if (journal.syncs() && ::fdatasync(out.fd()) != 0) {
-    return ErrnoStatus(errno, "cannot fsync", temp_path);
-  }
-  // ReplacePrefix appends what follows the region; it takes the file (or removes it).
+  absl::StatusOr<uint64_t> copied_to = CatchUp(journal, in, out, region_end.written_end, done->end);
+  if (!copied_to.ok()) return copied_to.status();
+  // ReplacePrefix appends what follows; it takes the file (or removes it).
   out.Release();
-  if (absl::Status s = journal.ReplacePrefix(region_end, temp_path, done->end); !s.ok()) return s;
+  if (absl::Status s = journal.ReplacePrefix({was.compacted_end, *copied_to}, temp_path, done->end);
+      !s.ok()) {
+    return s;
+  }
   result.records = done->records;
   result.blocks = done->blocks;
   const RecordLog::Layout now = journal.CurrentLayout();

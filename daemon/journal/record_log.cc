@@ -398,7 +398,7 @@ absl::Status RecordLog::ReplacePrefix(const Layout& was, const std::string& new_
                 out);
   }
   if (absl::Status s = CopyRange(fd_, was.written_end, out, prefix, tail,
-                                 "cannot copy the journal's newest records into", new_prefix_path);
+                                 "cannot copy the newest records of journal", path_);
       !s.ok()) {
     return fail(s, out);
   }

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <random>
 
 #include "catch2/catch.hpp"
@@ -17,8 +18,11 @@ constexpr int kStages = 3;  // data:io, compute:compute, sync:sync
 
 StageSchema Schema() { return *StageSchema::Parse("data:io,compute:compute,sync:sync"); }
 
+// A duration that marks its member absent from the step (never one a noise draw gives).
+constexpr int64_t kAbsent = std::numeric_limits<int64_t>::min();
+
 // durations(step, member, stage) in ns, called once for each, in that order; a member whose
-// first stage's duration is negative is absent from the step. accounted(step): how many stages
+// first stage's duration is kAbsent is absent from the step. accounted(step): how many stages
 // the step accounted (all unless told).
 template <typename F>
 AccountingWindow Window(int members, int steps, F durations,
@@ -33,10 +37,14 @@ AccountingWindow Window(int members, int steps, F durations,
     acc.stages.assign(kStages, StageAccounting{});
     std::vector<std::vector<int64_t>> by_stage(kStages);
     for (int m = 0; m < members; ++m) {
+      int64_t d[kStages];
+      for (int k = 0; k < kStages; ++k) d[k] = durations(i, m, k);
+      if (d[0] == kAbsent) continue;
       std::vector<int64_t> b = {0};
-      for (int k = 0; k < kStages; ++k) b.push_back(b.back() + durations(i, m, k));
-      if (b[1] < 0) continue;
-      for (int k = 0; k < kStages; ++k) by_stage[k].push_back(b[k + 1] - b[k]);
+      for (int k = 0; k < kStages; ++k) {
+        by_stage[k].push_back(d[k]);
+        b.push_back(b.back() + d[k]);
+      }
       matrix.SetMember(m, b);
     }
     for (int k = 0; k < kStages; ++k) {
@@ -209,7 +217,7 @@ AccountingWindow MixedWindow(int members, double unit, std::mt19937_64& rng) {
   const auto durations = [&](int i, int m, int k) -> int64_t {
     if ((shape[i] < 5 && m > 0) || (shape[i] < 10 && m > 1) ||
         (shape[i] < 30 && m == members - 1)) {
-      return -1;
+      return kAbsent;
     }
     const double base = k == 0 ? unit : k == 1 ? 10 * unit + noise(rng) : 3 * unit + noise(rng);
     const double fault = (k == 1 && m == 1 && i % 6 == 0) ? 9 * unit : 0;
