@@ -89,16 +89,6 @@ class RegionFrames {
   size_t pos_ = 0;
 };
 
-}  // namespace
-
-std::string JournalCompaction::Describe() const {
-  return absl::StrCat(records, " records into ", blocks, " record blocks, the file ",
-                      file_bytes_before, " -> ", file_bytes_after, " bytes in ",
-                      absl::SixDigits(seconds), " s");
-}
-
-namespace {
-
 // When the plain records are due: min_plain_bytes, and prefix_fraction of the compacted prefix
 // (each compaction copies the prefix).
 uint64_t DueBytes(const JournalCompactorOptions& options, const RecordLog::Layout& was) {
@@ -194,6 +184,12 @@ absl::StatusOr<uint64_t> CatchUp(RecordLog& journal, const TempFile& in, const T
 }
 
 }  // namespace
+
+std::string JournalCompaction::Describe() const {
+  return absl::StrCat(records, " records into ", blocks, " record blocks, the file ",
+                      file_bytes_before, " -> ", file_bytes_after, " bytes in ",
+                      absl::SixDigits(seconds), " s");
+}
 
 absl::StatusOr<JournalCompaction> CompactLiveJournal(JobJournal& job_journal, uint32_t stage_count,
                                                      const JournalCompactorOptions& options) {

@@ -153,8 +153,8 @@ TEST_CASE("a live journal compacts in place: the same records, fewer bytes, appe
 
 // Each compaction copies the compacted prefix, so a long job's compactions must grow apart
 // as it grows: due only once the plain records reach prefix_fraction of the prefix (the
-// copying stays in proportion to what is compacted), and then all of them are taken, whatever
-// max_region_bytes says.
+// copying stays in proportion to what is compacted), and then up to twice what was due is
+// taken, whatever max_region_bytes says.
 TEST_CASE("a compaction waits for plain records in proportion to the compacted prefix") {
   const std::string dir = TempDir();
   const std::string path = dir + "/job.journal";
