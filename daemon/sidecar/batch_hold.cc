@@ -86,13 +86,15 @@ void BatchHold::Refresh(Job& job, int64_t now_ns) const {
 }
 
 bool BatchHold::JobDue(const Job& job) const {
-  // Whether a batch boundary (a step s with (s + 1) % K == 0, or a window's last step) lies in
-  // (sent_through, complete].
+  // Whether a batch boundary (a step s with (s + 1 + phase) % K == 0, or a window's last step) lies
+  // in (sent_through, complete].
   if (job.complete <= job.sent_through) return false;
   const int64_t done = job.sent_through + 1;  // steps sent: [0, done)
   const int64_t k = job.steps_per_message;
   const int64_t w = std::max<int64_t>(options_.window_steps, 1);
-  const int64_t next_k = (done / k + 1) * k - 1;
+  // The first step s >= done with (s + 1 + phase) % k == 0.
+  const int64_t phase = static_cast<int64_t>(options_.phase_seed % static_cast<uint64_t>(k));
+  const int64_t next_k = ((done + phase) / k + 1) * k - 1 - phase;
   const int64_t next_w = (done / w + 1) * w - 1;
   return job.complete >= std::min(next_k, next_w);
 }
@@ -135,6 +137,20 @@ int64_t BatchHold::HoldNs() const {
 void BatchHold::set_options(const BatchHoldOptions& options) {
   options_ = options;
   for (auto& [name, job] : jobs_) Refresh(job, last_now_ns_);
+}
+
+uint64_t PhaseSeedFor(std::string_view node) {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a, then a 64-bit finalizer for the low bits
+  for (const char c : node) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33;
+  return h;
 }
 
 std::string DescribeHold(const v1::StreamLimits& limits, const BatchHoldOptions& hold) {

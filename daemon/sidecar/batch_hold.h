@@ -4,16 +4,20 @@
 // (K a power of two <= max_steps_per_message: 8 steps of an 8-GPU node).
 //
 // Batches end on step numbers, not on a timer: a job's records go out when every rank of the job
-// on this node has finished a step s with (s + 1) % K == 0, or the last step of a verdict window
-// ((s + 1) % window_steps == 0, so that a window's verdict never waits for a hold). Every node of
-// a job then sends step s at about the moment its own ranks finish it, as without batching (the
-// coordinator's step deadline counts from a step's first record). The hold is also bounded in
-// time — (K + 1) of the job's step times, measured from when each rank's steps were drained —
-// for ranks that stop, skip steps or start mid-batch.
+// on this node has finished a step s with (s + 1 + phase) % K == 0, or the last step of a verdict
+// window ((s + 1) % window_steps == 0, so that a window's verdict never waits for a hold). The
+// phase (phase_seed % K; the sidecar's seed comes from its node name, PhaseSeedFor) spreads a
+// job's nodes over the K steps: a coordinator of 12,500 nodes gets an eighth of them at each
+// step, not all of them every 8th step, and at a window's end each node sends only the steps
+// since its own last batch (docs/results.md, session 45). The hold is also bounded in time —
+// (K + 1) of the job's step times, measured from when each rank's steps were drained — for
+// ranks that stop, skip steps or start mid-batch.
 //
 // What the coordinator said after the Hello (StreamLimits; HoldFor) bounds it: a hold never
-// outlasts the coordinator's step deadline less 1 s (a node that sends early, at an open-stage
-// report or SIGTERM, must not make another's records of those steps late), and K steps never
+// outlasts the coordinator's step deadline less 1 s (the coordinator's deadline counts from a
+// step's first record: the node whose phase sends a step first, or one that sends early at an
+// open-stage report or SIGTERM, must not make another's records of that step late), and K steps
+// never
 // span more than 80% of the job's stall limit, max(10 x step, stall_after_ms): the coordinator
 // sees the job advance only when a batch comes. A coordinator that says no deadline (older)
 // closes steps after 5 s: holds stay under 4 s, as before.
@@ -30,6 +34,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "stagefrontier/v1/ingest.pb.h"
 
@@ -44,6 +49,10 @@ struct BatchHoldOptions {
   // Never hold longer, whatever the coordinator allows; HoldFor caps it under the coordinator's
   // step deadline (less 1 s; 4 s for one that predates saying it, whose deadline is 5 s).
   int64_t max_hold_ns = 60'000'000'000;
+  // Where this node's batches end among the K steps: at steps s with (s + 1 + phase_seed % K)
+  // % K == 0 (and at a window's last step). Nodes with different seeds send on different steps;
+  // 0 is every node's boundary on multiples of K. The sidecar takes PhaseSeedFor(its node name).
+  uint64_t phase_seed = 0;
   // The coordinator's stall floor and verdict window (StreamLimits; HoldFor).
   int64_t stall_after_ns = 5'000'000'000;
   int64_t window_steps = 100;
@@ -52,6 +61,10 @@ struct BatchHoldOptions {
   int64_t rank_idle_ns = 3'000'000'000;
   int64_t forget_after_ns = 60'000'000'000;
 };
+
+// A node's phase seed (BatchHoldOptions::phase_seed) from its name: the same name gives the same
+// seed in every process, and a job's nodes spread about evenly over the phases.
+uint64_t PhaseSeedFor(std::string_view node);
 
 // `configured` inside what a coordinator said after the Hello: max_hold_ns under its step
 // deadline (less 1 s, or half of it under 2 s), its stall floor and window. `limits` null, or

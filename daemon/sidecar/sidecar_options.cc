@@ -5,6 +5,7 @@
 #include "daemon/common/command_line.h"
 #include "daemon/common/grpc_security.h"
 #include "daemon/common/host_name.h"
+#include "daemon/sidecar/batch_hold.h"
 
 namespace stagefrontier {
 
@@ -97,6 +98,8 @@ std::optional<int> ParseSidecarOptions(int argc, char** argv, SidecarOptions* op
   so.health.quiet_after_ns = health_quiet_ms * kMs;
   so.health.max_gap_ns = health_max_gap_ms * kMs;
   so.open_stage_report = std::chrono::milliseconds(open_stage_report_ms);
+  // Nodes of a job end their batches on different steps (batch_hold.h).
+  so.batch_hold.phase_seed = PhaseSeedFor(so.node);
   return std::nullopt;
 }
 

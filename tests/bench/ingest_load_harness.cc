@@ -28,6 +28,8 @@
 // counters and open stage, the nodes' cadences spread over 2.5 s. --health-every-ms N sends it
 // every N ms instead (the sidecar's cadence before session 26 was every 1000 ms; 4000 is about
 // as many as before 2026-11-28, one per batch), 0 never.
+// Each node's batches end on the steps its name's phase gives (batch_hold.h PhaseSeedFor, as the
+// sidecar's --node); --no-batch-phase ends every node's on multiples of K (before session 45).
 // --coordinator-arg ARG (repeatable) passes ARG on to the coordinator, for A/B runs of a flag.
 //
 //   bazel build -c opt //tests/bench:ingest_load_harness
@@ -97,6 +99,7 @@ struct Options {
   int window = 100;
   bool sidecar_batching = false;  // the sidecar's own batching instead of steps_per_batch
   int health_every_ms = -1;       // with sidecar_batching: -1 the sidecar's cadence, N every N ms
+  bool batch_phase = true;        // with sidecar_batching: the node's phase, as the sidecar's
   bool fsync = false;
   int port = 17491;
   std::string data_dir;                       // default: a temporary directory on /tmp
@@ -173,12 +176,14 @@ class NodeStream final
     sent_.assign(static_cast<size_t>(o.ranks_per_node), -1);
   }
 
+  std::string NodeName() const { return "load-node-" + std::to_string(node_); }
+
   void Open(v1::Ingest::Stub* stub) {
     stub->async()->Stream(&ctx_, this);
     StartRead(&in_);
     v1::SidecarMessage hello;
     hello.mutable_hello()->set_protocol_version(v1::PROTOCOL_VERSION_1);
-    hello.mutable_hello()->set_node("load-node-" + std::to_string(node_));
+    hello.mutable_hello()->set_node(NodeName());
     hello.mutable_hello()->set_sidecar_id("load-" + std::to_string(node_));
     Queue(std::move(hello));
     v1::SidecarMessage empty;
@@ -382,7 +387,9 @@ class NodeStream final
       // As a sidecar does (ingest_streamer.cc OnLimits): its cadence and batching inside them.
       std::lock_guard<std::mutex> lock(mu_);
       cadence_.set_options(CadenceFor({}, &in_.limits()));
-      hold_.set_options(HoldFor({}, &in_.limits()));
+      // The phase as the sidecar takes it from its --node (sidecar_options.cc).
+      hold_.set_options(
+          HoldFor({.phase_seed = o_.batch_phase ? PhaseSeedFor(NodeName()) : 0}, &in_.limits()));
       batch_health_ = in_.limits().batch_health();
     }
     if (in_.has_ack()) {
@@ -517,12 +524,13 @@ double Pct(const std::vector<double>& v, double p) {
 }
 
 int Usage(const char* argv0) {
-  std::fprintf(stderr,
-               "usage: %s COORDINATOR_BIN [--nodes N] [--ranks-per-node N] [--procs N] "
-               "[--steps N] [--steps-per-batch N | --sidecar-batching] [--in-flight N] "
-               "[--step-rate STEPS_PER_S] [--health-every-ms N] "
-               "[--window N] [--fsync] [--port P] [--data-dir DIR] [--coordinator-arg ARG]...\n",
-               argv0);
+  std::fprintf(
+      stderr,
+      "usage: %s COORDINATOR_BIN [--nodes N] [--ranks-per-node N] [--procs N] "
+      "[--steps N] [--steps-per-batch N | --sidecar-batching [--no-batch-phase]] [--in-flight N] "
+      "[--step-rate STEPS_PER_S] [--health-every-ms N] "
+      "[--window N] [--fsync] [--port P] [--data-dir DIR] [--coordinator-arg ARG]...\n",
+      argv0);
   return 2;
 }
 
@@ -541,6 +549,10 @@ int main(int argc, char** argv) {
     }
     if (k == "--sidecar-batching") {
       o.sidecar_batching = true;
+      continue;
+    }
+    if (k == "--no-batch-phase") {  // every node's batches end on multiples of K (A/B runs)
+      o.batch_phase = false;
       continue;
     }
     if (i + 1 >= argc) return Usage(argv[0]);
@@ -657,8 +669,10 @@ int main(int argc, char** argv) {
       "ingest_load_harness: %d nodes x %d ranks = %d ranks, %d client processes, "
       "%d steps in batches of %s, in flight %d, rate %s, window %d, fsync %s%s\n",
       o.nodes, o.ranks_per_node, o.nodes * o.ranks_per_node, o.procs, o.steps,
-      o.sidecar_batching ? "the sidecar's own batching (default settings)"
-                         : std::to_string(o.steps_per_batch).c_str(),
+      !o.sidecar_batching ? std::to_string(o.steps_per_batch).c_str()
+      : o.batch_phase     ? "the sidecar's own batching (default settings)"
+                          : "the sidecar's own batching, every node on multiples of K "
+                            "(--no-batch-phase)",
       o.in_flight,
       o.step_rate > 0 ? (std::to_string(o.step_rate) + " steps/s per node").c_str()
                       : "as fast as acks allow",

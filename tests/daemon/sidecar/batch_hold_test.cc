@@ -39,18 +39,20 @@ v1::StreamLimits Limits(int64_t deadline_ms = 10'000, int64_t window = 100) {
   return l;
 }
 
-// `steps` steps of 8 ranks, `step_ns` apart (the ranks within 4 ms of each other); the steps
+// `steps` steps of `ranks` ranks, `step_ns` apart (the ranks half a millisecond apart); the steps
 // whose end sent a batch.
-std::vector<int64_t> SentAfter(BatchHold& hold, int64_t steps, int64_t step_ns) {
+std::vector<int64_t> SentAfter(BatchHold& hold, int64_t steps, int64_t step_ns, int ranks = 8) {
   int64_t oldest = -1;
   std::vector<int64_t> sent_after;
   for (int64_t step = 0; step < steps; ++step) {
-    for (int r = 0; r < 8; ++r) {
+    for (int r = 0; r < ranks; ++r) {
       const int64_t t = step * step_ns + r * kMs / 2;
       hold.Note("j", r, step, t);
       if (oldest < 0) oldest = t;
       if (hold.Due(t, oldest)) {
-        CHECK(r == 7);  // never before every rank here finished the batch's last step
+        // Never before every rank here finished the batch's last step; at step 0 the hold knows
+        // only the ranks noted so far (a phase whose boundary is step 0 sends the first alone).
+        if (step > 0) CHECK(r == ranks - 1);
         sent_after.push_back(step);
         hold.Sent(t);
         oldest = -1;
@@ -74,8 +76,37 @@ TEST_CASE("today's coordinator: an 8-rank node at 1 step/s sends steps 0-7, 8-15
 TEST_CASE("a window's last step ends a batch, whatever K") {
   const v1::StreamLimits limits = Limits(10'000, 20);
   BatchHold hold(HoldFor({}, &limits));
-  // K boundaries stay multiples of K (every node of the job ends its batches on the same steps).
+  // Phase 0: K boundaries on multiples of K.
   CHECK(SentAfter(hold, 40, 10 * kMs) == std::vector<int64_t>{7, 15, 19, 23, 31, 39});
+}
+
+TEST_CASE("a node's phase moves its K boundaries, never a window's last step") {
+  const v1::StreamLimits limits = Limits(10'000, 20);
+  // Phase 3 of K = 8: batches end at steps s with (s + 4) % 8 == 0 (the first holds 5 steps).
+  BatchHold three(HoldFor({.phase_seed = 3}, &limits));
+  CHECK(SentAfter(three, 40, 10 * kMs) == std::vector<int64_t>{4, 12, 19, 20, 28, 36, 39});
+  // The seed is taken modulo K: 8 + 7 is phase 7 (after steps 0, 8, 16, ...).
+  BatchHold seven(HoldFor({.phase_seed = 15}, &limits));
+  CHECK(SentAfter(seven, 24, 10 * kMs) == std::vector<int64_t>{0, 8, 16, 19});
+  // Under K = 4 (9 ranks on the node) the same seed is phase 3: after steps 0, 4, 8, ...
+  BatchHold nine(HoldFor({.phase_seed = 15}, &limits));
+  CHECK(SentAfter(nine, 10, 10 * kMs, 9) == std::vector<int64_t>{0, 4, 8});
+  CHECK(nine.StepsPerMessage("j") == 4);
+}
+
+TEST_CASE("a job's nodes spread over the phases by their names") {
+  // 12,500 nodes named as the load harness names them: each of the 8 phases gets about an
+  // eighth (1,562), so a coordinator gets an eighth of the nodes' batches at each step.
+  std::vector<int> per_phase(8, 0);
+  for (int n = 0; n < 12'500; ++n) ++per_phase[PhaseSeedFor("load-node-" + std::to_string(n)) % 8];
+  for (int phase = 0; phase < 8; ++phase) {
+    INFO("phase " << phase);
+    CHECK(per_phase[static_cast<size_t>(phase)] > 1'400);
+    CHECK(per_phase[static_cast<size_t>(phase)] < 1'720);
+  }
+  // The same name, the same seed (the sidecar's is stable over restarts); names differ.
+  CHECK(PhaseSeedFor("gpu-node-17") == PhaseSeedFor(std::string("gpu-node-") + "17"));
+  CHECK(PhaseSeedFor("gpu-node-17") != PhaseSeedFor("gpu-node-18"));
 }
 
 TEST_CASE("K steps end before the hold runs out: slower steps, fewer per message") {

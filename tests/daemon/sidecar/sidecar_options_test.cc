@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "daemon/sidecar/batch_hold.h"
+
 namespace stagefrontier {
 namespace {
 
@@ -29,6 +31,18 @@ TEST_CASE("sidecar flags fill the options") {
   CHECK(o.stream.health.max_gap_ns == 5'000'000'000);
   CHECK(o.CaptureDirectory() == "/x/stagefrontier-captures");
   CHECK_FALSE(o.stream.node.empty());  // this host's name
+}
+
+TEST_CASE("the node's name sets where its batches end among the steps") {
+  SidecarOptions a;
+  REQUIRE_FALSE(Parse({"--node", "n7"}, &a));
+  CHECK(a.stream.batch_hold.phase_seed == PhaseSeedFor("n7"));
+  SidecarOptions b;
+  REQUIRE_FALSE(Parse({"--node", "n8"}, &b));
+  CHECK(b.stream.batch_hold.phase_seed != a.stream.batch_hold.phase_seed);
+  SidecarOptions host;
+  REQUIRE_FALSE(Parse({}, &host));
+  CHECK(host.stream.batch_hold.phase_seed == PhaseSeedFor(host.stream.node));
 }
 
 TEST_CASE("the sidecar batches by itself unless --batch-delay-ms says otherwise") {
