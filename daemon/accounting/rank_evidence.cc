@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -43,11 +45,32 @@ class StepDeviations {
         scale_(usable.present == 2 ? 2 : 1) {}
   // Whether stage k was accounted in the step (a step may carry fewer than the schema).
   bool has(int k) const { return static_cast<int>(step_.accounting.stages.size()) > k; }
+  // How many of the first `stages` stages the step accounted.
+  int accounted(int stages) const {
+    return std::min(stages, static_cast<int>(step_.accounting.stages.size()));
+  }
   bool present(int m) const { return step_.present[m] != 0; }
-  int64_t of(int m, int k, int64_t sign) const {
-    return scale_ * sign *
-           (step_.durations[static_cast<size_t>(m) * stages_ + k] -
-            step_.accounting.stages[k].median_duration_ns);
+  int64_t of(int m, int k, int64_t sign) const { return column(k, sign).at(m); }
+
+  // Stage k of the step: at(m) is member m's deviation (of(m, k, sign)), with what every member
+  // shares looked up once.
+  class Column {
+   public:
+    Column(const int64_t* durations, int stride, int64_t median, int64_t factor)
+        : durations_(durations), stride_(stride), median_(median), factor_(factor) {}
+    int64_t at(int m) const {
+      return factor_ * (durations_[static_cast<size_t>(m) * stride_] - median_);
+    }
+
+   private:
+    const int64_t* durations_;
+    int stride_;
+    int64_t median_;
+    int64_t factor_;
+  };
+  Column column(int k, int64_t sign) const {
+    return Column(step_.durations.data() + k, stages_,
+                  step_.accounting.stages[k].median_duration_ns, scale_ * sign);
   }
 
  private:
@@ -111,38 +134,171 @@ size_t PoolDeviations(const AccountingWindow& window, const std::vector<UsableSt
   return n;
 }
 
-// The outlier limit from the pooled deviations (order-free: taken in place, `pooled` spent).
-void SetOutlierLimit(std::span<int64_t> pooled, StageFigures* d) {
-  d->pooled_median = MedianInPlace(pooled);
-  const double scale = kMadToSigma * static_cast<double>(MadInPlace(pooled, d->pooled_median));
-  d->outlier_test = scale > 0;
-  d->limit = static_cast<double>(d->pooled_median) + kOutlierScales * scale;
-}
-
-// Every stage's sums and outliers in one walk of the window, each member's in step order.
-void SumAndCount(const AccountingWindow& window, const std::vector<UsableStep>& usable,
-                 const std::vector<StageFigures>& stages, SumsTable* sums) {
-  const int stage_count = static_cast<int>(stages.size());
-  for (const UsableStep& u : usable) {
-    const StepDeviations step(window, u);
-    for (int m = 0; m < window.members(); ++m) {
-      if (!step.present(m)) continue;
-      MemberSums* row = sums->row(m);
-      for (int k = 0; k < stage_count; ++k) {
-        const StageFigures& d = stages[k];
-        if (!step.has(k)) continue;
-        const int64_t dev = step.of(m, k, d.sign);
-        MemberSums& c = row[k];
-        c.sum += static_cast<double>(dev);
-        c.sum_sq += static_cast<double>(dev) * static_cast<double>(dev);
-        ++c.count;
-        if (d.outlier_test && static_cast<double>(dev) > d.limit) {
-          ++c.outliers;
-          c.excess_sum += static_cast<double>(dev - d.pooled_median);
-        }
-      }
+// Calls f(step, k, first, end) for every usable step, every stage k it accounted and every
+// block of members [first, end); f walks the block's present members itself, with what it keeps
+// for stage k in registers. Each (stage, member) cell sees its steps in order, as the plain
+// walk adds them. Blocks go in turn, each over every step, so that what f keeps per member (a
+// SumsTable row) stays in cache.
+template <typename F>
+void ForEachRun(const AccountingWindow& window, const std::vector<UsableStep>& usable, int stages,
+                F&& f) {
+  constexpr int kBlock = 256;
+  const int n = window.members();
+  for (int first = 0; first < n; first += kBlock) {
+    const int end = std::min(n, first + kBlock);
+    for (const UsableStep& u : usable) {
+      const StepDeviations step(window, u);
+      const int accounted = step.accounted(stages);
+      for (int k = 0; k < accounted; ++k) f(step, k, first, end);
     }
   }
+}
+
+// How many deviations stage k pools: the present members of the usable steps that accounted it.
+std::vector<size_t> PooledCounts(const std::vector<UsableStep>& usable,
+                                 const AccountingWindow& window, int stages) {
+  std::vector<size_t> totals(static_cast<size_t>(stages), 0);
+  for (const UsableStep& u : usable) {
+    const int accounted = StepDeviations(window, u).accounted(stages);
+    for (int k = 0; k < accounted; ++k) totals[k] += static_cast<size_t>(u.present);
+  }
+  return totals;
+}
+
+// Each stage's deviations at `draws` positions of the window (a usable step, a member) drawn by
+// a fixed generator: the same window gives the same sample.
+std::vector<std::vector<int64_t>> SampleDeviations(const AccountingWindow& window,
+                                                   const std::vector<UsableStep>& usable,
+                                                   const std::vector<StageFigures>& stages,
+                                                   size_t draws) {
+  std::vector<std::vector<int64_t>> out(stages.size());
+  if (usable.empty()) return out;
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  for (size_t d = 0; d < draws; ++d) {
+    uint64_t r = (state += 0x9e3779b97f4a7c15ull);  // splitmix64
+    r = (r ^ (r >> 30)) * 0xbf58476d1ce4e5b9ull;
+    r = (r ^ (r >> 27)) * 0x94d049bb133111ebull;
+    r ^= r >> 31;
+    const StepDeviations step(window, usable[(r >> 32) % usable.size()]);
+    const int m = static_cast<int>((r & 0xffffffffull) % static_cast<uint64_t>(window.members()));
+    if (!step.present(m)) continue;
+    const int accounted = step.accounted(static_cast<int>(stages.size()));
+    for (int k = 0; k < accounted; ++k) out[k].push_back(step.of(m, k, stages[k].sign));
+  }
+  return out;
+}
+
+// One walk's share of an exact median: the values under `lo` counted, those in [lo, hi] kept
+// (branch-free, up to a cap), those above passed over. MedianOfBand then finds it among the kept
+// if it lies there.
+class Bracket {
+ public:
+  // Keeps all of a stage's `total` values (a stage too small to bracket).
+  explicit Bracket(size_t total)
+      : Bracket(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
+                total + 1) {}
+  Bracket(int64_t lo, int64_t hi, size_t cap)
+      : lo_(lo), hi_(hi), cap_(cap), kept_(std::make_unique_for_overwrite<int64_t[]>(cap + 1)) {}
+
+  // Around the middle of a stage's `total` values from a sample of them (reordered): `margin`
+  // sample ranks either side, room for twice the share of the values expected inside.
+  static Bracket AroundMiddle(std::vector<int64_t>& sample, size_t total,
+                              const EvidenceSelection& selection) {
+    if (total < selection.min_values || sample.empty()) return Bracket(total);
+    const size_t at = sample.size() / 2;
+    const size_t a = at > selection.margin ? at - selection.margin : 0;
+    const size_t b = std::min(sample.size() - 1, at + selection.margin);
+    std::nth_element(sample.begin(), sample.begin() + static_cast<std::ptrdiff_t>(a), sample.end());
+    const int64_t lo = sample[a];
+    std::nth_element(sample.begin() + static_cast<std::ptrdiff_t>(a),
+                     sample.begin() + static_cast<std::ptrdiff_t>(b), sample.end());
+    const double share = static_cast<double>(b - a + 1) / static_cast<double>(sample.size());
+    const size_t room = static_cast<size_t>(2 * share * static_cast<double>(total)) + 1024;
+    return Bracket(lo, sample[b], std::min(room, total + 1));
+  }
+
+  // Adds a run of values with the bracket's counters in registers; written back at the end.
+  class Adder {
+   public:
+    explicit Adder(Bracket& b)
+        : b_(b),
+          lo_(b.lo_),
+          hi_(b.hi_),
+          cap_(b.cap_),
+          kept_(b.kept_.get()),
+          below_(b.below_),
+          count_(b.count_) {}
+    ~Adder() {
+      b_.below_ = below_;
+      b_.count_ = count_;
+    }
+    Adder(const Adder&) = delete;
+    Adder& operator=(const Adder&) = delete;
+    void operator()(int64_t v) {
+      below_ += v < lo_ ? 1 : 0;
+      kept_[count_] = v;
+      count_ += static_cast<size_t>((v >= lo_) & (v <= hi_) & (count_ < cap_));
+    }
+
+   private:
+    Bracket& b_;
+    const int64_t lo_;
+    const int64_t hi_;
+    const size_t cap_;
+    int64_t* const kept_;
+    size_t below_;
+    size_t count_;
+  };
+  // The median of the `total` values added; nullopt where the bracket missed it or filled up.
+  std::optional<int64_t> Median(size_t total) {
+    if (count_ >= cap_) return std::nullopt;
+    return MedianOfBand(std::span<int64_t>(kept_.get(), count_), below_, total);
+  }
+  // A floor of what the bracket holds (its median, where it holds it).
+  int64_t floor() const { return lo_; }
+
+ private:
+  int64_t lo_;
+  int64_t hi_;
+  size_t cap_;
+  std::unique_ptr<int64_t[]> kept_;
+  size_t below_ = 0;
+  size_t count_ = 0;
+};
+
+// The outlier limit from the pooled median and MAD.
+void SetOutlierLimit(int64_t median, int64_t mad, StageFigures* d) {
+  d->pooled_median = median;
+  const double scale = kMadToSigma * static_cast<double>(mad);
+  d->outlier_test = scale > 0;
+  d->limit = static_cast<double>(median) + kOutlierScales * scale;
+}
+
+// Stage k's pooled median or MAD the plain way, where its bracket missed: every deviation
+// gathered, then selected.
+int64_t GatheredMedian(const AccountingWindow& window, const std::vector<UsableStep>& usable, int k,
+                       const StageFigures& d, size_t total, bool mad) {
+  const std::unique_ptr<int64_t[]> pooled = std::make_unique_for_overwrite<int64_t[]>(
+      usable.size() * static_cast<size_t>(window.members()));
+  const size_t count = PoolDeviations(window, usable, k, d.sign, pooled.get());
+  const std::span<int64_t> values(pooled.get(), std::min(count, total));
+  return mad ? MadInPlace(values, d.pooled_median) : MedianInPlace(values);
+}
+
+// A deviation beyond the floor of its stage's outlier limit, kept in walk order: once the limit
+// is known, the cell's outliers and their excess are added in the order the plain walk adds them.
+struct Candidate {
+  int32_t member;
+  int32_t stage;
+  int64_t dev;
+};
+
+// Counts member m's deviation `dev` in stage k against the stage's limit.
+void CountOutlier(int m, int k, int64_t dev, const StageFigures& d, SumsTable* sums) {
+  if (!d.outlier_test || static_cast<double>(dev) <= d.limit) return;
+  MemberSums& c = sums->row(m)[k];
+  ++c.outliers;
+  c.excess_sum += static_cast<double>(dev - d.pooled_median);
 }
 
 // Stage k's median member mean deviation and pooled within-member spread into `d`; false with
@@ -200,26 +356,103 @@ void FillStage(int k, const StageFigures& d, const SumsTable& sums, RankEvidence
 
 }  // namespace
 
-// Each stage's pooled deviations are gathered in turn (one buffer, sized once, for the
-// medians); one walk of the window then sums every stage's deviations and counts its outliers.
-RankEvidenceTable ComputeRankEvidence(const AccountingWindow& window, const StageSchema& schema) {
+// Two walks of the window (issue 33: at 100,000 ranks it holds 60 M deviations): the first sums
+// every cell and brackets each stage's pooled median, the second its MAD, keeping the deviations
+// that may be outliers; the brackets come from a sample drawn before. A bracket that misses
+// takes its stage the plain way, a candidate list that overflows a third walk.
+RankEvidenceTable ComputeRankEvidence(const AccountingWindow& window, const StageSchema& schema,
+                                      const EvidenceSelection& selection) {
   const int n = window.members();
   const int stages = window.stages();
   RankEvidenceTable table(stages, n);
   if (n < 2) return table;
   const std::vector<UsableStep> usable = UsableSteps(window);
-  // Not zeroed: each stage writes what it reads.
-  const std::unique_ptr<int64_t[]> pooled =
-      std::make_unique_for_overwrite<int64_t[]>(usable.size() * static_cast<size_t>(n));
   std::vector<StageFigures> by_stage(static_cast<size_t>(stages));
-  for (int k = 0; k < stages; ++k) {
-    StageFigures& d = by_stage[k];
-    d.sign = schema.IsWait(static_cast<size_t>(k)) ? -1 : 1;
-    const size_t count = PoolDeviations(window, usable, k, d.sign, pooled.get());
-    if (count > 0) SetOutlierLimit(std::span<int64_t>(pooled.get(), count), &d);
-  }
+  for (int k = 0; k < stages; ++k)
+    by_stage[k].sign = schema.IsWait(static_cast<size_t>(k)) ? -1 : 1;
+  const std::vector<size_t> totals = PooledCounts(usable, window, stages);
+  const bool large = *std::max_element(totals.begin(), totals.end()) >= selection.min_values;
+  std::vector<std::vector<int64_t>> samples =
+      large ? SampleDeviations(window, usable, by_stage, selection.sample)
+            : std::vector<std::vector<int64_t>>(static_cast<size_t>(stages));
+
   SumsTable sums(stages, n);
-  SumAndCount(window, usable, by_stage, &sums);
+  {
+    std::vector<Bracket> medians;
+    for (int k = 0; k < stages; ++k) {
+      medians.push_back(Bracket::AroundMiddle(samples[k], totals[k], selection));
+    }
+    ForEachRun(window, usable, stages, [&](const StepDeviations& step, int k, int first, int end) {
+      const StepDeviations::Column column = step.column(k, by_stage[k].sign);
+      Bracket::Adder add(medians[k]);
+      for (int m = first; m < end; ++m) {
+        if (!step.present(m)) continue;
+        const int64_t dev = column.at(m);
+        MemberSums& c = sums.row(m)[k];
+        c.sum += static_cast<double>(dev);
+        c.sum_sq += static_cast<double>(dev) * static_cast<double>(dev);
+        ++c.count;
+        add(dev);
+      }
+    });
+    for (int k = 0; k < stages; ++k) {
+      if (totals[k] == 0) continue;
+      const std::optional<int64_t> median = medians[k].Median(totals[k]);
+      by_stage[k].pooled_median =
+          median ? *median : GatheredMedian(window, usable, k, by_stage[k], totals[k], false);
+    }
+  }
+
+  std::vector<Bracket> mads;
+  std::vector<double> limit_floor(static_cast<size_t>(stages));
+  for (int k = 0; k < stages; ++k) {
+    const int64_t median = by_stage[k].pooled_median;
+    for (int64_t& v : samples[k]) v = v >= median ? v - median : median - v;
+    mads.push_back(Bracket::AroundMiddle(samples[k], totals[k], selection));
+    // The limit (SetOutlierLimit) grows with the MAD: at the bracket's floor it is at its least.
+    const double mad_floor = static_cast<double>(std::max<int64_t>(0, mads.back().floor()));
+    limit_floor[k] = static_cast<double>(median) + kOutlierScales * (kMadToSigma * mad_floor);
+  }
+  size_t all = 0;
+  for (size_t t : totals) all += t;
+  const size_t room = all / 32 + selection.min_candidate_room;
+  std::vector<Candidate> candidates;
+  ForEachRun(window, usable, stages, [&](const StepDeviations& step, int k, int first, int end) {
+    const StepDeviations::Column column = step.column(k, by_stage[k].sign);
+    const int64_t median = by_stage[k].pooled_median;
+    const double floor = limit_floor[k];
+    Bracket::Adder add(mads[k]);
+    for (int m = first; m < end; ++m) {
+      if (!step.present(m)) continue;
+      const int64_t dev = column.at(m);
+      add(dev >= median ? dev - median : median - dev);
+      if (static_cast<double>(dev) > floor && candidates.size() <= room) {
+        candidates.push_back({m, k, dev});
+      }
+    }
+  });
+  bool candidates_hold = candidates.size() <= room;
+  for (int k = 0; k < stages; ++k) {
+    if (totals[k] == 0) continue;
+    std::optional<int64_t> mad = mads[k].Median(totals[k]);
+    // A MAD under the bracket's floor would have wanted candidates under the limit's floor.
+    if (!mad) candidates_hold = false;
+    SetOutlierLimit(by_stage[k].pooled_median,
+                    mad ? *mad : GatheredMedian(window, usable, k, by_stage[k], totals[k], true),
+                    &by_stage[k]);
+  }
+  if (candidates_hold) {
+    for (const Candidate& c : candidates) {
+      CountOutlier(c.member, c.stage, c.dev, by_stage[c.stage], &sums);
+    }
+  } else {
+    ForEachRun(window, usable, stages, [&](const StepDeviations& step, int k, int first, int end) {
+      const StepDeviations::Column column = step.column(k, by_stage[k].sign);
+      for (int m = first; m < end; ++m) {
+        if (step.present(m)) CountOutlier(m, k, column.at(m), by_stage[k], &sums);
+      }
+    });
+  }
   std::vector<double> means;
   for (int k = 0; k < stages; ++k) {
     if (CenterAndSpread(k, sums, &by_stage[k], &means)) FillStage(k, by_stage[k], sums, &table);

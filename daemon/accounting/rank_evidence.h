@@ -15,6 +15,7 @@
 #ifndef STAGEFRONTIER_DAEMON_ACCOUNTING_RANK_EVIDENCE_H_
 #define STAGEFRONTIER_DAEMON_ACCOUNTING_RANK_EVIDENCE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -76,9 +77,23 @@ class RankEvidenceTable {
   std::vector<RankEvidence> cells_;
 };
 
+// How ComputeRankEvidence finds each stage's pooled median and MAD, and the outliers beyond
+// them, without gathering millions of values a stage (issue 33): a sample brackets the wanted
+// value, one walk of the window counts what lies below the bracket and keeps what lies in it.
+// Every setting gives the same table, bit for bit; where a bracket misses, the plain way.
+// For tests and benchmarks.
+struct EvidenceSelection {
+  size_t sample = 16'384;      // positions drawn from the window to bracket with
+  size_t margin = 256;         // sample ranks either side of the wanted one (~4 standard errors)
+  size_t min_values = 65'536;  // a stage with fewer pooled values keeps them all
+  // Room for the deviations that may be outliers: a 32nd of them and this many more.
+  size_t min_candidate_room = 65'536;
+};
+
 // Computes the table over the window's steps. Steps with fewer than two present members are
 // skipped (no peers to compare with). Never fails; an empty window gives zeros.
-RankEvidenceTable ComputeRankEvidence(const AccountingWindow& window, const StageSchema& schema);
+RankEvidenceTable ComputeRankEvidence(const AccountingWindow& window, const StageSchema& schema,
+                                      const EvidenceSelection& selection = {});
 
 // The evidence predicates on a table: when a (stage, member) cell counts as evident,
 // supported, strong, or still supported after an earlier window named it.

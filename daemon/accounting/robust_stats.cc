@@ -56,6 +56,13 @@ void Select(std::span<int64_t> values, size_t k, bool pair, int64_t* lower, int6
   SelectInPlace(std::span<int64_t>(inside.data(), count), k - below, pair, lower, upper);
 }
 
+// The median from its two middle values (one for an odd count).
+int64_t Middle(int64_t lower, int64_t upper, bool even) {
+  if (!even) return upper;
+  // Halve each before adding so that values near INT64_MAX cannot overflow.
+  return lower / 2 + upper / 2 + (lower % 2 + upper % 2) / 2;
+}
+
 }  // namespace
 
 int64_t MedianInPlace(std::span<int64_t> values) {
@@ -64,9 +71,18 @@ int64_t MedianInPlace(std::span<int64_t> values) {
   const bool even = values.size() % 2 == 0;
   int64_t lower = 0, upper = 0;
   Select(values, mid, even, &lower, &upper);
-  if (!even) return upper;
-  // Halve each before adding so that values near INT64_MAX cannot overflow.
-  return lower / 2 + upper / 2 + (lower % 2 + upper % 2) / 2;
+  return Middle(lower, upper, even);
+}
+
+std::optional<int64_t> MedianOfBand(std::span<int64_t> band, size_t below, size_t total) {
+  if (total == 0) return int64_t{0};
+  const size_t mid = total / 2;
+  const bool even = total % 2 == 0;
+  // The ranks wanted: mid, and mid - 1 for an even count (the band's values before mid's).
+  if ((even ? mid - 1 : mid) < below || mid >= below + band.size()) return std::nullopt;
+  int64_t lower = 0, upper = 0;
+  Select(band, mid - below, even, &lower, &upper);
+  return Middle(lower, upper, even);
 }
 
 int64_t MadInPlace(std::span<int64_t> values, int64_t median) {

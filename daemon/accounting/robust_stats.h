@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -24,6 +25,11 @@ int64_t MedianInPlace(std::span<int64_t> values);
 
 // Median absolute deviation from `median`. Overwrites `values` with the deviations.
 int64_t MadInPlace(std::span<int64_t> values, int64_t median);
+
+// MedianInPlace of a set of `total` values known by a band of them: `below` values lie under
+// every value of `band` and the rest above it (a walk counted them and kept the band). Reorders
+// `band`. nullopt when the median's ranks are not in the band.
+std::optional<int64_t> MedianOfBand(std::span<int64_t> band, size_t below, size_t total);
 
 // Kolmogorov–Smirnov distance sup|F_a - F_b| between two *sorted* samples, in [0, 1].
 // Returns 0 when either sample is empty.

@@ -229,33 +229,44 @@ AccountingWindow MixedWindow(int members, double unit, std::mt19937_64& rng) {
                 [&](int i) { return shape[i] >= 30 && shape[i] < 36 ? 2 : kStages; });
 }
 
-// The table is taken in fewer walks of the window than the plain way (one per stage for the
-// pooled medians, one for every stage's sums and outliers): not a bit of it may move.
+// The table is taken in two walks of the window, each stage's median and MAD from a bracket
+// a sample drew (EvidenceSelection), not the plain way (every stage's deviations listed): not a
+// bit of it may move, whether the brackets hold, miss (a sample of 64 with no margin; the
+// constant stage's), fill up, or the outlier candidates overflow.
 TEST_CASE("the evidence equals the plain walk's, bit for bit", "[rank_evidence]") {
   std::mt19937_64 rng(17);
   const auto bits = [](double x) { return std::bit_cast<uint64_t>(x); };
+  const std::vector<std::pair<const char*, EvidenceSelection>> selections = {
+      {"default", {}},
+      {"every stage bracketed", {.min_values = 0}},
+      {"brackets that miss", {.sample = 64, .margin = 0, .min_values = 0}},
+      {"no room for candidates", {.min_values = 0, .min_candidate_room = 0}},
+  };
   for (double unit : {1e6, 1e9}) {
-    for (int members : {2, 3, 9, 40}) {
+    for (int members : {2, 3, 9, 40, 2000}) {
       const AccountingWindow w = MixedWindow(members, unit, rng);
-      const RankEvidenceTable got = ComputeRankEvidence(w, Schema());
       const RankEvidenceTable want = ReferenceEvidence(w, Schema());
-      for (int k = 0; k < kStages; ++k) {
-        for (int m = 0; m < members; ++m) {
-          INFO("unit " << unit << " members " << members << " stage " << k << " member " << m);
-          const RankEvidence& g = got.at(k, m);
-          const RankEvidence& e = want.at(k, m);
-          CHECK(g.steps == e.steps);
-          CHECK(bits(g.shift_ns) == bits(e.shift_ns));
-          CHECK(bits(g.z) == bits(e.z));
-          CHECK(g.outlier_steps == e.outlier_steps);
-          CHECK(bits(g.outlier_z) == bits(e.outlier_z));
-          CHECK(bits(g.outlier_excess_ns) == bits(e.outlier_excess_ns));
+      for (const auto& [name, selection] : selections) {
+        const RankEvidenceTable got = ComputeRankEvidence(w, Schema(), selection);
+        for (int k = 0; k < kStages; ++k) {
+          for (int m = 0; m < members; ++m) {
+            INFO(name << ": unit " << unit << " members " << members << " stage " << k << " member "
+                      << m);
+            const RankEvidence& g = got.at(k, m);
+            const RankEvidence& e = want.at(k, m);
+            CHECK(g.steps == e.steps);
+            CHECK(bits(g.shift_ns) == bits(e.shift_ns));
+            CHECK(bits(g.z) == bits(e.z));
+            CHECK(g.outlier_steps == e.outlier_steps);
+            CHECK(bits(g.outlier_z) == bits(e.outlier_z));
+            CHECK(bits(g.outlier_excess_ns) == bits(e.outlier_excess_ns));
+          }
         }
+        // Not two empty tables: the fault and the late arrival are seen.
+        INFO(name << ": unit " << unit << " members " << members);
+        if (members > 2) CHECK(got.at(1, 1).outlier_steps >= kMinOutlierSteps);
+        CHECK(got.at(2, 0).shift_ns > 0);
       }
-      // Not two empty tables: the fault and the late arrival are seen.
-      INFO("unit " << unit << " members " << members);
-      if (members > 2) CHECK(got.at(1, 1).outlier_steps >= kMinOutlierSteps);
-      CHECK(got.at(2, 0).shift_ns > 0);
     }
   }
 }

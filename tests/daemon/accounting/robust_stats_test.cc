@@ -73,6 +73,36 @@ TEST_CASE("median and MAD of large spans are exact, whatever their shape", "[rob
   CHECK(mad == SortedMedian(v));
 }
 
+TEST_CASE("the median from a band: exact where the band holds its ranks, nullopt elsewhere",
+          "[robust_stats]") {
+  std::mt19937_64 rng(3);
+  std::uniform_int_distribution<int64_t> draw(-50, 50);  // ties at every value
+  for (size_t total : {size_t{1}, size_t{2}, size_t{7}, size_t{100}, size_t{101}, size_t{5000}}) {
+    std::vector<int64_t> all(total);
+    for (int64_t& v : all) v = draw(rng);
+    std::vector<int64_t> copy = all;
+    const int64_t want = MedianInPlace(copy);
+    for (const auto& [lo, hi] : std::vector<std::pair<int64_t, int64_t>>{
+             {-50, 50}, {want, want}, {want - 3, want + 1}, {want + 1, 50}, {-50, want - 1}}) {
+      std::vector<int64_t> band;
+      size_t below = 0;
+      for (int64_t v : all) {
+        below += v < lo ? 1 : 0;
+        if (v >= lo && v <= hi) band.push_back(v);
+      }
+      INFO("total " << total << " band [" << lo << ", " << hi << "]");
+      // Where the band holds both middle ranks it gives MedianInPlace's answer; where it cannot
+      // (the median outside it), it never gives a wrong one.
+      const std::optional<int64_t> got = MedianOfBand(band, below, total);
+      if (lo <= want && want <= hi && (total % 2 == 1 || lo == -50)) CHECK(got.has_value());
+      if (got) CHECK(*got == want);
+      if (want < lo || want > hi) CHECK_FALSE(got.has_value());
+    }
+  }
+  std::vector<int64_t> none;
+  CHECK(MedianOfBand(none, 0, 0) == 0);
+}
+
 TEST_CASE("KS distance", "[robust_stats]") {
   std::vector<int64_t> a = {1, 2, 3, 4};
   std::vector<int64_t> same = {1, 2, 3, 4};
