@@ -61,22 +61,25 @@ ProbeArrival LastArrivers::ProbeLastArriver(int k, const std::vector<int>& candi
 
 void LastArrivers::LateSet(size_t i, int k, int member, std::vector<int32_t>* out) const {
   out->clear();
-  const StageAccounting& s = window_.at(i).accounting.stages[k];
+  const WindowStep& step = window_.at(i);
+  const StageAccounting& s = step.accounting.stages[k];
   const int64_t tol = static_cast<int64_t>(config_.tie_z * static_cast<double>(s.peer_noise_ns));
   const std::vector<int32_t>& wait_group = members_.wait_group;
   const int32_t group = wait_group[member];
+  const size_t stages = static_cast<size_t>(window_.stages());
+  const int64_t* durations = step.durations.data() + k;
+  // One pass (a window's close asks up to once a step; 100,000 members each): every member
+  // within tol of the shortest wait so far, in member order, is a superset of those within tol
+  // of the shortest; then those past it go.
   int64_t shortest = std::numeric_limits<int64_t>::max();
   for (int m = 0; m < window_.members(); ++m) {
-    if (wait_group[m] == group && window_.present(i, m)) {
-      shortest = std::min(shortest, window_.duration(i, m, k));
-    }
+    if (wait_group[m] != group || step.present[m] == 0) continue;
+    const int64_t d = durations[static_cast<size_t>(m) * stages];
+    shortest = std::min(shortest, d);
+    if (d <= shortest + tol) out->push_back(m);
   }
-  for (int m = 0; m < window_.members(); ++m) {
-    if (wait_group[m] == group && window_.present(i, m) &&
-        window_.duration(i, m, k) <= shortest + tol) {
-      out->push_back(m);
-    }
-  }
+  std::erase_if(
+      *out, [&](int32_t m) { return durations[static_cast<size_t>(m) * stages] > shortest + tol; });
 }
 
 }  // namespace stagefrontier
