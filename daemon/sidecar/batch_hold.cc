@@ -86,8 +86,8 @@ void BatchHold::Refresh(Job& job, int64_t now_ns) const {
 }
 
 bool BatchHold::JobDue(const Job& job) const {
-  // Whether a batch boundary (a step s with (s + 1 + phase) % K == 0, a window's last step or
-  // the step before it) lies in (sent_through, complete].
+  // Whether a batch boundary (a step s with (s + 1 + phase) % K == 0, or a window's last step) lies
+  // in (sent_through, complete].
   if (job.complete <= job.sent_through) return false;
   const int64_t done = job.sent_through + 1;  // steps sent: [0, done)
   const int64_t k = job.steps_per_message;
@@ -95,10 +95,7 @@ bool BatchHold::JobDue(const Job& job) const {
   // The first step s >= done with (s + 1 + phase) % k == 0.
   const int64_t phase = static_cast<int64_t>(options_.phase_seed % static_cast<uint64_t>(k));
   const int64_t next_k = ((done + phase) / k + 1) * k - 1 - phase;
-  // The window's last step goes alone: the batch before it ends at the step before (if not
-  // sent yet), so that what every node sends at a window's end is one step of its ranks.
-  const int64_t last = (done / w + 1) * w - 1;
-  const int64_t next_w = last - 1 >= done ? last - 1 : last;
+  const int64_t next_w = (done / w + 1) * w - 1;
   return job.complete >= std::min(next_k, next_w);
 }
 

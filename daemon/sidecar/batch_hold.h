@@ -5,12 +5,11 @@
 //
 // Batches end on step numbers, not on a timer: a job's records go out when every rank of the job
 // on this node has finished a step s with (s + 1 + phase) % K == 0, or the last step of a verdict
-// window ((s + 1) % window_steps == 0, so that a window's verdict never waits for a hold), and
-// the step before it: a window's last step goes alone. The phase (phase_seed % K; the sidecar's
-// seed comes from its node name, PhaseSeedFor) spreads a job's nodes over the K steps: a
-// coordinator of 12,500 nodes gets an eighth of them at each step, not all of them every 8th
-// step; what they all send at once, before a window's verdict, is that window's last step
-// (docs/results.md, session 45). The hold is also bounded in time —
+// window ((s + 1) % window_steps == 0, so that a window's verdict never waits for a hold). The
+// phase (phase_seed % K; the sidecar's seed comes from its node name, PhaseSeedFor) spreads a
+// job's nodes over the K steps: a coordinator of 12,500 nodes gets an eighth of them at each
+// step, not all of them every 8th step, and at a window's end each node sends only the steps
+// since its own last batch (docs/results.md, session 45). The hold is also bounded in time —
 // (K + 1) of the job's step times, measured from when each rank's steps were drained — for
 // ranks that stop, skip steps or start mid-batch.
 //
@@ -18,9 +17,10 @@
 // outlasts the coordinator's step deadline less 1 s (the coordinator's deadline counts from a
 // step's first record: the node whose phase sends a step first, or one that sends early at an
 // open-stage report or SIGTERM, must not make another's records of that step late), and K steps
-// never span more than 80% of the job's stall limit, max(10 x step, stall_after_ms): the
-// coordinator sees the job advance only when a batch comes. A coordinator that says no deadline
-// (older) closes steps after 5 s: holds stay under 4 s, as before.
+// never
+// span more than 80% of the job's stall limit, max(10 x step, stall_after_ms): the coordinator
+// sees the job advance only when a batch comes. A coordinator that says no deadline (older)
+// closes steps after 5 s: holds stay under 4 s, as before.
 //
 // No clock, no I/O: callers pass `now_ns`; the streamer adds the events that send at once
 // (a full batch, SIGTERM, an open stage that passed its report threshold).
