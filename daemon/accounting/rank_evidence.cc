@@ -354,6 +354,139 @@ void FillStage(int k, const StageFigures& d, const SumsTable& sums, RankEvidence
   }
 }
 
+// The walks of one window's evidence (ComputeRankEvidence), in order: SumAndMedians,
+// MadsAndCandidates, CountOutliers, Fill.
+class EvidenceWalks {
+ public:
+  EvidenceWalks(const AccountingWindow& window, const StageSchema& schema,
+                const EvidenceSelection& selection)
+      : window_(window),
+        selection_(selection),
+        stages_(window.stages()),
+        usable_(UsableSteps(window)),
+        totals_(PooledCounts(usable_, window, stages_)),
+        by_stage_(static_cast<size_t>(stages_)),
+        sums_(stages_, window.members()) {
+    for (int k = 0; k < stages_; ++k) {
+      by_stage_[k].sign = schema.IsWait(static_cast<size_t>(k)) ? -1 : 1;
+    }
+    const bool large = *std::max_element(totals_.begin(), totals_.end()) >= selection.min_values;
+    samples_ = large ? SampleDeviations(window, usable_, by_stage_, selection.sample)
+                     : std::vector<std::vector<int64_t>>(static_cast<size_t>(stages_));
+  }
+
+  // The first walk: every cell's sums, and each stage's pooled median from its bracket.
+  void SumAndMedians() {
+    std::vector<Bracket> medians;
+    for (int k = 0; k < stages_; ++k) {
+      medians.push_back(Bracket::AroundMiddle(samples_[k], totals_[k], selection_));
+    }
+    ForEachRun(window_, usable_, stages_,
+               [&](const StepDeviations& step, int k, int first, int end) {
+                 const StepDeviations::Column column = step.column(k, by_stage_[k].sign);
+                 Bracket::Adder add(medians[k]);
+                 for (int m = first; m < end; ++m) {
+                   if (!step.present(m)) continue;
+                   const int64_t dev = column.at(m);
+                   MemberSums& c = sums_.row(m)[k];
+                   c.sum += static_cast<double>(dev);
+                   c.sum_sq += static_cast<double>(dev) * static_cast<double>(dev);
+                   ++c.count;
+                   add(dev);
+                 }
+               });
+    for (int k = 0; k < stages_; ++k) {
+      if (totals_[k] == 0) continue;
+      const std::optional<int64_t> median = medians[k].Median(totals_[k]);
+      by_stage_[k].pooled_median = median ? *median : Gathered(k, /*mad=*/false);
+    }
+  }
+
+  // The second walk: each stage's MAD from its bracket, hence its outlier limit, and in
+  // `candidates` the deviations past the limit's floor, in walk order. False when they may miss
+  // an outlier (a MAD bracket missed: the MAD may lie under its floor) or overflowed.
+  bool MadsAndCandidates(std::vector<Candidate>* candidates) {
+    std::vector<Bracket> mads;
+    std::vector<double> limit_floor(static_cast<size_t>(stages_));
+    size_t all = 0;
+    for (int k = 0; k < stages_; ++k) {
+      all += totals_[k];
+      const int64_t median = by_stage_[k].pooled_median;
+      for (int64_t& v : samples_[k]) v = v >= median ? v - median : median - v;
+      mads.push_back(Bracket::AroundMiddle(samples_[k], totals_[k], selection_));
+      // The limit (SetOutlierLimit) grows with the MAD: at the bracket's floor it is at its least.
+      const double mad_floor = static_cast<double>(std::max<int64_t>(0, mads.back().floor()));
+      limit_floor[k] = static_cast<double>(median) + kOutlierScales * (kMadToSigma * mad_floor);
+    }
+    const size_t room = all / 32 + selection_.min_candidate_room;
+    ForEachRun(window_, usable_, stages_,
+               [&](const StepDeviations& step, int k, int first, int end) {
+                 const StepDeviations::Column column = step.column(k, by_stage_[k].sign);
+                 const int64_t median = by_stage_[k].pooled_median;
+                 const double floor = limit_floor[k];
+                 Bracket::Adder add(mads[k]);
+                 for (int m = first; m < end; ++m) {
+                   if (!step.present(m)) continue;
+                   const int64_t dev = column.at(m);
+                   add(dev >= median ? dev - median : median - dev);
+                   if (static_cast<double>(dev) > floor && candidates->size() <= room) {
+                     candidates->push_back({m, k, dev});
+                   }
+                 }
+               });
+    bool hold = candidates->size() <= room;
+    for (int k = 0; k < stages_; ++k) {
+      if (totals_[k] == 0) continue;
+      const std::optional<int64_t> mad = mads[k].Median(totals_[k]);
+      if (!mad) hold = false;
+      SetOutlierLimit(by_stage_[k].pooled_median, mad ? *mad : Gathered(k, /*mad=*/true),
+                      &by_stage_[k]);
+    }
+    return hold;
+  }
+
+  // Each cell's outliers: from the candidates where they hold, else in a third walk.
+  void CountOutliers(const std::vector<Candidate>& candidates, bool hold) {
+    if (hold) {
+      for (const Candidate& c : candidates) {
+        CountOutlier(c.member, c.stage, c.dev, by_stage_[c.stage], &sums_);
+      }
+      return;
+    }
+    ForEachRun(window_, usable_, stages_,
+               [&](const StepDeviations& step, int k, int first, int end) {
+                 const StepDeviations::Column column = step.column(k, by_stage_[k].sign);
+                 for (int m = first; m < end; ++m) {
+                   if (step.present(m)) CountOutlier(m, k, column.at(m), by_stage_[k], &sums_);
+                 }
+               });
+  }
+
+  // The table from the sums and each stage's figures.
+  void Fill(RankEvidenceTable* table) {
+    std::vector<double> means;
+    for (int k = 0; k < stages_; ++k) {
+      if (CenterAndSpread(k, sums_, &by_stage_[k], &means)) {
+        FillStage(k, by_stage_[k], sums_, table);
+      }
+    }
+  }
+
+ private:
+  int64_t Gathered(int k, bool mad) const {
+    return GatheredMedian(window_, usable_, k, by_stage_[k], totals_[k], mad);
+  }
+
+  const AccountingWindow& window_;
+  const EvidenceSelection& selection_;
+  const int stages_;
+  const std::vector<UsableStep> usable_;
+  const std::vector<size_t> totals_;
+  std::vector<StageFigures> by_stage_;
+  std::vector<std::vector<int64_t>> samples_;
+  SumsTable sums_;
+};
+
 }  // namespace
 
 // Two walks of the window (issue 33: at 100,000 ranks it holds 60 M deviations): the first sums
@@ -362,101 +495,14 @@ void FillStage(int k, const StageFigures& d, const SumsTable& sums, RankEvidence
 // takes its stage the plain way, a candidate list that overflows a third walk.
 RankEvidenceTable ComputeRankEvidence(const AccountingWindow& window, const StageSchema& schema,
                                       const EvidenceSelection& selection) {
-  const int n = window.members();
-  const int stages = window.stages();
-  RankEvidenceTable table(stages, n);
-  if (n < 2) return table;
-  const std::vector<UsableStep> usable = UsableSteps(window);
-  std::vector<StageFigures> by_stage(static_cast<size_t>(stages));
-  for (int k = 0; k < stages; ++k)
-    by_stage[k].sign = schema.IsWait(static_cast<size_t>(k)) ? -1 : 1;
-  const std::vector<size_t> totals = PooledCounts(usable, window, stages);
-  const bool large = *std::max_element(totals.begin(), totals.end()) >= selection.min_values;
-  std::vector<std::vector<int64_t>> samples =
-      large ? SampleDeviations(window, usable, by_stage, selection.sample)
-            : std::vector<std::vector<int64_t>>(static_cast<size_t>(stages));
-
-  SumsTable sums(stages, n);
-  {
-    std::vector<Bracket> medians;
-    for (int k = 0; k < stages; ++k) {
-      medians.push_back(Bracket::AroundMiddle(samples[k], totals[k], selection));
-    }
-    ForEachRun(window, usable, stages, [&](const StepDeviations& step, int k, int first, int end) {
-      const StepDeviations::Column column = step.column(k, by_stage[k].sign);
-      Bracket::Adder add(medians[k]);
-      for (int m = first; m < end; ++m) {
-        if (!step.present(m)) continue;
-        const int64_t dev = column.at(m);
-        MemberSums& c = sums.row(m)[k];
-        c.sum += static_cast<double>(dev);
-        c.sum_sq += static_cast<double>(dev) * static_cast<double>(dev);
-        ++c.count;
-        add(dev);
-      }
-    });
-    for (int k = 0; k < stages; ++k) {
-      if (totals[k] == 0) continue;
-      const std::optional<int64_t> median = medians[k].Median(totals[k]);
-      by_stage[k].pooled_median =
-          median ? *median : GatheredMedian(window, usable, k, by_stage[k], totals[k], false);
-    }
-  }
-
-  std::vector<Bracket> mads;
-  std::vector<double> limit_floor(static_cast<size_t>(stages));
-  for (int k = 0; k < stages; ++k) {
-    const int64_t median = by_stage[k].pooled_median;
-    for (int64_t& v : samples[k]) v = v >= median ? v - median : median - v;
-    mads.push_back(Bracket::AroundMiddle(samples[k], totals[k], selection));
-    // The limit (SetOutlierLimit) grows with the MAD: at the bracket's floor it is at its least.
-    const double mad_floor = static_cast<double>(std::max<int64_t>(0, mads.back().floor()));
-    limit_floor[k] = static_cast<double>(median) + kOutlierScales * (kMadToSigma * mad_floor);
-  }
-  size_t all = 0;
-  for (size_t t : totals) all += t;
-  const size_t room = all / 32 + selection.min_candidate_room;
+  RankEvidenceTable table(window.stages(), window.members());
+  if (window.members() < 2) return table;
+  EvidenceWalks walks(window, schema, selection);
+  walks.SumAndMedians();
   std::vector<Candidate> candidates;
-  ForEachRun(window, usable, stages, [&](const StepDeviations& step, int k, int first, int end) {
-    const StepDeviations::Column column = step.column(k, by_stage[k].sign);
-    const int64_t median = by_stage[k].pooled_median;
-    const double floor = limit_floor[k];
-    Bracket::Adder add(mads[k]);
-    for (int m = first; m < end; ++m) {
-      if (!step.present(m)) continue;
-      const int64_t dev = column.at(m);
-      add(dev >= median ? dev - median : median - dev);
-      if (static_cast<double>(dev) > floor && candidates.size() <= room) {
-        candidates.push_back({m, k, dev});
-      }
-    }
-  });
-  bool candidates_hold = candidates.size() <= room;
-  for (int k = 0; k < stages; ++k) {
-    if (totals[k] == 0) continue;
-    std::optional<int64_t> mad = mads[k].Median(totals[k]);
-    // A MAD under the bracket's floor would have wanted candidates under the limit's floor.
-    if (!mad) candidates_hold = false;
-    SetOutlierLimit(by_stage[k].pooled_median,
-                    mad ? *mad : GatheredMedian(window, usable, k, by_stage[k], totals[k], true),
-                    &by_stage[k]);
-  }
-  if (candidates_hold) {
-    for (const Candidate& c : candidates) {
-      CountOutlier(c.member, c.stage, c.dev, by_stage[c.stage], &sums);
-    }
-  } else {
-    ForEachRun(window, usable, stages, [&](const StepDeviations& step, int k, int first, int end) {
-      const StepDeviations::Column column = step.column(k, by_stage[k].sign);
-      for (int m = first; m < end; ++m) {
-        if (step.present(m)) CountOutlier(m, k, column.at(m), by_stage[k], &sums);
-      }
-    });
-  }
-  std::vector<double> means;
-  for (int k = 0; k < stages; ++k) {
-    if (CenterAndSpread(k, sums, &by_stage[k], &means)) FillStage(k, by_stage[k], sums, &table);
-  }
+  const bool hold = walks.MadsAndCandidates(&candidates);
+  walks.CountOutliers(candidates, hold);
+  walks.Fill(&table);
   return table;
 }
 
