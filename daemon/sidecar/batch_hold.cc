@@ -86,8 +86,8 @@ void BatchHold::Refresh(Job& job, int64_t now_ns) const {
 }
 
 bool BatchHold::JobDue(const Job& job) const {
-  // Whether a batch boundary (a step s with (s + 1 + phase) % K == 0, or a window's last step) lies
-  // in (sent_through, complete].
+  // Whether a batch boundary (a step s with (s + 1 + phase) % K == 0, or a window's last step)
+  // lies in (sent_through, complete].
   if (job.complete <= job.sent_through) return false;
   const int64_t done = job.sent_through + 1;  // steps sent: [0, done)
   const int64_t k = job.steps_per_message;

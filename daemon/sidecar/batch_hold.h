@@ -17,10 +17,9 @@
 // outlasts the coordinator's step deadline less 1 s (the coordinator's deadline counts from a
 // step's first record: the node whose phase sends a step first, or one that sends early at an
 // open-stage report or SIGTERM, must not make another's records of that step late), and K steps
-// never
-// span more than 80% of the job's stall limit, max(10 x step, stall_after_ms): the coordinator
-// sees the job advance only when a batch comes. A coordinator that says no deadline (older)
-// closes steps after 5 s: holds stay under 4 s, as before.
+// never span more than 80% of the job's stall limit, max(10 x step, stall_after_ms): the
+// coordinator sees the job advance only when a batch comes. A coordinator that says no deadline
+// (older) closes steps after 5 s: holds stay under 4 s, as before.
 //
 // No clock, no I/O: callers pass `now_ns`; the streamer adds the events that send at once
 // (a full batch, SIGTERM, an open stage that passed its report threshold).
