@@ -21,7 +21,8 @@ struct WindowStep {
   std::vector<uint8_t> present;    // by member
   std::vector<int64_t> durations;  // member-major d_m[k]
   // member-major: the member's wait at the last collective the probe saw in stage k
-  // (exit - enter), -1 where the probe saw none. The shortest wait is the last arriver.
+  // (exit - enter), -1 where the probe saw none. The shortest wait is the last arriver. Empty
+  // where the probe saw nothing in the step (every entry -1).
   std::vector<int64_t> probe_wait;
 };
 
@@ -29,7 +30,8 @@ class AccountingWindow {
  public:
   AccountingWindow(size_t capacity, int members, int stages);
 
-  // Appends a step, evicting the oldest when full. Copies what it keeps.
+  // Appends a step, evicting the oldest when full. Copies what it keeps. `probe_wait` empty: the
+  // probe saw nothing in the step.
   void Push(const StepAccounting& accounting, const StepMatrix& matrix,
             const std::vector<int64_t>& probe_wait);
 
@@ -44,7 +46,8 @@ class AccountingWindow {
   }
   bool present(size_t i, int member) const { return at(i).present[member] != 0; }
   int64_t probe_wait(size_t i, int member, int k) const {
-    return at(i).probe_wait[static_cast<size_t>(member) * stages_ + k];
+    const std::vector<int64_t>& w = at(i).probe_wait;
+    return w.empty() ? -1 : w[static_cast<size_t>(member) * stages_ + k];
   }
   // Cumulative time of `member` at the end of stage k in step i.
   int64_t cumulative(size_t i, int member, int k) const;

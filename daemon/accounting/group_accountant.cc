@@ -63,7 +63,9 @@ const StepAccounting& GroupAccountant::Account(int64_t step,
 
 void GroupAccountant::LoadStep(std::span<const RankStep* const> by_member) {
   matrix_.Reset();
-  probe_wait_.assign(static_cast<size_t>(members_.size()) * stages_, -1);
+  // Filled on the first span the probe saw: a job without the probe (most, and every rank of a
+  // 100,000-rank one at each step) neither fills nor copies a matrix of -1.
+  probe_wait_.clear();
   for (int m = 0; m < members_.size(); ++m) {
     const RankStep* r = by_member[m];
     if (r == nullptr) continue;
@@ -88,6 +90,7 @@ void GroupAccountant::LoadProbe(int m, const RankStep& r) {
       }
     }
     if (last == nullptr) continue;
+    if (probe_wait_.empty()) probe_wait_.assign(static_cast<size_t>(members_.size()) * stages_, -1);
     probe_wait_[static_cast<size_t>(m) * stages_ + k] = last->exit_ns - last->enter_ns;
     if (schema_.stage(k).kind == StageKind::kMixed) {
       matrix_.SetProbeLocal(m, k, last->enter_ns - r.boundaries_ns[k]);

@@ -144,7 +144,8 @@ class GroupAccountant {
   PriorHeld held_[2];
 
   const ProbeBracketing* bracketing_ = nullptr;
-  std::vector<int64_t> probe_wait_;  // member-major, this step's (see WindowStep::probe_wait)
+  // member-major, this step's (see WindowStep::probe_wait); empty while the probe saw nothing
+  std::vector<int64_t> probe_wait_;
 
   std::vector<int64_t> scratch_;
   std::vector<int32_t> leaders_;

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <limits>
 
+#include "daemon/accounting/group_accountant.h"
+
 namespace stagefrontier {
 namespace {
 
@@ -51,6 +53,35 @@ TEST_CASE("a reversed probe span is rejected; one outside its stage is a bracket
   REQUIRE(engine->AddStep({2, {r}}).ok());
   CHECK(engine->bracketing().checked() == 1);
   CHECK(engine->bracketing().violations() == 1);
+}
+
+TEST_CASE("the window keeps the probe's waits only for steps where the probe saw a span",
+          "[engine]") {
+  const StageSchema schema = *StageSchema::Parse("data:io,compute:compute,sync:sync");
+  GroupAccountant group("job", schema, {0, 1}, EngineConfig{});
+  const auto step = [&](int64_t n, int probed_rank) {
+    RankStep r0 = Rank(0, {0, 10, 20, 30});
+    RankStep r1 = Rank(1, {0, 12, 22, 30});
+    RankStep& probed = probed_rank == 0 ? r0 : r1;
+    if (probed_rank >= 0) {
+      probed.probe.push_back(ProbeSpan{.stage = 2, .enter_ns = 23, .exit_ns = 29});
+    }
+    const RankStep* by_member[] = {&r0, &r1};
+    group.Account(n, by_member);
+  };
+  step(1, 0);   // rank 0 waited 6 ns at its last collective of "sync"
+  step(2, -1);  // the probe saw nothing
+  step(3, 1);
+  const AccountingWindow& w = group.window();
+  REQUIRE(w.size() == 3);
+  CHECK(w.probe_wait(0, 0, 2) == 6);
+  CHECK(w.probe_wait(0, 1, 2) == -1);
+  CHECK(w.probe_wait(0, 0, 1) == -1);
+  // Nothing is kept for a step without a span, and no earlier step's wait shows through.
+  CHECK(w.at(1).probe_wait.empty());
+  CHECK(w.probe_wait(1, 0, 2) == -1);
+  CHECK(w.probe_wait(2, 0, 2) == -1);
+  CHECK(w.probe_wait(2, 1, 2) == 6);
 }
 
 TEST_CASE("absent ranks make a partial step accounted over the present ones", "[engine]") {
