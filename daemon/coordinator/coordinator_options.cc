@@ -64,8 +64,9 @@ void AddJobFlags(CLI::App& app, CoordinatorOptions* o) {
       ->capture_default_str();
   app.add_option("--jobs", o->jobs_csv, "comma-separated job ids to accept; default: any");
   app.add_option("--step-deadline-ms", o->deadline_ms,
-                 "close a step as partial this long after its first record; sidecars hold a "
-                 "step's records at most this less 1 s (batches of up to 8 steps)")
+                 "close a step as partial this long after its first record, once none of its "
+                 "records came for a fifth of it (at most twice it); sidecars hold a step's "
+                 "records at most this less 1 s (batches of up to 8 steps)")
       ->check(CLI::Range(int64_t{1}, int64_t{3'600'000}))
       ->capture_default_str();
   app.add_option("--stall-after-ms", o->stall_after_ms,

@@ -73,6 +73,7 @@ AlignOutcome StepAligner::Add(int32_t rank, int64_t step, const int64_t* duratio
     it->second.has.assign((static_cast<size_t>(world_size_) + 63) / 64, 0);
   }
   Pending& p = it->second;
+  p.last_arrival_ns = now_ns;
   p.has[rank >> 6] |= uint64_t{1} << (rank & 63);
   ++p.present;
   p.ranks.push_back(rank);
@@ -98,8 +99,12 @@ bool StepAligner::Complete(const Pending& p) const {
 std::optional<int64_t> StepAligner::NextClosable(int64_t now_ns) const {
   if (pending_.empty()) return std::nullopt;
   const auto& [step, p] = *pending_.begin();
-  if (Complete(p) || now_ns - p.first_arrival_ns >= options_.deadline_ns ||
-      static_cast<int64_t>(pending_.size()) > options_.max_pending_steps) {
+  if (Complete(p) || static_cast<int64_t>(pending_.size()) > options_.max_pending_steps) {
+    return step;
+  }
+  const int64_t since_first = now_ns - p.first_arrival_ns;
+  const bool quiet = now_ns - p.last_arrival_ns >= options_.deadline_ns / kQuietFraction;
+  if ((since_first >= options_.deadline_ns && quiet) || since_first >= 2 * options_.deadline_ns) {
     return step;
   }
   return std::nullopt;
@@ -186,6 +191,7 @@ StepInput StepAligner::Close(int64_t step) {
   p.durations.clear();
   p.probe.clear();
   p.first_arrival_ns = 0;
+  p.last_arrival_ns = 0;
   p.present = 0;
   p.captured = false;
   if (spares_.size() < kSpareSteps) spares_.push_back(std::move(p));

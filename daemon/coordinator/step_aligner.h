@@ -28,7 +28,11 @@
 namespace stagefrontier {
 
 struct AlignerOptions {
-  // A step closes as partial once this long has passed since its first record arrived.
+  // A step closes as partial once this long has passed since its first record arrived, and
+  // none came for the last fifth of it (StepAligner::kQuietFraction): a step whose records
+  // still come in is not cut off in the middle of them (nodes that batch on different steps
+  // send one step over several seconds, and a coordinator behind on its streams takes them in
+  // later still). Never later than twice this after its first record.
   int64_t deadline_ns = 5'000'000'000;
   // At most this many steps wait; the oldest is closed when one more arrives. Within one
   // message nothing closes, so a record that would open a step past twice that (and 64 more)
@@ -59,8 +63,11 @@ class StepAligner {
                    int64_t now_ns, std::vector<ProbeSpan> probe = {});
 
   // The oldest pending step if it can close now: every expected rank reported it, its
-  // deadline passed, or too many steps wait. nullopt otherwise.
+  // deadline passed with none of its records coming in lately (AlignerOptions::deadline_ns),
+  // or too many steps wait. nullopt otherwise.
   std::optional<int64_t> NextClosable(int64_t now_ns) const;
+  // A step past its deadline waits while its records came within deadline / kQuietFraction.
+  static constexpr int64_t kQuietFraction = 5;
   // Pending steps that are orphans: their first record arrived more than a deadline before the
   // first record of an older pending step, so they lie ahead of the job's own numbering (a
   // corrupt step number). Oldest first.
@@ -90,7 +97,7 @@ class StepAligner {
   // Restarts every pending step's deadline at `now_ns` (after a journal replay, whose
   // arrival times mean nothing on this run's clock).
   void RestartDeadlines(int64_t now_ns) {
-    for (auto& [step, p] : pending_) p.first_arrival_ns = now_ns;
+    for (auto& [step, p] : pending_) p.first_arrival_ns = p.last_arrival_ns = now_ns;
   }
   // When the oldest pending step's first record arrived; 0 if none waits.
   int64_t oldest_first_arrival_ns() const {
@@ -101,6 +108,7 @@ class StepAligner {
  private:
   struct Pending {
     int64_t first_arrival_ns = 0;
+    int64_t last_arrival_ns = 0;  // of its newest accepted record
     int32_t present = 0;
     std::vector<uint64_t> has;                  // bit per rank (memory: world/8 per step)
     std::vector<int32_t> ranks;                 // arrival order

@@ -12,6 +12,30 @@ namespace {
 
 const int64_t kD[] = {1'000, 2'000};
 
+TEST_CASE("a step past its deadline stays open while its records still come in") {
+  // Deadline 1,000: quiet after 1,000 / 5 = 200 without a record of the step; at most 2,000.
+  StepAligner a(4, 2, {.deadline_ns = 1'000, .max_pending_steps = 100});
+  CHECK(a.Add(0, 0, kD, 0, 0) == AlignOutcome::kAccepted);
+  CHECK(a.Add(1, 0, kD, 0, 900) == AlignOutcome::kAccepted);  // a node that batches later
+  CHECK(!a.NextClosable(1'000).has_value());                  // its deadline, but a record 100 ago
+  CHECK(a.Add(2, 0, kD, 0, 1'050) == AlignOutcome::kAccepted);  // not late: still open
+  CHECK(!a.NextClosable(1'249).has_value());
+  REQUIRE(a.NextClosable(1'250).value() == 0);  // 200 quiet
+  CHECK(a.Close(0).ranks.size() == 3);
+  CHECK(a.Add(3, 0, kD, 0, 1'300) == AlignOutcome::kLate);
+  // Records that keep coming (one of 64 ranks every 100): closed twice the deadline after the
+  // first.
+  StepAligner many(64, 2, {.deadline_ns = 1'000, .max_pending_steps = 100});
+  for (int32_t r = 0; r <= 20; ++r) many.Add(r, 0, kD, 0, 100 * r);
+  CHECK(!many.NextClosable(1'999).has_value());
+  CHECK(many.NextClosable(2'000).value() == 0);
+  // A step whose records all came at once closes at its deadline, as before.
+  StepAligner b(3, 2, {.deadline_ns = 1'000, .max_pending_steps = 100});
+  for (int r : {0, 1}) b.Add(r, 0, kD, 0, 0);
+  CHECK(!b.NextClosable(999).has_value());
+  CHECK(b.NextClosable(1'000).value() == 0);
+}
+
 TEST_CASE("complete steps close in order with rebuilt boundaries") {
   StepAligner a(3, 2, {.deadline_ns = 1'000, .max_pending_steps = 100});
   for (int r : {2, 0}) CHECK(a.Add(r, 0, kD, 0, 0) == AlignOutcome::kAccepted);
