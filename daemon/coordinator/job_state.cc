@@ -518,10 +518,12 @@ absl::StatusOr<IngestCounts> JobState::AlignLocked(const v1::RankSteps& rs, cons
   h.late += c.late;
   h.rejected += c.far_ahead;
   if (m_.rank_steps_accepted != nullptr) {
+    // Each Increment is a compare-and-swap loop on a shared double, 4 per message at 100,000
+    // messages a second; the last three are almost always 0.
     m_.rank_steps_accepted->Increment(c.accepted);
-    m_.rank_steps_duplicate->Increment(c.duplicates);
-    m_.rank_steps_late->Increment(c.late);
-    m_.rank_steps_rejected->Increment(c.far_ahead);
+    if (c.duplicates > 0) m_.rank_steps_duplicate->Increment(c.duplicates);
+    if (c.late > 0) m_.rank_steps_late->Increment(c.late);
+    if (c.far_ahead > 0) m_.rank_steps_rejected->Increment(c.far_ahead);
   }
   return c;
 }

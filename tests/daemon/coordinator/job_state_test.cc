@@ -40,6 +40,20 @@ v1::RankDeclaration Decl(int rank, const std::string& stages =
   return d;
 }
 
+// A job's options in a fresh directory, without fsync.
+JobOptions TempJobOptions() {
+  JobOptions o;
+  o.data_dir = TempDir();
+  o.fsync = false;
+  return o;
+}
+
+// The series `metrics` keeps for "job-1" (Decl's default stages).
+JobMetrics MetricsOf(CoordinatorMetrics& metrics) {
+  return metrics.ForJob(
+      "job-1", *StageSchema::Parse("data:io,forward:compute,grad_sync:sync,optimizer:compute"));
+}
+
 // Rank `rank`'s steps [first, last]: from step 100, rank 5's data stage is 15 ms slower and the
 // others wait for it in grad_sync.
 v1::RankSteps Steps(int rank, int first, int last, std::mt19937* rng) {
@@ -291,14 +305,11 @@ TEST_CASE("bracketing rules that do not fit a job fall back to the default, and 
 // nodes x world per step (quadratic at 100,000 ranks; docs/results.md "Coordinator ingest").
 TEST_CASE("rank gauges are recounted per closed step or every 250 ms, not per batch") {
   CoordinatorMetrics metrics;
-  JobOptions o;
-  o.data_dir = TempDir();
-  o.fsync = false;
+  JobOptions o = TempJobOptions();
   o.aligner.deadline_ns = 10'000'000'000;  // nothing closes by deadline here
   auto job = JobState::Create(Decl(0), o, &metrics);
   REQUIRE(job.ok());
-  const JobMetrics m = metrics.ForJob(
-      "job-1", *StageSchema::Parse("data:io,forward:compute,grad_sync:sync,optimizer:compute"));
+  const JobMetrics m = MetricsOf(metrics);
   std::mt19937 rng(1);
   int64_t now = 1'000'000'000;
   for (int r = 0; r < kWorld; ++r) {
@@ -315,6 +326,40 @@ TEST_CASE("rank gauges are recounted per closed step or every 250 ms, not per ba
   CHECK((*job)->CloseDue(now) == 0);
   CHECK(m.ranks_lagging->Value() == kWorld - 1);  // recounted 250 ms after the last count
   CHECK(m.ranks_reporting->Value() == 1);
+}
+
+// The per-outcome counters are only touched when their count is not 0 (a cost per message);
+// each outcome must still be counted.
+TEST_CASE("rank-step counters count accepted, duplicate, late and far-ahead records") {
+  CoordinatorMetrics metrics;
+  JobOptions o = TempJobOptions();
+  o.aligner.deadline_ns = 10'000'000'000;
+  o.aligner.max_step_lead = 100;
+  auto job = JobState::Create(Decl(0), o, &metrics);
+  REQUIRE(job.ok());
+  const JobMetrics m = MetricsOf(metrics);
+  std::mt19937 rng(1);
+  int64_t now = 1'000'000'000;
+  for (int r = 0; r < kWorld; ++r) REQUIRE((*job)->Ingest(Steps(r, 0, 4, &rng), "n", now).ok());
+  (*job)->CloseDue(now);
+  CHECK(m.rank_steps_accepted->Value() == 5 * kWorld);
+  CHECK(m.rank_steps_duplicate->Value() == 0);
+  CHECK(m.rank_steps_late->Value() == 0);
+  CHECK(m.rank_steps_rejected->Value() == 0);
+  // Rank 0's steps 5..7 open; its 5..6 again are duplicates.
+  REQUIRE((*job)->Ingest(Steps(0, 5, 7, &rng), "n", now).ok());
+  REQUIRE((*job)->Ingest(Steps(0, 5, 6, &rng), "n", now).ok());
+  CHECK(m.rank_steps_accepted->Value() == 5 * kWorld + 3);
+  CHECK(m.rank_steps_duplicate->Value() == 2);
+  // Steps 5..7 close at their deadline without rank 1; its records for them come late.
+  now += 2 * o.aligner.deadline_ns + 1;
+  CHECK((*job)->CloseDue(now) == 3);
+  REQUIRE((*job)->Ingest(Steps(1, 5, 7, &rng), "n", now).ok());
+  CHECK(m.rank_steps_late->Value() == 3);
+  // A step far past the job's newest is refused.
+  REQUIRE((*job)->Ingest(Steps(2, 500, 500, &rng), "n", now).ok());
+  CHECK(m.rank_steps_rejected->Value() == 1);
+  CHECK(m.rank_steps_accepted->Value() == 5 * kWorld + 3);
 }
 
 }  // namespace
@@ -440,9 +485,7 @@ TEST_CASE("the strings a slot's health relays are bounded") {
 // does not know (a hostile or newer sidecar) is shown as "invalid", never passed on.
 TEST_CASE("a rank's layout source travels from its slot health to the job's health") {
   CoordinatorMetrics metrics;
-  JobOptions o;
-  o.data_dir = TempDir();
-  o.fsync = false;
+  JobOptions o = TempJobOptions();
   auto created = JobState::Create(Decl(0), o, &metrics);
   REQUIRE(created.ok());
   JobState& job = **created;
@@ -474,8 +517,7 @@ TEST_CASE("ranks whose stubs released their slots after reporting are finished, 
   auto created = JobState::Create(Decl(0), o, &metrics);
   REQUIRE(created.ok());
   JobState& job = **created;
-  const JobMetrics m = metrics.ForJob(
-      "job-1", *StageSchema::Parse("data:io,forward:compute,grad_sync:sync,optimizer:compute"));
+  const JobMetrics m = MetricsOf(metrics);
   std::mt19937 rng(3);
   int64_t now = 1'000'000'000;
   // Rank 7 has not reported yet: released before reporting is not finished.
